@@ -1,0 +1,750 @@
+"""Kafka record sets: RecordBatch v2 (magic 2), legacy MessageSets (magic 0/1), and the storage adapter.
+
+Pure functions over bytes: no sockets, no clock (callers pass "now" as `default_timestamp`), no files.
+
+RecordBatch v2 layout (all big-endian; see `BATCH_HEADER`)::
+
+    0  baseOffset int64          21 attributes int16         43 producerId int64
+    8  batchLength int32         23 lastOffsetDelta int32    51 producerEpoch int16
+    12 partitionLeaderEpoch i32  27 baseTimestamp int64      53 baseSequence int32
+    16 magic int8 (= 2)          35 maxTimestamp int64       57 recordsCount int32
+    17 crc uint32 (CRC-32C of bytes [21, end))               61 records (one compressed blob with a codec)
+
+    record: length varint | attributes int8 | timestampDelta varlong | offsetDelta varint |
+            keyLength varint (-1 = null) | key | valueLength varint (-1 = null) | value |
+            headerCount varint | (headerKeyLength varint, key utf-8, headerValueLength varint (-1 = null), value)*
+
+Legacy message (magic 0/1, Produce < v3, Fetch < v4)::
+
+    offset int64 | size int32 | crc uint32 (CRC-32 of magic..end) | magic int8 | attributes int8 |
+    [timestamp int64, magic 1 only] | keyLength int32 | key | valueLength int32 | value
+
+A compressed legacy set is one wrapper message whose value is the compressed inner message set (inner offsets
+are relative in magic 1: absolute = wrapper offset - last inner offset + inner offset).
+
+Every length and count read from the wire is checked against the bytes that remain before anything is sliced
+or allocated; see the bound constants below.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+from crc32c import crc32c
+
+from ..errors import RecordFormatError
+from ..records import Record
+from ..varint import decode_varint, decode_varlong, encode_varint, encode_varlong, zigzag_table
+from .compression import CODEC_NAMES, compress, decompress
+
+__all__ = [
+    "BATCH_HEADER",
+    "BATCH_HEADER_SIZE",
+    "BATCH_OVERHEAD",
+    "MAGIC_V2",
+    "MAX_RECORDS_PER_BATCH",
+    "MIN_RECORD_SIZE",
+    "TIMESTAMP_CREATE_TIME",
+    "TIMESTAMP_LOG_APPEND_TIME",
+    "NO_TIMESTAMP",
+    "BatchHeader",
+    "parse_header",
+    "encode_batch",
+    "decode_batch",
+    "iter_batches",
+    "decode_records",
+    "record_set_magic",
+    "decode_message_set",
+    "message_set_to_batch",
+    "encode_message_set",
+    "KafkaFormat",
+]
+
+# --- layout -----------------------------------------------------------------------------------------------
+
+#: The 61-byte RecordBatch v2 header, fields in the order of `BatchHeader`.
+BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
+BATCH_HEADER_SIZE = 61
+assert BATCH_HEADER.size == BATCH_HEADER_SIZE
+#: baseOffset + batchLength: the bytes not counted by batchLength (batch size = batchLength + 12).
+LOG_OVERHEAD = 12
+#: Smallest legal batchLength: the header after the batchLength field, with no records.
+BATCH_OVERHEAD = BATCH_HEADER_SIZE - LOG_OVERHEAD  # 49
+#: CRC-32C covers the batch from the attributes field to its end.
+CRC_START = 21
+MAGIC_V2 = 2
+_MAGIC_POS = 16
+
+#: Bound on recordsCount. Producers cap a batch at batch.size (16 KiB–1 MiB), i.e. at most tens of thousands
+#: of records; each decoded `Record` costs ~150 bytes of Python objects, so a million records (~150 MB) is
+#: already far beyond any real batch. Larger claims are rejected before any decoding.
+MAX_RECORDS_PER_BATCH = 1_000_000
+#: Smallest encoded record: length, attributes, timestampDelta, offsetDelta, keyLength, valueLength and
+#: headerCount, one byte each. recordsCount * MIN_RECORD_SIZE must fit in the (decompressed) record bytes.
+MIN_RECORD_SIZE = 7
+#: Smallest encoded record header: keyLength 0 and valueLength -1, one byte each.
+MIN_RECORD_HEADER_SIZE = 2
+
+TIMESTAMP_CREATE_TIME = 0
+TIMESTAMP_LOG_APPEND_TIME = 1
+#: Kafka's "no timestamp" (magic 0 messages; decoded as `Record.timestamp = None`).
+NO_TIMESTAMP = -1
+
+_CODEC_MASK = 0x07
+_TIMESTAMP_TYPE_BIT = 0x08
+_TRANSACTIONAL_BIT = 0x10
+_CONTROL_BIT = 0x20
+
+# scan() reads only what the log engine needs: baseOffset, batchLength, magic, lastOffsetDelta, maxTimestamp.
+_SCAN = struct.Struct(">qi4xb6xi8xq")
+_INT64 = struct.Struct(">q")
+_INT32 = struct.Struct(">i")
+_UINT32 = struct.Struct(">I")
+_BASE_AND_LAST_DELTA = struct.Struct(">q15xi")  # baseOffset at 0, lastOffsetDelta at 23
+
+
+# --- header -----------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class BatchHeader:
+    """The fixed 61-byte header of a RecordBatch v2 (field names follow the Kafka protocol guide)."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def compression(self) -> int:
+        """Codec id: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd."""
+        return self.attributes & _CODEC_MASK
+
+    @property
+    def timestamp_type(self) -> int:
+        """0 = CreateTime (per-record timestamps), 1 = LogAppendTime (every record has max_timestamp)."""
+        return 1 if self.attributes & _TIMESTAMP_TYPE_BIT else 0
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & _TRANSACTIONAL_BIT)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & _CONTROL_BIT)
+
+    @property
+    def size(self) -> int:
+        """Bytes of the whole batch, baseOffset and batchLength included."""
+        return self.batch_length + LOG_OVERHEAD
+
+
+def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    """Parse and sanity-check the batch header at `pos` (the records need not be present).
+
+    Raises RecordFormatError when fewer than 61 bytes remain, the magic is not 2, batchLength is below the
+    header size, the codec is unknown, or lastOffsetDelta / recordsCount are negative or out of bounds.
+    """
+    if len(buf) - pos < BATCH_HEADER_SIZE:
+        raise RecordFormatError(f"truncated batch header: {len(buf) - pos} of {BATCH_HEADER_SIZE} bytes")
+    h = BatchHeader(*BATCH_HEADER.unpack_from(buf, pos))
+    if h.magic != MAGIC_V2:
+        raise RecordFormatError(f"not a RecordBatch v2: magic {h.magic}")
+    if h.batch_length < BATCH_OVERHEAD:
+        raise RecordFormatError(f"batchLength {h.batch_length} is below the header's {BATCH_OVERHEAD}")
+    if h.attributes & _CODEC_MASK not in CODEC_NAMES:
+        raise RecordFormatError(f"unknown compression codec {h.attributes & _CODEC_MASK}")
+    if h.last_offset_delta < 0:
+        raise RecordFormatError(f"negative lastOffsetDelta {h.last_offset_delta}")
+    if not 0 <= h.records_count <= MAX_RECORDS_PER_BATCH:
+        raise RecordFormatError(f"recordsCount {h.records_count} outside 0..{MAX_RECORDS_PER_BATCH}")
+    return h
+
+
+# --- encode -----------------------------------------------------------------------------------------------
+
+_VARINT = zigzag_table()  # _VARINT[n << 1] is the zigzag varint of 0 <= n < 8192
+_SMALL = len(_VARINT) >> 1
+_NULL = b"\x01"  # zigzag(-1): a null key, value or header value
+_ZERO = b"\x00"
+
+
+def _len_varint(n: int) -> bytes:
+    return _VARINT[n << 1] if n < _SMALL else encode_varint(n)
+
+
+def _encode_headers(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
+    parts = [_len_varint(len(headers))]
+    for hkey, hvalue in headers:
+        kb = hkey.encode("utf-8")
+        parts += (_len_varint(len(kb)), kb)
+        if hvalue is None:
+            parts.append(_NULL)
+        else:
+            parts += (_len_varint(len(hvalue)), hvalue)
+    return b"".join(parts)
+
+
+def encode_batch(
+    records: Sequence[Record],
+    *,
+    base_offset: int = 0,
+    default_timestamp: int,
+    compression: int = 0,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    partition_leader_epoch: int = -1,
+    timestamp_type: int = TIMESTAMP_CREATE_TIME,
+    transactional: bool = False,
+) -> bytes:
+    """Encode `records` as one RecordBatch v2 and return its bytes.
+
+    Records whose timestamp is None get `default_timestamp` (the caller's "now"). Offset deltas are the
+    positions in `records` (their `offset` fields are ignored). Header keys are str (UTF-8 on the wire).
+    Raises ValueError for an empty or oversized sequence or an unknown codec.
+    """
+    n = len(records)
+    if n == 0:
+        raise ValueError("a RecordBatch needs at least one record")
+    if n > MAX_RECORDS_PER_BATCH:
+        raise ValueError(f"{n} records exceed MAX_RECORDS_PER_BATCH ({MAX_RECORDS_PER_BATCH})")
+    if compression not in CODEC_NAMES:
+        raise ValueError(f"unknown compression codec {compression}")
+    timestamps = [default_timestamp if r.timestamp is None else r.timestamp for r in records]
+    base_ts = min(timestamps)
+    max_ts = max(timestamps)
+
+    table, small, null, zero = _VARINT, _SMALL, _NULL, _ZERO
+    parts: list = []
+    extend = parts.extend
+    for i, (r, ts) in enumerate(zip(records, timestamps)):
+        d = ts - base_ts  # >= 0
+        tsb = table[d << 1] if d < small else encode_varlong(d)
+        ob = table[i << 1] if i < small else encode_varint(i)
+        size = 1 + len(tsb) + len(ob)
+        key = r.key
+        if key is None:
+            kb = null
+            key = b""
+            size += 1
+        else:
+            klen = len(key)
+            kb = table[klen << 1] if klen < small else encode_varint(klen)
+            size += len(kb) + klen
+        value = r.value
+        if value is None:
+            vb = null
+            value = b""
+            size += 1
+        else:
+            vlen = len(value)
+            vb = table[vlen << 1] if vlen < small else encode_varint(vlen)
+            size += len(vb) + vlen
+        hb = _encode_headers(r.headers) if r.headers else zero
+        size += len(hb)
+        extend((table[size << 1] if size < small else encode_varint(size), zero, tsb, ob, kb, key, vb, value, hb))
+    payload = b"".join(parts)
+    if compression:
+        payload = compress(compression, payload)
+
+    attributes = compression | (_TIMESTAMP_TYPE_BIT if timestamp_type else 0)
+    attributes |= _TRANSACTIONAL_BIT if transactional else 0
+    try:
+        header = BATCH_HEADER.pack(
+            base_offset, BATCH_OVERHEAD + len(payload), partition_leader_epoch, MAGIC_V2, 0, attributes,
+            n - 1, base_ts, max_ts, producer_id, producer_epoch, base_sequence, n,
+        )  # fmt: skip
+    except struct.error as exc:
+        raise ValueError(f"batch header field out of range: {exc}") from None
+    crc = crc32c(payload, crc32c(header[CRC_START:]))
+    return b"".join((header[:17], _UINT32.pack(crc), header[CRC_START:], payload))
+
+
+# --- decode -----------------------------------------------------------------------------------------------
+
+# Zigzag value of every one-byte varint, for the inline fast path of the record decoder.
+_ZZ1 = tuple((b >> 1) ^ -(b & 1) for b in range(0x80))
+
+
+def _decode_headers(data: bytes, pos: int, rec_end: int, count: int) -> tuple[tuple, int]:
+    if count < 0 or count * MIN_RECORD_HEADER_SIZE > rec_end - pos:
+        raise RecordFormatError(f"header count {count} does not fit in the {rec_end - pos} bytes left")
+    zz1 = _ZZ1
+    headers = []
+    for _ in range(count):
+        b = data[pos]
+        if b < 0x80:
+            n = zz1[b]
+            pos += 1
+        else:
+            n, pos = decode_varint(data, pos)
+        if n < 0 or pos + n > rec_end:
+            raise RecordFormatError(f"bad header key length {n}")
+        try:
+            hkey = data[pos : pos + n].decode("utf-8")
+        except UnicodeDecodeError:
+            raise RecordFormatError("header key is not valid UTF-8") from None
+        pos += n
+        b = data[pos]
+        if b < 0x80:
+            n = zz1[b]
+            pos += 1
+        else:
+            n, pos = decode_varint(data, pos)
+        if n < 0:
+            if n != -1:
+                raise RecordFormatError(f"bad header value length {n}")
+            hvalue = None
+        else:
+            if pos + n > rec_end:
+                raise RecordFormatError(f"header value of {n} bytes overruns its record")
+            hvalue = data[pos : pos + n]
+            pos += n
+        headers.append((hkey, hvalue))
+    return tuple(headers), pos
+
+
+def _decode_record_blob(
+    data: bytes, count: int, base_offset: int, base_ts: int, append_ts: int | None
+) -> list[Record]:
+    """Decode `count` records from the (uncompressed) record bytes of one batch.
+
+    The hot loop of every fetch that transcodes: each varint is decoded inline when it takes one or two bytes
+    (almost always: lengths below 8 KiB, deltas below 8192) and by `decode_varint`/`decode_varlong` otherwise,
+    which bound it at 5/10 bytes. Reading past `data` raises IndexError, turned into RecordFormatError once.
+    """
+    end = len(data)
+    if count * MIN_RECORD_SIZE > end:
+        raise RecordFormatError(f"recordsCount {count} cannot fit in {end} bytes of records")
+    zz1 = _ZZ1
+    records: list[Record] = []
+    append = records.append
+    pos = 0
+    try:
+        for _ in range(count):
+            # length
+            b = data[pos]
+            if b < 0x80:
+                length = zz1[b]
+                pos += 1
+            elif (c := data[pos + 1]) < 0x80:
+                u = (b & 0x7F) | (c << 7)
+                length = (u >> 1) ^ -(u & 1)
+                pos += 2
+            else:
+                length, pos = decode_varint(data, pos)
+            rec_end = pos + length
+            if length < MIN_RECORD_SIZE - 1 or rec_end > end:
+                raise RecordFormatError(f"record length {length} at {pos} does not fit the batch")
+            pos += 1  # attributes: unused
+            # timestampDelta (varlong)
+            b = data[pos]
+            if b < 0x80:
+                ts_delta = zz1[b]
+                pos += 1
+            elif (c := data[pos + 1]) < 0x80:
+                u = (b & 0x7F) | (c << 7)
+                ts_delta = (u >> 1) ^ -(u & 1)
+                pos += 2
+            else:
+                ts_delta, pos = decode_varlong(data, pos)
+            # offsetDelta
+            b = data[pos]
+            if b < 0x80:
+                offset_delta = zz1[b]
+                pos += 1
+            elif (c := data[pos + 1]) < 0x80:
+                u = (b & 0x7F) | (c << 7)
+                offset_delta = (u >> 1) ^ -(u & 1)
+                pos += 2
+            else:
+                offset_delta, pos = decode_varint(data, pos)
+            # key
+            b = data[pos]
+            if b < 0x80:
+                n = zz1[b]
+                pos += 1
+            elif (c := data[pos + 1]) < 0x80:
+                u = (b & 0x7F) | (c << 7)
+                n = (u >> 1) ^ -(u & 1)
+                pos += 2
+            else:
+                n, pos = decode_varint(data, pos)
+            if n < 0:
+                if n != -1:
+                    raise RecordFormatError(f"bad key length {n}")
+                key = None
+            else:
+                if pos + n > rec_end:
+                    raise RecordFormatError(f"key of {n} bytes overruns its record")
+                key = data[pos : pos + n]
+                pos += n
+            # value
+            b = data[pos]
+            if b < 0x80:
+                n = zz1[b]
+                pos += 1
+            elif (c := data[pos + 1]) < 0x80:
+                u = (b & 0x7F) | (c << 7)
+                n = (u >> 1) ^ -(u & 1)
+                pos += 2
+            else:
+                n, pos = decode_varint(data, pos)
+            if n < 0:
+                if n != -1:
+                    raise RecordFormatError(f"bad value length {n}")
+                value = None
+            else:
+                if pos + n > rec_end:
+                    raise RecordFormatError(f"value of {n} bytes overruns its record")
+                value = data[pos : pos + n]
+                pos += n
+            # headers
+            b = data[pos]
+            if b == 0:
+                headers = ()
+                pos += 1
+            else:
+                if b < 0x80:
+                    n = zz1[b]
+                    pos += 1
+                else:
+                    n, pos = decode_varint(data, pos)
+                headers, pos = _decode_headers(data, pos, rec_end, n)
+            if pos != rec_end:
+                raise RecordFormatError(f"record ends at {pos}, its length says {rec_end}")
+            append(Record(value, key, base_ts + ts_delta if append_ts is None else append_ts, headers,
+                          base_offset + offset_delta))  # fmt: skip
+    except IndexError:
+        raise RecordFormatError("truncated record") from None
+    if pos != end:
+        raise RecordFormatError(f"{end - pos} bytes left after the batch's {count} records")
+    return records
+
+
+def decode_batch(
+    batch: bytes | bytearray | memoryview, *, verify_crc: bool = True
+) -> tuple[BatchHeader, list[Record]]:
+    """Decode one whole RecordBatch v2 (exactly one batch, no trailing bytes).
+
+    Records carry absolute offsets (baseOffset + offsetDelta) and absolute timestamps (LogAppendTime batches:
+    every record gets maxTimestamp). Compressed batches are decompressed (bounded by
+    `compression.MAX_DECOMPRESSED_SIZE`). Control batches (transaction markers) yield no records.
+    """
+    header = parse_header(batch)
+    if len(batch) != header.size:
+        raise RecordFormatError(f"batch is {len(batch)} bytes, its header says {header.size}")
+    mv = memoryview(batch)
+    if verify_crc:
+        actual = crc32c(mv[CRC_START:])
+        if actual != header.crc:
+            raise RecordFormatError(f"CRC-32C mismatch: header {header.crc:#010x}, computed {actual:#010x}")
+    if header.is_control:
+        return header, []
+    codec = header.attributes & _CODEC_MASK
+    data = bytes(mv[BATCH_HEADER_SIZE:]) if codec == 0 else decompress(codec, mv[BATCH_HEADER_SIZE:])
+    append_ts = header.max_timestamp if header.attributes & _TIMESTAMP_TYPE_BIT else None
+    records = _decode_record_blob(data, header.records_count, header.base_offset, header.base_timestamp, append_ts)
+    return header, records
+
+
+def iter_batches(buf: bytes | bytearray | memoryview) -> Iterator[memoryview]:
+    """Yield each whole RecordBatch v2 in `buf` as a memoryview slice (no copy).
+
+    A truncated last batch (a Fetch response may stop mid-batch) ends the iteration silently; bytes that cannot
+    be the start of a v2 batch (wrong magic, batchLength below the header size) raise RecordFormatError.
+    Only the framing is checked here; `decode_batch` or `KafkaFormat.validate` checks the rest.
+    """
+    mv = memoryview(buf)
+    end = len(mv)
+    pos = 0
+    while end - pos >= LOG_OVERHEAD:
+        (batch_length,) = _INT32.unpack_from(mv, pos + 8)
+        if batch_length < BATCH_OVERHEAD:
+            raise RecordFormatError(f"batchLength {batch_length} at {pos} is below the header's {BATCH_OVERHEAD}")
+        if end - pos > _MAGIC_POS and mv[pos + _MAGIC_POS] != MAGIC_V2:
+            raise RecordFormatError(f"not a RecordBatch v2 at {pos}: magic {mv[pos + _MAGIC_POS]}")
+        size = batch_length + LOG_OVERHEAD
+        if size > end - pos:
+            return  # partial last batch
+        yield mv[pos : pos + size]
+        pos += size
+
+
+def decode_records(buf: bytes | bytearray | memoryview, *, min_offset: int = 0) -> list[Record]:
+    """All records of all whole batches in `buf` whose offset is >= `min_offset` (CRCs verified).
+
+    Batches that end before `min_offset` are skipped without being decoded.
+    """
+    out: list[Record] = []
+    for batch in iter_batches(buf):
+        base, lod = _BASE_AND_LAST_DELTA.unpack_from(batch)
+        if base + lod < min_offset:
+            continue
+        _, records = decode_batch(batch)
+        if base >= min_offset:
+            out += records
+        else:
+            out += [r for r in records if r.offset >= min_offset]
+    return out
+
+
+# --- legacy MessageSet (magic 0/1) ------------------------------------------------------------------------
+
+#: offset int64 + size int32 in front of every legacy message.
+_LEGACY_LOG_OVERHEAD = 12
+#: Smallest legacy message body: crc 4, magic 1, attributes 1, keyLength 4, valueLength 4 (magic 1: + 8).
+_MESSAGE_OVERHEAD = {0: 14, 1: 22}
+_LEGACY_PREFIX = struct.Struct(">qi")
+_LEGACY_HEAD = struct.Struct(">IBb")  # crc, magic, attributes
+_MESSAGE_V0_HEAD = struct.Struct(">bbi")  # magic, attributes, keyLength
+_MESSAGE_V1_HEAD = struct.Struct(">bbqi")  # magic, attributes, timestamp, keyLength
+_MESSAGE_PREFIX = struct.Struct(">qiI")  # offset, size, crc
+
+
+def record_set_magic(buf: bytes | bytearray | memoryview) -> int:
+    """The magic of the first entry of a record set (byte 16 for both formats): 0/1 legacy, 2 RecordBatch."""
+    if len(buf) <= _MAGIC_POS:
+        raise RecordFormatError(f"record set of {len(buf)} bytes is too short to carry a magic byte")
+    return buf[_MAGIC_POS]
+
+
+def _iter_messages(mv: memoryview, allow_partial: bool) -> Iterator[tuple]:
+    """Yield (offset, magic, attributes, timestamp, key, value) for each CRC-checked legacy message."""
+    end = len(mv)
+    pos = 0
+    while pos < end:
+        if end - pos < _LEGACY_LOG_OVERHEAD:
+            if allow_partial:
+                return
+            raise RecordFormatError(f"truncated message set entry at {pos}")
+        offset, size = _LEGACY_PREFIX.unpack_from(mv, pos)
+        start = pos + _LEGACY_LOG_OVERHEAD
+        if size < _MESSAGE_OVERHEAD[0]:
+            raise RecordFormatError(f"message size {size} at {pos} is below the minimum {_MESSAGE_OVERHEAD[0]}")
+        if size > end - start:
+            if allow_partial:
+                return
+            raise RecordFormatError(f"message at {pos} declares {size} bytes, {end - start} left")
+        msg_end = start + size
+        crc, magic, attributes = _LEGACY_HEAD.unpack_from(mv, start)
+        if magic not in _MESSAGE_OVERHEAD:
+            raise RecordFormatError(f"bad legacy message magic {magic} at {pos} (magic 2 is a RecordBatch)")
+        if size < _MESSAGE_OVERHEAD[magic]:
+            raise RecordFormatError(f"magic {magic} message of {size} bytes at {pos} is too short")
+        actual = zlib.crc32(mv[start + 4 : msg_end])
+        if actual != crc:
+            raise RecordFormatError(f"message CRC-32 mismatch at {pos}: header {crc:#010x}, computed {actual:#010x}")
+        p = start + 6
+        if magic == 1:
+            (timestamp,) = _INT64.unpack_from(mv, p)
+            p += 8
+        else:
+            timestamp = NO_TIMESTAMP
+        (klen,) = _INT32.unpack_from(mv, p)
+        p += 4
+        if klen == -1:
+            key = None
+        elif 0 <= klen <= msg_end - p - 4:
+            key = bytes(mv[p : p + klen])
+            p += klen
+        else:
+            raise RecordFormatError(f"bad key length {klen} in message at {pos}")
+        (vlen,) = _INT32.unpack_from(mv, p)
+        p += 4
+        if vlen == -1:
+            value = None
+        elif 0 <= vlen <= msg_end - p:
+            value = bytes(mv[p : p + vlen])
+            p += vlen
+        else:
+            raise RecordFormatError(f"bad value length {vlen} in message at {pos}")
+        if p != msg_end:
+            raise RecordFormatError(f"{msg_end - p} stray bytes after the value of message at {pos}")
+        yield offset, magic, attributes, timestamp, key, value
+        pos = msg_end
+
+
+def _ts(timestamp: int) -> int | None:
+    return None if timestamp == NO_TIMESTAMP else timestamp
+
+
+def _decode_message_set(buf, allow_partial: bool) -> tuple[list[Record], int]:
+    """Decode a legacy message set; return the records and the codec of the first compressed wrapper (or 0)."""
+    records: list[Record] = []
+    first_codec = 0
+    for offset, magic, attributes, timestamp, key, value in _iter_messages(memoryview(buf), allow_partial):
+        codec = attributes & _CODEC_MASK
+        if codec == 0:
+            records.append(Record(value, key, _ts(timestamp), (), offset))
+        else:
+            if value is None:
+                raise RecordFormatError(f"compressed wrapper message at offset {offset} has no value")
+            first_codec = first_codec or codec
+            inner = decompress(codec, value, legacy_lz4_checksum=magic == 0)
+            log_append_time = magic == 1 and attributes & _TIMESTAMP_TYPE_BIT
+            first = len(records)
+            for ioffset, imagic, iattributes, itimestamp, ikey, ivalue in _iter_messages(memoryview(inner), False):
+                if iattributes & _CODEC_MASK:
+                    raise RecordFormatError("nested compression in a legacy wrapper message")
+                if imagic != magic:
+                    raise RecordFormatError(f"magic {imagic} message inside a magic {magic} wrapper")
+                records.append(Record(ivalue, ikey, _ts(timestamp if log_append_time else itimestamp), (), ioffset))
+                if len(records) > MAX_RECORDS_PER_BATCH:
+                    raise RecordFormatError(f"message set holds more than {MAX_RECORDS_PER_BATCH} messages")
+            if magic == 1 and len(records) > first:
+                # Inner offsets are relative; the wrapper carries the absolute offset of the last inner message.
+                # A producer's wrapper says 0 (the broker has not assigned offsets yet): keep the relative ones,
+                # as kafka-python does, rather than going negative.
+                base = offset - records[-1].offset
+                if base > 0:
+                    for r in records[first:]:
+                        r.offset += base
+        if len(records) > MAX_RECORDS_PER_BATCH:
+            raise RecordFormatError(f"message set holds more than {MAX_RECORDS_PER_BATCH} messages")
+    return records, first_codec
+
+
+def decode_message_set(buf: bytes | bytearray | memoryview, *, allow_partial: bool = False) -> list[Record]:
+    """Decode a legacy (magic 0/1) message set, unwrapping compressed wrapper messages.
+
+    Records keep the offsets the set carries (absolute for magic 1 inner messages); magic 0 messages and
+    timestamps of -1 decode as `timestamp=None`. Legacy messages have no headers. A truncated last message
+    raises, unless `allow_partial` (Fetch-style input) is true.
+    """
+    return _decode_message_set(buf, allow_partial)[0]
+
+
+def message_set_to_batch(
+    buf: bytes | bytearray | memoryview, default_timestamp: int, *, compression: int | None = None
+) -> bytes:
+    """Convert a legacy message set (Produce v0–v2) into one RecordBatch v2 (b"" for an empty set).
+
+    Offset deltas are renumbered 0..n-1 (the broker assigns offsets); records without a timestamp get
+    `default_timestamp`. The batch keeps the codec of the set's first compressed wrapper unless `compression`
+    is given.
+    """
+    records, codec = _decode_message_set(buf, allow_partial=False)
+    if not records:
+        return b""
+    return encode_batch(
+        records, default_timestamp=default_timestamp, compression=codec if compression is None else compression
+    )
+
+
+def encode_message_set(records: Sequence[Record], magic: int, *, drop_headers: bool = False) -> bytes:
+    """Encode records as an uncompressed legacy message set (for Fetch v0–v3 answers).
+
+    Each message carries `record.offset` (its position in `records` when the offset is -1). Magic 1 writes the
+    record timestamp (-1 when None); magic 0 has none. Legacy messages cannot carry headers: a record with
+    headers raises ValueError unless `drop_headers` is true (Kafka drops them on down-conversion).
+    """
+    if magic not in (0, 1):
+        raise ValueError(f"legacy message sets are magic 0 or 1, not {magic}")
+    parts: list = []
+    for i, r in enumerate(records):
+        if r.headers and not drop_headers:
+            raise ValueError("magic 0/1 messages cannot carry record headers")
+        key, value = r.key, r.value
+        klen = -1 if key is None else len(key)
+        vlen = -1 if value is None else len(value)
+        if magic == 0:
+            head = _MESSAGE_V0_HEAD.pack(0, 0, klen)
+        else:
+            head = _MESSAGE_V1_HEAD.pack(1, 0, NO_TIMESTAMP if r.timestamp is None else r.timestamp, klen)
+        body = b"".join((head, key or b"", _INT32.pack(vlen), value or b""))
+        offset = r.offset if r.offset >= 0 else i
+        parts += (_MESSAGE_PREFIX.pack(offset, len(body) + 4, zlib.crc32(body)), body)
+    return b"".join(parts)
+
+
+# --- storage adapter --------------------------------------------------------------------------------------
+
+
+class KafkaFormat:
+    """Storage adapter for topics stored as Kafka RecordBatch v2 (satisfies `storage.formats.BatchFormat`).
+
+    On disk a segment is RecordBatch v2 batches back to back, each exactly as the producer sent it except for
+    the first 8 bytes (baseOffset), which `stamp` rewrites; a Fetch is then a byte range of the file. The
+    produce path never decodes records: `scan` reads the header, `validate` checks size and CRC-32C, `stamp`
+    returns writev pieces without copying the payload.
+    """
+
+    name = "kafka"
+    header_size = BATCH_HEADER_SIZE
+
+    def scan(self, buf: memoryview, pos: int) -> tuple[int, int, int, int] | None:
+        """(size, base_offset, last_offset_delta, max_timestamp) of the batch at `pos`, None if < 61 bytes."""
+        if len(buf) - pos < BATCH_HEADER_SIZE:
+            return None
+        base_offset, batch_length, magic, last_offset_delta, max_timestamp = _SCAN.unpack_from(buf, pos)
+        if magic != MAGIC_V2:
+            raise RecordFormatError(f"not a RecordBatch v2 at {pos}: magic {magic}")
+        if batch_length < BATCH_OVERHEAD:
+            raise RecordFormatError(f"batchLength {batch_length} at {pos} is below the header's {BATCH_OVERHEAD}")
+        if last_offset_delta < 0:
+            raise RecordFormatError(f"negative lastOffsetDelta {last_offset_delta} at {pos}")
+        return batch_length + LOG_OVERHEAD, base_offset, last_offset_delta, max_timestamp
+
+    def validate(self, batch: memoryview) -> None:
+        """Check one whole batch: size, magic, CRC-32C, codec, and recordsCount against lastOffsetDelta."""
+        if not isinstance(batch, memoryview):
+            batch = memoryview(batch)
+        n = len(batch)
+        if n < BATCH_HEADER_SIZE:
+            raise RecordFormatError(f"batch of {n} bytes is shorter than its {BATCH_HEADER_SIZE}-byte header")
+        (_, batch_length, _, magic, crc, attributes, last_offset_delta, _, _, _, _, _, count) = (
+            BATCH_HEADER.unpack_from(batch)
+        )
+        if magic != MAGIC_V2:
+            raise RecordFormatError(f"not a RecordBatch v2: magic {magic}")
+        if batch_length + LOG_OVERHEAD != n:
+            raise RecordFormatError(f"batch is {n} bytes, batchLength says {batch_length + LOG_OVERHEAD}")
+        actual = crc32c(batch[CRC_START:])
+        if actual != crc:
+            raise RecordFormatError(f"CRC-32C mismatch: header {crc:#010x}, computed {actual:#010x}")
+        codec = attributes & _CODEC_MASK
+        if codec not in CODEC_NAMES:
+            raise RecordFormatError(f"unknown compression codec {codec}")
+        # The engine hands out offsets base..base+lastOffsetDelta, and decoders number records by offsetDelta:
+        # like Kafka's LogValidator for client batches, require exactly one offset per record.
+        if last_offset_delta < 0 or count != last_offset_delta + 1:
+            raise RecordFormatError(f"recordsCount {count} does not match lastOffsetDelta {last_offset_delta}")
+        if count > MAX_RECORDS_PER_BATCH:
+            raise RecordFormatError(f"recordsCount {count} exceeds {MAX_RECORDS_PER_BATCH}")
+        if codec == 0 and count * MIN_RECORD_SIZE > n - BATCH_HEADER_SIZE:
+            raise RecordFormatError(f"recordsCount {count} cannot fit in {n - BATCH_HEADER_SIZE} bytes")
+
+    def stamp(self, batch: memoryview, base_offset: int) -> list[bytes | memoryview]:
+        """Pieces for os.writev: the new 8-byte baseOffset, then batch[8:] (a view, not a copy)."""
+        if not isinstance(batch, memoryview):
+            batch = memoryview(batch)
+        return [_INT64.pack(base_offset), batch[8:]]
+
+    def offset_for_timestamp(self, batch: memoryview, base_offset: int, timestamp: int) -> int | None:
+        """Offset of the first record (in offset order) whose timestamp is >= `timestamp`, or None.
+
+        `base_offset` is the batch's offset in the log (the stored header normally says the same).
+        """
+        header = parse_header(batch)
+        if header.max_timestamp < timestamp:
+            return None
+        _, records = decode_batch(memoryview(batch)[: header.size], verify_crc=False)
+        shift = base_offset - header.base_offset
+        for r in records:
+            if r.timestamp >= timestamp:
+                return r.offset + shift
+        return None

@@ -1,0 +1,130 @@
+"""`logway bench …`: benchmarks that print their figures (targets live in BENCHMARKS.md, never in tests).
+
+- `storage-append`: in-process appends of prebuilt 16 KiB Kafka RecordBatches (flush: none) → GB/s, RSS.
+- `native-produce`: a gateway in a subprocess, one client producing 100-byte records, 1,000 per request.
+- `native-fetch`: the same gateway, the records read back with 1 MiB fetches.
+Every run uses a fresh temporary data directory and 127.0.0.1 only, and stops by itself.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+
+MiB = 1024 * 1024
+
+
+def add_bench_arguments(parser) -> None:
+    sub = parser.add_subparsers(dest="bench", required=True)
+    sa = sub.add_parser("storage-append", help="append prebuilt 16 KiB Kafka batches in process (flush: none)")
+    sa.add_argument("--total-mib", type=int, default=1024, help="MiB to append (default 1024)")
+    sa.add_argument("--batch-kib", type=int, default=16)
+    sa.add_argument("--segment-mib", type=int, default=1024)
+    for name in ("native-produce", "native-fetch", "native"):
+        p = sub.add_parser(name, help="native protocol over a socket (gateway in a subprocess)")
+        p.add_argument("--records", type=int, default=1_000_000)
+        p.add_argument("--record-bytes", type=int, default=100)
+        p.add_argument("--per-request", type=int, default=1000)
+        p.add_argument("--flush", default="none", choices=("none", "interval", "always"))
+
+
+def run_bench(args) -> int:
+    if args.bench == "storage-append":
+        bench_storage_append(args.total_mib, args.batch_kib, args.segment_mib)
+    else:
+        bench_native(args.records, args.record_bytes, args.per_request, args.flush,
+                     produce=args.bench in ("native-produce", "native"),
+                     fetch=args.bench in ("native-fetch", "native"))
+    return 0
+
+
+def rss_mib(pid: int | None = None) -> float:
+    """Current resident set size in MiB (Linux /proc)."""
+    with open(f"/proc/{pid or 'self'}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _make_batches(batch_bytes: int, count: int = 64) -> list[bytes]:
+    from logway.codecs.kafka.records import encode_batch
+    from logway.codecs.records import Record
+
+    value = b"x" * 150
+    per = max(1, batch_bytes // (len(value) + 10))
+    now = int(time.time() * 1000)
+    batches = []
+    for i in range(count):
+        recs = [Record(value, key=b"k%d" % j) for j in range(per)]
+        batches.append(encode_batch(recs, default_timestamp=now + i))
+    return batches
+
+
+def bench_storage_append(total_mib: int, batch_kib: int, segment_mib: int) -> None:
+    from logway.codecs.kafka.records import KafkaFormat
+    from logway.storage import LogEngine, TopicConfig
+
+    batches = _make_batches(batch_kib * 1024)
+    size = len(batches[0])
+    n = total_mib * MiB // size
+    with tempfile.TemporaryDirectory(prefix="logway-bench-") as tmp:
+        engine = LogEngine(tmp, {"kafka": KafkaFormat()}, TopicConfig(segment_bytes=segment_mib * MiB))
+        engine.create_topic("bench", 1)
+        plog = engine.partition("bench", 0)
+        os.sync()  # start with no dirty pages: earlier runs' writeback must not throttle this one
+        rss0 = rss_mib()
+        samples = []
+        t0 = time.perf_counter()
+        quarter = max(n // 4, 1)
+        for i in range(n):
+            plog.append(batches[i & 63])
+            if i % quarter == quarter - 1:
+                samples.append(round(rss_mib(), 1))
+        elapsed = time.perf_counter() - t0
+        total = n * size
+        print(f"storage-append: {n} batches of {size} bytes ({total / MiB:.0f} MiB) in {elapsed:.2f} s")
+        print(f"  throughput: {total / elapsed / 1e9:.2f} GB/s ({n / elapsed:,.0f} batches/s)")
+        print(f"  segments: {len(plog.segments)}; log end offset {plog.log_end_offset:,}")
+        print(f"  RSS: {rss0:.1f} MiB before, at each quarter of the log: {samples} MiB")
+        engine.close()
+
+
+def bench_native(records: int, record_bytes: int, per_request: int, flush: str, *, produce: bool,
+                 fetch: bool) -> None:
+    from .client import NativeClient
+    from .launcher import GatewayProcess
+
+    with tempfile.TemporaryDirectory(prefix="logway-bench-") as tmp:
+        with GatewayProcess(os.path.join(tmp, "data"), f"storage.flush={flush}", "log_level=WARNING") as gw:
+            pid = gw.pid
+            with NativeClient(*gw.native, timeout=60) as client:
+                client.create_topic("bench", 1)
+                payloads = [os.urandom(record_bytes) for _ in range(per_request)]
+                requests = max(records // per_request, 1)
+                rss0 = rss_mib(pid)
+                t0 = time.perf_counter()
+                samples = []
+                for i in range(requests):
+                    client.produce("bench", 0, payloads)
+                    if i % max(requests // 4, 1) == 0:
+                        samples.append(round(rss_mib(pid), 1))
+                elapsed = time.perf_counter() - t0
+                total = requests * per_request
+                if produce:
+                    print(f"native-produce (flush: {flush}): {total:,} records of {record_bytes} bytes, "
+                          f"{per_request} per request, in {elapsed:.2f} s")
+                    print(f"  throughput: {total / elapsed:,.0f} records/s "
+                          f"({total * record_bytes / elapsed / MiB:.1f} MiB/s of payload)")
+                    print(f"  gateway RSS: {rss0:.1f} MiB at start, during the run: {samples} MiB")
+                if fetch:
+                    t0 = time.perf_counter()
+                    offset = got = 0
+                    while got < total:
+                        resp = client.fetch("bench", 0, offset, 1024 * 1024)
+                        got += len(resp.records)
+                        offset = resp.next_offset
+                    elapsed = time.perf_counter() - t0
+                    print(f"native-fetch: {got:,} records read back with 1 MiB fetches in {elapsed:.2f} s")
+                    print(f"  throughput: {got / elapsed:,.0f} records/s; gateway RSS after: {rss_mib(pid):.1f} MiB")

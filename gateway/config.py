@@ -1,0 +1,213 @@
+"""Gateway configuration: embedded YAML defaults, overridden by a YAML file, then `LOGWAY_*` environment
+variables, then `--set key=value` command-line flags (each layer wins over the one before).
+
+Environment variables name a key path with `__` between levels: `LOGWAY_STORAGE__FLUSH=always`,
+`LOGWAY_LISTENERS__NATIVE__PORT=9999`. Values are parsed as YAML scalars (`true`, `123`, `1.5`, text).
+Unknown keys are refused with the key's path, so a typo never silently does nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import yaml
+
+from logway.storage import InvalidConfig, TopicConfig
+
+DEFAULT_YAML = """\
+# logway — embedded default configuration. Any key can be overridden by a file (--config), the environment
+# (LOGWAY_SECTION__KEY=value) or a flag (--set section.key=value).
+data_dir: ./data
+
+listeners:                 # one listener per protocol; only enabled ones are started
+  native:
+    enabled: true
+    host: 127.0.0.1
+    port: 9898
+  kafka:                   # reserved: the Kafka wire protocol
+    enabled: false
+    host: 127.0.0.1
+    port: 9092
+  tank:                    # reserved: the TANK 4.0 protocol
+    enabled: false
+    host: 127.0.0.1
+    port: 11011
+
+storage:
+  flush: interval          # none | interval | always (acknowledge only after fdatasync, with group commit)
+  flush_interval_ms: 1000  # with flush: interval
+  segment_bytes: 1073741824
+  segment_ms: 604800000    # 7 days
+  retention_bytes: -1      # per partition; -1 = unlimited
+  retention_ms: 604800000  # 7 days; -1 = forever
+  retention_check_interval_ms: 60000
+  index_interval_bytes: 4096
+  max_batch_bytes: 10485760
+
+limits:
+  max_connections: 1024         # across all listeners; further connections are closed at once
+  max_frame_bytes: 10485760     # native protocol frame limit (the seed's 10 MiB)
+  idle_timeout_ms: 600000       # close a connection that sends nothing for this long
+  max_wait_ms: 30000            # cap on a long-poll fetch's max_wait_ms
+  max_fetch_bytes: 52428800     # cap on a fetch's max_bytes
+
+shutdown_timeout_ms: 5000       # in-flight requests may finish for this long after SIGINT/SIGTERM
+log_level: INFO
+"""
+
+FLUSH_POLICIES = ("none", "interval", "always")
+
+
+class ConfigError(Exception):
+    """The configuration is invalid; the message names the key."""
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerConfig:
+    protocol: str
+    enabled: bool
+    host: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class StorageSettings:
+    flush: str
+    flush_interval_ms: int
+    retention_check_interval_ms: int
+    topic_defaults: TopicConfig
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_connections: int
+    max_frame_bytes: int
+    idle_timeout_ms: int
+    max_wait_ms: int
+    max_fetch_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    data_dir: str
+    listeners: dict[str, ListenerConfig]
+    storage: StorageSettings
+    limits: Limits
+    shutdown_timeout_ms: int
+    log_level: str
+    raw: dict[str, Any]
+
+
+def defaults() -> dict[str, Any]:
+    return yaml.safe_load(DEFAULT_YAML)
+
+
+def load_config(path: str | None = None, *, env: Mapping[str, str] | None = None,
+                overrides: list[str] | tuple[str, ...] = ()) -> Config:
+    """Build the configuration: defaults ← file ← environment ← `key.path=value` overrides."""
+    tree = defaults()
+    if path:
+        try:
+            with open(path, "rb") as f:
+                loaded = yaml.safe_load(f) or {}
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config file {path} must hold a mapping at the top level")
+        _merge(tree, loaded, "")
+    env = os.environ if env is None else env
+    for key, value in sorted(env.items()):
+        if key.startswith("LOGWAY_") and key not in ("LOGWAY_VENV",):
+            dotted = ".".join(part.lower() for part in key[len("LOGWAY_"):].split("__"))
+            _set_path(tree, dotted, value, f"environment variable {key}")
+    for item in overrides:
+        dotted, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set expects key.path=value, got {item!r}")
+        _set_path(tree, dotted.strip(), value, f"--set {item}")
+    return _build(tree)
+
+
+def _merge(base: dict, update: dict, prefix: str) -> None:
+    for key, value in update.items():
+        where = f"{prefix}{key}"
+        if key not in base:
+            raise ConfigError(f"unknown config key {where!r}")
+        if isinstance(base[key], dict):
+            if not isinstance(value, dict):
+                raise ConfigError(f"config key {where!r} must be a mapping")
+            _merge(base[key], value, where + ".")
+        else:
+            base[key] = value
+
+
+def _set_path(tree: dict, dotted: str, text: str, source: str) -> None:
+    parts = dotted.split(".")
+    node = tree
+    for i, part in enumerate(parts):
+        if not isinstance(node, dict) or part not in node:
+            raise ConfigError(f"{source}: unknown config key {'.'.join(parts[:i + 1])!r}")
+        if i == len(parts) - 1:
+            if isinstance(node[part], dict):
+                raise ConfigError(f"{source}: {dotted!r} is a section, not a value")
+            try:
+                node[part] = yaml.safe_load(text) if text != "" else ""
+            except yaml.YAMLError:
+                node[part] = text
+        else:
+            node = node[part]
+
+
+def _int(tree: dict, key: str, where: str, *, minimum: int | None = None) -> int:
+    value = tree[key]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{where}{key} must be an integer, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ConfigError(f"{where}{key} must be >= {minimum}, got {value}")
+    return value
+
+
+def _build(tree: dict) -> Config:
+    raw = copy.deepcopy(tree)
+    listeners = {}
+    for proto, section in tree["listeners"].items():
+        where = f"listeners.{proto}."
+        if not isinstance(section["enabled"], bool):
+            raise ConfigError(f"{where}enabled must be true or false")
+        if not isinstance(section["host"], str) or not section["host"]:
+            raise ConfigError(f"{where}host must be a host name or address")
+        port = _int(section, "port", where, minimum=0)
+        if port > 65535:
+            raise ConfigError(f"{where}port must be <= 65535")
+        listeners[proto] = ListenerConfig(proto, section["enabled"], section["host"], port)
+    st = tree["storage"]
+    if st["flush"] not in FLUSH_POLICIES:
+        raise ConfigError(f"storage.flush must be one of {', '.join(FLUSH_POLICIES)}, got {st['flush']!r}")
+    try:
+        topic_defaults = TopicConfig(
+            segment_bytes=_int(st, "segment_bytes", "storage."),
+            segment_ms=_int(st, "segment_ms", "storage."),
+            retention_bytes=_int(st, "retention_bytes", "storage."),
+            retention_ms=_int(st, "retention_ms", "storage."),
+            index_interval_bytes=_int(st, "index_interval_bytes", "storage."),
+            max_batch_bytes=_int(st, "max_batch_bytes", "storage."),
+        ).validate()
+    except InvalidConfig as exc:
+        raise ConfigError(f"storage: {exc}") from None
+    storage = StorageSettings(st["flush"], _int(st, "flush_interval_ms", "storage.", minimum=1),
+                              _int(st, "retention_check_interval_ms", "storage.", minimum=1), topic_defaults)
+    lim = tree["limits"]
+    limits = Limits(*(_int(lim, k, "limits.", minimum=1) for k in
+                      ("max_connections", "max_frame_bytes", "idle_timeout_ms", "max_wait_ms", "max_fetch_bytes")))
+    if not isinstance(tree["data_dir"], str) or not tree["data_dir"]:
+        raise ConfigError("data_dir must be a path")
+    level = str(tree["log_level"]).upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        raise ConfigError(f"log_level must be DEBUG, INFO, WARNING or ERROR, got {tree['log_level']!r}")
+    return Config(tree["data_dir"], listeners, storage, limits,
+                  _int(tree, "shutdown_timeout_ms", "", minimum=0), level, raw)

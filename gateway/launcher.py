@@ -1,0 +1,67 @@
+"""Start `logway serve` as a child process on ephemeral 127.0.0.1 ports and wait until it listens.
+
+Used by the benchmarks and by tests that must kill a real gateway process (`kill -9`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+
+class GatewayProcess:
+    """A running `logway serve` child. `addresses` maps protocol → (host, port)."""
+
+    def __init__(self, data_dir: str, *overrides: str, run_dir: str | None = None, start_timeout: float = 30.0,
+                 stderr=None) -> None:
+        self.data_dir = data_dir
+        run_dir = run_dir or data_dir + ".run"
+        os.makedirs(run_dir, exist_ok=True)
+        self.ready_file = os.path.join(run_dir, f"ready-{time.monotonic_ns()}.json")
+        cmd = [sys.executable, "-m", "logway.gateway.cli", "serve", "--data-dir", data_dir,
+               "--ready-file", self.ready_file, "--set", "listeners.native.port=0"]
+        for item in overrides:
+            cmd += ["--set", item]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stderr=stderr)
+        deadline = time.monotonic() + start_timeout
+        while not os.path.exists(self.ready_file):
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the gateway exited with status {self.proc.returncode} before listening")
+            if time.monotonic() > deadline:
+                self.kill()
+                raise RuntimeError("the gateway did not start listening in time")
+            time.sleep(0.01)
+        with open(self.ready_file) as f:
+            info = json.load(f)
+        self.pid = info.pop("pid")
+        self.addresses = {name: (addr[0], addr[1]) for name, addr in info.items()}
+
+    @property
+    def native(self) -> tuple[str, int]:
+        return self.addresses["native"]
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown code runs, as in a crash."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self, timeout: float = 15.0) -> int:
+        """SIGTERM and wait for the graceful shutdown; returns the exit status."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        return self.proc.returncode
+
+    def __enter__(self) -> "GatewayProcess":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

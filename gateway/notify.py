@@ -1,0 +1,64 @@
+"""Long-poll wake-ups: fetches parked at the log end wait here and are woken by appends (no polling).
+
+A waiter registers one trio.Event under every partition key it watches; `notify(key)` sets and forgets the
+events registered under that key. `close()` wakes everyone (shutdown: parked fetches answer at once).
+"""
+
+from __future__ import annotations
+
+from typing import Hashable, Iterable
+
+import trio
+
+
+class TooManyWaiters(Exception):
+    """More long-poll waiters than the configured limit; the fetch answers at once instead."""
+
+
+class AppendNotifier:
+    def __init__(self, max_waiters: int = 100_000) -> None:
+        self._waiters: dict[Hashable, set[trio.Event]] = {}
+        self._count = 0
+        self.max_waiters = max_waiters
+        self.closed = False
+
+    def notify(self, key: Hashable) -> None:
+        events = self._waiters.pop(key, None)
+        if events:
+            for ev in events:
+                ev.set()
+
+    async def wait(self, keys: Iterable[Hashable], deadline: float) -> bool:
+        """Wait until one of `keys` gets an append or the trio clock reaches `deadline`; True when woken."""
+        if self.closed:
+            return False
+        if self._count >= self.max_waiters:
+            raise TooManyWaiters()
+        ev = trio.Event()
+        keys = list(keys)
+        for key in keys:
+            self._waiters.setdefault(key, set()).add(ev)
+        self._count += 1
+        try:
+            with trio.move_on_at(deadline):
+                await ev.wait()
+            return ev.is_set()
+        finally:
+            self._count -= 1
+            for key in keys:
+                events = self._waiters.get(key)
+                if events is not None:
+                    events.discard(ev)
+                    if not events:
+                        del self._waiters[key]
+
+    @property
+    def waiting(self) -> int:
+        return self._count
+
+    def close(self) -> None:
+        self.closed = True
+        for events in self._waiters.values():
+            for ev in events:
+                ev.set()
+        self._waiters.clear()

@@ -1,0 +1,175 @@
+"""The gateway process: opens storage, starts one listener per enabled protocol and the background tasks
+(group commit, interval flush, retention), and shuts down gracefully.
+
+Shutdown (SIGINT/SIGTERM or `request_shutdown()`): stop accepting; wake parked long-polls; close idle
+connections; let connections that are in the middle of a request finish it, for at most
+`shutdown_timeout_ms`; then cancel what is left, sync and close storage (shielded, time-bounded).
+"""
+
+from __future__ import annotations
+
+import logging
+import resource
+import signal
+from typing import Awaitable, Callable
+
+import trio
+
+from logway.codecs.kafka.records import KafkaFormat
+from logway.storage import LogEngine
+
+from .config import Config
+from .connections import Connection, ConnectionRegistry
+from .dispatch import Dispatcher
+from .durability import GroupCommitter
+from .notify import AppendNotifier
+
+log = logging.getLogger("logway.gateway")
+
+#: Every storage format the engine can hold, by name.
+FORMATS = {"kafka": KafkaFormat()}
+
+Handler = Callable[[trio.SocketStream, Connection, "Gateway"], Awaitable[None]]
+
+
+def _protocol_handlers() -> dict[str, Handler]:
+    from .native import serve_native_connection
+
+    return {"native": serve_native_connection}
+
+
+class Gateway:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.engine: LogEngine | None = None
+        self.notifier = AppendNotifier()
+        self.committer = GroupCommitter()
+        self.connections = ConnectionRegistry(config.limits.max_connections)
+        self.dispatcher: Dispatcher | None = None
+        self.addresses: dict[str, tuple[str, int]] = {}
+        self._shutdown = trio.Event()
+
+    def request_shutdown(self) -> None:
+        self._shutdown.set()
+
+    async def run(self, *, handle_signals: bool = False, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        cfg = self.config
+        _raise_fd_limit()
+        self.engine = await trio.to_thread.run_sync(
+            lambda: LogEngine(cfg.data_dir, FORMATS, cfg.storage.topic_defaults))
+        self._log_recovery()
+        self.dispatcher = Dispatcher(self.engine, self.notifier, self.committer, cfg)
+        handlers = _protocol_handlers()
+        try:
+            async with trio.open_nursery() as background:
+                background.start_soon(self.committer.run)
+                if cfg.storage.flush == "interval":
+                    background.start_soon(self._flush_loop)
+                background.start_soon(self._retention_loop)
+                if handle_signals:
+                    background.start_soon(self._signal_loop)
+                async with trio.open_nursery() as conn_nursery:
+                    async with trio.open_nursery() as listeners:
+                        for name, lc in cfg.listeners.items():
+                            if not lc.enabled:
+                                continue
+                            if name not in handlers:
+                                log.warning("listener %s is configured but not implemented yet; not started", name)
+                                continue
+                            addr = await listeners.start(self._listen, name, lc.host, lc.port, handlers[name],
+                                                         conn_nursery)
+                            self.addresses[name] = addr
+                            log.info("%s protocol listening on %s:%d", name, addr[0], addr[1])
+                        task_status.started(dict(self.addresses))
+                        await self._shutdown.wait()
+                        log.info("shutting down: no new connections")
+                        listeners.cancel_scope.cancel()
+                    await self._drain(conn_nursery)
+                background.cancel_scope.cancel()
+        finally:
+            with trio.CancelScope(shield=True):
+                with trio.move_on_after(max(cfg.shutdown_timeout_ms / 1000, 1) + 30):
+                    await trio.to_thread.run_sync(self.engine.close)
+                    log.info("storage flushed and closed")
+
+    async def _listen(self, name: str, host: str, port: int, handler: Handler, conn_nursery: trio.Nursery,
+                      *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        listeners = await trio.open_tcp_listeners(port, host=host)
+        sockname = listeners[0].socket.getsockname()
+        task_status.started((sockname[0], sockname[1]))
+
+        async def accepted(stream: trio.SocketStream) -> None:
+            conn = self.connections.admit(name, stream)
+            if conn is None:
+                log.warning("%s: connection limit (%d) reached; closing a new connection", name,
+                            self.connections.limit)
+                await stream.aclose()
+                return
+            try:
+                with conn.scope:
+                    await handler(stream, conn, self)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass
+            except Exception:
+                log.exception("%s: connection handler crashed", name)
+            finally:
+                self.connections.release(conn)
+                with trio.move_on_after(1) as cleanup:
+                    cleanup.shield = True
+                    await stream.aclose()
+
+        await trio.serve_listeners(accepted, listeners, handler_nursery=conn_nursery)
+
+    async def _drain(self, conn_nursery: trio.Nursery) -> None:
+        self.notifier.close()
+        self.connections.drain()
+        with trio.move_on_after(self.config.shutdown_timeout_ms / 1000):
+            while self.connections.count:
+                await self.connections.changed()
+        if self.connections.count:
+            log.warning("shutdown deadline: closing %d busy connection(s)", self.connections.count)
+        conn_nursery.cancel_scope.cancel()
+
+    async def _flush_loop(self) -> None:
+        interval = self.config.storage.flush_interval_ms / 1000
+        while True:
+            await trio.sleep(interval)
+            try:
+                await trio.to_thread.run_sync(self.engine.sync)
+            except OSError as exc:
+                log.error("interval flush failed: %s", exc)
+
+    async def _retention_loop(self) -> None:
+        interval = self.config.storage.retention_check_interval_ms / 1000
+        while True:
+            await trio.sleep(interval)
+            deleted = await trio.to_thread.run_sync(self.engine.enforce_retention)
+            if deleted:
+                log.info("retention deleted %d segment(s)", deleted)
+
+    async def _signal_loop(self) -> None:
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for signum in signals:
+                log.info("received %s", signal.Signals(signum).name)
+                self.request_shutdown()
+
+    def _log_recovery(self) -> None:
+        engine = self.engine
+        if not engine.clean_start:
+            log.warning("the previous run did not shut down cleanly; logs were recovered")
+        for (topic, partition), report in engine.recovery_reports().items():
+            if report.truncated_bytes or report.segments_dropped:
+                log.warning("recovery of %s-%d truncated %d bytes and dropped %d segment(s)", topic, partition,
+                            report.truncated_bytes, report.segments_dropped)
+
+
+def _raise_fd_limit() -> None:
+    """Each partition and connection holds descriptors: use the hard limit the system allows."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
+    if soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError):
+            pass
+

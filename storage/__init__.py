@@ -1,0 +1,22 @@
+"""logway.storage — the segmented, indexed, crash-safe log and the committed-offset store.
+
+Synchronous and format-agnostic: it knows files, offsets, batches and bytes, never a wire protocol, trio or a
+codec. Storage formats plug in through `BatchFormat` adapters (see `formats`).
+"""
+
+from .config import TopicConfig
+from .engine import MAX_PARTITIONS, LogEngine, Topic
+from .errors import (BatchTooLarge, CorruptBatch, InvalidConfig, InvalidPartitions, InvalidTopicName,
+                     OffsetOutOfRange, StorageClosed, StorageError, TopicExists, UnknownFormat, UnknownPartition,
+                     UnknownTopic)
+from .formats import BatchFormat, BatchInfo
+from .names import validate_topic_name
+from .offsets import CommittedOffset, OffsetStore
+from .partition import AppendResult, PartitionLog, ReadSlice, RecoveryReport
+
+__all__ = [
+    "AppendResult", "BatchFormat", "BatchInfo", "BatchTooLarge", "CommittedOffset", "CorruptBatch",
+    "InvalidConfig", "InvalidPartitions", "InvalidTopicName", "LogEngine", "MAX_PARTITIONS", "OffsetOutOfRange",
+    "OffsetStore", "PartitionLog", "ReadSlice", "RecoveryReport", "StorageClosed", "StorageError", "Topic",
+    "TopicConfig", "TopicExists", "UnknownFormat", "UnknownPartition", "UnknownTopic", "validate_topic_name",
+]

@@ -1,0 +1,220 @@
+"""`LogEngine`: every topic of one data directory, plus the shared offset store.
+
+On disk:
+    <data>/.lock                        flock held while an engine has the directory open
+    <data>/.clean_shutdown              present only between a clean close and the next open
+    <data>/topics/<topic>/topic.json    {"name", "partitions", "config": {overrides}, "created_ms"}
+    <data>/topics/<topic>/<p>/          one partition log per partition (see logway.storage.partition)
+    <data>/offsets/                     the committed-offset store (see logway.storage.offsets)
+    <data>/tmp/, <data>/trash/          topics being created / deleted (cleared on open)
+    <data>/quarantine/                  topic directories that could not be opened, moved aside with a log line
+
+Topic names are validated (logway.storage.names) before they become paths. Creation is atomic (built under
+tmp/, then renamed into topics/); deletion renames into trash/ first, so a crash never leaves half a topic.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import shutil
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from .config import TopicConfig
+from .errors import (InvalidPartitions, StorageClosed, StorageError, TopicExists, UnknownFormat,
+                     UnknownPartition, UnknownTopic)
+from .files import fsync_dir, write_synced
+from .formats import BatchFormat
+from .names import validate_topic_name
+from .offsets import OffsetStore
+from .partition import PartitionLog, RecoveryReport
+
+log = logging.getLogger("logway.storage")
+
+#: Each partition keeps a few files open and a directory; a wire request must not be able to ask for millions.
+MAX_PARTITIONS = 1000
+
+
+@dataclass(slots=True)
+class Topic:
+    name: str
+    config: TopicConfig
+    overrides: dict[str, Any]
+    partitions: list[PartitionLog]
+    created_ms: int
+
+    @property
+    def format(self) -> str:
+        return self.config.format
+
+
+class LogEngine:
+    def __init__(self, data_dir: str | os.PathLike, formats: Mapping[str, BatchFormat],
+                 defaults: TopicConfig | None = None, *, clock: Callable[[], float] = time.time) -> None:
+        self.data_dir = os.path.abspath(os.fspath(data_dir))
+        self.formats = dict(formats)
+        self.defaults = (defaults or TopicConfig()).validate()
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._closed = False
+        os.makedirs(self.data_dir, exist_ok=True)
+        self._lock_fd = os.open(os.path.join(self.data_dir, ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._lock_fd)
+            raise StorageError(f"data directory {self.data_dir} is in use by another logway process") from None
+        marker = os.path.join(self.data_dir, ".clean_shutdown")
+        self._topics_dir = os.path.join(self.data_dir, "topics")
+        # A brand-new directory has nothing to recover; otherwise only the marker proves a clean stop.
+        self.clean_start = os.path.exists(marker) or not os.path.exists(self._topics_dir)
+        if os.path.exists(marker):
+            os.unlink(marker)
+        for sub in ("topics", "tmp", "trash"):
+            path = os.path.join(self.data_dir, sub)
+            if sub != "topics":
+                shutil.rmtree(path, ignore_errors=True)
+            os.makedirs(path, exist_ok=True)
+        self.topics_by_name: dict[str, Topic] = {}
+        self._load_topics()
+        self.offsets = OffsetStore(os.path.join(self.data_dir, "offsets"))
+
+    # -- opening -----------------------------------------------------------------------------------------
+    def _load_topics(self) -> None:
+        for name in sorted(os.listdir(self._topics_dir)):
+            path = os.path.join(self._topics_dir, name)
+            try:
+                validate_topic_name(name)
+                with open(os.path.join(path, "topic.json"), "rb") as f:
+                    meta = json.load(f)
+                if meta.get("name") != name:
+                    raise StorageError(f"topic.json names {meta.get('name')!r}")
+                topic = self._open_topic(name, int(meta["partitions"]), meta.get("config") or {},
+                                         int(meta.get("created_ms", 0)), clean=self.clean_start)
+            except (OSError, ValueError, KeyError, TypeError, StorageError) as exc:
+                self._quarantine(path, name, exc)
+                continue
+            self.topics_by_name[name] = topic
+
+    def _quarantine(self, path: str, name: str, why: Exception) -> None:
+        qdir = os.path.join(self.data_dir, "quarantine")
+        os.makedirs(qdir, exist_ok=True)
+        dest = os.path.join(qdir, f"{name}.{uuid.uuid4().hex[:8]}")
+        log.error("cannot open topic directory %s (%s): moved to %s", path, why, dest)
+        os.rename(path, dest)
+
+    def _open_topic(self, name: str, partitions: int, overrides: dict, created_ms: int, *, clean: bool) -> Topic:
+        if not 1 <= partitions <= MAX_PARTITIONS:
+            raise InvalidPartitions(f"partition count {partitions} is not in 1..{MAX_PARTITIONS}")
+        config = self.defaults.with_overrides(overrides)
+        fmt = self.formats.get(config.format)
+        if fmt is None:
+            raise UnknownFormat(f"unknown storage format {config.format!r} (known: {sorted(self.formats)})")
+        base = os.path.join(self._topics_dir, name)
+        logs = [PartitionLog(os.path.join(base, str(p)), name, p, fmt, config, clean_shutdown=clean, clock=self.clock)
+                for p in range(partitions)]
+        return Topic(name, config, dict(overrides), logs, created_ms)
+
+    # -- topics ------------------------------------------------------------------------------------------
+    def create_topic(self, name: str, partitions: int = 1, config: Mapping[str, Any] | None = None) -> Topic:
+        self._check_open()
+        validate_topic_name(name)
+        if isinstance(partitions, bool) or not isinstance(partitions, int) or not 1 <= partitions <= MAX_PARTITIONS:
+            raise InvalidPartitions(f"partition count {partitions!r} is not in 1..{MAX_PARTITIONS}")
+        overrides = dict(config or {})
+        cfg = self.defaults.with_overrides(overrides)
+        if cfg.format not in self.formats:
+            raise UnknownFormat(f"unknown storage format {cfg.format!r} (known: {sorted(self.formats)})")
+        with self._lock:
+            if name in self.topics_by_name:
+                raise TopicExists(f"topic {name!r} already exists")
+            created_ms = int(self.clock() * 1000)
+            tmp = os.path.join(self.data_dir, "tmp", f"{name}.{uuid.uuid4().hex[:8]}")
+            os.makedirs(tmp)
+            for p in range(partitions):
+                os.makedirs(os.path.join(tmp, str(p)))
+            meta = {"name": name, "partitions": partitions, "config": overrides, "created_ms": created_ms}
+            write_synced(os.path.join(tmp, "topic.json"), json.dumps(meta).encode())
+            os.rename(tmp, os.path.join(self._topics_dir, name))
+            fsync_dir(self._topics_dir)
+            topic = self._open_topic(name, partitions, overrides, created_ms, clean=True)
+            self.topics_by_name = {**self.topics_by_name, name: topic}
+        log.info("created topic %s with %d partition(s), format %s", name, partitions, cfg.format)
+        return topic
+
+    def delete_topic(self, name: str) -> None:
+        self._check_open()
+        with self._lock:
+            topic = self.topic(name)
+            rest = dict(self.topics_by_name)
+            del rest[name]
+            self.topics_by_name = rest
+            trash = os.path.join(self.data_dir, "trash", f"{name}.{uuid.uuid4().hex[:8]}")
+            os.rename(os.path.join(self._topics_dir, name), trash)
+            fsync_dir(self._topics_dir)
+        for plog in topic.partitions:
+            plog.close()
+        shutil.rmtree(trash, ignore_errors=True)
+        self.offsets.delete_topic(name)
+        log.info("deleted topic %s", name)
+
+    def topics(self) -> list[Topic]:
+        return [self.topics_by_name[n] for n in sorted(self.topics_by_name)]
+
+    def topic(self, name: str) -> Topic:
+        topic = self.topics_by_name.get(name)
+        if topic is None:
+            raise UnknownTopic(f"unknown topic {name!r}")
+        return topic
+
+    def partition(self, name: str, partition: int) -> PartitionLog:
+        topic = self.topics_by_name.get(name)
+        if topic is None:
+            raise UnknownTopic(f"unknown topic {name!r}")
+        if not 0 <= partition < len(topic.partitions):
+            raise UnknownPartition(f"topic {name!r} has no partition {partition}")
+        return topic.partitions[partition]
+
+    def recovery_reports(self) -> dict[tuple[str, int], RecoveryReport]:
+        return {(t.name, p.partition): p.recovery for t in self.topics() for p in t.partitions}
+
+    # -- maintenance -------------------------------------------------------------------------------------
+    def enforce_retention(self, now_ms: int | None = None) -> int:
+        return sum(p.enforce_retention(now_ms) for t in self.topics() for p in t.partitions)
+
+    def sync(self) -> None:
+        """fdatasync every partition with unsynced appends, and the offset store."""
+        for t in self.topics():
+            for p in t.partitions:
+                p.sync()
+        self.offsets.sync()
+
+    def close(self, *, clean: bool = True) -> None:
+        """Sync and close everything, then mark the shutdown clean.
+
+        `clean=False` closes without syncing or marking, exactly as a crash would leave the directory (the next
+        open runs full recovery); the gateway uses it when storage failed, tests use it to simulate a kill.
+        """
+        if self._closed:
+            return
+        if clean:
+            self.sync()
+        self._closed = True
+        for t in self.topics():
+            for p in t.partitions:
+                p.close()
+        self.offsets.close()
+        if clean:
+            write_synced(os.path.join(self.data_dir, ".clean_shutdown"), b"")
+            fsync_dir(self.data_dir)
+        os.close(self._lock_fd)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageClosed("the log engine is closed")

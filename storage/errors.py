@@ -1,0 +1,59 @@
+"""Every error the storage package raises, defined once.
+
+Callers (the gateway) map these to each protocol's wire errors; storage never knows a wire code.
+"""
+
+from __future__ import annotations
+
+
+class StorageError(Exception):
+    """Base of every storage error."""
+
+
+class InvalidTopicName(StorageError):
+    """The name breaks Kafka's rules: 1–249 characters of [a-zA-Z0-9._-], not '.' or '..'."""
+
+
+class TopicExists(StorageError):
+    pass
+
+
+class UnknownTopic(StorageError):
+    pass
+
+
+class UnknownPartition(StorageError):
+    pass
+
+
+class InvalidPartitions(StorageError):
+    """A partition count that is not in 1..MAX_PARTITIONS."""
+
+
+class InvalidConfig(StorageError):
+    """A topic or engine configuration value that is out of range or unknown."""
+
+
+class OffsetOutOfRange(StorageError):
+    """The offset is below the log start offset (or above the log end, where the caller asks for that check)."""
+
+    def __init__(self, message: str, *, log_start: int, log_end: int) -> None:
+        super().__init__(message)
+        self.log_start = log_start
+        self.log_end = log_end
+
+
+class CorruptBatch(StorageError):
+    """A batch handed to append is malformed or fails its format's checksum."""
+
+
+class BatchTooLarge(StorageError):
+    """A batch larger than the topic's max_batch_bytes (or than a segment can hold)."""
+
+
+class UnknownFormat(StorageError):
+    """The topic's storage format has no registered adapter."""
+
+
+class StorageClosed(StorageError):
+    pass

@@ -1,0 +1,54 @@
+"""The contract between the log engine and a storage format (Kafka RecordBatch v2, TANK bundles, ...).
+
+The engine never parses batches itself: a `BatchFormat` adapter, registered by name when the engine is built,
+tells it where each batch ends and which offsets and timestamps it covers. Adapters live with the codecs
+(`logway.codecs.kafka.records.KafkaFormat`); storage only states the shape it needs, so it imports no codec.
+
+An adapter raises `ValueError` (codecs raise `RecordFormatError`, a subclass) for garbage; the engine turns that
+into `CorruptBatch` on append and into a truncation during recovery.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Protocol, Sequence
+
+
+class BatchInfo(NamedTuple):
+    """What `BatchFormat.scan` reports about one stored batch.
+
+    size: bytes of the whole batch as stored (including any length prefix).
+    base_offset: the first offset the batch itself records, or None when offsets are implicit (the engine then
+        continues from the previous batch).
+    last_offset_delta: offsets the batch covers minus one (a batch covers base .. base + last_offset_delta).
+    max_timestamp: the largest record timestamp in ms, or -1 when unknown.
+    """
+
+    size: int
+    base_offset: int | None
+    last_offset_delta: int
+    max_timestamp: int
+
+
+class BatchFormat(Protocol):
+    name: str
+    #: bytes that must be available at `pos` for `scan` to read a header (it may need fewer).
+    header_size: int
+
+    def scan(self, buf: memoryview, pos: int) -> BatchInfo | tuple | None:
+        """Parse the header of the batch starting at `pos`.
+
+        Returns None when `buf` ends before the header does. Does not require the whole batch to be present;
+        the caller compares `pos + size` with what it has. Raises ValueError when the header is garbage.
+        """
+
+    def validate(self, batch: memoryview) -> None:
+        """Check one whole batch (e.g. its CRC); raise ValueError when it is corrupt."""
+
+    def stamp(self, batch: memoryview, base_offset: int) -> Sequence[bytes | memoryview]:
+        """Return the pieces to write so the stored batch carries `base_offset` (written with writev)."""
+
+    # Optional: refine a timestamp lookup inside one batch.
+    # def offset_for_timestamp(self, batch: memoryview, base_offset: int, timestamp: int) -> int | None
+
+
+FormatRegistry = dict[str, BatchFormat]

@@ -1,0 +1,260 @@
+"""Sparse per-segment indexes: offset → file position, and timestamp → offset.
+
+On disk (little-endian, fixed-size entries, append-only, derived data that recovery can always rebuild):
+- `<base>.index`: entries of `relative_offset u32 | position u32` (8 bytes). Relative offset = the first offset of
+  an indexed batch minus the segment's base offset; position = where that batch starts in the data file. The
+  first batch of a segment is always indexed, then one batch after every `index_interval_bytes` written.
+- `<base>.timeindex`: entries of `timestamp i64 | relative_offset u32` (12 bytes): "every record at or before the
+  batch starting at relative_offset has a timestamp <= timestamp". Written at index points when the segment's
+  maximum timestamp grew, and once more when the segment is rolled.
+
+The active segment keeps its offset-index entries in an `array` (bounded by the segment size) and writes new
+entries behind, a few hundred at a time; a frozen segment's index is memory-mapped on first use, so memory does
+not grow with the size of the log.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import sys
+from array import array
+
+ENTRY = struct.Struct("<II")
+TIME_ENTRY = struct.Struct("<qI")
+_LITTLE = sys.byteorder == "little"
+#: New entries are written in groups of this many bytes (and on sync, roll and close): the index is derived data
+#: that recovery rebuilds from the last entry on disk, so it need not cost a syscall per batch.
+WRITE_BEHIND_BYTES = 1024
+
+
+class IndexCorrupt(Exception):
+    """The index file fails its sanity check; the segment rebuilds it from the data file."""
+
+
+class OffsetIndex:
+    """Sparse offset index of one segment. `entries` is a flat sequence rel0, pos0, rel1, pos1, ..."""
+
+    __slots__ = ("path", "_fd", "_entries", "_map", "frozen", "_pending")
+
+    def __init__(self, path: str, *, frozen: bool) -> None:
+        self.path = path
+        self.frozen = frozen
+        self._fd: int | None = None
+        self._entries: array | memoryview | None = None
+        self._map: mmap.mmap | None = None
+        self._pending = bytearray()
+        if not frozen:
+            self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+
+    # -- loading -----------------------------------------------------------------------------------------
+    def _load(self):
+        if self._entries is not None:
+            return self._entries
+        size = os.path.getsize(self.path) if os.path.exists(self.path) else 0
+        usable = size - size % ENTRY.size
+        if self.frozen and _LITTLE and usable:
+            with open(self.path, "rb") as f:
+                self._map = mmap.mmap(f.fileno(), usable, access=mmap.ACCESS_READ)
+            self._entries = memoryview(self._map).cast("I")
+        else:
+            arr = array("I")
+            if usable:
+                with open(self.path, "rb") as f:
+                    arr.frombytes(f.read(usable))
+                if not _LITTLE:
+                    arr.byteswap()
+            self._entries = arr
+        return self._entries
+
+    def __len__(self) -> int:
+        return len(self._load()) // 2
+
+    def entry(self, i: int) -> tuple[int, int]:
+        e = self._load()
+        return e[2 * i], e[2 * i + 1]
+
+    def last(self) -> tuple[int, int] | None:
+        n = len(self)
+        return self.entry(n - 1) if n else None
+
+    # -- lookups -----------------------------------------------------------------------------------------
+    def floor_offset(self, rel: int) -> tuple[int, int]:
+        """The last entry whose relative offset is <= rel, or (0, 0) when none is."""
+        e = self._load()
+        lo, hi = 0, len(e) // 2
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if e[2 * mid] <= rel:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo == 0:
+            return 0, 0
+        return e[2 * lo - 2], e[2 * lo - 1]
+
+    def floor_position(self, position: int) -> tuple[int, int]:
+        """The last entry whose file position is <= position, or (0, 0) when none is."""
+        e = self._load()
+        lo, hi = 0, len(e) // 2
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if e[2 * mid + 1] <= position:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo == 0:
+            return 0, 0
+        return e[2 * lo - 2], e[2 * lo - 1]
+
+    # -- writing -----------------------------------------------------------------------------------------
+    def append(self, rel: int, position: int) -> None:
+        assert self._fd is not None, "append to a frozen index"
+        entries = self._load()
+        entries.append(rel)
+        entries.append(position)
+        pending = self._pending
+        pending += ENTRY.pack(rel, position)
+        if len(pending) >= WRITE_BEHIND_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the entries that are only in memory so far."""
+        if self._pending and self._fd is not None:
+            os.write(self._fd, self._pending)
+            self._pending.clear()
+
+    def reset(self, entries: list[tuple[int, int]]) -> None:
+        """Replace the whole index (after a rebuild)."""
+        self._release()
+        data = b"".join(ENTRY.pack(r, p) for r, p in entries)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+        if not self.frozen:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND, 0o644)
+        self._entries = None
+
+    def sanity_check(self, data_size: int) -> None:
+        """Raise IndexCorrupt unless entries strictly increase and point inside the data file."""
+        self.flush()
+        size = os.path.getsize(self.path) if os.path.exists(self.path) else 0
+        if size % ENTRY.size:
+            raise IndexCorrupt(f"{self.path}: size {size} is not a multiple of {ENTRY.size}")
+        e = self._load()
+        prev_rel = prev_pos = -1
+        for i in range(0, len(e), 2):
+            rel, pos = e[i], e[i + 1]
+            if rel <= prev_rel and i or pos <= prev_pos and i or pos >= max(data_size, 1):
+                raise IndexCorrupt(f"{self.path}: entry {i // 2} ({rel}, {pos}) is out of order or past the data")
+            if i == 0 and (rel != 0 or pos != 0):
+                raise IndexCorrupt(f"{self.path}: first entry ({rel}, {pos}) is not (0, 0)")
+            prev_rel, prev_pos = rel, pos
+
+    def freeze(self) -> None:
+        """The segment was rolled: stop appending and map the file on next use."""
+        self._release()
+        self.frozen = True
+
+    def _release(self) -> None:
+        self.flush()
+        if isinstance(self._entries, memoryview):
+            self._entries.release()
+        self._entries = None
+        if self._map is not None:
+            self._map.close()
+            self._map = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def close(self) -> None:
+        self._release()
+
+    def delete(self) -> None:
+        self._release()
+        _unlink(self.path)
+
+
+class TimeIndex:
+    """Sparse timestamp index of one segment; lookups read the (small) file, appends keep only the last entry."""
+
+    __slots__ = ("path", "_fd", "last_timestamp", "frozen", "_pending")
+
+    def __init__(self, path: str, *, frozen: bool) -> None:
+        self.path = path
+        self.frozen = frozen
+        self._fd: int | None = None
+        self._pending = bytearray()
+        if not frozen:
+            self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        entries = self.entries()
+        self.last_timestamp = entries[-1][0] if entries else -1
+
+    def entries(self) -> list[tuple[int, int]]:
+        self.flush()
+        try:
+            with open(self.path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        data = data[: len(data) - len(data) % TIME_ENTRY.size]
+        return list(TIME_ENTRY.iter_unpack(data))
+
+    def maybe_append(self, timestamp: int, rel: int) -> None:
+        if timestamp > self.last_timestamp and self._fd is not None:
+            self._pending += TIME_ENTRY.pack(timestamp, rel)
+            self.last_timestamp = timestamp
+            if len(self._pending) >= WRITE_BEHIND_BYTES:
+                self.flush()
+
+    def flush(self) -> None:
+        if self._pending and self._fd is not None:
+            os.write(self._fd, self._pending)
+            self._pending.clear()
+
+    def floor_before(self, timestamp: int) -> int:
+        """Relative offset of the last entry with a timestamp < `timestamp` (0 when none)."""
+        best = 0
+        for ts, rel in self.entries():
+            if ts < timestamp:
+                best = rel
+            else:
+                break
+        return best
+
+    def reset(self, entries: list[tuple[int, int]]) -> None:
+        self.close()
+        self._pending.clear()
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, b"".join(TIME_ENTRY.pack(t, r) for t, r in entries))
+        finally:
+            os.close(fd)
+        if not self.frozen:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND, 0o644)
+        self.last_timestamp = entries[-1][0] if entries else -1
+
+    def freeze(self) -> None:
+        self.close()
+        self.frozen = True
+
+    def close(self) -> None:
+        if self._fd is not None:
+            self.flush()
+            os.close(self._fd)
+            self._fd = None
+
+    def delete(self) -> None:
+        self.close()
+        _unlink(self.path)
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

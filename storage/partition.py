@@ -1,0 +1,380 @@
+"""The log of one topic partition: an ordered list of segments, the last one active.
+
+On disk: the partition directory `<data>/topics/<topic>/<partition>/` holds the segments' files (see
+`logway.storage.segment`). Offsets are contiguous from the log start offset (the first segment's base offset)
+to the log end offset (the next offset to assign).
+
+Thread-safety: appends, rolls, retention and sync bookkeeping hold `lock`; reads work on a snapshot of the
+segment list and of the active segment's size, so a reader in a worker thread never blocks an append.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from .config import TopicConfig
+from .errors import BatchTooLarge, CorruptBatch, OffsetOutOfRange
+from .files import fsync_dir
+from .formats import BatchFormat
+from .segment import Segment, segment_name
+
+log = logging.getLogger("logway.storage")
+
+#: Index entries hold offsets relative to the segment base as u32: roll before that overflows.
+MAX_RELATIVE_OFFSET = 2**32 - 2
+
+
+@dataclass(slots=True, frozen=True)
+class AppendResult:
+    base_offset: int  # offset of the first record appended
+    last_offset: int  # offset of the last record appended
+    log_append_time_ms: int
+
+
+@dataclass(slots=True, frozen=True)
+class ReadSlice:
+    """A byte range of one segment file holding whole batches: send it with os.sendfile or pread it.
+
+    `segment` keeps the file open while the slice is in use, even if retention deletes the segment meanwhile.
+    """
+
+    segment: Segment
+    position: int
+    length: int
+    first_offset: int  # first offset of the first batch in the range (may be below the requested offset)
+    end_offset: int  # offset just after the last batch in the range
+
+    def fileno(self) -> int:
+        return self.segment.fileno()
+
+    def read(self) -> bytes:
+        return self.segment.pread(self.position, self.length)
+
+
+@dataclass(slots=True)
+class RecoveryReport:
+    truncated_bytes: int = 0
+    segments_dropped: int = 0
+    unclean: bool = False
+
+
+class PartitionLog:
+    def __init__(self, directory: str, topic: str, partition: int, fmt: BatchFormat, config: TopicConfig,
+                 *, clean_shutdown: bool, clock: Callable[[], float] = time.time) -> None:
+        self.directory = directory
+        self.topic = topic
+        self.partition = partition
+        self.fmt = fmt
+        self.config = config
+        self.clock = clock
+        self.lock = threading.Lock()
+        self.recovery = RecoveryReport(unclean=not clean_shutdown)
+        self._unsynced: list[Segment] = []  # rolled segments whose data may not be synced yet
+        self._dir_dirty = False
+        self.durable_offset = 0  # every offset below this is known to be on stable storage
+        os.makedirs(directory, exist_ok=True)
+        self.segments: list[Segment] = self._load(clean_shutdown)
+        if clean_shutdown:
+            self.durable_offset = self.log_end_offset
+        else:  # unknown: the first sync covers every segment
+            self._unsynced = list(self.segments[:-1])
+
+    # -- opening and recovery ----------------------------------------------------------------------------
+    def _load(self, clean: bool) -> list[Segment]:
+        bases = []
+        for name in os.listdir(self.directory):
+            stem, dot, ext = name.partition(".")
+            if ext in ("log", "index", "timeindex") and len(stem) == 20 and stem.isdigit():
+                if ext == "log":
+                    bases.append(int(stem))
+            elif name.endswith((".tmp", ".deleted")):
+                os.unlink(os.path.join(self.directory, name))
+            else:
+                log.warning("%s: ignoring unknown file %s", self.directory, name)
+        bases.sort()
+        now = self._now_ms()
+        # Orphan index files (their data file is gone) are stale: remove them.
+        for name in os.listdir(self.directory):
+            stem, _, ext = name.partition(".")
+            if ext in ("index", "timeindex") and stem.isdigit() and int(stem) not in bases:
+                os.unlink(os.path.join(self.directory, name))
+        if not bases:
+            seg = self._new_segment(0, now)
+            return [seg]
+        segments = []
+        for i, base in enumerate(bases):
+            last = i == len(bases) - 1
+            created = now if not last else int(os.path.getmtime(os.path.join(self.directory, segment_name(base) + ".log")) * 1000)
+            seg = Segment(self.directory, base, self.fmt, active=last, index_interval=self.config.index_interval_bytes,
+                          created_ms=created)
+            segments.append(seg)
+        # Frozen segments: their batches were complete when they rolled; check the tail after the last index
+        # entry and the index itself. The active one is fully checksummed after an unclean shutdown.
+        for i, seg in enumerate(segments):
+            last = i == len(segments) - 1
+            dropped = seg.recover(full=last and not clean)
+            self.recovery.truncated_bytes += dropped
+            expected_end = segments[i + 1].base_offset if not last else None
+            if expected_end is not None and (dropped or seg.next_offset != expected_end):
+                # A hole inside the log: keep the consistent prefix, drop what follows (as Kafka does).
+                later = segments[i + 1:]
+                log.error("%s: segment %s ends at offset %d but the next starts at %d; dropping %d later segment(s)",
+                          self.directory, segment_name(seg.base_offset), seg.next_offset, expected_end, len(later))
+                for other in later:
+                    self.recovery.truncated_bytes += other.size
+                    other.close()
+                    other.delete()
+                self.recovery.segments_dropped += len(later)
+                del segments[i + 1:]
+                seg.close()
+                seg = Segment(self.directory, seg.base_offset, self.fmt, active=True,
+                              index_interval=self.config.index_interval_bytes, created_ms=now)
+                seg.recover(full=False)
+                segments[i] = seg
+                break
+        if self.recovery.truncated_bytes:
+            log.warning("%s-%d: recovery dropped %d bytes", self.topic, self.partition, self.recovery.truncated_bytes)
+        return segments
+
+    def _new_segment(self, base: int, now_ms: int) -> Segment:
+        seg = Segment(self.directory, base, self.fmt, active=True, index_interval=self.config.index_interval_bytes,
+                      created_ms=now_ms)
+        seg.next_offset = base
+        self._dir_dirty = True
+        return seg
+
+    def _now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    # -- state -------------------------------------------------------------------------------------------
+    @property
+    def log_start_offset(self) -> int:
+        return self.segments[0].base_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.segments[-1].next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    # -- appending ---------------------------------------------------------------------------------------
+    def append(self, data) -> AppendResult:
+        """Validate and append one or more whole batches; all of them or none are written.
+
+        Offsets are assigned here: each batch is stamped with its base offset. Raises CorruptBatch or
+        BatchTooLarge without writing anything; an OSError (e.g. disk full) leaves the log as it was.
+        """
+        fmt = self.fmt
+        view = memoryview(data)
+        total = len(view)
+        max_batch = self.config.max_batch_bytes
+        batches = []
+        pos = 0
+        try:
+            while pos < total:
+                info = fmt.scan(view, pos)
+                if info is None:
+                    raise CorruptBatch(f"truncated batch: {total - pos} bytes left at position {pos}")
+                size = info[0]
+                if size <= 0 or pos + size > total:
+                    raise CorruptBatch(f"truncated batch: {size} bytes declared, {total - pos} present")
+                if size > max_batch:
+                    raise BatchTooLarge(f"batch of {size} bytes exceeds max_batch_bytes {max_batch}")
+                batch = view[pos:pos + size] if size != total else view
+                fmt.validate(batch)
+                batches.append((batch, size, info[2], info[3]))
+                pos += size
+        except ValueError as exc:
+            raise CorruptBatch(str(exc)) from None
+        if not batches:
+            raise CorruptBatch("no batch to append")
+        now = int(self.clock() * 1000)
+        cfg = self.config
+        with self.lock:
+            seg = self.segments[-1]
+            base = offset = seg.next_offset
+            undo = (seg, seg.size, seg.next_offset)
+            try:
+                for batch, size, delta, max_ts in batches:
+                    if seg.size and (seg.size + size > cfg.segment_bytes or now - seg.created_ms >= cfg.segment_ms
+                                     or offset + delta - seg.base_offset > MAX_RELATIVE_OFFSET):
+                        seg = self._roll(now)
+                    seg.append(fmt.stamp(batch, offset), size, offset, offset + delta, max_ts)
+                    offset += delta + 1
+            except OSError:
+                self._undo(undo)
+                raise
+        return AppendResult(base, offset - 1, now)
+
+    def _undo(self, undo) -> None:
+        seg, size, next_offset = undo
+        # Drop segments rolled during the failed append, then cut the original one back.
+        while self.segments[-1] is not seg:
+            extra = self.segments.pop()
+            extra.close()
+            extra.delete()
+        if not seg.active:
+            seg.close()
+            seg = Segment(self.directory, seg.base_offset, self.fmt, active=True,
+                          index_interval=self.config.index_interval_bytes, created_ms=seg.created_ms)
+            self.segments[-1] = seg
+        seg.rollback(size)
+        seg.recover(full=False)
+        seg.next_offset = next_offset
+
+    def _roll(self, now_ms: int) -> Segment:
+        old = self.segments[-1]
+        old.freeze()
+        self._unsynced.append(old)
+        seg = self._new_segment(old.next_offset, now_ms)
+        self.segments = self.segments + [seg]  # a new list: readers iterate their own snapshot
+        return seg
+
+    def roll(self) -> None:
+        """Force a roll of a non-empty active segment (tests, admin)."""
+        with self.lock:
+            if self.segments[-1].size:
+                self._roll(self._now_ms())
+
+    # -- reading -----------------------------------------------------------------------------------------
+    def read(self, offset: int, max_bytes: int) -> ReadSlice | None:
+        """The byte range of whole batches starting with the batch that holds `offset`.
+
+        At least one whole batch is returned when one exists, even if larger than max_bytes; the range never
+        crosses a segment boundary. None when offset == log end. OffsetOutOfRange below the log start or past
+        the log end.
+        """
+        segments = self.segments
+        active = segments[-1]
+        end_offset = active.next_offset
+        active_size = active.size
+        start = segments[0].base_offset
+        if offset < start or offset > end_offset:
+            raise OffsetOutOfRange(f"offset {offset} is outside [{start}, {end_offset}]",
+                                   log_start=start, log_end=end_offset)
+        if offset == end_offset:
+            return None
+        i = _find_segment(segments, offset)
+        while i < len(segments):
+            seg = segments[i]
+            end = active_size if seg is active else seg.size
+            end_off = end_offset if seg is active else seg.next_offset
+            found = seg.locate(offset, end) if end else None
+            if found is not None:
+                position, first = found
+                stop, stop_offset = seg.range_end(position, first, max(max_bytes, 1), end)
+                if stop_offset < 0:
+                    stop_offset = end_off
+                return ReadSlice(seg, position, stop - position, first, stop_offset)
+            i += 1  # nothing at or after offset in this segment (e.g. a gap): try the next one
+        return None
+
+    def offset_for_timestamp(self, timestamp: int) -> int | None:
+        """The first offset whose record timestamp is >= timestamp, or None when there is none."""
+        segments = self.segments
+        active = segments[-1]
+        active_size = active.size
+        for seg in segments:
+            if seg.max_timestamp < timestamp:
+                continue
+            end = active_size if seg is active else seg.size
+            found = seg.time_lookup(timestamp, end)
+            if found is None:
+                continue
+            position, first, size = found
+            refine = getattr(self.fmt, "offset_for_timestamp", None)
+            if refine is not None:
+                exact = refine(memoryview(seg.pread(position, size)), first, timestamp)
+                if exact is not None:
+                    return exact
+            return first
+        return None
+
+    # -- durability --------------------------------------------------------------------------------------
+    def sync(self) -> int:
+        """Make every append made before this call durable (fdatasync); returns the durable end offset.
+
+        Safe to call from a worker thread while appends continue: the syncs run outside the lock.
+        """
+        with self.lock:
+            target = self.log_end_offset
+            if target <= self.durable_offset:
+                return self.durable_offset
+            pending, self._unsynced = self._unsynced, []
+            active = self.segments[-1]
+            dir_dirty, self._dir_dirty = self._dir_dirty, False
+        for seg in pending:
+            seg.sync()
+        active.sync()
+        if dir_dirty:
+            fsync_dir(self.directory)
+        with self.lock:
+            if target > self.durable_offset:
+                self.durable_offset = target
+        return target
+
+    # -- retention ---------------------------------------------------------------------------------------
+    def enforce_retention(self, now_ms: int | None = None) -> int:
+        """Delete whole old segments beyond retention_ms / retention_bytes; never the active one."""
+        now_ms = self._now_ms() if now_ms is None else now_ms
+        cfg = self.config
+        doomed: list[Segment] = []
+        with self.lock:
+            segments = self.segments
+            total = sum(s.size for s in segments)
+            keep_from = 0
+            for seg in segments[:-1]:
+                expired = cfg.retention_ms >= 0 and now_ms - self._segment_time(seg) > cfg.retention_ms
+                oversize = cfg.retention_bytes >= 0 and total - seg.size >= cfg.retention_bytes and total > cfg.retention_bytes
+                if not (expired or oversize):
+                    break
+                total -= seg.size
+                keep_from += 1
+            if keep_from:
+                doomed = segments[:keep_from]
+                self.segments = segments[keep_from:]
+                self._unsynced = [s for s in self._unsynced if s not in doomed]
+        for seg in doomed:
+            seg.delete()
+            log.info("%s-%d: retention deleted segment %s", self.topic, self.partition, segment_name(seg.base_offset))
+        return len(doomed)
+
+    @staticmethod
+    def _segment_time(seg: Segment) -> int:
+        if seg.max_timestamp >= 0:
+            return seg.max_timestamp
+        try:
+            return int(os.path.getmtime(seg.log_path) * 1000)
+        except FileNotFoundError:
+            return 0
+
+    # -- lifecycle ---------------------------------------------------------------------------------------
+    def close(self) -> None:
+        with self.lock:
+            for seg in self.segments:
+                seg.close()
+
+    def delete(self) -> None:
+        with self.lock:
+            for seg in self.segments:
+                seg.close()
+                seg.delete()
+
+
+def _find_segment(segments: list[Segment], offset: int) -> int:
+    """Index of the last segment whose base offset is <= offset."""
+    lo, hi = 0, len(segments)
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if segments[mid].base_offset <= offset:
+            lo = mid + 1
+        else:
+            hi = mid
+    return max(lo - 1, 0)

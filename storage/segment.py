@@ -1,0 +1,321 @@
+"""One segment of a partition log: a data file of stored batches plus its sparse offset and time indexes.
+
+On disk, in the partition directory, with `<base>` the segment's base offset as 20 zero-padded digits:
+- `<base>.log`: batches back to back, each exactly as its storage format stores it (for `kafka`, a
+  RecordBatch v2 whose baseOffset is the batch's absolute offset). No file header, no padding.
+- `<base>.index` and `<base>.timeindex`: see `logway.storage.index`.
+A segment covers offsets [base_offset, next_offset). Only the partition's last segment (the active one) is
+appended to; older ones are frozen and only read or deleted whole.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import Iterator
+
+from .config import MAX_SEGMENT_BYTES
+from .formats import BatchFormat
+from .index import IndexCorrupt, OffsetIndex, TimeIndex
+
+log = logging.getLogger("logway.storage")
+
+#: Bytes read at a time while walking batch headers (reads, lookups).
+HEADER_CHUNK = 64 * 1024
+#: Bytes read at a time while validating whole batches (recovery).
+RECOVERY_CHUNK = 4 * 1024 * 1024
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+@dataclass(slots=True)
+class WalkResult:
+    """What a recovery walk over a segment found."""
+
+    end_position: int  # just past the last good batch
+    end_offset: int  # offset after the last good batch
+    max_timestamp: int
+    index_entries: list[tuple[int, int]]
+    time_entries: list[tuple[int, int]]
+    bytes_since_index: int
+    problem: str | None  # why the walk stopped before the end of the file, if it did
+
+
+class Segment:
+    __slots__ = (
+        "directory", "base_offset", "fmt", "log_path", "index", "timeindex", "size", "next_offset",
+        "max_timestamp", "created_ms", "bytes_since_index", "index_interval", "_fd", "active", "__weakref__",
+    )
+
+    def __init__(self, directory: str, base_offset: int, fmt: BatchFormat, *, active: bool,
+                 index_interval: int, created_ms: int) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.fmt = fmt
+        self.active = active
+        self.index_interval = index_interval
+        stem = os.path.join(directory, segment_name(base_offset))
+        self.log_path = stem + ".log"
+        self._fd: int | None = None
+        if active:
+            self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self.size = os.path.getsize(self.log_path)
+        self.index = OffsetIndex(stem + ".index", frozen=not active)
+        self.timeindex = TimeIndex(stem + ".timeindex", frozen=not active)
+        self.next_offset = base_offset
+        self.max_timestamp = self.timeindex.last_timestamp
+        self.created_ms = created_ms
+        self.bytes_since_index = 0
+
+    # -- file access -------------------------------------------------------------------------------------
+    def fileno(self) -> int:
+        """The data file's descriptor (opened lazily for frozen segments), e.g. for os.sendfile."""
+        if self._fd is None:
+            self._fd = os.open(self.log_path, os.O_RDONLY)
+        return self._fd
+
+    def pread(self, position: int, length: int) -> bytes:
+        return os.pread(self.fileno(), length, position)
+
+    # -- appending ---------------------------------------------------------------------------------------
+    def append(self, pieces, length: int, first_offset: int, last_offset: int, max_timestamp: int) -> None:
+        """Write one batch (as `pieces`, for writev) that covers first_offset..last_offset."""
+        position = self.size
+        fd = self._fd
+        written = os.writev(fd, pieces)
+        if written != length:  # short write (disk full mid-batch): finish or roll back
+            try:
+                rest = b"".join(bytes(p) for p in pieces)[written:]
+                while rest:
+                    n = os.write(fd, rest)
+                    rest = rest[n:]
+            except OSError:
+                os.ftruncate(fd, position)
+                raise
+        self.size = position + length
+        rel = first_offset - self.base_offset
+        if position == 0 or self.bytes_since_index >= self.index_interval:
+            self.index.append(rel, position)
+            self.timeindex.maybe_append(max(max_timestamp, self.max_timestamp), rel)
+            self.bytes_since_index = 0
+        self.bytes_since_index += length
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+        self.next_offset = last_offset + 1
+
+    def rollback(self, size: int) -> None:
+        """Undo a failed write: cut the data file back to `size` bytes."""
+        os.ftruncate(self.fileno(), size)
+        self.size = size
+
+    def freeze(self) -> None:
+        """Stop being the active segment: the final time-index entry goes down, files reopen read-only."""
+        if self.next_offset > self.base_offset:
+            self.timeindex.maybe_append(self.max_timestamp, self.index.last()[0] if len(self.index) else 0)
+        self.index.freeze()
+        self.timeindex.freeze()
+        self.active = False
+
+    def sync(self) -> None:
+        os.fdatasync(self.fileno())
+
+    # -- reading -----------------------------------------------------------------------------------------
+    def headers(self, position: int, offset: int, end: int) -> Iterator[tuple[int, int, int, int, int]]:
+        """Walk batch headers from `position` (a batch start whose first offset is `offset`) up to `end`.
+
+        Yields (position, first_offset, size, last_offset, max_timestamp) of each whole batch.
+        """
+        fmt = self.fmt
+        need = fmt.header_size
+        buf = memoryview(b"")
+        buf_start = position
+        fd = self.fileno()
+        while position < end:
+            rel = position - buf_start
+            if rel + need > len(buf):
+                buf = memoryview(os.pread(fd, min(max(HEADER_CHUNK, need), end - position), position))
+                buf_start, rel = position, 0
+            info = fmt.scan(buf, rel)
+            if info is None:
+                return
+            size, base, delta, max_ts = info
+            if base is None:
+                base = offset
+            if size <= 0 or position + size > end:
+                return
+            yield position, base, size, base + delta, max_ts
+            position += size
+            offset = base + delta + 1
+
+    def locate(self, offset: int, end: int) -> tuple[int, int] | None:
+        """(position, first offset) of the batch holding `offset` (or the first batch after it), below `end`."""
+        rel, pos = self.index.floor_offset(max(offset - self.base_offset, 0))
+        for position, first, _size, last, _ts in self.headers(pos, self.base_offset + rel, end):
+            if last >= offset:
+                return position, first
+        return None
+
+    def range_end(self, start: int, start_offset: int, max_bytes: int, end: int) -> tuple[int, int]:
+        """End position and end offset of the whole batches from `start` that fit in max_bytes (at least one)."""
+        target = start + max_bytes
+        if target >= end:
+            return end, -1  # -1: everything to the segment end; the caller knows that end offset
+        rel, pos = self.index.floor_position(target)
+        if pos <= start:
+            pos, first = start, start_offset
+        else:
+            first = self.base_offset + rel
+        # Every batch between start and pos is whole and ends at or before target.
+        stop, stop_offset = pos, first
+        for position, first_off, size, last, _ts in self.headers(pos, first, end):
+            if position + size > target and position > start:
+                break
+            stop, stop_offset = position + size, last + 1
+            if stop >= target:
+                break
+        return stop, stop_offset
+
+    def time_lookup(self, timestamp: int, end: int) -> tuple[int, int, int] | None:
+        """(position, first offset, size) of the first batch whose max timestamp >= timestamp."""
+        rel = self.timeindex.floor_before(timestamp)
+        start_rel, pos = self.index.floor_offset(rel)
+        for position, first, size, _last, max_ts in self.headers(pos, self.base_offset + start_rel, end):
+            if max_ts >= timestamp:
+                return position, first, size
+        return None
+
+    # -- recovery ----------------------------------------------------------------------------------------
+    def walk(self, position: int, offset: int, *, validate: bool) -> WalkResult:
+        """Scan (and with `validate`, checksum) every batch from `position` to the end of the file.
+
+        Stops at the first torn, corrupt or out-of-sequence batch. Index and time-index entries are
+        recomputed for every batch seen, as appends would have made them.
+        """
+        fmt = self.fmt
+        fd = self.fileno()
+        file_size = os.fstat(fd).st_size
+        entries: list[tuple[int, int]] = []
+        times: list[tuple[int, int]] = []
+        max_ts = -1
+        since = self.index_interval  # the first batch walked is always an index point
+        buf = memoryview(b"")
+        buf_start = position
+        problem = None
+        while position < file_size:
+            rel = position - buf_start
+            if rel + fmt.header_size > len(buf) and buf_start + len(buf) < file_size:
+                buf = memoryview(os.pread(fd, RECOVERY_CHUNK, position))
+                buf_start, rel = position, 0
+            try:
+                info = fmt.scan(buf, rel)
+            except ValueError as exc:
+                problem = f"bad batch header at position {position}: {exc}"
+                break
+            if info is None:
+                problem = f"torn batch header at position {position}"
+                break
+            size, base, delta, ts = info
+            if size <= 0 or size > MAX_SEGMENT_BYTES or delta < 0:
+                problem = f"impossible batch size {size} at position {position}"
+                break
+            if position + size > file_size:
+                problem = f"torn batch at position {position} ({size} bytes declared, {file_size - position} left)"
+                break
+            if base is not None and base != offset:
+                problem = f"batch at position {position} has offset {base}, expected {offset}"
+                break
+            if validate:
+                if rel + size > len(buf):
+                    buf = memoryview(os.pread(fd, max(RECOVERY_CHUNK, size), position))
+                    buf_start, rel = position, 0
+                try:
+                    fmt.validate(buf[rel:rel + size])
+                except ValueError as exc:
+                    problem = f"corrupt batch at position {position}: {exc}"
+                    break
+            if since >= self.index_interval:
+                entries.append((offset - self.base_offset, position))
+                if max(ts, max_ts) > (times[-1][0] if times else -1):
+                    times.append((max(ts, max_ts), offset - self.base_offset))
+                since = 0
+            since += size
+            max_ts = max(max_ts, ts)
+            position += size
+            offset += delta + 1
+        return WalkResult(position, offset, max_ts, entries, times, since, problem)
+
+    def recover(self, *, full: bool) -> int:
+        """Make the segment consistent: validate, truncate a bad tail, rebuild a damaged index.
+
+        With `full`, every batch is checksummed and the indexes are rebuilt from scratch; otherwise the index is
+        sanity-checked and only the batches after its last entry are validated. Returns bytes truncated.
+        """
+        self.size = file_size = os.path.getsize(self.log_path)
+        start_pos, start_off = 0, self.base_offset
+        keep_entries = 0
+        if not full:
+            try:
+                self.index.sanity_check(file_size)
+                n = len(self.index)
+                if n:
+                    rel, start_pos = self.index.entry(n - 1)
+                    start_off = self.base_offset + rel
+                    keep_entries = n - 1
+            except IndexCorrupt as exc:
+                log.warning("%s; rebuilding it", exc)
+                full = True
+        result = self.walk(start_pos, start_off, validate=True)
+        if result.problem:
+            log.warning("%s: %s; truncating %d bytes", self.log_path, result.problem, file_size - result.end_position)
+        entries = [self.index.entry(i) for i in range(keep_entries)] + result.index_entries
+        if full or result.problem or len(self.index) != len(entries):
+            self.index.reset(entries)
+            old_times = [] if full else [t for t in self.timeindex.entries() if t[1] < (start_off - self.base_offset)]
+            times = []
+            for ts, rel in old_times + result.time_entries:
+                if not times or ts > times[-1][0]:
+                    times.append((ts, rel))
+            self.timeindex.reset(times)
+        truncated = file_size - result.end_position
+        if truncated:
+            fd = os.open(self.log_path, os.O_RDWR)
+            try:
+                os.ftruncate(fd, result.end_position)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        self.size = result.end_position
+        self.next_offset = result.end_offset
+        self.max_timestamp = max(self.timeindex.last_timestamp, result.max_timestamp)
+        self.bytes_since_index = result.bytes_since_index
+        return truncated
+
+    # -- lifecycle ---------------------------------------------------------------------------------------
+    def close(self) -> None:
+        self.index.close()
+        self.timeindex.close()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def delete(self) -> None:
+        """Remove the files. The data descriptor stays open until the segment object is dropped, so a reader
+        that already holds a range of it can finish (Linux keeps unlinked files readable)."""
+        self.index.delete()
+        self.timeindex.delete()
+        try:
+            os.unlink(self.log_path)
+        except FileNotFoundError:
+            pass
+
+    def __del__(self) -> None:
+        fd = self._fd
+        if fd is not None:
+            self._fd = None
+            try:
+                os.close(fd)
+            except OSError:
+                pass

@@ -1,0 +1,274 @@
+"""The native protocol end to end: real sockets on 127.0.0.1, a real gateway, real files.
+
+Covers every example flow of seeds 000 and 004, long-poll, errors on the wire (each answered or cleanly closed
+while other connections keep working), persistence across restarts and graceful shutdown.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import orjson
+import pytest
+import trio
+
+from logway.codecs import native as nv
+from logway.codecs.records import Record
+
+from .conftest import AsyncNative, running_gateway
+
+
+def frame(obj) -> bytes:
+    body = obj if isinstance(obj, bytes) else orjson.dumps(obj)
+    return struct.pack(">I", len(body)) + body
+
+
+async def test_seed_example_1_produce_append_produce(client):
+    await client.request(nv.CreateTopicRequest("orders", 1))
+    filler = await client.produce("orders", 0, [b"f"] * 1000)
+    assert filler.offsets == list(range(1000))
+    # The seed's exact frames, sent raw.
+    await client.send_raw(frame({"Produce": {"topic": "orders", "partition": 0, "records": [[10, 20], [30, 40]]}}))
+    assert await client.receive() == nv.ProduceResponse([1000, 1001])
+    await client.send_raw(frame({"Produce": {"topic": "orders", "partition": 0, "records": [[50, 60]]}}))
+    assert await client.receive() == nv.ProduceResponse([1002])
+
+
+async def test_seed_example_2_fetch_with_group_commit_restart_resume(tmp_path):
+    data = tmp_path / "data"
+    async with running_gateway(data, "storage.flush=always") as gw:
+        c = await AsyncNative.connect(gw)
+        await c.request(nv.CreateTopicRequest("orders", 1))
+        await c.produce("orders", 0, [b"\x0a\x14", b"\x1e\x28", b"\x32\x3c"])
+        first = await c.request(nv.FetchRequest("orders", 0, 0, 2, "processor"))
+        # max_bytes 2 → the first record only (at least one record, then up to max_bytes of payload)
+        assert [(r.offset, r.value) for r in first.records] == [(0, b"\x0a\x14")]
+        both = await c.request(nv.FetchRequest("orders", 0, 0, 4, "processor"))
+        assert [r.value for r in both.records] == [b"\x0a\x14", b"\x1e\x28"] and both.next_offset == 2
+        assert await c.request(nv.OffsetCommitRequest("orders", 0, "processor", 2)) == nv.OffsetCommitResponse(True)
+        await c.aclose()
+    # "Client restarts" — and here the broker restarts too: committed offsets are durable.
+    async with running_gateway(data) as gw:
+        c = await AsyncNative.connect(gw)
+        resumed = await c.request(nv.FetchRequest("orders", 0, 0, 1 << 20, "processor"))
+        assert [(r.offset, r.value) for r in resumed.records] == [(2, b"\x32\x3c")]
+        assert resumed.next_offset == 3
+        assert resumed.records[0].timestamp is not None
+        # Requested ahead of the committed offset: the request wins.
+        ahead = await c.request(nv.FetchRequest("orders", 0, 3, 1 << 20, "processor"))
+        assert ahead.records == [] and ahead.next_offset == 3
+        assert (await c.request(nv.OffsetFetchRequest("orders", 0, "processor"))).offset == 2
+        assert (await c.request(nv.OffsetFetchRequest("orders", 0, "nobody"))).offset is None
+        await c.aclose()
+
+
+async def test_seed_example_3_stateless_fetch(client):
+    await client.request(nv.CreateTopicRequest("orders", 1))
+    await client.produce("orders", 0, [bytes([i]) for i in range(102)])
+    await client.send_raw(frame({"Fetch": {"topic": "orders", "partition": 0, "offset": 100,
+                                           "max_bytes": 1048576, "group_id": None}}))
+    resp = await client.receive()
+    assert [(r.offset, r.value) for r in resp.records] == [(100, bytes([100])), (101, bytes([101]))]
+    assert resp.next_offset == 102
+
+
+async def test_seed_example_4_and_every_error(client):
+    await client.send_raw(frame({"Fetch": {"topic": "nonexistent", "partition": 0, "offset": 0,
+                                           "max_bytes": 1048576, "group_id": None}}))
+    assert await client.receive() == nv.ErrorResponse("partition not found: topic=nonexistent, partition=0")
+    await client.request(nv.CreateTopicRequest("orders", 1))
+    for req in (nv.ProduceRequest("orders", 99, [Record(b"x")]), nv.OffsetCommitRequest("orders", 99, "g", 1),
+                nv.OffsetFetchRequest("orders", 99, "g")):
+        assert await client.request(req) == nv.ErrorResponse("partition not found: topic=orders, partition=99")
+    # Offset past the end: an empty list and the log end; the seed's "offset out of range" is below the start.
+    await client.produce("orders", 0, [b"a", b"b"])
+    past = await client.request(nv.FetchRequest("orders", 0, 50, 100))
+    assert past == nv.FetchResponse([], 2)
+    # Bad topic names, existing topics, bad partition counts.
+    for bad in ("a/b", "..", "x" * 250, "nul\x00"):
+        resp = await client.request(nv.CreateTopicRequest(bad, 1))
+        assert resp.message.startswith("invalid topic name"), resp
+    assert await client.request(nv.CreateTopicRequest("orders", 1)) == nv.ErrorResponse(
+        "topic already exists: orders")
+    assert (await client.request(nv.CreateTopicRequest("big", 10 ** 6))).message.startswith("invalid request")
+    assert await client.request(nv.DescribeTopicRequest("nope")) == nv.ErrorResponse("topic not found: nope")
+    # Invalid JSON and unknown request types keep the connection open.
+    await client.send_raw(frame(b"{not json"))
+    assert (await client.receive()).message.startswith("failed to parse request")
+    await client.send_raw(frame({"Compact": {}}))
+    assert (await client.receive()).message.startswith("unknown request type")
+    assert await client.request(nv.PingRequest()) == nv.PongResponse()
+
+
+async def test_offset_out_of_range_below_log_start(tmp_path):
+    async with running_gateway(tmp_path / "data", "storage.segment_bytes=1024", "storage.retention_bytes=0") as gw:
+        c = await AsyncNative.connect(gw)
+        await c.request(nv.CreateTopicRequest("t", 1))
+        for _ in range(20):
+            await c.produce("t", 0, [b"x" * 100])
+        await trio.to_thread.run_sync(gw.engine.enforce_retention)
+        start = gw.engine.partition("t", 0).log_start_offset
+        assert start > 0
+        resp = await c.request(nv.FetchRequest("t", 0, 0, 100))
+        assert resp.message == f"offset out of range: offset=0, log_start_offset={start}, log_end_offset=20"
+        ok = await c.request(nv.FetchRequest("t", 0, start, 100))
+        assert ok.records[0].offset == start
+        await c.aclose()
+
+
+async def test_keys_and_timestamps_round_trip(client):
+    await client.request(nv.CreateTopicRequest("k", 1))
+    await client.send_raw(frame({"Produce": {"topic": "k", "partition": 0, "records": [
+        {"payload": [1, 2], "key": [7], "timestamp": 1234567890123}, [3], {"value": [4], "key": None}]}}))
+    assert (await client.receive()).offsets == [0, 1, 2]
+    resp = await client.request(nv.FetchRequest("k", 0, 0, 1 << 20))
+    assert [(r.value, r.key) for r in resp.records] == [(b"\x01\x02", b"\x07"), (b"\x03", None), (b"\x04", None)]
+    assert resp.records[0].timestamp == 1234567890123
+    assert all(r.timestamp and r.timestamp > 1_600_000_000_000 for r in resp.records[1:])
+
+
+async def test_long_poll_fetch_is_woken_by_produce(gateway, client):
+    await client.request(nv.CreateTopicRequest("lp", 1))
+    producer = await AsyncNative.connect(gateway)
+    result = {}
+
+    async def poll():
+        t0 = trio.current_time()
+        result["resp"] = await client.request(nv.FetchRequest("lp", 0, 0, 1 << 20, max_wait_ms=10_000))
+        result["elapsed"] = trio.current_time() - t0
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(poll)
+        await trio.sleep(0.2)
+        assert "resp" not in result  # parked at the log end
+        await producer.produce("lp", 0, [b"wake"])
+    assert [r.value for r in result["resp"].records] == [b"wake"]
+    assert 0.2 <= result["elapsed"] < 2.0
+    # Without data the wait ends at max_wait_ms with an empty answer.
+    t0 = trio.current_time()
+    resp = await client.request(nv.FetchRequest("lp", 0, 1, 1 << 20, max_wait_ms=300))
+    assert resp == nv.FetchResponse([], 1) and trio.current_time() - t0 >= 0.29
+    # min_bytes accumulates appends until enough payload is there.
+    async with trio.open_nursery() as nursery:
+        result.clear()
+
+        async def poll_min():
+            result["resp"] = await client.request(
+                nv.FetchRequest("lp", 0, 1, 1 << 20, max_wait_ms=10_000, min_bytes=10))
+
+        nursery.start_soon(poll_min)
+        for i in range(4):
+            await trio.sleep(0.05)
+            assert "resp" not in result
+            await producer.produce("lp", 0, [b"abc"])
+    assert [r.offset for r in result["resp"].records] == [1, 2, 3, 4]
+    await producer.aclose()
+
+
+async def test_wire_errors_answered_or_closed_while_others_keep_working(gateway, client):
+    await client.request(nv.CreateTopicRequest("w", 1))
+    host, port = gateway.addresses["native"]
+
+    async def raw(data: bytes, *, close_write=False) -> bytes:
+        s = await trio.open_tcp_stream(host, port)
+        await s.send_all(data)
+        if close_write:
+            await s.send_eof()
+        out = b""
+        with trio.fail_after(5):
+            while chunk := await s.receive_some(65536):
+                out += chunk
+                if not close_write and len(out) >= 4 and len(out) >= 4 + struct.unpack(">I", out[:4])[0]:
+                    break
+        await s.aclose()
+        return out
+
+    # Oversized declared length: error answer, then the gateway closes the connection.
+    answer = await raw(struct.pack(">I", 0xFFFFFFF0), close_write=False)
+    assert orjson.loads(answer[4:]) == {"Error": {"message": "max frame size exceeded"}}
+    # Truncated frame or header (EOF inside it): the error answer, then a clean close.
+    for torn in (struct.pack(">I", 100) + b'{"Ping"', b"\x00\x00"):
+        answer = await raw(torn, close_write=True)
+        assert orjson.loads(answer[4:])["Error"]["message"].startswith("truncated frame"), answer
+    # Unknown type, wrong types, bytes out of range, invalid UTF-8: answered, connection stays usable.
+    for bad in (frame({"Nope": {}}), frame({"Fetch": {"topic": "w", "partition": "0", "offset": 0, "max_bytes": 1}}),
+                frame({"Produce": {"topic": "w", "partition": 0, "records": [[256]]}}),
+                frame(b'{"CreateTopic": {"topic": "\xff\xfe", "partitions": 1}}'),
+                frame({"Produce": {"topic": "../etc", "partition": 0, "records": [[1]]}})):
+        s = AsyncNative(await trio.open_tcp_stream(host, port))
+        await s.send_raw(bad)
+        err = await s.receive()
+        assert isinstance(err, nv.ErrorResponse), err
+        assert await s.request(nv.PingRequest()) == nv.PongResponse()
+        await s.aclose()
+    # The first connection never noticed any of this.
+    assert (await client.produce("w", 0, [b"still here"])).offsets == [0]
+
+
+async def test_connection_limit(tmp_path):
+    async with running_gateway(tmp_path / "data", "limits.max_connections=2") as gw:
+        a = await AsyncNative.connect(gw)
+        b = await AsyncNative.connect(gw)
+        assert await a.request(nv.PingRequest()) == nv.PongResponse()
+        assert await b.request(nv.PingRequest()) == nv.PongResponse()
+        host, port = gw.addresses["native"]
+        extra = await trio.open_tcp_stream(host, port)
+        with trio.fail_after(5):
+            try:
+                refused = await extra.receive_some(100)
+            except trio.BrokenResourceError:
+                refused = b""
+        assert refused == b""  # closed at once, nothing answered
+        await extra.aclose()
+        await a.aclose()
+        await trio.sleep(0.05)
+        c = await AsyncNative.connect(gw)
+        assert await c.request(nv.PingRequest()) == nv.PongResponse()
+        for conn in (b, c):
+            await conn.aclose()
+
+
+async def test_idle_connection_is_closed(tmp_path):
+    async with running_gateway(tmp_path / "data", "limits.idle_timeout_ms=200") as gw:
+        c = await AsyncNative.connect(gw)
+        with trio.fail_after(5):
+            assert await c.stream.receive_some(10) == b""
+        await c.aclose()
+
+
+async def test_graceful_shutdown_finishes_in_flight_long_poll_and_persists(tmp_path):
+    data = tmp_path / "data"
+    results = {}
+    async with trio.open_nursery() as nursery:
+        async with running_gateway(data, "storage.flush=interval") as gw:
+            c = await AsyncNative.connect(gw)
+            await c.request(nv.CreateTopicRequest("g", 1))
+            await c.produce("g", 0, [b"one", b"two"])
+            poller = await AsyncNative.connect(gw)
+
+            async def poll():
+                results["poll"] = await poller.request(nv.FetchRequest("g", 0, 2, 100, max_wait_ms=20_000))
+
+            nursery.start_soon(poll)
+            await trio.sleep(0.1)
+            # leaving the block asks for shutdown: the parked fetch is answered (empty), not dropped
+        assert results["poll"] == nv.FetchResponse([], 2)
+    async with running_gateway(data) as gw:
+        assert gw.engine.clean_start
+        c = await AsyncNative.connect(gw)
+        resp = await c.request(nv.FetchRequest("g", 0, 0, 100))
+        assert [r.value for r in resp.records] == [b"one", b"two"]
+        await c.aclose()
+
+
+async def test_topic_admin_requests(client):
+    assert await client.request(nv.CreateTopicRequest("a", 3)) == nv.CreateTopicResponse(True)
+    await client.request(nv.CreateTopicRequest("b", 1))
+    await client.produce("a", 2, [b"x", b"y"])
+    assert (await client.request(nv.ListTopicsRequest())).topics == [nv.TopicSummary("a", 3), nv.TopicSummary("b", 1)]
+    desc = await client.request(nv.DescribeTopicRequest("a"))
+    assert [(p.partition, p.log_start_offset, p.log_end_offset) for p in desc.partitions] == [
+        (0, 0, 0), (1, 0, 0), (2, 0, 2)]
+    assert await client.request(nv.DeleteTopicRequest("a")) == nv.DeleteTopicResponse(True)
+    assert (await client.request(nv.ListTopicsRequest())).topics == [nv.TopicSummary("b", 1)]
+    assert await client.request(nv.DeleteTopicRequest("a")) == nv.ErrorResponse("topic not found: a")
