@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 
 
-def fsync_dir(path: str) -> None:
+def fsync_dir(path: str | os.PathLike) -> None:
     """Make a directory's entries (created, renamed, removed files) durable."""
-    fd = os.open(path, os.O_RDONLY)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
     finally:
@@ -22,3 +22,25 @@ def write_synced(path: str, data: bytes) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+_FALLOC_FL_KEEP_SIZE = 1
+try:  # Linux fallocate(2) with KEEP_SIZE: reserve blocks past the end without changing the file's size
+    import ctypes
+    import ctypes.util
+
+    _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    _fallocate = _libc.fallocate
+    _fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong]
+    _fallocate.restype = ctypes.c_int
+except (OSError, AttributeError):  # not Linux / no libc symbol: appends simply allocate as they go
+    _fallocate = None
+
+
+def preallocate(fd: int, offset: int, length: int) -> bool:
+    """Reserve disk blocks for [offset, offset + length) without changing the file size (appends into reserved
+    blocks are markedly cheaper, and a full disk shows up here rather than in the middle of a batch).
+    Returns False when the platform or file system cannot do it; that is never an error."""
+    if _fallocate is None:
+        return False
+    return _fallocate(fd, _FALLOC_FL_KEEP_SIZE, offset, length) == 0

@@ -54,6 +54,7 @@ from typing import Iterable, NamedTuple
 from crc32c import crc32c
 
 from .errors import StorageClosed, StorageError
+from .files import fsync_dir
 
 __all__ = [
     "CommittedOffset",
@@ -225,14 +226,6 @@ def _write_all(fd: int, data: bytes | bytearray) -> None:
         view = view[written:]
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 # ---------------------------------------------------------------------------------------------- the store
 
 
@@ -305,7 +298,7 @@ class OffsetStore:
         # Also makes durable what a killed process wrote but never synced, before anyone acts on it.
         os.fsync(self._fd)
         if removed:
-            _fsync_dir(self._dir)
+            fsync_dir(self._dir)
         self._size = good_end
         self._records = records
         logger.info("offset store %s: recovered %d records, %d live keys", self._dir, records, self._live)
@@ -320,7 +313,7 @@ class OffsetStore:
         finally:
             os.close(fd)
         os.replace(self._compact_path, self._log_path)
-        _fsync_dir(self._dir)
+        fsync_dir(self._dir)
 
     def _replay(self) -> tuple[int, int, int, str | None]:
         """Apply every valid record; return (records, end of the last valid record, file size, reason)."""
@@ -649,7 +642,7 @@ class OffsetStore:
                 # Until the directory is synced a power loss may bring back the old name; nothing new is written
                 # (or acknowledged) to the new file before that.
                 try:
-                    _fsync_dir(self._dir)
+                    fsync_dir(self._dir)
                 except OSError as exc:
                     self._fail(exc)
                     raise StorageError(f"fsync of directory {self._dir} failed: {exc}") from exc

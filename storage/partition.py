@@ -15,7 +15,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from .config import TopicConfig
 from .errors import BatchTooLarge, CorruptBatch, OffsetOutOfRange
@@ -29,8 +29,7 @@ log = logging.getLogger("logway.storage")
 MAX_RELATIVE_OFFSET = 2**32 - 2
 
 
-@dataclass(slots=True, frozen=True)
-class AppendResult:
+class AppendResult(NamedTuple):
     base_offset: int  # offset of the first record appended
     last_offset: int  # offset of the last record appended
     log_append_time_ms: int
@@ -175,22 +174,13 @@ class PartitionLog:
         view = memoryview(data)
         total = len(view)
         max_batch = self.config.max_batch_bytes
-        batches = []
-        pos = 0
         try:
-            while pos < total:
-                info = fmt.scan(view, pos)
-                if info is None:
-                    raise CorruptBatch(f"truncated batch: {total - pos} bytes left at position {pos}")
-                size = info[0]
-                if size <= 0 or pos + size > total:
-                    raise CorruptBatch(f"truncated batch: {size} bytes declared, {total - pos} present")
-                if size > max_batch:
-                    raise BatchTooLarge(f"batch of {size} bytes exceeds max_batch_bytes {max_batch}")
-                batch = view[pos:pos + size] if size != total else view
-                fmt.validate(batch)
-                batches.append((batch, size, info[2], info[3]))
-                pos += size
+            info = fmt.scan(view, 0)
+            if info is not None and info[0] == total and total <= max_batch:  # the usual case: one batch
+                fmt.validate(view)
+                batches = ((view, total, info[2], info[3]),)
+            else:
+                batches = self._split(view, max_batch)
         except ValueError as exc:
             raise CorruptBatch(str(exc)) from None
         if not batches:
@@ -212,6 +202,27 @@ class PartitionLog:
                 self._undo(undo)
                 raise
         return AppendResult(base, offset - 1, now)
+
+    def _split(self, view: memoryview, max_batch: int) -> list:
+        """Scan and validate every batch of `view`; (batch, size, last_offset_delta, max_timestamp) each."""
+        fmt = self.fmt
+        total = len(view)
+        batches = []
+        pos = 0
+        while pos < total:
+            info = fmt.scan(view, pos)
+            if info is None:
+                raise CorruptBatch(f"truncated batch: {total - pos} bytes left at position {pos}")
+            size = info[0]
+            if size <= 0 or pos + size > total:
+                raise CorruptBatch(f"truncated batch: {size} bytes declared, {total - pos} present")
+            if size > max_batch:
+                raise BatchTooLarge(f"batch of {size} bytes exceeds max_batch_bytes {max_batch}")
+            batch = view[pos:pos + size]
+            fmt.validate(batch)
+            batches.append((batch, size, info[2], info[3]))
+            pos += size
+        return batches
 
     def _undo(self, undo) -> None:
         seg, size, next_offset = undo

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from .config import MAX_SEGMENT_BYTES
+from .files import preallocate
 from .formats import BatchFormat
 from .index import IndexCorrupt, OffsetIndex, TimeIndex
 
@@ -25,6 +26,9 @@ log = logging.getLogger("logway.storage")
 HEADER_CHUNK = 64 * 1024
 #: Bytes read at a time while validating whole batches (recovery).
 RECOVERY_CHUNK = 4 * 1024 * 1024
+#: The active segment reserves disk blocks ahead of its end in steps of this size (fallocate KEEP_SIZE);
+#: small enough that thousands of idle partitions do not reserve much, large enough to be rare.
+PREALLOCATE_BYTES = 16 * 1024 * 1024
 
 
 def segment_name(base_offset: int) -> str:
@@ -47,7 +51,8 @@ class WalkResult:
 class Segment:
     __slots__ = (
         "directory", "base_offset", "fmt", "log_path", "index", "timeindex", "size", "next_offset",
-        "max_timestamp", "created_ms", "bytes_since_index", "index_interval", "_fd", "active", "__weakref__",
+        "max_timestamp", "created_ms", "bytes_since_index", "index_interval", "_fd", "active", "_reserved",
+        "__weakref__",
     )
 
     def __init__(self, directory: str, base_offset: int, fmt: BatchFormat, *, active: bool,
@@ -63,6 +68,7 @@ class Segment:
         if active:
             self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self.size = os.path.getsize(self.log_path)
+        self._reserved = self.size  # blocks reserved up to here (only the active segment reserves)
         self.index = OffsetIndex(stem + ".index", frozen=not active)
         self.timeindex = TimeIndex(stem + ".timeindex", frozen=not active)
         self.next_offset = base_offset
@@ -85,6 +91,9 @@ class Segment:
         """Write one batch (as `pieces`, for writev) that covers first_offset..last_offset."""
         position = self.size
         fd = self._fd
+        if position + length > self._reserved:
+            want = max(PREALLOCATE_BYTES, length)
+            self._reserved = position + want if preallocate(fd, position, want) else 1 << 62
         written = os.writev(fd, pieces)
         if written != length:  # short write (disk full mid-batch): finish or roll back
             try:
@@ -117,7 +126,14 @@ class Segment:
             self.timeindex.maybe_append(self.max_timestamp, self.index.last()[0] if len(self.index) else 0)
         self.index.freeze()
         self.timeindex.freeze()
+        self._release_reserved()
         self.active = False
+
+    def _release_reserved(self) -> None:
+        """Give back blocks reserved past the end (the file size is unchanged; ftruncate frees them)."""
+        if self._fd is not None and self._reserved > self.size and self.active:
+            os.ftruncate(self._fd, self.size)
+            self._reserved = self.size
 
     def sync(self) -> None:
         os.fdatasync(self.fileno())
@@ -297,6 +313,7 @@ class Segment:
     def close(self) -> None:
         self.index.close()
         self.timeindex.close()
+        self._release_reserved()
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
@@ -304,6 +321,10 @@ class Segment:
     def delete(self) -> None:
         """Remove the files. The data descriptor stays open until the segment object is dropped, so a reader
         that already holds a range of it can finish (Linux keeps unlinked files readable)."""
+        try:
+            self.fileno()  # open it now: a reader holding this segment must not find the name gone
+        except FileNotFoundError:
+            pass
         self.index.delete()
         self.timeindex.delete()
         try:

@@ -272,3 +272,42 @@ async def test_topic_admin_requests(client):
     assert await client.request(nv.DeleteTopicRequest("a")) == nv.DeleteTopicResponse(True)
     assert (await client.request(nv.ListTopicsRequest())).topics == [nv.TopicSummary("b", 1)]
     assert await client.request(nv.DeleteTopicRequest("a")) == nv.ErrorResponse("topic not found: a")
+
+
+async def test_flush_always_acknowledges_after_sync_with_group_commit(gateway):
+    """Every acknowledged produce is already covered by a finished fdatasync, and concurrent producers share
+    sync rounds (group commit) instead of paying one sync each."""
+    first = await AsyncNative.connect(gateway)
+    await first.request(nv.CreateTopicRequest("gc", 1))
+    plog = gateway.engine.partition("gc", 0)
+    rounds_before = gateway.committer.rounds
+    acks = 0
+
+    async def producer(i):
+        nonlocal acks
+        c = await AsyncNative.connect(gateway)
+        for j in range(10):
+            resp = await c.produce("gc", 0, [b"%d-%d" % (i, j)])
+            assert plog.durable_offset > resp.offsets[-1]  # synced before the answer went out
+            acks += 1
+        await c.aclose()
+
+    async with trio.open_nursery() as nursery:
+        for i in range(20):
+            nursery.start_soon(producer, i)
+    rounds = gateway.committer.rounds - rounds_before
+    assert acks == 200 and plog.log_end_offset == 200
+    assert rounds < acks, f"{rounds} sync rounds for {acks} acknowledged produces: no group commit"
+    await first.aclose()
+
+
+async def test_flush_interval_syncs_in_the_background(tmp_path):
+    async with running_gateway(tmp_path / "data", "storage.flush=interval", "storage.flush_interval_ms=50") as gw:
+        c = await AsyncNative.connect(gw)
+        await c.request(nv.CreateTopicRequest("fi", 1))
+        await c.produce("fi", 0, [b"a", b"b"])
+        plog = gw.engine.partition("fi", 0)
+        with trio.fail_after(5):
+            while plog.durable_offset < 2:
+                await trio.sleep(0.02)
+        await c.aclose()

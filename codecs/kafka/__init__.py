@@ -1,7 +1,9 @@
 """Kafka for logway: record formats (and, beside them, the wire protocol codec), sans-I/O.
 
-- `records`: RecordBatch v2 encode/decode, legacy MessageSet (magic 0/1) decode and conversion, and
-  `KafkaFormat`, the storage adapter for topics stored as Kafka batches (validate + stamp, no record decoding).
+- `records`: RecordBatch v2 encode/decode and `KafkaFormat`, the storage adapter for topics stored as Kafka
+  batches (validate + stamp, no record decoding).
+- `legacy`: legacy MessageSets (magic 0/1; Produce < v3, Fetch < v4): decode, conversion to a RecordBatch v2,
+  and encode for old fetchers.
 - `compression`: Kafka codec ids 0–4 (none, gzip, snappy raw/xerial, lz4 frame, zstd), bounded decompression.
 
 No sockets, no clock, no files: callers pass bytes in and get bytes or plain objects back.
@@ -16,15 +18,12 @@ from .records import (
     BatchHeader,
     KafkaFormat,
     decode_batch,
-    decode_message_set,
     decode_records,
     encode_batch,
-    encode_message_set,
     iter_batches,
-    message_set_to_batch,
     parse_header,
-    record_set_magic,
 )
+from .legacy import decode_message_set, encode_message_set, message_set_to_batch, record_set_magic  # after .records
 
 __all__ = [
     "BATCH_HEADER_SIZE",

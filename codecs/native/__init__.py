@@ -1,6 +1,7 @@
 """Sans-I/O codec for the native protocol (RustLog-style JSON frames; see /work/shared/specs/native.md).
 
-Holds `events` (one dataclass per request/response) and `connection` (framing, JSON mapping, error state).
+Holds `events` (one dataclass per request/response), `wire` (the JSON <-> event mapping: decoders, encoders
+and their validation) and `connection` (framing, receive buffer, error state).
 
 Wire format: each frame is a u32 big-endian payload length followed by that many bytes of JSON, at most
 `MAX_FRAME_BYTES` (10 MiB). The JSON is externally tagged, e.g. `{"Produce": {...}}`. Byte payloads are arrays
