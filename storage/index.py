@@ -16,6 +16,7 @@ not grow with the size of the log.
 from __future__ import annotations
 
 import mmap
+import operator
 import os
 import struct
 import sys
@@ -82,25 +83,18 @@ class OffsetIndex:
     # -- lookups -----------------------------------------------------------------------------------------
     def floor_offset(self, rel: int) -> tuple[int, int]:
         """The last entry whose relative offset is <= rel, or (0, 0) when none is."""
-        e = self._load()
-        lo, hi = 0, len(e) // 2
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if e[2 * mid] <= rel:
-                lo = mid + 1
-            else:
-                hi = mid
-        if lo == 0:
-            return 0, 0
-        return e[2 * lo - 2], e[2 * lo - 1]
+        return self._floor(0, rel)
 
     def floor_position(self, position: int) -> tuple[int, int]:
         """The last entry whose file position is <= position, or (0, 0) when none is."""
+        return self._floor(1, position)
+
+    def _floor(self, column: int, value: int) -> tuple[int, int]:
         e = self._load()
         lo, hi = 0, len(e) // 2
         while lo < hi:
             mid = (lo + hi) >> 1
-            if e[2 * mid + 1] <= position:
+            if e[2 * mid + column] <= value:
                 lo = mid + 1
             else:
                 hi = mid
@@ -145,14 +139,16 @@ class OffsetIndex:
         if size % ENTRY.size:
             raise IndexCorrupt(f"{self.path}: size {size} is not a multiple of {ENTRY.size}")
         e = self._load()
-        prev_rel = prev_pos = -1
-        for i in range(0, len(e), 2):
-            rel, pos = e[i], e[i + 1]
-            if rel <= prev_rel and i or pos <= prev_pos and i or pos >= max(data_size, 1):
-                raise IndexCorrupt(f"{self.path}: entry {i // 2} ({rel}, {pos}) is out of order or past the data")
-            if i == 0 and (rel != 0 or pos != 0):
-                raise IndexCorrupt(f"{self.path}: first entry ({rel}, {pos}) is not (0, 0)")
-            prev_rel, prev_pos = rel, pos
+        if not e:
+            return
+        if e[0] != 0 or e[1] != 0:
+            raise IndexCorrupt(f"{self.path}: first entry ({e[0]}, {e[1]}) is not (0, 0)")
+        if e[-1] >= max(data_size, 1):
+            raise IndexCorrupt(f"{self.path}: last entry points at {e[-1]}, past the {data_size}-byte data file")
+        # Both columns strictly increasing (map over memoryview/array slices runs in C: ~10 ms per 1 GiB segment).
+        rels, positions = e[0::2], e[1::2]
+        if not (all(map(operator.lt, rels[:-1], rels[1:])) and all(map(operator.lt, positions[:-1], positions[1:]))):
+            raise IndexCorrupt(f"{self.path}: entries are out of order")
 
     def freeze(self) -> None:
         """The segment was rolled: stop appending and map the file on next use."""
@@ -161,12 +157,15 @@ class OffsetIndex:
 
     def _release(self) -> None:
         self.flush()
-        if isinstance(self._entries, memoryview):
-            self._entries.release()
-        self._entries = None
-        if self._map is not None:
-            self._map.close()
-            self._map = None
+        entries, mapped = self._entries, self._map
+        self._entries = self._map = None
+        try:
+            if isinstance(entries, memoryview):
+                entries.release()
+            if mapped is not None:
+                mapped.close()
+        except BufferError:
+            pass  # a reader in another thread still uses the mapping; it is unmapped when that view is dropped
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
@@ -191,8 +190,20 @@ class TimeIndex:
         self._pending = bytearray()
         if not frozen:
             self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        entries = self.entries()
-        self.last_timestamp = entries[-1][0] if entries else -1
+        self.last_timestamp = self._read_last()
+
+    def _read_last(self) -> int:
+        """Timestamp of the last whole entry on disk (-1 when none), without reading the whole file."""
+        try:
+            with open(self.path, "rb") as f:
+                size = f.seek(0, os.SEEK_END)
+                size -= size % TIME_ENTRY.size
+                if not size:
+                    return -1
+                f.seek(size - TIME_ENTRY.size)
+                return TIME_ENTRY.unpack(f.read(TIME_ENTRY.size))[0]
+        except FileNotFoundError:
+            return -1
 
     def entries(self) -> list[tuple[int, int]]:
         self.flush()
