@@ -27,8 +27,8 @@ listeners:                 # one listener per protocol; only enabled ones are st
     enabled: true
     host: 127.0.0.1
     port: 9898
-  kafka:                   # reserved: the Kafka wire protocol
-    enabled: false
+  kafka:                   # the Kafka wire protocol
+    enabled: true
     host: 127.0.0.1
     port: 9092
   tank:                    # reserved: the TANK 4.0 protocol
@@ -53,6 +53,16 @@ limits:
   idle_timeout_ms: 600000       # close a connection that sends nothing for this long
   max_wait_ms: 30000            # cap on a long-poll fetch's max_wait_ms
   max_fetch_bytes: 52428800     # cap on a fetch's max_bytes
+
+kafka:
+  advertised_host: ""              # host Kafka clients are told to connect to; "" = the listener's host
+  advertised_port: 0               # 0 = the port the Kafka listener actually bound
+  auto_create_topics: true         # Metadata requests that allow it create unknown topics
+  default_partitions: 1            # partitions of auto-created topics and of CreateTopics with -1
+  max_request_bytes: 104857600     # Kafka's socket.request.max.bytes: larger requests close the connection
+  group_initial_rebalance_delay_ms: 0   # wait for more members before the first rebalance of an empty group
+  group_min_session_timeout_ms: 1000
+  group_max_session_timeout_ms: 1800000
 
 shutdown_timeout_ms: 5000       # in-flight requests may finish for this long after SIGINT/SIGTERM
 log_level: INFO
@@ -91,11 +101,24 @@ class Limits:
 
 
 @dataclass(frozen=True, slots=True)
+class KafkaSettings:
+    advertised_host: str
+    advertised_port: int
+    auto_create_topics: bool
+    default_partitions: int
+    max_request_bytes: int
+    group_initial_rebalance_delay_ms: int
+    group_min_session_timeout_ms: int
+    group_max_session_timeout_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     data_dir: str
     listeners: dict[str, ListenerConfig]
     storage: StorageSettings
     limits: Limits
+    kafka: KafkaSettings
     shutdown_timeout_ms: int
     log_level: str
     raw: dict[str, Any]
@@ -204,10 +227,21 @@ def _build(tree: dict) -> Config:
     lim = tree["limits"]
     limits = Limits(*(_int(lim, k, "limits.", minimum=1) for k in
                       ("max_connections", "max_frame_bytes", "idle_timeout_ms", "max_wait_ms", "max_fetch_bytes")))
+    kt = tree["kafka"]
+    if not isinstance(kt["advertised_host"], str):
+        raise ConfigError("kafka.advertised_host must be a host name or \"\"")
+    if not isinstance(kt["auto_create_topics"], bool):
+        raise ConfigError("kafka.auto_create_topics must be true or false")
+    kafka = KafkaSettings(kt["advertised_host"], _int(kt, "advertised_port", "kafka.", minimum=0),
+                          kt["auto_create_topics"], _int(kt, "default_partitions", "kafka.", minimum=1),
+                          _int(kt, "max_request_bytes", "kafka.", minimum=1024),
+                          _int(kt, "group_initial_rebalance_delay_ms", "kafka.", minimum=0),
+                          _int(kt, "group_min_session_timeout_ms", "kafka.", minimum=1),
+                          _int(kt, "group_max_session_timeout_ms", "kafka.", minimum=1))
     if not isinstance(tree["data_dir"], str) or not tree["data_dir"]:
         raise ConfigError("data_dir must be a path")
     level = str(tree["log_level"]).upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError(f"log_level must be DEBUG, INFO, WARNING or ERROR, got {tree['log_level']!r}")
-    return Config(tree["data_dir"], listeners, storage, limits,
+    return Config(tree["data_dir"], listeners, storage, limits, kafka,
                   _int(tree, "shutdown_timeout_ms", "", minimum=0), level, raw)

@@ -19,6 +19,7 @@ class Connection:
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     busy: bool = False
     draining: bool = False
+    client_id: str | None = None  # as the client names itself (Kafka request header)
 
     def start_request(self) -> None:
         self.busy = True

@@ -26,7 +26,7 @@ RECEIVE_CHUNK = 256 * 1024
 async def serve_native_connection(stream: trio.SocketStream, conn: Connection, gateway) -> None:
     limits = gateway.config.limits
     codec = NativeConnection("server", max_frame=limits.max_frame_bytes)
-    dispatcher = gateway.dispatcher
+    dispatcher = gateway.native_dispatch
     idle = limits.idle_timeout_ms / 1000
     while True:
         try:
@@ -48,7 +48,7 @@ async def serve_native_connection(stream: trio.SocketStream, conn: Connection, g
         if event is CLOSED:
             return
         conn.start_request()
-        response = await dispatcher.native(event)
+        response = await dispatcher.handle(event)
         await stream.send_all(codec.send(response))
         if not conn.end_request():
             return

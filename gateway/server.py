@@ -20,7 +20,9 @@ from logway.storage import LogEngine
 
 from .config import Config
 from .connections import Connection, ConnectionRegistry
-from .dispatch import Dispatcher
+from .dispatch import Dispatcher, NativeDispatch
+from .dispatch.kafka import KafkaDispatch
+from .groups import GroupCoordinator
 from .durability import GroupCommitter
 from .notify import AppendNotifier
 
@@ -33,9 +35,10 @@ Handler = Callable[[trio.SocketStream, Connection, "Gateway"], Awaitable[None]]
 
 
 def _protocol_handlers() -> dict[str, Handler]:
+    from .kafka import serve_kafka_connection
     from .native import serve_native_connection
 
-    return {"native": serve_native_connection}
+    return {"native": serve_native_connection, "kafka": serve_kafka_connection}
 
 
 class Gateway:
@@ -46,6 +49,12 @@ class Gateway:
         self.committer = GroupCommitter()
         self.connections = ConnectionRegistry(config.limits.max_connections)
         self.dispatcher: Dispatcher | None = None
+        self.native_dispatch: NativeDispatch | None = None
+        self.kafka_dispatch: KafkaDispatch | None = None
+        kc = config.kafka
+        self.coordinator = GroupCoordinator(initial_rebalance_delay_ms=kc.group_initial_rebalance_delay_ms,
+                                            min_session_timeout_ms=kc.group_min_session_timeout_ms,
+                                            max_session_timeout_ms=kc.group_max_session_timeout_ms)
         self.addresses: dict[str, tuple[str, int]] = {}
         self._shutdown = trio.Event()
 
@@ -59,10 +68,15 @@ class Gateway:
             lambda: LogEngine(cfg.data_dir, FORMATS, cfg.storage.topic_defaults))
         self._log_recovery()
         self.dispatcher = Dispatcher(self.engine, self.notifier, self.committer, cfg)
+        self.native_dispatch = NativeDispatch(self.dispatcher)
+        kafka_listener = cfg.listeners["kafka"]
+        self.kafka_dispatch = KafkaDispatch(self.dispatcher, self.coordinator,
+                                            (kafka_listener.host, kafka_listener.port))
         handlers = _protocol_handlers()
         try:
             async with trio.open_nursery() as background:
                 background.start_soon(self.committer.run)
+                background.start_soon(self.coordinator.run)
                 if cfg.storage.flush == "interval":
                     background.start_soon(self._flush_loop)
                 background.start_soon(self._retention_loop)
@@ -79,6 +93,10 @@ class Gateway:
                             addr = await listeners.start(self._listen, name, lc.host, lc.port, handlers[name],
                                                          conn_nursery)
                             self.addresses[name] = addr
+                            if name == "kafka":
+                                kc = cfg.kafka
+                                self.kafka_dispatch.advertised = (kc.advertised_host or addr[0],
+                                                                  kc.advertised_port or addr[1])
                             log.info("%s protocol listening on %s:%d", name, addr[0], addr[1])
                         task_status.started(dict(self.addresses))
                         await self._shutdown.wait()
@@ -122,6 +140,7 @@ class Gateway:
 
     async def _drain(self, conn_nursery: trio.Nursery) -> None:
         self.notifier.close()
+        self.coordinator.close()
         self.connections.drain()
         with trio.move_on_after(self.config.shutdown_timeout_ms / 1000):
             while self.connections.count:

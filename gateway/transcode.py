@@ -36,6 +36,20 @@ def encode(fmt: str, records: Sequence[Record], *, now_ms: int, max_batch_bytes:
     return out[0] if len(out) == 1 else b"".join(out)
 
 
+def encode_kafka(records: Sequence[Record]) -> bytes:
+    """RecordBatches that keep the records' own offsets (for a Kafka fetch of another format's topic): one batch
+    per run of consecutive offsets."""
+    out = []
+    start = 0
+    for i in range(1, len(records) + 1):
+        if i == len(records) or records[i].offset != records[i - 1].offset + 1:
+            run = records[start:i]
+            out.append(kafka_records.encode_batch(run, base_offset=run[0].offset,
+                                                  default_timestamp=run[0].timestamp or 0))
+            start = i
+    return b"".join(out)
+
+
 def decode(fmt: str, data: bytes | memoryview, *, min_offset: int) -> list[Record]:
     """Every record of the whole batches in `data` whose offset is >= min_offset."""
     if fmt != "kafka":

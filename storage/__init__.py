@@ -13,9 +13,10 @@ from .formats import BatchFormat, BatchInfo
 from .names import validate_topic_name
 from .offsets import CommittedOffset, OffsetStore
 from .partition import AppendResult, PartitionLog, ReadSlice, RecoveryReport
+from .sequences import IdAllocator
 
 __all__ = [
-    "AppendResult", "BatchFormat", "BatchInfo", "BatchTooLarge", "CommittedOffset", "CorruptBatch",
+    "AppendResult", "BatchFormat", "BatchInfo", "BatchTooLarge", "CommittedOffset", "CorruptBatch", "IdAllocator",
     "InvalidConfig", "InvalidPartitions", "InvalidTopicName", "LogEngine", "MAX_PARTITIONS", "OffsetOutOfRange",
     "OffsetStore", "PartitionLog", "ReadSlice", "RecoveryReport", "StorageClosed", "StorageError", "Topic",
     "TopicConfig", "TopicExists", "UnknownFormat", "UnknownPartition", "UnknownTopic", "validate_topic_name",

@@ -6,6 +6,7 @@ On disk:
     <data>/topics/<topic>/topic.json    {"name", "partitions", "config": {overrides}, "created_ms"}
     <data>/topics/<topic>/<p>/          one partition log per partition (see logway.storage.partition)
     <data>/offsets/                     the committed-offset store (see logway.storage.offsets)
+    <data>/producer_ids                 the next block of producer ids (see logway.storage.sequences)
     <data>/tmp/, <data>/trash/          topics being created / deleted (cleared on open)
     <data>/quarantine/                  topic directories that could not be opened, moved aside with a log line
 
@@ -34,6 +35,7 @@ from .formats import BatchFormat
 from .names import validate_topic_name
 from .offsets import OffsetStore
 from .partition import PartitionLog, RecoveryReport
+from .sequences import IdAllocator
 
 log = logging.getLogger("logway.storage")
 
@@ -84,6 +86,7 @@ class LogEngine:
         self.topics_by_name: dict[str, Topic] = {}
         self._load_topics()
         self.offsets = OffsetStore(os.path.join(self.data_dir, "offsets"))
+        self.producer_ids = IdAllocator(os.path.join(self.data_dir, "producer_ids"))
 
     # -- opening -----------------------------------------------------------------------------------------
     def _load_topics(self) -> None:

@@ -287,6 +287,19 @@ class PartitionLog:
             i += 1  # nothing at or after offset in this segment (e.g. a gap): try the next one
         return None
 
+    def tail_offset(self, max_bytes: int) -> int:
+        """The first offset of the batch that starts about `max_bytes` before the end of the log (an index
+        point, so possibly a little further back); the log start offset when the log is smaller."""
+        remaining = max_bytes
+        segments = self.segments
+        for seg in reversed(segments):
+            size = seg.size
+            if size >= remaining:
+                rel, _ = seg.index.floor_position(size - remaining)
+                return seg.base_offset + rel
+            remaining -= size
+        return segments[0].base_offset
+
     def offset_for_timestamp(self, timestamp: int) -> int | None:
         """The first offset whose record timestamp is >= timestamp, or None when there is none."""
         segments = self.segments

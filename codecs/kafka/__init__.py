@@ -5,6 +5,12 @@
 - `legacy`: legacy MessageSets (magic 0/1; Produce < v3, Fetch < v4): decode, conversion to a RecordBatch v2,
   and encode for old fetchers.
 - `compression`: Kafka codec ids 0–4 (none, gzip, snappy raw/xerial, lz4 frame, zstd), bounded decompression.
+- `connection`: the wire protocol, h11-style: `KafkaServerConnection` (bytes in, `KafkaRequest` events out,
+  `encode_response()` frames the answer, deferred record sets included), `KafkaClientConnection` (our client).
+- `api`: one dataclass per request/response body and nested struct, one schema per (key, version) layout, and
+  `api.registry` (`API_KEYS`, `SUPPORTED`: every key from version 0 to its highest non-flexible version).
+- `primitives`: Kafka's wire types as bounded `construct` constructs, and `schema()`, which declares a layout.
+- `error_codes`: `ErrorCode`, the one table of protocol error codes.
 
 No sockets, no clock, no files: callers pass bytes in and get bytes or plain objects back.
 """
@@ -43,4 +49,35 @@ __all__ = [
     "MAX_DECOMPRESSED_SIZE",
     "compress",
     "decompress",
+]
+
+# --- the wire protocol codec (requests/responses); the message dataclasses are in `.api` -----------------------
+from .error_codes import ErrorCode  # noqa: E402
+from .api.registry import API_KEYS, SUPPORTED, api_versions_response  # noqa: E402
+from .connection import (  # noqa: E402
+    CLOSED,
+    MAX_REQUEST_BYTES,
+    NEED_DATA,
+    KafkaClientConnection,
+    KafkaRequest,
+    KafkaResponse,
+    KafkaServerConnection,
+    encode_response,
+    encode_response_bytes,
+)
+
+__all__ += [
+    "ErrorCode",
+    "API_KEYS",
+    "SUPPORTED",
+    "api_versions_response",
+    "NEED_DATA",
+    "CLOSED",
+    "MAX_REQUEST_BYTES",
+    "KafkaRequest",
+    "KafkaResponse",
+    "KafkaServerConnection",
+    "KafkaClientConnection",
+    "encode_response",
+    "encode_response_bytes",
 ]

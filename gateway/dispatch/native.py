@@ -1,9 +1,7 @@
-"""Dispatch: the one module where codec events meet storage calls.
+"""Dispatch for the native JSON protocol: `NativeDispatch.handle(event) -> response event`.
 
-Each protocol's requests are mapped to `LogEngine` / `PartitionLog` / `OffsetStore` calls, storage errors are
-mapped to the protocol's own errors, and long-poll fetches park on the `AppendNotifier` until an append wakes
-them. Durability follows the configured flush policy: with `flush: always`, a produce or commit is answered
-only after the group-commit sync that covers it.
+Storage errors become the seed's error texts (`partition not found: …`, `offset out of range: …`); a fetch at the
+log end with `max_wait_ms` parks on the append notifier until enough payload arrived.
 """
 
 from __future__ import annotations
@@ -15,56 +13,34 @@ import trio
 
 from logway.codecs.native import events as nev
 from logway.storage import (BatchTooLarge, CorruptBatch, InvalidConfig, InvalidPartitions, InvalidTopicName,
-                            LogEngine, OffsetOutOfRange, PartitionLog, StorageError, TopicExists, UnknownFormat,
+                            OffsetOutOfRange, PartitionLog, StorageError, TopicExists, UnknownFormat,
                             UnknownPartition, UnknownTopic)
 
-from . import transcode
-from .config import Config
-from .durability import GroupCommitter
-from .notify import AppendNotifier, TooManyWaiters
+from .. import transcode
+from .core import INLINE_READ_BYTES, Dispatcher
 
 log = logging.getLogger("logway.gateway")
 
-#: Reads larger than this run in a worker thread so a cold read does not stall other connections.
-INLINE_READ_BYTES = 4 * 1024 * 1024
 
-
-class Dispatcher:
-    def __init__(self, engine: LogEngine, notifier: AppendNotifier, committer: GroupCommitter, config: Config):
-        self.engine = engine
-        self.notifier = notifier
-        self.committer = committer
-        self.config = config
-        self.sync_acks = config.storage.flush == "always"
-        self._native = {
-            nev.ProduceRequest: self._native_produce,
-            nev.FetchRequest: self._native_fetch,
-            nev.OffsetCommitRequest: self._native_commit,
-            nev.OffsetFetchRequest: self._native_offset_fetch,
-            nev.CreateTopicRequest: self._native_create_topic,
-            nev.DeleteTopicRequest: self._native_delete_topic,
-            nev.ListTopicsRequest: self._native_list_topics,
-            nev.DescribeTopicRequest: self._native_describe_topic,
-            nev.PingRequest: self._native_ping,
+class NativeDispatch:
+    def __init__(self, core: Dispatcher) -> None:
+        self.core = core
+        self.engine = core.engine
+        self.config = core.config
+        self._handlers = {
+            nev.ProduceRequest: self._produce,
+            nev.FetchRequest: self._fetch,
+            nev.OffsetCommitRequest: self._commit,
+            nev.OffsetFetchRequest: self._offset_fetch,
+            nev.CreateTopicRequest: self._create_topic,
+            nev.DeleteTopicRequest: self._delete_topic,
+            nev.ListTopicsRequest: self._list_topics,
+            nev.DescribeTopicRequest: self._describe_topic,
+            nev.PingRequest: self._ping,
         }
 
-    # -- shared storage steps ----------------------------------------------------------------------------
-    async def append(self, plog: PartitionLog, data: bytes):
-        """Append whole batches, wake long-polls, and (flush: always) wait for the covering sync."""
-        result = plog.append(data)
-        self.notifier.notify((plog.topic, plog.partition))
-        if self.sync_acks:
-            await self.committer.sync(plog)
-        return result
-
-    async def commit_offset(self, group: str, topic: str, partition: int, offset: int, metadata: str) -> None:
-        self.engine.offsets.commit(group, topic, partition, offset, metadata)
-        if self.sync_acks:
-            await self.committer.sync(self.engine.offsets)
-
-    # -- native protocol ---------------------------------------------------------------------------------
-    async def native(self, event) -> object:
-        handler = self._native.get(type(event))
+    async def handle(self, event) -> object:
+        handler = self._handlers.get(type(event))
         if handler is None:
             return nev.ErrorResponse(f"unsupported request: {type(event).__name__}")
         try:
@@ -89,16 +65,16 @@ class Dispatcher:
             log.error("I/O error serving %s: %s", type(event).__name__, exc)
             return nev.ErrorResponse(f"storage error: {exc.strerror or exc}")
 
-    async def _native_produce(self, ev: nev.ProduceRequest):
+    async def _produce(self, ev: nev.ProduceRequest):
         plog = self.engine.partition(ev.topic, ev.partition)
         if not ev.records:
             return nev.ProduceResponse([])
         data = transcode.encode(plog.config.format, ev.records, now_ms=int(time.time() * 1000),
                                 max_batch_bytes=plog.config.max_batch_bytes)
-        result = await self.append(plog, data)
+        result = await self.core.append(plog, data)
         return nev.ProduceResponse(list(range(result.base_offset, result.last_offset + 1)))
 
-    async def _native_fetch(self, ev: nev.FetchRequest):
+    async def _fetch(self, ev: nev.FetchRequest):
         plog = self.engine.partition(ev.topic, ev.partition)
         start = ev.offset
         if ev.group_id is not None:
@@ -119,7 +95,7 @@ class Dispatcher:
             if wait <= 0 or (records and got >= min_bytes) or trio.current_time() >= deadline:
                 break
             try:
-                woken = await self.notifier.wait([key], deadline)
+                woken = await self.core.notifier.wait([key], deadline)
             except TooManyWaiters:
                 break
             if not woken:
@@ -145,31 +121,31 @@ class Dispatcher:
         next_offset = records[-1].offset + 1 if records else rng.end_offset
         return records, next_offset
 
-    async def _native_commit(self, ev: nev.OffsetCommitRequest):
+    async def _commit(self, ev: nev.OffsetCommitRequest):
         self.engine.partition(ev.topic, ev.partition)
-        await self.commit_offset(ev.group_id, ev.topic, ev.partition, ev.offset, ev.metadata)
+        await self.core.commit_offset(ev.group_id, ev.topic, ev.partition, ev.offset, ev.metadata)
         return nev.OffsetCommitResponse(True)
 
-    async def _native_offset_fetch(self, ev: nev.OffsetFetchRequest):
+    async def _offset_fetch(self, ev: nev.OffsetFetchRequest):
         self.engine.partition(ev.topic, ev.partition)
         committed = self.engine.offsets.fetch(ev.group_id, ev.topic, ev.partition)
         return nev.OffsetFetchResponse(committed.offset if committed is not None else None)
 
-    async def _native_create_topic(self, ev: nev.CreateTopicRequest):
+    async def _create_topic(self, ev: nev.CreateTopicRequest):
         await trio.to_thread.run_sync(self.engine.create_topic, ev.topic, ev.partitions)
         return nev.CreateTopicResponse(True)
 
-    async def _native_delete_topic(self, ev: nev.DeleteTopicRequest):
+    async def _delete_topic(self, ev: nev.DeleteTopicRequest):
         try:
             await trio.to_thread.run_sync(self.engine.delete_topic, ev.topic)
         except UnknownTopic:
             return nev.ErrorResponse(f"topic not found: {ev.topic}")
         return nev.DeleteTopicResponse(True)
 
-    async def _native_list_topics(self, ev: nev.ListTopicsRequest):
+    async def _list_topics(self, ev: nev.ListTopicsRequest):
         return nev.ListTopicsResponse([nev.TopicSummary(t.name, len(t.partitions)) for t in self.engine.topics()])
 
-    async def _native_describe_topic(self, ev: nev.DescribeTopicRequest):
+    async def _describe_topic(self, ev: nev.DescribeTopicRequest):
         try:
             topic = self.engine.topic(ev.topic)
         except UnknownTopic:
@@ -177,5 +153,5 @@ class Dispatcher:
         return nev.DescribeTopicResponse(topic.name, [
             nev.PartitionSummary(p.partition, p.log_start_offset, p.log_end_offset) for p in topic.partitions])
 
-    async def _native_ping(self, ev: nev.PingRequest):
+    async def _ping(self, ev: nev.PingRequest):
         return nev.PongResponse()

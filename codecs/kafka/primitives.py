@@ -1,0 +1,515 @@
+"""Kafka protocol primitive types as `construct` constructs, and `schema()`, which declares one message layout.
+
+Non-flexible versions only (the gateway advertises no flexible version, see the spec §2), so there are no compact
+lengths and no tagged fields here. Every type is big-endian:
+
+=================  =============================================================  ==========
+name               wire form                                                      min. size
+=================  =============================================================  ==========
+Int8/16/32/64      signed integer                                                 1/2/4/8
+UInt32             unsigned 32-bit integer                                        4
+Boolean            int8, 0 = false, anything else = true (Kafka reads `!= 0`)     1
+String             int16 length + UTF-8; a negative length is refused             2
+NullableString     int16 length (-1 = null) + UTF-8                               2
+Bytes              int32 length + bytes; a negative length is refused             4
+NullableBytes      int32 length (-1 = null) + bytes                               4
+Records            NullableBytes holding a record set; see "deferred" below       4
+Array(T)           int32 count + count items of T; a negative count is refused    4
+NullableArray(T)   int32 count (-1 = null) + items                                4
+=================  =============================================================  ==========
+
+Bounds (design habit 6): every length and count read from the wire is checked against the bytes left in the
+frame *before* anything is read or allocated. A string or bytes length must be <= the bytes left; an array count
+must satisfy `count * min_size(item) <= bytes left`, where `min_size` is the smallest encoding of one item (a
+struct's is the sum of its fields'). A 20-byte frame claiming 2**31-1 elements therefore fails at once, and the
+work any frame can cause is proportional to its size (which the connection caps). Failures raise `BoundError`,
+a `construct.StreamError`; invalid UTF-8 raises `construct.StringError`: callers catch `construct.ConstructError`.
+
+`schema(DataclassType, field=type, ...)` declares the fields of one version, in wire order, and parses straight
+into the dataclass (fields the version lacks keep the dataclass defaults) and builds from it (other fields are
+ignored). It is a `construct.Construct`, so schemas nest inside `Array` and other constructs. It does not go
+through `construct.Struct`/`Container`: a run of consecutive fixed-size fields is fused into one `struct.Struct`
+and values go directly into the dataclass, which made a 32-partition Produce request parse 5x faster than an
+`Adapter` over a `Struct` in a prototype (58 µs instead of 295 µs on the project VM). When reading a
+`FrameReader`, fixed-size fields are unpacked straight from the frame's memoryview (a further ~1.7x).
+
+Deferred records: when building, a `Records` value may be an object that is not bytes-like and has an integer
+attribute `length` (e.g. a file slice the gateway sends with `os.sendfile`). Its int32 length is written and its
+stream position recorded in the build context (`build_chunks()` collects them), so the caller can send the bytes
+around it and the object in its place.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+from operator import attrgetter
+from typing import Any, Callable, Iterable
+
+import construct as c
+from construct.core import stream_read, stream_write
+
+__all__ = [
+    "BoundError",
+    "FrameReader",
+    "FrameWriter",
+    "bytes_left",
+    "min_size",
+    "Int8",
+    "Int16",
+    "Int32",
+    "Int64",
+    "UInt32",
+    "Boolean",
+    "String",
+    "NullableString",
+    "Bytes",
+    "NullableBytes",
+    "Records",
+    "Array",
+    "NullableArray",
+    "StringType",
+    "BytesType",
+    "ArrayType",
+    "Schema",
+    "schema",
+    "versioned",
+    "is_deferred",
+    "parse_frame",
+    "build_bytes",
+    "build_chunks",
+]
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_NULL16 = _I16.pack(-1)
+_NULL32 = _I32.pack(-1)
+
+#: Largest int16 length: a longer string cannot be encoded in a non-flexible version.
+MAX_STRING_BYTES = 0x7FFF
+
+
+class BoundError(c.StreamError):
+    """A length or count read from the wire claims more than the bytes left in the frame."""
+
+
+class FrameReader:
+    """A read-only stream over one frame that knows how many bytes remain (what `bytes_left` asks).
+
+    It implements the part of the file API construct uses (`read`, `tell`, `seek`) over a memoryview, so parsing
+    a frame never copies it; `read` returns `bytes`, as construct expects.
+    """
+
+    __slots__ = ("_view", "pos", "end")
+
+    def __init__(self, data: bytes | bytearray | memoryview) -> None:
+        self._view = memoryview(data)
+        self.pos = 0
+        self.end = self._view.nbytes
+
+    def read(self, n: int = -1) -> bytes:
+        pos = self.pos
+        stop = self.end if n < 0 else min(pos + n, self.end)
+        self.pos = stop
+        return self._view[pos:stop].tobytes()
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        base = (0, self.pos, self.end)[whence]
+        self.pos = max(0, min(base + offset, self.end))
+        return self.pos
+
+    def remaining(self) -> int:
+        return self.end - self.pos
+
+
+class FrameWriter:
+    """An append-only in-memory stream (what construct's build writes to), backed by a bytearray.
+
+    Besides `write`/`tell` it offers `getvalue()` and `patch_int32()`; it stands in for BytesIO so the codec
+    needs no file API.
+    """
+
+    __slots__ = ("_buf",)
+
+    def __init__(self, prefix: bytes = b"") -> None:
+        self._buf = bytearray(prefix)
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        self._buf += data
+        return len(data)
+
+    def tell(self) -> int:
+        return len(self._buf)
+
+    def getvalue(self) -> bytes:
+        return bytes(self._buf)
+
+    def patch_int32(self, pos: int, value: int) -> None:
+        """Overwrite 4 bytes at `pos` with `value` (a size prefix known only after the build)."""
+        _I32.pack_into(self._buf, pos, value)
+
+
+def bytes_left(stream: Any) -> int:
+    """Bytes that remain to be read in `stream` (a `FrameReader`, or any seekable stream such as BytesIO)."""
+    if type(stream) is FrameReader:
+        return stream.end - stream.pos
+    pos = stream.tell()
+    end = stream.seek(0, 2)  # SEEK_END
+    stream.seek(pos)
+    return end - pos
+
+
+def _unpack(st: struct.Struct, stream: Any, path: str) -> tuple:
+    """Read and unpack `st.size` bytes; straight from the frame's memoryview when reading a FrameReader."""
+    if type(stream) is FrameReader:
+        pos = stream.pos
+        end = pos + st.size
+        if end > stream.end:
+            raise c.StreamError(f"needed {st.size} bytes, {stream.end - pos} left", path=path)
+        stream.pos = end
+        return st.unpack_from(stream._view, pos)
+    return st.unpack(stream_read(stream, st.size, path))
+
+
+def _take(stream: Any, n: int, path: str) -> bytes | memoryview:
+    """The next `n` bytes (the caller has bounded `n`): a memoryview slice for a FrameReader, else bytes."""
+    if type(stream) is FrameReader:
+        pos = stream.pos
+        stream.pos = pos + n
+        return stream._view[pos:pos + n]
+    return stream_read(stream, n, path)
+
+
+def min_size(con: c.Construct) -> int:
+    """The smallest number of bytes one value of `con` can take on the wire (0 when unknown)."""
+    size = getattr(con, "min_size", None)
+    if size is not None:
+        return size
+    try:
+        return con.sizeof()
+    except c.SizeofError:
+        return 0
+
+
+# --------------------------------------------------------------------------------------------- fixed size
+
+Int8 = c.Int8sb
+Int16 = c.Int16sb
+Int32 = c.Int32sb
+Int64 = c.Int64sb
+UInt32 = c.Int32ub
+#: struct's "?" reads any non-zero byte as True (as Kafka does) and writes 0/1; being a FormatField, a boolean
+#: fuses into the fixed-size runs of `Schema`.
+Boolean = c.FormatField(">", "?")
+
+
+# ------------------------------------------------------------------------------------ strings and bytes
+
+
+class StringType(c.Construct):
+    """int16 length + UTF-8 (nullable: -1 = null)."""
+
+    min_size = 2
+
+    def __init__(self, nullable: bool) -> None:
+        super().__init__()
+        self.nullable = nullable
+        self.name_ = "NullableString" if nullable else "String"
+
+    def _parse(self, stream, context, path):
+        (n,) = _unpack(_I16, stream, path)
+        if n < 0:  # Kafka reads any negative length as null
+            if self.nullable:
+                return None
+            raise c.StringError("non-nullable string was serialized as null", path=path)
+        if n > bytes_left(stream):
+            raise BoundError(f"string length {n} exceeds the {bytes_left(stream)} bytes left", path=path)
+        try:
+            return str(_take(stream, n, path), "utf-8")
+        except UnicodeDecodeError:
+            raise c.StringError("string is not valid UTF-8", path=path) from None
+
+    def _build(self, obj, stream, context, path):
+        if obj is None:
+            if not self.nullable:
+                raise c.StringError("None given for a non-nullable string", path=path)
+            stream_write(stream, _NULL16, 2, path)
+            return obj
+        try:
+            data = obj.encode("utf-8")
+        except (AttributeError, UnicodeEncodeError) as exc:
+            raise c.StringError(f"cannot encode {obj!r} as a Kafka string: {exc}", path=path) from None
+        n = len(data)
+        if n > MAX_STRING_BYTES:
+            raise c.StringError(f"string of {n} bytes exceeds the int16 length", path=path)
+        stream.write(_I16.pack(n) + data)
+        return obj
+
+    def _sizeof(self, context, path):
+        raise c.SizeofError("variable length", path=path)
+
+    def __repr__(self) -> str:
+        return self.name_
+
+
+_BYTES_LIKE = (bytes, bytearray, memoryview)
+
+
+def is_deferred(obj: Any) -> bool:
+    """True for a deferred `records` value: not bytes-like, with an integer attribute `length`."""
+    return (obj is not None and not isinstance(obj, _BYTES_LIKE)
+            and isinstance(getattr(obj, "length", None), int))
+
+
+class BytesType(c.Construct):
+    """int32 length + bytes (nullable: -1 = null); `records=True` also accepts deferred values when building."""
+
+    min_size = 4
+
+    def __init__(self, nullable: bool, records: bool = False) -> None:
+        super().__init__()
+        self.nullable = nullable
+        self.records = records
+        self.name_ = "Records" if records else "NullableBytes" if nullable else "Bytes"
+
+    def _parse(self, stream, context, path):
+        (n,) = _unpack(_I32, stream, path)
+        if n < 0:
+            if self.nullable:
+                return None
+            raise c.StreamError("non-nullable bytes were serialized as null", path=path)
+        if n > bytes_left(stream):
+            raise BoundError(f"bytes length {n} exceeds the {bytes_left(stream)} bytes left", path=path)
+        return bytes(_take(stream, n, path))
+
+    def _build(self, obj, stream, context, path):
+        if obj is None:
+            if not self.nullable:
+                raise c.StreamError("None given for non-nullable bytes", path=path)
+            stream_write(stream, _NULL32, 4, path)
+        elif isinstance(obj, _BYTES_LIKE):
+            n = memoryview(obj).nbytes
+            stream.write(_I32.pack(n))
+            stream.write(obj)
+        elif self.records and is_deferred(obj):
+            deferred = context._params.get("deferred")
+            if deferred is None:
+                raise c.StreamError("deferred records need build_chunks(), not a plain build", path=path)
+            if not 0 <= obj.length <= 0x7FFFFFFF:
+                raise c.StreamError(f"deferred records length {obj.length} is not a valid int32 size", path=path)
+            stream.write(_I32.pack(obj.length))
+            deferred.append((stream.tell(), obj))
+        else:
+            raise c.StreamError(f"expected bytes, got {type(obj).__name__}", path=path)
+        return obj
+
+    def _sizeof(self, context, path):
+        raise c.SizeofError("variable length", path=path)
+
+    def __repr__(self) -> str:
+        return self.name_
+
+
+String = StringType(nullable=False)
+NullableString = StringType(nullable=True)
+Bytes = BytesType(nullable=False)
+NullableBytes = BytesType(nullable=True)
+#: The `records` type of non-flexible versions: nullable int32-length bytes holding a record set (RecordBatch v2
+#: or a legacy MessageSet). Kept opaque here; `records`/`legacy` decode it.
+Records = BytesType(nullable=True, records=True)
+
+
+# ------------------------------------------------------------------------------------------------ arrays
+
+
+class ArrayType(c.Subconstruct):
+    """int32 count + items (nullable: -1 = null). Items of a fixed-size integer type go through one struct call."""
+
+    min_size = 4
+
+    def __init__(self, subcon: c.Construct, nullable: bool) -> None:
+        super().__init__(subcon)
+        self.nullable = nullable
+        # At least one byte per item even for a hypothetical zero-size item, as Kafka bounds counts too.
+        self.item_min_size = max(1, min_size(subcon))
+        self._fmt = subcon.fmtstr[1:] if isinstance(subcon, c.FormatField) else None
+
+    def _parse(self, stream, context, path):
+        (n,) = _unpack(_I32, stream, path)
+        if n < 0:
+            if self.nullable:
+                return None
+            raise c.RangeError("non-nullable array was serialized as null", path=path)
+        left = bytes_left(stream)
+        if n * self.item_min_size > left:  # before reading (or allocating) a single item
+            raise BoundError(
+                f"array of {n} items needs at least {n * self.item_min_size} bytes, {left} left", path=path)
+        if self._fmt is not None:
+            return list(struct.unpack(f">{n}{self._fmt}", _take(stream, n * self.item_min_size, path)))
+        sub = self.subcon
+        return [sub._parsereport(stream, context, path) for _ in range(n)]
+
+    def _build(self, obj, stream, context, path):
+        if obj is None:
+            if not self.nullable:
+                raise c.RangeError("None given for a non-nullable array", path=path)
+            stream_write(stream, _NULL32, 4, path)
+            return obj
+        n = len(obj)
+        if self._fmt is not None:
+            try:
+                stream.write(_I32.pack(n) + struct.pack(f">{n}{self._fmt}", *obj))
+            except struct.error as exc:
+                raise c.FormatFieldError(f"array of {self._fmt!r}: {exc}", path=path) from None
+            return obj
+        stream.write(_I32.pack(n))
+        sub = self.subcon
+        for item in obj:
+            sub._build(item, stream, context, path)
+        return obj
+
+    def _sizeof(self, context, path):
+        raise c.SizeofError("variable length", path=path)
+
+
+def Array(item: c.Construct) -> ArrayType:  # noqa: N802 - reads like a type in schema declarations
+    """A non-nullable array of `item` (int32 count)."""
+    return ArrayType(item, nullable=False)
+
+
+def NullableArray(item: c.Construct) -> ArrayType:  # noqa: N802
+    """A nullable array of `item` (int32 count, -1 = null)."""
+    return ArrayType(item, nullable=True)
+
+
+# ------------------------------------------------------------------------------------------------ schema
+
+
+def _single(name: str) -> Callable[[Any], tuple]:
+    get = attrgetter(name)
+    return lambda obj: (get(obj),)
+
+
+class Schema(c.Construct):
+    """The fields of one message version, in wire order, parsed into / built from a dataclass `cls`.
+
+    Consecutive fixed-size fields (`construct.FormatField`s: the integer types and Boolean) are fused into one
+    `struct.Struct`. `min_size` is the sum of the fields' minimum sizes (what an enclosing `Array` bounds with).
+    """
+
+    def __init__(self, cls: type, fields: Iterable[tuple[str, c.Construct]]) -> None:
+        super().__init__()
+        if not dataclasses.is_dataclass(cls):
+            raise TypeError(f"{cls!r} is not a dataclass")
+        known = {f.name for f in dataclasses.fields(cls)}
+        self.cls = cls
+        self.fields: tuple[tuple[str, c.Construct], ...] = tuple(fields)
+        for name, con in self.fields:
+            if name not in known:
+                raise TypeError(f"{cls.__name__} has no field {name!r}")
+            if not isinstance(con, c.Construct):
+                raise TypeError(f"{cls.__name__}.{name}: {con!r} is not a construct")
+        self.names = tuple(name for name, _ in self.fields)
+        self.min_size = sum(min_size(con) for _, con in self.fields)
+        # steps: (struct or None, construct or None, getter); a struct step covers a run of FormatFields
+        steps: list[tuple[Any, Any, Callable]] = []
+        run: list[tuple[str, c.FormatField]] = []
+
+        def flush() -> None:
+            if run:
+                names = [n for n, _ in run]
+                fmt = ">" + "".join(f.fmtstr[1:] for _, f in run)
+                getter = attrgetter(*names) if len(names) > 1 else _single(names[0])
+                steps.append((struct.Struct(fmt), None, getter))
+                run.clear()
+
+        for name, con in self.fields:
+            if isinstance(con, c.FormatField) and con.fmtstr[0] == ">":
+                run.append((name, con))
+            else:
+                flush()
+                steps.append((None, con, attrgetter(name)))
+        flush()
+        self._steps = tuple(steps)
+
+    def _parse(self, stream, context, path):
+        values: list[Any] = []
+        for st, con, _ in self._steps:
+            if st is not None:
+                values.extend(_unpack(st, stream, path))
+            else:
+                values.append(con._parsereport(stream, context, path))
+        return self.cls(**dict(zip(self.names, values)))
+
+    def _build(self, obj, stream, context, path):
+        if not isinstance(obj, self.cls):
+            raise c.ConstructError(f"expected {self.cls.__name__}, got {type(obj).__name__}", path=path)
+        for st, con, get in self._steps:
+            if st is not None:
+                try:
+                    stream.write(st.pack(*get(obj)))
+                except struct.error as exc:
+                    raise c.FormatFieldError(f"{self.cls.__name__}: {exc} in {get(obj)!r}", path=path) from None
+            else:
+                con._build(get(obj), stream, context, path)
+        return obj
+
+    def _sizeof(self, context, path):
+        return sum(con._sizeof(context, path) for _, con in self.fields)
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{n}={con!r}" for n, con in self.fields)
+        return f"schema({self.cls.__name__}, {inner})"
+
+
+def schema(cls: type, **fields: c.Construct) -> Schema:
+    """Declare one version of a message: `schema(ProduceRequest, acks=Int16, timeout_ms=Int32, ...)`."""
+    return Schema(cls, fields.items())
+
+
+def versioned(max_version: int, changes: dict[int, Schema]) -> dict[int, Schema]:
+    """Expand {first version with a new layout: schema} to one entry per version 0..max_version.
+
+    Versions that did not change the layout reuse the previous schema object (the kafka-python habit).
+    """
+    if 0 not in changes:
+        raise ValueError("version 0 must be declared")
+    out: dict[int, Schema] = {}
+    current = changes[0]
+    for v in range(max_version + 1):
+        current = changes.get(v, current)
+        out[v] = current
+    if max(changes) > max_version:
+        raise ValueError(f"a schema is declared past max_version {max_version}")
+    return out
+
+
+# ----------------------------------------------------------------------------------------- entry points
+
+
+def parse_frame(con: c.Construct, data: bytes | bytearray | memoryview, offset: int = 0) -> tuple[Any, int]:
+    """Parse `con` from `data[offset:]`; return (value, bytes left unread). Raises construct.ConstructError."""
+    reader = FrameReader(data)
+    reader.pos = offset
+    value = con.parse_stream(reader)
+    return value, reader.end - reader.pos
+
+
+def build_bytes(con: c.Construct, obj: Any) -> bytes:
+    """Build `obj` with `con` into bytes (no deferred records allowed)."""
+    out = FrameWriter()
+    con.build_stream(obj, out)
+    return out.getvalue()
+
+
+def build_chunks(con: c.Construct, obj: Any, stream: FrameWriter) -> list[tuple[int, Any]]:
+    """Build `obj` into `stream`; return [(position in stream, deferred object)] for each deferred record set.
+
+    The bytes of each deferred object belong at its position (after its int32 length, already written).
+    """
+    deferred: list[tuple[int, Any]] = []
+    con.build_stream(obj, stream, deferred=deferred)
+    return deferred

@@ -1,0 +1,223 @@
+"""TANK's sans-I/O connections: framing, the receive buffer, the error state, and the role's encoders.
+
+Every frame is `msg_type u8 | length u32 LE | payload`. `TankServerConnection` (the broker side) is fed bytes with
+`receive_data()` (b"" = EOF), yields request dataclasses from `next_event()` (or `NEED_DATA`, or `CLOSED` after
+a clean EOF) and encodes responses: `send()` -> bytes, `send_chunks()` -> pieces for a Consume response whose
+chunks may be deferred file ranges. `ping_bytes()` is the 5-byte Ping a broker writes right after accept.
+`TankClientConnection` is the reverse: it encodes requests and parses responses, skipping the broker's Pings;
+it remembers pending Produce requests, because a Produce response is matched to its request by position.
+
+Errors split by blame. The peer's bytes: `RemoteProtocolError(fatal=True)` for a length over `max_frame`
+(256 MiB, as TANK), an unknown type (including 0x04 RegReplica and 0x09 ConsumePeer for a standalone
+broker), a malformed or truncated payload, or EOF inside a frame — TANK closes the connection in all these
+cases, and the connection stays broken. Our misuse: `LocalProtocolError` (a value the wire cannot carry).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from ..errors import LocalProtocolError, RemoteProtocolError
+from .messages import ConsumeResponse, MsgType, ProduceRequest
+from .requests import REQUEST_TYPES, encode_request, parse_request
+from .responses import RESPONSE_TYPES, encode_consume_response, encode_response, parse_response
+
+__all__ = ["NEED_DATA", "CLOSED", "MAX_FRAME_BYTES", "PING_FRAME", "TankServerConnection", "TankClientConnection"]
+
+#: TANK refuses (and disconnects) a frame whose length is over 256 MiB; checked before the body is buffered.
+MAX_FRAME_BYTES = 256 * 1024 * 1024
+#: The broker's greeting: a Ping with an empty payload, written as soon as a connection is accepted.
+PING_FRAME = b"\x03\x00\x00\x00\x00"
+#: Once this many consumed bytes sit before the read position the receive buffer is compacted.
+_COMPACT_AT = 64 * 1024
+_HEADER = struct.Struct("<BI")
+_HEADER_SIZE = _HEADER.size
+_U32_MAX = 0xFFFFFFFF
+
+
+class _Sentinel:
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __repr__(self) -> str:
+        return self._name
+
+
+NEED_DATA: Any = _Sentinel("NEED_DATA")  # more bytes are needed before the next event
+CLOSED: Any = _Sentinel("CLOSED")  # the peer sent EOF and every complete frame has been returned
+
+
+class _Framing:
+    """Buffering and `msg_type u8 | length u32` framing shared by both roles."""
+
+    _accepted: frozenset = frozenset()
+    _what = "frame"
+
+    def __init__(self, max_frame: int = MAX_FRAME_BYTES) -> None:
+        if type(max_frame) is not int or not 0 < max_frame <= _U32_MAX:
+            raise ValueError(f"max_frame must be an int in 1..{_U32_MAX}, not {max_frame!r}")
+        self.max_frame = max_frame
+        self._buf = bytearray()
+        self._pos = 0
+        self._eof = False
+        self._error: RemoteProtocolError | None = None
+
+    @property
+    def trailing_data(self) -> tuple[bytes, bool]:
+        """(unconsumed received bytes, whether EOF was received), as in h11."""
+        return bytes(self._buf[self._pos:]), self._eof
+
+    def receive_data(self, data: bytes) -> None:
+        """Add bytes from the peer; b"" means the peer closed its side (EOF)."""
+        if self._error is not None:
+            return  # already unframeable: do not buffer what a broken peer keeps sending
+        if not data:
+            self._eof = True
+            return
+        if self._eof:
+            raise LocalProtocolError("received data after EOF")
+        self._buf += data
+
+    def _next_frame(self) -> tuple[int, bytes] | Any:
+        """(msg_type, payload) of the next whole frame, NEED_DATA or CLOSED."""
+        if self._error is not None:
+            raise self._fatal(self._error.message)
+        buf, pos = self._buf, self._pos
+        available = len(buf) - pos
+        if available < _HEADER_SIZE:
+            if not self._eof:
+                return NEED_DATA
+            if available == 0:
+                return CLOSED
+            raise self._fatal(f"truncated frame: EOF after {available} of {_HEADER_SIZE} header bytes")
+        msg_type, length = _HEADER.unpack_from(buf, pos)
+        if msg_type not in self._accepted:  # refused before the body is waited for
+            raise self._fatal(f"unknown {self._what} type {msg_type:#04x}")
+        if length > self.max_frame:
+            raise self._fatal(f"frame of {length} bytes exceeds {self.max_frame}")
+        end = pos + _HEADER_SIZE + length
+        if len(buf) < end:
+            if not self._eof:
+                return NEED_DATA
+            raise self._fatal(f"truncated frame: EOF after {available - _HEADER_SIZE} of {length} payload bytes")
+        payload = bytes(buf[pos + _HEADER_SIZE:end])
+        if end == len(buf):
+            buf.clear()
+            self._pos = 0
+        elif end >= _COMPACT_AT:
+            del buf[:end]
+            self._pos = 0
+        else:
+            self._pos = end
+        return msg_type, payload
+
+    def _fatal(self, message: str) -> RemoteProtocolError:
+        self._error = RemoteProtocolError(message, fatal=True)
+        self._buf = bytearray()
+        self._pos = 0
+        return RemoteProtocolError(message, fatal=True)
+
+    def _parse(self, fn, *args) -> Any:
+        try:
+            return fn(*args)
+        except RemoteProtocolError as exc:
+            if exc.fatal:
+                raise self._fatal(exc.message) from None
+            raise
+
+    @staticmethod
+    def _frame(msg_type: int, pieces: list) -> bytes:
+        try:
+            payload = b"".join(pieces)
+        except TypeError as exc:
+            raise LocalProtocolError(f"unencodable payload piece: {exc}") from None
+        if len(payload) > _U32_MAX:
+            raise LocalProtocolError(f"payload of {len(payload)} bytes does not fit a frame")
+        return _HEADER.pack(msg_type, len(payload)) + payload
+
+
+def _encoding(fn, *args):
+    """Run an encoder, turning out-of-range values (struct.error, ValueError) into LocalProtocolError."""
+    try:
+        return fn(*args)
+    except (struct.error, ValueError, OverflowError, TypeError, AttributeError) as exc:
+        raise LocalProtocolError(f"cannot encode {type(args[0]).__name__}: {exc}") from None
+
+
+class TankServerConnection(_Framing):
+    """The broker's end of a TANK connection (see the module docstring)."""
+
+    _accepted = REQUEST_TYPES
+    _what = "request"
+
+    @staticmethod
+    def ping_bytes() -> bytes:
+        """`03 00000000`: write it right after accept (TankGo and the Java client wait for it)."""
+        return PING_FRAME
+
+    def next_event(self) -> Any:
+        """The next request dataclass (a `PingEvent` for a client's Ping: drop it), NEED_DATA or CLOSED."""
+        frame = self._next_frame()
+        if frame is NEED_DATA or frame is CLOSED:
+            return frame
+        return self._parse(parse_request, *frame)
+
+    def send(self, response: Any) -> bytes:
+        """One response frame as bytes. A ConsumeResponse must then hold only bytes-like chunks."""
+        if isinstance(response, ConsumeResponse):
+            pieces = self.send_chunks(response)
+            if not all(isinstance(p, (bytes, bytearray, memoryview)) for p in pieces):
+                raise LocalProtocolError("this ConsumeResponse has deferred chunks: use send_chunks()")
+            return b"".join(pieces)
+        msg_type, pieces = _encoding(encode_response, response)
+        return self._frame(msg_type, pieces)
+
+    def send_chunks(self, response: Any) -> list:
+        """Any response as pieces to send in order: bytes, and a Consume response's deferred chunks (objects
+        with an int `.length`, sent with os.sendfile) exactly where their bytes belong."""
+        if isinstance(response, ConsumeResponse):
+            return _encoding(encode_consume_response, response)
+        return [self.send(response)]
+
+
+class TankClientConnection(_Framing):
+    """A client's end of a TANK connection: encodes requests, parses responses, skips the broker's Pings."""
+
+    _accepted = RESPONSE_TYPES
+    _what = "response"
+
+    def __init__(self, max_frame: int = MAX_FRAME_BYTES) -> None:
+        super().__init__(max_frame)
+        self.pings_received = 0
+        self._pending_produce: dict[int, list[tuple[str, int]]] = {}
+
+    def send(self, request: Any) -> bytes:
+        """One request frame. A Produce request is remembered until its response arrives."""
+        msg_type, pieces = _encoding(encode_request, request)
+        frame = self._frame(msg_type, pieces)
+        if isinstance(request, ProduceRequest):
+            self._pending_produce[request.request_id] = [(e.topic, e.partition) for e in request.entries]
+        return frame
+
+    def next_event(self) -> Any:
+        """The next response dataclass, NEED_DATA or CLOSED; Ping frames are counted and skipped."""
+        while True:
+            frame = self._next_frame()
+            if frame is NEED_DATA or frame is CLOSED:
+                return frame
+            msg_type, payload = frame
+            if msg_type == MsgType.PING:
+                self.pings_received += 1
+                continue
+            return self._parse(parse_response, msg_type, payload, self._take_pending)
+
+    def _take_pending(self, request_id: int) -> list[tuple[str, int]] | None:
+        return self._pending_produce.pop(request_id, None)
+
+    def forget(self, request_id: int) -> None:
+        """Drop a pending Produce request (e.g. after a client-side timeout)."""
+        self._pending_produce.pop(request_id, None)
+

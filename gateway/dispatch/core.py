@@ -1,0 +1,40 @@
+"""The dispatch core shared by every protocol: the storage steps whose rules must not differ between protocols.
+
+An append wakes parked long-polls and, with `flush: always`, is answered only after the group-commit sync that
+covers it; an offset commit follows the same durability rule. Protocol dispatchers (`native`, `kafka`) map
+their codec events to these steps and to storage reads.
+"""
+
+from __future__ import annotations
+
+from logway.storage import LogEngine, PartitionLog
+
+from ..config import Config
+from ..durability import GroupCommitter
+from ..notify import AppendNotifier
+
+#: Reads larger than this run in a worker thread so a cold read does not stall other connections.
+INLINE_READ_BYTES = 4 * 1024 * 1024
+
+
+class Dispatcher:
+    def __init__(self, engine: LogEngine, notifier: AppendNotifier, committer: GroupCommitter, config: Config):
+        self.engine = engine
+        self.notifier = notifier
+        self.committer = committer
+        self.config = config
+        self.sync_acks = config.storage.flush == "always"
+
+    async def append(self, plog: PartitionLog, data, *, durable: bool = True):
+        """Append whole batches, wake long-polls, and (flush: always, unless durable=False as for Kafka acks=1)
+        wait for the covering sync."""
+        result = plog.append(data)
+        self.notifier.notify((plog.topic, plog.partition))
+        if durable and self.sync_acks:
+            await self.committer.sync(plog)
+        return result
+
+    async def commit_offset(self, group: str, topic: str, partition: int, offset: int, metadata: str) -> None:
+        self.engine.offsets.commit(group, topic, partition, offset, metadata)
+        if self.sync_acks:
+            await self.committer.sync(self.engine.offsets)

@@ -1,0 +1,64 @@
+"""The per-connection pump for the Kafka wire protocol.
+
+Requests are served one at a time in arrival order, as Kafka brokers do (clients may pipeline several; the
+answers go out in request order). A Produce with acks=0 gets no answer. Fetch responses carry file slices that
+are sent with `os.sendfile` between the bytes the codec built. A request that cannot be parsed, is too large or
+uses an unsupported API/version closes the connection (Kafka's behaviour); other connections are unaffected.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import trio
+
+from logway.codecs.errors import RemoteProtocolError
+from logway.codecs.kafka.connection import CLOSED, NEED_DATA, KafkaServerConnection
+
+from .connections import Connection
+from .sendfile import send_file_range
+
+log = logging.getLogger("logway.gateway.kafka")
+
+#: Bytes asked of the socket per receive.
+RECEIVE_CHUNK = 256 * 1024
+
+
+async def serve_kafka_connection(stream: trio.SocketStream, conn: Connection, gateway) -> None:
+    limits = gateway.config.limits
+    codec = KafkaServerConnection(gateway.config.kafka.max_request_bytes)
+    dispatch = gateway.kafka_dispatch
+    idle = limits.idle_timeout_ms / 1000
+    while True:
+        try:
+            request = codec.next_event()
+        except RemoteProtocolError as exc:
+            log.info("%s: closing: %s", conn.peer, exc.message)
+            return
+        if request is NEED_DATA:
+            with trio.move_on_after(idle) as timer:
+                data = await stream.receive_some(RECEIVE_CHUNK)
+            if timer.cancelled_caught:
+                log.debug("%s: idle for %.0f s, closing", conn.peer, idle)
+                return
+            codec.receive_data(data)
+            continue
+        if request is CLOSED:
+            return
+        conn.start_request()
+        conn.client_id = request.client_id
+        body = await dispatch.handle(request, conn)
+        if body is not None:
+            await send_chunks(stream, codec.encode_response(request, body))
+        if not conn.end_request():
+            return
+
+
+async def send_chunks(stream: trio.SocketStream, chunks) -> None:
+    """Send codec output: bytes as they are, file slices (objects with .length) with sendfile."""
+    for chunk in chunks:
+        if isinstance(chunk, (bytes, bytearray, memoryview)):
+            if chunk:
+                await stream.send_all(chunk)
+        else:
+            await send_file_range(stream, chunk.fileno(), chunk.position, chunk.length)

@@ -1,0 +1,123 @@
+"""Idempotent Kafka producers: per (partition, producer id) the epoch and the sequence ranges of the last few
+batches with the offsets they got, so a retried batch is answered with its original offset instead of being
+appended twice, and a gap in sequences is refused (OUT_OF_ORDER_SEQUENCE_NUMBER).
+
+The state lives in memory and is rebuilt from the log: the first time a partition sees an idempotent batch after
+a start, the RecordBatch headers of its last `SCAN_BYTES` are read (in a worker thread) to recover every
+producer's recent batches. A retry of a batch older than that window cannot be recognised.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import trio
+
+from logway.codecs.kafka.error_codes import ErrorCode
+from logway.codecs.kafka.records import BatchHeader, iter_batches, parse_header
+from logway.storage import PartitionLog
+
+#: Batches remembered per producer and partition: Kafka's limit of in-flight requests for idempotence.
+DUPLICATE_WINDOW = 5
+#: Bytes of log tail read to rebuild the state after a restart.
+SCAN_BYTES = 64 * 1024 * 1024
+#: Bytes read per step while scanning.
+SCAN_CHUNK = 1024 * 1024
+_SEQ_MODULUS = 2**31  # sequences are int32 and wrap to 0 after 2^31 - 1
+
+
+@dataclass(slots=True, frozen=True)
+class BatchSeq:
+    producer_id: int
+    epoch: int
+    first_seq: int
+    last_seq: int
+    base_offset: int = -1
+    last_offset: int = -1
+
+    @classmethod
+    def of(cls, header: BatchHeader, base_offset: int = -1) -> "BatchSeq":
+        last_seq = (header.base_sequence + header.last_offset_delta) % _SEQ_MODULUS
+        return cls(header.producer_id, header.producer_epoch, header.base_sequence, last_seq, base_offset,
+                   base_offset + header.last_offset_delta if base_offset >= 0 else -1)
+
+
+class PartitionProducers:
+    """Producer state of one partition."""
+
+    def __init__(self) -> None:
+        self._producers: dict[int, tuple[int, deque[BatchSeq]]] = {}
+
+    def check(self, batch: BatchSeq) -> tuple[int, int | None]:
+        """(error code, base offset of the original when this batch is a retry already in the log)."""
+        entry = self._producers.get(batch.producer_id)
+        if entry is None:
+            return ErrorCode.NONE, None  # a new producer (or one whose state aged out): accept its sequence
+        epoch, recent = entry
+        if batch.epoch < epoch:
+            return ErrorCode.INVALID_PRODUCER_EPOCH, None
+        if batch.epoch > epoch:
+            return (ErrorCode.NONE if batch.first_seq == 0 else ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER), None
+        for seen in recent:
+            if seen.first_seq == batch.first_seq and seen.last_seq == batch.last_seq:
+                return ErrorCode.NONE, seen.base_offset
+        if batch.first_seq != (recent[-1].last_seq + 1) % _SEQ_MODULUS:
+            return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, None
+        return ErrorCode.NONE, None
+
+    def record(self, batch: BatchSeq) -> None:
+        entry = self._producers.get(batch.producer_id)
+        if entry is None or batch.epoch > entry[0]:
+            entry = (batch.epoch, deque(maxlen=DUPLICATE_WINDOW))
+            self._producers[batch.producer_id] = entry
+        entry[1].append(batch)
+
+
+class ProducerStates:
+    """Every partition's producer state, loaded lazily from the log."""
+
+    def __init__(self) -> None:
+        self._states: dict[tuple[str, int], PartitionProducers] = {}
+        self._loading: dict[tuple[str, int], trio.Event] = {}
+
+    async def get(self, plog: PartitionLog) -> PartitionProducers:
+        key = (plog.topic, plog.partition)
+        while True:
+            state = self._states.get(key)
+            if state is not None:
+                return state
+            loading = self._loading.get(key)
+            if loading is not None:
+                await loading.wait()
+                continue
+            self._loading[key] = done = trio.Event()
+            try:
+                state = await trio.to_thread.run_sync(rebuild, plog)
+                self._states[key] = state
+                return state
+            finally:
+                del self._loading[key]
+                done.set()
+
+    def forget(self, topic: str) -> None:
+        """A topic was deleted: drop its partitions' state."""
+        for key in [k for k in self._states if k[0] == topic]:
+            del self._states[key]
+
+
+def rebuild(plog: PartitionLog, scan_bytes: int = SCAN_BYTES) -> PartitionProducers:
+    """Read the RecordBatch headers of the log tail and replay every idempotent batch into a fresh state."""
+    state = PartitionProducers()
+    offset = plog.tail_offset(scan_bytes)
+    end = plog.log_end_offset
+    while offset < end:
+        rng = plog.read(offset, SCAN_CHUNK)
+        if rng is None:
+            break
+        for batch in iter_batches(rng.read()):
+            header = parse_header(batch)
+            if header.producer_id >= 0:
+                state.record(BatchSeq.of(header, header.base_offset))
+        offset = rng.end_offset
+    return state
