@@ -1,0 +1,267 @@
+"""The Kafka listener at the byte level: version fallbacks, legacy message formats, every produce/fetch/admin
+error answer, and hostile frames that must close only their own connection."""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import uuid
+from pathlib import Path
+
+import pytest
+
+from logway.codecs.kafka.api import admin, fetch, metadata, offsets, produce
+from logway.codecs.kafka.api.api_versions import ApiVersionsRequest
+from logway.codecs.kafka.api.registry import SUPPORTED
+from logway.codecs.kafka.legacy import decode_message_set
+from logway.codecs.kafka.records import decode_records, encode_batch, parse_header
+from logway.codecs.records import Record
+from logway.gateway.client import NativeClient
+from logway.gateway.launcher import GatewayProcess
+
+from .kafka_wire import KafkaWireClient
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "kafka"
+
+
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory):
+    data = str(tmp_path_factory.mktemp("wire") / "data")
+    g = GatewayProcess(data, "log_level=ERROR", "storage.max_batch_bytes=65536")
+    yield g
+    g.stop()
+
+
+@pytest.fixture
+def client(gw):
+    with KafkaWireClient(*gw.addresses["kafka"]) as c:
+        yield c
+
+
+def new_topic(gw, partitions=1) -> str:
+    name = "w-" + uuid.uuid4().hex[:8]
+    with NativeClient(*gw.native) as c:
+        c.create_topic(name, partitions)
+    return name
+
+
+def raw_exchange(gw, data: bytes, *, read: bool = True) -> bytes:
+    """Send raw bytes on a fresh connection, then read until the gateway closes it (or 5 s pass)."""
+    s = socket.create_connection(gw.addresses["kafka"], timeout=5)
+    s.sendall(data)
+    out = b""
+    try:
+        while read and (chunk := s.recv(65536)):
+            out += chunk
+    except (ConnectionResetError, socket.timeout):
+        pass
+    s.close()
+    return out
+
+
+def still_serving(gw) -> bool:
+    with KafkaWireClient(*gw.addresses["kafka"]) as c:
+        return c.call(18, 2, ApiVersionsRequest()).error_code == 0
+
+
+# -- ApiVersions -----------------------------------------------------------------------------------------------
+
+def test_api_versions_advertises_every_key_from_zero(client):
+    resp = client.call(18, 2, ApiVersionsRequest())
+    assert resp.error_code == 0
+    assert {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys} == dict(SUPPORTED)
+    assert all(lo == 0 for lo, _ in SUPPORTED.values())
+
+
+@pytest.mark.parametrize("version", [3, 4])
+def test_api_versions_flexible_request_gets_v0_error_35_and_the_key_list(gw, version):
+    # Header v2: api_key, api_version, correlation_id, client_id (int16 string), empty tagged fields; body with
+    # compact strings client_software_name/version and an empty tag section, as kafka-python/librdkafka send.
+    body = b"\x00\x00\x00\x07" + b"\x00\x04test" + b"\x00" + b"\x05lib\x00" + b"\x031\x00" + b"\x00"
+    frame = struct.pack(">hhi", 18, version, 99) + body
+    s = socket.create_connection(gw.addresses["kafka"], timeout=5)
+    s.sendall(struct.pack(">i", len(frame)) + frame)
+    size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
+    payload = s.recv(size, socket.MSG_WAITALL)
+    s.close()
+    correlation, error, count = struct.unpack_from(">ihi", payload)
+    assert (correlation, error) == (99, 35)
+    keys = [struct.unpack_from(">hhh", payload, 10 + 6 * i) for i in range(count)]
+    assert {k: (lo, hi) for k, lo, hi in keys} == dict(SUPPORTED)
+    assert len(payload) == 10 + 6 * count  # v0 layout: no throttle time, no tags
+
+
+# -- hostile frames ----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("frame", [
+    struct.pack(">i", 200 * 1024 * 1024) + b"\x00" * 8,  # larger than max_request_bytes
+    struct.pack(">i", 4) + b"\x00\x12\x00\x00",  # shorter than a request header
+    struct.pack(">i", 10) + struct.pack(">hhih", 42, 0, 1, -1),  # an API key we do not implement
+    struct.pack(">i", 10) + struct.pack(">hhih", 0, 99, 1, -1),  # Produce at an unsupported version
+    struct.pack(">i", 20) + struct.pack(">hhih", 3, 1, 1, -1) + struct.pack(">i", 2**31 - 1) + b"\x00" * 6,
+    struct.pack(">i", 14) + struct.pack(">hhih", 3, 1, 1, 50) + b"abcd",  # client id overruns the frame
+])
+def test_hostile_frames_close_only_their_connection(gw, frame):
+    assert raw_exchange(gw, frame) == b""
+    assert still_serving(gw)
+
+
+def test_truncated_request_then_eof(gw):
+    frame = struct.pack(">hhih", 18, 2, 1, -1)
+    assert raw_exchange(gw, struct.pack(">i", 100) + frame) == b""
+    assert still_serving(gw)
+
+
+# -- produce -----------------------------------------------------------------------------------------------------
+
+def test_produce_errors(gw, client):
+    topic = new_topic(gw)
+    good = encode_batch([Record(b"ok")], default_timestamp=1)
+    assert client.produce("missing-" + topic, 0, good)[0] == 3  # UNKNOWN_TOPIC_OR_PARTITION
+    assert client.produce(topic, 7, good)[0] == 3
+    bad = bytearray(good)
+    bad[-1] ^= 0xFF
+    assert client.produce(topic, 0, bytes(bad))[0] == 2  # CORRUPT_MESSAGE (CRC)
+    assert client.produce(topic, 0, good[:40])[0] == 2  # truncated batch
+    big = encode_batch([Record(os.urandom(70_000))], default_timestamp=1)
+    assert client.produce(topic, 0, big)[0] == 10  # MESSAGE_TOO_LARGE (max_batch_bytes 64 KiB here)
+    body = produce.ProduceRequest(transactional_id=None, acks=5, timeout_ms=1000, topic_data=[
+        produce.TopicProduceData(name=topic, partition_data=[produce.PartitionProduceData(index=0, records=good)])])
+    assert client.call(0, 8, body).responses[0].partition_responses[0].error_code == 21  # INVALID_REQUIRED_ACKS
+    assert client.produce(topic, 0, good) == (0, 0)  # nothing bad was stored
+
+
+def test_legacy_message_set_is_converted_up_and_down(gw, client):
+    topic = new_topic(gw)
+    legacy_set = (FIXTURES / "librdkafka216-messageset-magic0.bin").read_bytes()
+    expected = decode_message_set(legacy_set)
+    body = produce.ProduceRequest(transactional_id=None, acks=1, timeout_ms=1000, topic_data=[
+        produce.TopicProduceData(name=topic, partition_data=[
+            produce.PartitionProduceData(index=0, records=legacy_set)])])
+    resp = client.call(0, 1, body)  # Produce v1: magic 0
+    assert resp.responses[0].partition_responses[0].error_code == 0
+    stored = os.path.join(gw.data_dir, "topics", topic, "0", f"{0:020d}.log")
+    with open(stored, "rb") as f:
+        assert parse_header(f.read(61)).magic == 2  # converted up to RecordBatch v2 on the way in
+    modern = _fetch(client, topic, 0, version=11)
+    assert [r.value for r in decode_records(modern)] == [r.value for r in expected]
+    old = _fetch(client, topic, 0, version=3)  # Fetch < 4: converted down to magic 1
+    assert old[16] == 1
+    assert [(r.offset, r.value) for r in decode_message_set(old)] == [
+        (i, r.value) for i, r in enumerate(expected)]
+
+
+def _fetch(client, topic, offset, *, version=11, max_bytes=1 << 20, partition=0):
+    body = fetch.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=max_bytes, isolation_level=0,
+                              topics=[fetch.FetchTopic(topic=topic, partitions=[fetch.FetchPartition(
+                                  partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes)])])
+    part = client.call(1, version, body).responses[0].partitions[0]
+    if part.error_code:
+        return part.error_code
+    return part.records
+
+
+def test_fetch_returns_the_stored_bytes_and_errors(gw, client):
+    topic = new_topic(gw)
+    batches = [encode_batch([Record(b"r%d-%d" % (i, j)) for j in range(3)], default_timestamp=5) for i in range(4)]
+    for b in batches:
+        client.produce(topic, 0, b)
+    stored = Path(gw.data_dir, "topics", topic, "0", f"{0:020d}.log").read_bytes()
+    assert _fetch(client, topic, 0) == stored  # sendfile of the segment bytes, nothing decoded
+    assert _fetch(client, topic, 4) == stored[len(batches[0]):]  # from the batch holding offset 4
+    assert _fetch(client, topic, 0, max_bytes=10) == stored[:len(batches[0])]  # at least one whole batch
+    assert _fetch(client, topic, 12) in (b"", None)  # at the end: empty
+    assert _fetch(client, topic, 13) == 1  # OFFSET_OUT_OF_RANGE
+    assert _fetch(client, topic, 0, partition=3) == 3  # UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_idempotence_state_survives_a_restart(tmp_path):
+    data = str(tmp_path / "data")
+    with GatewayProcess(data, "log_level=ERROR") as g:
+        with NativeClient(*g.native) as n:
+            n.create_topic("idem", 1)
+        with KafkaWireClient(*g.addresses["kafka"]) as c:
+            pid, epoch = c.init_producer_id()
+            first = encode_batch([Record(b"a"), Record(b"b")], default_timestamp=1, producer_id=pid,
+                                 producer_epoch=epoch, base_sequence=0)
+            assert c.produce("idem", 0, first) == (0, 0)
+            c.produce("idem", 0, encode_batch([Record(b"c")], default_timestamp=1))  # a non-idempotent one
+    with GatewayProcess(data, "log_level=ERROR") as g:
+        with KafkaWireClient(*g.addresses["kafka"]) as c:
+            assert c.produce("idem", 0, first) == (0, 0)  # recognised from the log: not appended again
+            nxt = encode_batch([Record(b"d")], default_timestamp=1, producer_id=pid, producer_epoch=epoch,
+                               base_sequence=2)
+            assert c.produce("idem", 0, nxt) == (0, 3)
+            assert c.init_producer_id()[0] > pid  # producer ids are never reused
+        with NativeClient(*g.native) as n:
+            assert [r.value for r in n.fetch("idem", 0, 0).records] == [b"a", b"b", b"c", b"d"]
+
+
+# -- metadata and admin --------------------------------------------------------------------------------------------
+
+def test_metadata_auto_creation_rules(gw, client):
+    name = "auto-" + uuid.uuid4().hex[:6]
+    resp = client.call(3, 8, metadata.MetadataRequest(topics=[metadata.MetadataRequestTopic(name=name)],
+                                                      allow_auto_topic_creation=False))
+    assert resp.topics[0].error_code == 3
+    resp = client.call(3, 8, metadata.MetadataRequest(topics=[metadata.MetadataRequestTopic(name=name)],
+                                                      allow_auto_topic_creation=True))
+    t = resp.topics[0]
+    assert (t.error_code, len(t.partitions), t.partitions[0].leader_id) == (0, 1, 0)
+    assert resp.controller_id == 0 and resp.brokers[0].port == gw.addresses["kafka"][1]
+    bad = client.call(3, 8, metadata.MetadataRequest(topics=[metadata.MetadataRequestTopic(name="bad/name")]))
+    assert bad.topics[0].error_code == 17  # INVALID_TOPIC_EXCEPTION
+    everything = client.call(3, 1, metadata.MetadataRequest(topics=None))
+    assert name in {t.name for t in everything.topics}
+    none = client.call(3, 1, metadata.MetadataRequest(topics=[]))
+    assert none.topics == []
+
+
+def test_create_topics_errors_and_validate_only(gw, client):
+    name = "ct-" + uuid.uuid4().hex[:6]
+
+    def create(version=4, validate_only=False, **kw):
+        t = admin.CreatableTopic(name=kw.pop("name", name), num_partitions=kw.pop("num_partitions", 2),
+                                 replication_factor=kw.pop("replication_factor", 1), assignments=[],
+                                 configs=[admin.CreatableTopicConfig(name=k, value=v)
+                                          for k, v in kw.pop("configs", {}).items()])
+        r = client.call(19, version, admin.CreateTopicsRequest(topics=[t], timeout_ms=1000,
+                                                               validate_only=validate_only))
+        return r.topics[0].error_code
+
+    assert create(validate_only=True) == 0
+    assert name not in {t.name for t in client.call(3, 1, metadata.MetadataRequest(topics=None)).topics}
+    assert create(name="no/slash") == 17
+    assert create(num_partitions=0) == 37
+    assert create(replication_factor=3) == 38
+    assert create(configs={"no.such.config": "1"}) == 40
+    assert create(configs={"retention.ms": "abc"}) == 40
+    assert create(configs={"retention.ms": "60000"}) == 0
+    assert create() == 36
+    assert create(name=name + "-d", num_partitions=-1, replication_factor=-1) == 0  # v4 defaults
+    deleted = client.call(20, 3, admin.DeleteTopicsRequest(topic_names=[name, name + "-d", name + "-x"],
+                                                           timeout_ms=1000))
+    assert [r.error_code for r in deleted.responses] == [0, 0, 3]
+
+
+def test_offsets_committed_over_kafka_are_the_native_ones(gw, client):
+    topic = new_topic(gw, 2)
+    body = offsets.OffsetCommitRequest(group_id="shared", generation_id_or_member_epoch=-1, member_id="",
+                                       topics=[offsets.OffsetCommitRequestTopic(name=topic, partitions=[
+                                           offsets.OffsetCommitRequestPartition(partition_index=1,
+                                                                                committed_offset=42,
+                                                                                committed_metadata="m")])])
+    assert client.call(8, 7, body).topics[0].partitions[0].error_code == 0
+    with NativeClient(*gw.native) as n:
+        assert n.committed(topic, 1, "shared") == 42
+        n.commit(topic, 0, "shared", 7)
+    everything = client.call(9, 5, offsets.OffsetFetchRequest(group_id="shared", topics=None))
+    got = {(t.name, p.partition_index): (p.committed_offset, p.metadata) for t in everything.topics
+           for p in t.partitions}
+    assert got[(topic, 1)] == (42, "m") and got[(topic, 0)][0] == 7
+    unknown = offsets.OffsetCommitRequest(group_id="shared", generation_id_or_member_epoch=-1, member_id="",
+                                          topics=[offsets.OffsetCommitRequestTopic(name=topic, partitions=[
+                                              offsets.OffsetCommitRequestPartition(partition_index=9,
+                                                                                   committed_offset=1)])])
+    assert client.call(8, 7, unknown).topics[0].partitions[0].error_code == 3
