@@ -319,7 +319,6 @@ class GroupCoordinator:
                     member.join_waiter = None  # answer lost: the member still counts as joined
                 raise
         assert isinstance(waiter.result, JoinResult)
-        log.info("TRACE join %s -> %s gen %s", member_id[-6:], waiter.result.error_code, waiter.result.generation_id)
         return waiter.result
 
     def _join(self, group_id, member_id, group_instance_id, protocol_type, protocols, session_timeout_ms,
@@ -589,7 +588,6 @@ class GroupCoordinator:
                         self._touch(waiter.group, member)
                 raise
         assert isinstance(waiter.result, SyncResult)
-        log.info("TRACE sync %s gen %s -> %s", member_id[-6:], generation_id, waiter.result.error_code)
         return waiter.result
 
     def _sync(self, group_id, generation_id, member_id, instance_id, assignments, protocol_type,
@@ -660,12 +658,7 @@ class GroupCoordinator:
         return NONE if group.has(member_id) else UNKNOWN_MEMBER_ID
 
     # -- Heartbeat, LeaveGroup, OffsetCommit --------------------------------------------------------
-    def heartbeat(self, group_id, generation_id, member_id, group_instance_id):
-        r = self._heartbeat(group_id, generation_id, member_id, group_instance_id)
-        log.info("TRACE hb %s gen %s -> %s", member_id[-6:], generation_id, r)
-        return r
-
-    def _heartbeat(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None) -> int:
+    def heartbeat(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None) -> int:
         if self.closed:
             return COORDINATOR_NOT_AVAILABLE
         if not group_id:
@@ -730,7 +723,6 @@ class GroupCoordinator:
         with a group id but manual assignment): allowed while the group has no members. Otherwise the member
         and generation must be current; CompletingRebalance answers REBALANCE_IN_PROGRESS. A successful member
         commit counts as a heartbeat (as Kafka)."""
-        log.info("TRACE commit %s gen %s", member_id[-6:], generation_id)
         if self.closed:
             return COORDINATOR_NOT_AVAILABLE
         group = self._groups.get(group_id)

@@ -209,7 +209,9 @@ def _wait_assignment(consumers, want, timeout=30):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for c in consumers:
-            c.poll(timeout_ms=100)
+            # Long polls: kafka-python 3.0.x can stop heartbeating when a short poll times out while its own
+            # JoinGroup is in flight (its heartbeat thread is re-enabled only on the next rejoin).
+            c.poll(timeout_ms=1000)
         got = [len(c.assignment()) for c in consumers]
         if got == want:
             return

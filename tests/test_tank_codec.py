@@ -676,6 +676,9 @@ def test_bundle_encoding_rules():
     assert [(r.value, r.key, r.timestamp, r.offset) for r in got] == [
         (b"a", b"k", ts, 9), (b"b", None, ts, 10), (b"c", b"k2", ts + 1, 11), (b"d", None, ts + 1, 12)]
     assert last == 13
+    same_ts = [Record(b"a", b"k1", ts), Record(b"b", None, ts), Record(b"c", b"k2", ts)]  # the column-wise path
+    assert encode_bundle(same_ts).hex() == ("0c" + "01" + struct.pack("<Q", ts).hex() + "026b31" + "0161"
+                                            + "02" + "0162" + "03" + "026b32" + "0163")
     # an empty key is no key (as in the C++ client)
     assert decode_bundle(encode_bundle([Record(b"v", b"", ts)]), 1)[0][0].key is None
 
@@ -848,6 +851,7 @@ def test_count_messages_reads_headers_only():
     assert count_messages(TV0_CHUNK, 1) == (65, 66, 5, len(TV0_CHUNK))
     assert count_messages(TV0_CHUNK, 1, min_seq=3).messages == 63
     assert count_messages(TV0_CHUNK, 1, max_seq=30).messages == 30
+    assert count_messages(TV0_CHUNK, 1, min_seq=U64_MAX).messages == 65  # tail request: keep everything
     assert count_messages(TV0_CHUNK[:100], 1) == (5, 6, 3, 56)  # the cut-off m20 bundle is not counted
     sparse = wrap(bundle("sparse_100_103_106_109")) + wrap(bundle("tailed"))
     assert count_messages(sparse, None) == (5, 111, 2, len(sparse))

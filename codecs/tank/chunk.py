@@ -76,8 +76,10 @@ def count_messages(chunk, base_seqnum: int | None = None, *, min_seq: int = 0,
 
     `base_seqnum` is the response's (None when it flagged 0xfe). A cut-off last bundle is not counted; ask
     again from `next_seq`. Only a sparse bundle straddling `min_seq` or `max_seq` is decoded, to learn which of
-    its seqs fall inside.
+    its seqs fall inside. A `min_seq` of UINT64_MAX (a tail request) keeps everything, as in `decode_chunk`.
     """
+    if min_seq == UINT64_MAX:
+        min_seq = 0
     buf = chunk if isinstance(chunk, bytes) else bytes(chunk)
     n = len(buf)
     pos = 0

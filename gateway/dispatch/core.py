@@ -25,14 +25,16 @@ class Dispatcher:
         self.config = config
         self.sync_acks = config.storage.flush == "always"
 
-    async def append(self, plog: PartitionLog, data, *, durable: bool = True):
-        """Append whole batches, wake long-polls, and (flush: always, unless durable=False as for Kafka acks=1)
-        wait for the covering sync."""
+    def append(self, plog: PartitionLog, data):
+        """Append whole batches and wake the long-polls parked on this partition (no waiting)."""
         result = plog.append(data)
         self.notifier.notify((plog.topic, plog.partition))
-        if durable and self.sync_acks:
-            await self.committer.sync(plog)
         return result
+
+    async def make_durable(self, plog: PartitionLog) -> None:
+        """With `flush: always`, return once a sync covering every append made so far has finished."""
+        if self.sync_acks:
+            await self.committer.sync(plog)
 
     async def commit_offset(self, group: str, topic: str, partition: int, offset: int, metadata: str) -> None:
         self.engine.offsets.commit(group, topic, partition, offset, metadata)

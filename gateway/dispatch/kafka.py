@@ -150,13 +150,13 @@ class KafkaDispatch:
                 data = legacy.message_set_to_batch(data, int(time.time() * 1000))
                 if not data:
                     return answer(E.CORRUPT_MESSAGE, message="empty message set")
-            seqs = [BatchSeq.of(parse_header(b)) for b in iter_batches(data) if len(b) >= BATCH_HEADER_SIZE]
+            headers = [parse_header(b) for b in iter_batches(data) if len(b) >= BATCH_HEADER_SIZE]
         except RecordFormatError as exc:
             return answer(E.CORRUPT_MESSAGE, message=str(exc))
-        idempotent = [s for s in seqs if s.producer_id >= 0]
+        idempotent = [h for h in headers if h.producer_id >= 0]
         state = await self.producers.get(plog) if idempotent else None
         if state is not None:
-            code, original = state.check(idempotent[0])
+            code, original = state.check(BatchSeq.of(idempotent[0]))
             if code != E.NONE:
                 return answer(code, start=plog.log_start_offset)
             if original is not None:  # a retry of a batch already in the log: its original offset, no append
@@ -165,7 +165,7 @@ class KafkaDispatch:
             data = transcode.encode(plog.config.format, transcode.decode("kafka", data, min_offset=0),
                                     now_ms=int(time.time() * 1000), max_batch_bytes=plog.config.max_batch_bytes)
         try:
-            result = plog.append(data)
+            result = self.core.append(plog, data)
         except CorruptBatch as exc:
             return answer(E.CORRUPT_MESSAGE, message=str(exc))
         except BatchTooLarge as exc:
@@ -173,18 +173,15 @@ class KafkaDispatch:
         except OSError as exc:
             log.error("append to %s-%d failed: %s", topic, partition, exc)
             return answer(E.UNKNOWN_SERVER_ERROR, message=f"storage error: {exc.strerror or exc}")
-        if state is not None:
+        if state is not None:  # recorded before any wait, so a retry arriving meanwhile is recognised
             offset = result.base_offset
-            for s in seqs:
-                if s.producer_id >= 0:
-                    delta = s.last_offset - s.base_offset if s.base_offset >= 0 else (s.last_seq - s.first_seq)
-                    state.record(BatchSeq(s.producer_id, s.epoch, s.first_seq, s.last_seq, offset, offset + delta))
-                    offset += delta + 1
-        core = self.core
-        core.notifier.notify((topic, partition))
-        if durable and core.sync_acks:
+            for h in headers:
+                if h.producer_id >= 0:
+                    state.record(BatchSeq.of(h, offset))
+                offset += h.last_offset_delta + 1
+        if durable:
             try:
-                await core.committer.sync(plog)
+                await self.core.make_durable(plog)
             except OSError as exc:
                 return answer(E.UNKNOWN_SERVER_ERROR, message=f"fdatasync failed: {exc.strerror or exc}")
         return answer(E.NONE, base=result.base_offset, start=plog.log_start_offset)

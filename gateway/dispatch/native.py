@@ -71,7 +71,8 @@ class NativeDispatch:
             return nev.ProduceResponse([])
         data = transcode.encode(plog.config.format, ev.records, now_ms=int(time.time() * 1000),
                                 max_batch_bytes=plog.config.max_batch_bytes)
-        result = await self.core.append(plog, data)
+        result = self.core.append(plog, data)
+        await self.core.make_durable(plog)
         return nev.ProduceResponse(list(range(result.base_offset, result.last_offset + 1)))
 
     async def _fetch(self, ev: nev.FetchRequest):
