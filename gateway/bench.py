@@ -3,6 +3,7 @@
 - `storage-append`: in-process appends of prebuilt 16 KiB Kafka RecordBatches (flush: none) → GB/s, RSS.
 - `native-produce`: a gateway in a subprocess, one client producing 100-byte records, 1,000 per request.
 - `native-fetch`: the same gateway, the records read back with 1 MiB fetches.
+- `tank-produce`, `tank-consume`, `tank-tail`: the TANK protocol (see `bench_tank`).
 Every run uses a fresh temporary data directory and 127.0.0.1 only, and stops by itself.
 """
 
@@ -27,9 +28,16 @@ def add_bench_arguments(parser) -> None:
         p.add_argument("--record-bytes", type=int, default=100)
         p.add_argument("--per-request", type=int, default=1000)
         p.add_argument("--flush", default="none", choices=("none", "interval", "always"))
+    from .bench_tank import add_tank_arguments
+
+    add_tank_arguments(sub)  # tank-produce, tank-consume, tank-tail
 
 
 def run_bench(args) -> int:
+    if args.bench.startswith("tank-"):
+        from .bench_tank import run_tank_bench
+
+        return run_tank_bench(args)
     if args.bench == "storage-append":
         bench_storage_append(args.total_mib, args.batch_kib, args.segment_mib)
     else:

@@ -31,8 +31,8 @@ listeners:                 # one listener per protocol; only enabled ones are st
     enabled: true
     host: 127.0.0.1
     port: 9092
-  tank:                    # reserved: the TANK 4.0 protocol
-    enabled: false
+  tank:                    # the TANK 4.0 protocol
+    enabled: true
     host: 127.0.0.1
     port: 11011
 

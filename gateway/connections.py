@@ -1,7 +1,7 @@
 """Live connections: the limit on how many, and what graceful shutdown needs to know about each one.
 
-A `Connection` is idle (waiting for the next request: safe to cancel) or busy (a request is being served:
-let it finish). `drain()` cancels idle connections at once and asks busy ones to close after their
+A `Connection` is idle (waiting for the next request: safe to cancel) or busy (requests are being served:
+let them finish). `drain()` cancels idle connections at once and asks busy ones to close after their
 current response.
 """
 
@@ -17,20 +17,24 @@ class Connection:
     protocol: str
     peer: str
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
-    busy: bool = False
+    inflight: int = 0  # requests being served (TANK may have several parked long-polls)
     draining: bool = False
     client_id: str | None = None  # as the client names itself (Kafka request header)
 
+    @property
+    def busy(self) -> bool:
+        return self.inflight > 0
+
     def start_request(self) -> None:
-        self.busy = True
+        self.inflight += 1
 
     def end_request(self) -> bool:
-        """Mark the request answered; False when the connection should now close (shutdown)."""
-        self.busy = False
-        if self.draining:
+        """Mark a request answered; False when the connection should now close (shutdown, nothing in flight)."""
+        self.inflight -= 1
+        if self.draining and not self.inflight:
             self.scope.cancel()
             return False
-        return True
+        return not self.draining
 
 
 class ConnectionRegistry:

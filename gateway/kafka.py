@@ -16,7 +16,7 @@ from logway.codecs.errors import RemoteProtocolError
 from logway.codecs.kafka.connection import CLOSED, NEED_DATA, KafkaServerConnection
 
 from .connections import Connection
-from .sendfile import send_file_range
+from .sendfile import send_pieces
 
 log = logging.getLogger("logway.gateway.kafka")
 
@@ -49,16 +49,7 @@ async def serve_kafka_connection(stream: trio.SocketStream, conn: Connection, ga
         conn.client_id = request.client_id
         body = await dispatch.handle(request, conn)
         if body is not None:
-            await send_chunks(stream, codec.encode_response(request, body))
+            await send_pieces(stream, codec.encode_response(request, body))
         if not conn.end_request():
             return
 
-
-async def send_chunks(stream: trio.SocketStream, chunks) -> None:
-    """Send codec output: bytes as they are, file slices (objects with .length) with sendfile."""
-    for chunk in chunks:
-        if isinstance(chunk, (bytes, bytearray, memoryview)):
-            if chunk:
-                await stream.send_all(chunk)
-        else:
-            await send_file_range(stream, chunk.fileno(), chunk.position, chunk.length)

@@ -1,5 +1,6 @@
 """Send a byte range of a file to a trio stream: `os.sendfile` straight from the page cache to the socket
-when the stream is a plain TCP socket, a read-and-send fallback otherwise (e.g. TLS streams)."""
+when the stream is a plain TCP socket, a read-and-send fallback otherwise (e.g. TLS streams); and
+`send_pieces`, which sends a codec's output of bytes and deferred file slices in order."""
 
 from __future__ import annotations
 
@@ -36,3 +37,13 @@ async def send_file_range(stream: trio.abc.SendStream, fd: int, offset: int, cou
         await stream.send_all(data)
         offset += len(data)
         count -= len(data)
+
+
+async def send_pieces(stream: trio.abc.SendStream, pieces) -> None:
+    """Send codec output: bytes as they are, file slices (objects with fileno/position/length) with sendfile."""
+    for piece in pieces:
+        if isinstance(piece, (bytes, bytearray, memoryview)):
+            if piece:
+                await stream.send_all(piece)
+        else:
+            await send_file_range(stream, piece.fileno(), piece.position, piece.length)

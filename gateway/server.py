@@ -16,12 +16,14 @@ from typing import Awaitable, Callable
 import trio
 
 from logway.codecs.kafka.records import KafkaFormat
+from logway.codecs.tank import TankFormat
 from logway.storage import LogEngine
 
 from .config import Config
 from .connections import Connection, ConnectionRegistry
 from .dispatch import Dispatcher, NativeDispatch
 from .dispatch.kafka import KafkaDispatch
+from .dispatch.tank import TankDispatch
 from .groups import GroupCoordinator
 from .durability import GroupCommitter
 from .notify import AppendNotifier
@@ -29,7 +31,7 @@ from .notify import AppendNotifier
 log = logging.getLogger("logway.gateway")
 
 #: Every storage format the engine can hold, by name.
-FORMATS = {"kafka": KafkaFormat()}
+FORMATS = {"kafka": KafkaFormat(), "tank": TankFormat()}
 
 Handler = Callable[[trio.SocketStream, Connection, "Gateway"], Awaitable[None]]
 
@@ -37,8 +39,9 @@ Handler = Callable[[trio.SocketStream, Connection, "Gateway"], Awaitable[None]]
 def _protocol_handlers() -> dict[str, Handler]:
     from .kafka import serve_kafka_connection
     from .native import serve_native_connection
+    from .tank import serve_tank_connection
 
-    return {"native": serve_native_connection, "kafka": serve_kafka_connection}
+    return {"native": serve_native_connection, "kafka": serve_kafka_connection, "tank": serve_tank_connection}
 
 
 class Gateway:
@@ -51,6 +54,7 @@ class Gateway:
         self.dispatcher: Dispatcher | None = None
         self.native_dispatch: NativeDispatch | None = None
         self.kafka_dispatch: KafkaDispatch | None = None
+        self.tank_dispatch: TankDispatch | None = None
         kc = config.kafka
         self.coordinator = GroupCoordinator(initial_rebalance_delay_ms=kc.group_initial_rebalance_delay_ms,
                                             min_session_timeout_ms=kc.group_min_session_timeout_ms,
@@ -69,6 +73,7 @@ class Gateway:
         self._log_recovery()
         self.dispatcher = Dispatcher(self.engine, self.notifier, self.committer, cfg)
         self.native_dispatch = NativeDispatch(self.dispatcher)
+        self.tank_dispatch = TankDispatch(self.dispatcher)
         kafka_listener = cfg.listeners["kafka"]
         self.kafka_dispatch = KafkaDispatch(self.dispatcher, self.coordinator,
                                             (kafka_listener.host, kafka_listener.port))

@@ -47,6 +47,10 @@ class CorruptBatch(StorageError):
     """A batch handed to append is malformed or fails its format's checksum."""
 
 
+class OffsetTooLow(StorageError):
+    """A batch that carries its own offsets starts at or below offsets the log already holds."""
+
+
 class BatchTooLarge(StorageError):
     """A batch larger than the topic's max_batch_bytes (or than a segment can hold)."""
 

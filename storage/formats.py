@@ -33,6 +33,10 @@ class BatchFormat(Protocol):
     name: str
     #: bytes that must be available at `pos` for `scan` to read a header (it may need fewer).
     header_size: int
+    #: True when a non-None `base_offset` from `scan` is authoritative on append (TANK sparse bundles carry
+    #: their own sequence numbers and may leave gaps); False when the engine assigns every base offset (Kafka
+    #: producers send 0 there). Optional attribute; absent means False.
+    explicit_offsets: bool
 
     def scan(self, buf: memoryview, pos: int) -> BatchInfo | tuple | None:
         """Parse the header of the batch starting at `pos`.

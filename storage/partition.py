@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
 from .config import TopicConfig
-from .errors import BatchTooLarge, CorruptBatch, OffsetOutOfRange
+from .errors import BatchTooLarge, CorruptBatch, OffsetOutOfRange, OffsetTooLow
 from .files import fsync_dir
 from .formats import BatchFormat
 from .segment import Segment, segment_name
@@ -72,9 +72,11 @@ class PartitionLog:
         self.config = config
         self.clock = clock
         self.lock = threading.Lock()
+        self.explicit_offsets = bool(getattr(fmt, "explicit_offsets", False))
         self.recovery = RecoveryReport(unclean=not clean_shutdown)
         self._unsynced: list[Segment] = []  # rolled segments whose data may not be synced yet
         self._dir_dirty = False
+        self._first_offset: tuple[Segment, int] | None = None  # (first segment, its first offset)
         self.durable_offset = 0  # every offset below this is known to be on stable storage
         os.makedirs(directory, exist_ok=True)
         self.segments: list[Segment] = self._load(clean_shutdown)
@@ -156,6 +158,20 @@ class PartitionLog:
         return self.segments[0].base_offset
 
     @property
+    def first_offset(self) -> int:
+        """The offset of the first record actually present: the log start offset, or further on when the log
+        begins with a gap (formats with explicit offsets); the log end offset when the log is empty."""
+        first = self.segments[0]
+        cached = self._first_offset
+        if cached is not None and cached[0] is first:
+            return cached[1]
+        rng = self.read(first.base_offset, 1) if self.log_end_offset > first.base_offset else None
+        value = rng.first_offset if rng is not None else self.log_end_offset
+        if rng is not None:
+            self._first_offset = (first, value)
+        return value
+
+    @property
     def log_end_offset(self) -> int:
         return self.segments[-1].next_offset
 
@@ -167,8 +183,9 @@ class PartitionLog:
     def append(self, data) -> AppendResult:
         """Validate and append one or more whole batches; all of them or none are written.
 
-        Offsets are assigned here: each batch is stamped with its base offset. Raises CorruptBatch or
-        BatchTooLarge without writing anything; an OSError (e.g. disk full) leaves the log as it was.
+        Offsets are assigned here: each batch is stamped with its base offset (formats with explicit offsets
+        keep theirs, which may skip ahead). Raises CorruptBatch, BatchTooLarge or OffsetTooLow without writing
+        anything; an OSError (e.g. disk full) leaves the log as it was.
         """
         fmt = self.fmt
         view = memoryview(data)
@@ -178,7 +195,7 @@ class PartitionLog:
             info = fmt.scan(view, 0)
             if info is not None and info[0] == total and total <= max_batch:  # the usual case: one batch
                 fmt.validate(view)
-                batches = ((view, total, info[2], info[3]),)
+                batches = ((view, total, info[1], info[2], info[3]),)
             else:
                 batches = self._split(view, max_batch)
         except ValueError as exc:
@@ -192,13 +209,19 @@ class PartitionLog:
             base = offset = seg.next_offset
             undo = (seg, seg.size, seg.next_offset)
             try:
-                for batch, size, delta, max_ts in batches:
+                for batch, size, explicit, delta, max_ts in batches:
+                    if explicit is not None and self.explicit_offsets:
+                        if explicit < offset:
+                            raise OffsetTooLow(f"batch starts at offset {explicit}, the log is at {offset}")
+                        if offset == base:
+                            base = explicit
+                        offset = explicit  # a gap: offsets up to here are simply never used
                     if seg.size and (seg.size + size > cfg.segment_bytes or now - seg.created_ms >= cfg.segment_ms
                                      or offset + delta - seg.base_offset > MAX_RELATIVE_OFFSET):
                         seg = self._roll(now)
                     seg.append(fmt.stamp(batch, offset), size, offset, offset + delta, max_ts)
                     offset += delta + 1
-            except OSError:
+            except (OSError, OffsetTooLow):
                 self._undo(undo)
                 raise
         return AppendResult(base, offset - 1, now)
@@ -220,7 +243,7 @@ class PartitionLog:
                 raise BatchTooLarge(f"batch of {size} bytes exceeds max_batch_bytes {max_batch}")
             batch = view[pos:pos + size]
             fmt.validate(batch)
-            batches.append((batch, size, info[2], info[3]))
+            batches.append((batch, size, info[1], info[2], info[3]))
             pos += size
         return batches
 

@@ -22,8 +22,8 @@ from .index import IndexCorrupt, OffsetIndex, TimeIndex
 
 log = logging.getLogger("logway.storage")
 
-#: Bytes read at a time while walking batch headers (reads, lookups).
-HEADER_CHUNK = 64 * 1024
+#: Bytes read at a time while walking batch headers (reads, lookups): index entries are ~4 KiB apart.
+HEADER_CHUNK = 8 * 1024
 #: Bytes read at a time while validating whole batches (recovery).
 RECOVERY_CHUNK = 4 * 1024 * 1024
 #: The active segment reserves disk blocks ahead of its end in steps of this size (fallocate KEEP_SIZE);
@@ -211,6 +211,7 @@ class Segment:
         recomputed for every batch seen, as appends would have made them.
         """
         fmt = self.fmt
+        explicit = bool(getattr(fmt, "explicit_offsets", False))
         fd = self.fileno()
         file_size = os.fstat(fd).st_size
         entries: list[tuple[int, int]] = []
@@ -240,9 +241,11 @@ class Segment:
             if position + size > file_size:
                 problem = f"torn batch at position {position} ({size} bytes declared, {file_size - position} left)"
                 break
-            if base is not None and base != offset:
+            if base is not None and (base < offset if explicit else base != offset):
                 problem = f"batch at position {position} has offset {base}, expected {offset}"
                 break
+            if base is not None:
+                offset = base
             if validate:
                 if rel + size > len(buf):
                     buf = memoryview(os.pread(fd, max(RECOVERY_CHUNK, size), position))

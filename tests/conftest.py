@@ -14,7 +14,7 @@ from logway.gateway.server import Gateway
 
 def gateway_config(data_dir, *overrides: str):
     return load_config(None, env={}, overrides=[f"data_dir={data_dir}", "listeners.native.port=0",
-                                                "listeners.kafka.port=0",
+                                                "listeners.kafka.port=0", "listeners.tank.port=0",
                                                 "log_level=WARNING", *overrides])
 
 

@@ -478,6 +478,8 @@ class TankFormat:
     name = "tank"
     #: varint 5 + flags 1 + count varint 5 + first seq 8 + last-seq delta varint 5.
     header_size = 5 + MAX_BUNDLE_HEADER
+    #: Sparse bundles carry their own seqs (and may skip ahead): the log keeps them (see storage.formats).
+    explicit_offsets = True
 
     def scan(self, buf, pos: int) -> tuple[int, int | None, int, int] | None:
         """(entry size incl. the varint, base_offset, last_offset_delta, max_timestamp), or None when short.

@@ -162,8 +162,12 @@ class KafkaDispatch:
             if original is not None:  # a retry of a batch already in the log: its original offset, no append
                 return answer(E.NONE, base=original, start=plog.log_start_offset)
         if plog.config.format != "kafka":
-            data = transcode.encode(plog.config.format, transcode.decode("kafka", data, min_offset=0),
-                                    now_ms=int(time.time() * 1000), max_batch_bytes=plog.config.max_batch_bytes)
+            try:
+                data = transcode.encode(plog.config.format, transcode.decode("kafka", data, first_offset=0,
+                                                                             min_offset=0),
+                                        now_ms=int(time.time() * 1000), max_batch_bytes=plog.config.max_batch_bytes)
+            except RecordFormatError as exc:  # e.g. headers into a TANK topic: refused, never dropped
+                return answer(E.INVALID_RECORD, message=f"topic {topic} ({plog.config.format} format): {exc}")
         try:
             result = self.core.append(plog, data)
         except CorruptBatch as exc:
@@ -252,7 +256,7 @@ class KafkaDispatch:
         fmt = plog.config.format
         if fmt == "kafka" and version >= 4:
             return data
-        records = transcode.decode(fmt, data, min_offset=offset)
+        records = transcode.decode(fmt, data, first_offset=rng.first_offset, min_offset=offset)
         if version >= 4:
             return transcode.encode_kafka(records)
         return legacy.encode_message_set(records, 1 if version >= 2 else 0, drop_headers=True)
@@ -291,7 +295,9 @@ class KafkaDispatch:
         if offset is None:
             return None
         rng = plog.read(offset, 1)
-        for rec in transcode.decode(plog.config.format, rng.read(), min_offset=offset) if rng else ():
+        records = transcode.decode(plog.config.format, rng.read(), first_offset=rng.first_offset,
+                                   min_offset=offset) if rng else ()
+        for rec in records:
             return rec.offset, rec.timestamp if rec.timestamp is not None else -1
         return offset, -1
 

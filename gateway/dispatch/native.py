@@ -59,6 +59,8 @@ class NativeDispatch:
             return nev.ErrorResponse(f"invalid request: {exc}")
         except BatchTooLarge as exc:
             return nev.ErrorResponse(f"record too large: {exc}")
+        except transcode.RecordFormatError as exc:  # what the topic's format cannot carry: refused, not dropped
+            return nev.ErrorResponse(f"invalid record: {exc}")
         except (CorruptBatch, StorageError) as exc:
             return nev.ErrorResponse(f"storage error: {exc}")
         except OSError as exc:
@@ -112,7 +114,7 @@ class NativeDispatch:
             data = await trio.to_thread.run_sync(rng.read)
         else:
             data = rng.read()
-        records = transcode.decode(plog.config.format, data, min_offset=start)
+        records = transcode.decode(plog.config.format, data, first_offset=rng.first_offset, min_offset=start)
         total = 0
         for i, rec in enumerate(records):
             total += len(rec.value or b"")

@@ -1,0 +1,242 @@
+"""`logway bench tank-*`: the TANK protocol benchmarks (issue 4; targets in BENCHMARKS.md, never in tests).
+
+- `tank-produce`: 1,000,000 messages of 100 bytes in bundles of 8,196 (uncompressed, one partition), every
+  Produce frame built before timing, then sent back to back on one connection (pipelined); the clock runs from
+  the first send to the last acknowledgement. Target ≤ 0.25 s.
+- `tank-consume`: the same messages produced (untimed), then read back from seq 1 with a large fetch size,
+  counting messages from bundle headers (`count_messages`, as the C++ client's fast path). Target ≥ 5,000,000
+  messages/s.
+- `tank-tail`: a tailing consumer long-polls the tail (seq = next) on one connection while a producer sends one
+  small message at a time on another; each sample is the time from the produce's send to the consumer holding
+  the message. Target p50 ≤ 0.5 ms.
+
+Each run starts its own gateway (`GatewayProcess`, a subprocess) with a fresh temporary data directory, 127.0.0.1
+only, and stops it at the end; all socket waits are bounded by timeouts.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import time
+
+MiB = 1024 * 1024
+TOPIC = "bench"
+
+
+def add_tank_arguments(sub) -> None:
+    """Register tank-produce, tank-consume and tank-tail on the `bench` subparsers."""
+    for name, text in (("tank-produce", "TANK produce: prebuilt uncompressed bundles, pipelined, one partition"),
+                       ("tank-consume", "TANK consume: read the produced messages back from seq 1")):
+        p = sub.add_parser(name, help=text + " (gateway in a subprocess)")
+        p.add_argument("--messages", type=int, default=1_000_000)
+        p.add_argument("--message-bytes", type=int, default=100)
+        p.add_argument("--bundle-messages", type=int, default=8196, help="messages per bundle (default 8196)")
+        p.add_argument("--bundles-per-request", type=int, default=1,
+                       help="Produce entries (bundles of the same partition) per request (default 1)")
+        p.add_argument("--codec", type=int, default=0, choices=(0, 1), help="0 none (default), 1 snappy")
+        p.add_argument("--flush", default="none", choices=("none", "interval", "always"))
+        p.add_argument("--runs", type=int, default=1, help="repeat on fresh gateways and report each run")
+        if name == "tank-consume":
+            p.add_argument("--fetch-size", type=int, default=64 * MiB,
+                           help="fetch_size per Consume request in bytes (default 64 MiB, TANK's clamp)")
+    t = sub.add_parser("tank-tail", help="TANK tailing consumer: produce→consume latency of a long-poll")
+    t.add_argument("--samples", type=int, default=2000)
+    t.add_argument("--warmup", type=int, default=100, help="samples taken first and not counted")
+    t.add_argument("--message-bytes", type=int, default=32)
+    t.add_argument("--gap-ms", type=float, default=1.0,
+                   help="pause between the consumer's long-poll and the produce, so the poll is parked")
+    t.add_argument("--flush", default="none", choices=("none", "interval", "always"))
+
+
+def run_tank_bench(args) -> int:
+    if args.bench == "tank-tail":
+        bench_tail(args.samples, args.warmup, args.message_bytes, args.gap_ms, args.flush)
+        return 0
+    for _ in range(args.runs):
+        bench_produce_consume(args.messages, args.message_bytes, args.bundle_messages, args.bundles_per_request,
+                              args.codec, args.flush, consume_fetch_size=getattr(args, "fetch_size", None))
+    return 0
+
+
+# -- helpers ---------------------------------------------------------------------------------------------------
+
+class _Gateway:
+    """A gateway subprocess with the TANK listener on an ephemeral port, in a temporary directory."""
+
+    def __init__(self, flush: str) -> None:
+        self.flush = flush
+
+    def __enter__(self):
+        from .launcher import GatewayProcess
+
+        self._tmp = tempfile.TemporaryDirectory(prefix="logway-bench-")
+        try:
+            self.gw = GatewayProcess(os.path.join(self._tmp.name, "data"), f"storage.flush={self.flush}",
+                                     "log_level=WARNING", "listeners.tank.enabled=true")
+        except BaseException:
+            self._tmp.cleanup()
+            raise
+        if "tank" not in self.gw.addresses:
+            self.__exit__(None, None, None)
+            raise SystemExit("logway bench: this gateway has no TANK listener")
+        return self.gw
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.gw.stop()
+        finally:
+            self._tmp.cleanup()
+
+
+def _client(gw, timeout: float = 60.0):
+    from .tank_client import TankClient
+
+    return TankClient(*gw.addresses["tank"], timeout=timeout)
+
+
+def _build_produce_frames(client, messages: int, message_bytes: int, bundle_messages: int,
+                          bundles_per_request: int, codec: int) -> tuple[list[tuple[int, bytes]], int, int]:
+    """Every Produce frame of the run, built before the clock starts: [(request_id, frame)], bundles, bytes."""
+    from logway.codecs.records import Record
+    from logway.codecs.tank import ProduceEntry, ProduceRequest, encode_bundle
+
+    now = time.time_ns() // 1_000_000
+    pool = [os.urandom(message_bytes) for _ in range(min(bundle_messages, messages))]
+    full = encode_bundle([Record(v, None, now) for v in pool], codec=codec)
+    sizes = [bundle_messages] * (messages // bundle_messages)
+    if messages % bundle_messages:
+        sizes.append(messages % bundle_messages)
+    bundles = [full if n == bundle_messages else encode_bundle([Record(v, None, now) for v in pool[:n]],
+                                                               codec=codec) for n in sizes]
+    frames = []
+    for i in range(0, len(bundles), bundles_per_request):
+        entries = [ProduceEntry(TOPIC, 0, b) for b in bundles[i:i + bundles_per_request]]
+        frames.append(client.prepare(ProduceRequest(0, entries)))
+    return frames, len(bundles), sum(len(b) for b in bundles)
+
+
+def _produce(client, frames: list[tuple[int, bytes]], timeout: float = 120.0) -> float:
+    """Send every frame back to back, then collect every acknowledgement; the elapsed seconds."""
+    t0 = time.perf_counter()
+    for _, frame in frames:
+        client.send_raw(frame)
+    for rid, _ in frames:
+        resp = client.receive(rid, timeout=timeout)
+        bad = [r.error for r in resp.results if r.error]
+        if bad:
+            raise SystemExit(f"logway bench: produce request {rid} failed with error(s) {bad}")
+    return time.perf_counter() - t0
+
+
+def _rss(pid: int) -> float:
+    from .bench import rss_mib
+
+    return rss_mib(pid)
+
+
+# -- tank-produce / tank-consume ---------------------------------------------------------------------------------
+
+def bench_produce_consume(messages: int, message_bytes: int, bundle_messages: int, bundles_per_request: int,
+                          codec: int, flush: str, *, consume_fetch_size: int | None) -> None:
+    with _Gateway(flush) as gw, _client(gw) as client:
+        err = client.create_topic(TOPIC, 1)
+        if err:
+            raise SystemExit(f"logway bench: CreateTopic answered error {err}")
+        frames, nbundles, nbytes = _build_produce_frames(client, messages, message_bytes, bundle_messages,
+                                                         bundles_per_request, codec)
+        rss0 = _rss(gw.pid)
+        elapsed = _produce(client, frames)
+        rss1 = _rss(gw.pid)
+        bounds = client.discover_partitions(TOPIC)
+        hwm = bounds[0].high_water_mark if bounds else -1
+        if hwm != messages:
+            raise SystemExit(f"logway bench: high-water mark {hwm} after producing {messages} messages")
+        if consume_fetch_size is None:
+            print(f"tank-produce (flush: {flush}): {messages:,} messages of {message_bytes} bytes in {nbundles} "
+                  f"bundles of {bundle_messages} (codec {codec}), {len(frames)} requests "
+                  f"({nbytes / MiB:.1f} MiB of bundles), acknowledged in {elapsed:.3f} s")
+            print(f"  throughput: {messages / elapsed:,.0f} msgs/s ({nbytes / elapsed / MiB:,.0f} MiB/s); "
+                  f"high-water mark {hwm:,}")
+            print(f"  gateway RSS: {rss0:.1f} MiB before, {rss1:.1f} MiB after")
+            return
+        _consume(client, gw, messages, consume_fetch_size, rss1)
+
+
+def _consume(client, gw, messages: int, fetch_size: int, rss_before: float) -> None:
+    from logway.codecs.tank import ConsumeFlags, count_messages
+
+    seq = 1
+    total = requests = received = 0
+    t0 = time.perf_counter()
+    while total < messages:
+        resp = client.consume({TOPIC: [(0, seq, fetch_size)]})
+        requests += 1
+        p = resp.topics[0].partitions[0]
+        if p.error not in (ConsumeFlags.OK, ConsumeFlags.SPARSE_FIRST):
+            raise SystemExit(f"logway bench: consume at seq {seq} answered err_flags {p.error:#04x}")
+        counted = count_messages(p.chunk, p.base_seqnum, min_seq=seq, max_seq=p.high_water_mark)
+        if counted.next_seq is None:
+            raise SystemExit(f"logway bench: consume at seq {seq} returned no whole bundle")
+        total += counted.messages
+        received += len(p.chunk)
+        seq = counted.next_seq
+    elapsed = time.perf_counter() - t0
+    print(f"tank-consume: {total:,} messages ({received / MiB:.1f} MiB of chunks) read from seq 1 in "
+          f"{requests} requests of fetch_size {fetch_size / MiB:g} MiB in {elapsed:.3f} s")
+    print(f"  throughput: {total / elapsed:,.0f} msgs/s ({received / elapsed / MiB:,.0f} MiB/s)")
+    print(f"  gateway RSS: {rss_before:.1f} MiB before, {_rss(gw.pid):.1f} MiB after")
+
+
+# -- tank-tail ---------------------------------------------------------------------------------------------------
+
+def bench_tail(samples: int, warmup: int, message_bytes: int, gap_ms: float, flush: str) -> None:
+    from logway.codecs.records import Record
+    from logway.codecs.tank import ConsumeFlags, ProduceEntry, ProduceRequest, count_messages, encode_bundle
+
+    from .tank_client import TankClient
+
+    with _Gateway(flush) as gw, _client(gw) as producer, _client(gw) as consumer:
+        err = producer.create_topic(TOPIC, 1)
+        if err:
+            raise SystemExit(f"logway bench: CreateTopic answered error {err}")
+        payload = os.urandom(message_bytes)
+        rss0 = _rss(gw.pid)
+        latencies = []
+        seq = 1  # lastAssigned + 1 of the empty partition: the tail
+        gap = gap_ms / 1000
+        for i in range(warmup + samples):
+            bundle = encode_bundle([Record(payload, None, time.time_ns() // 1_000_000)], codec=0)
+            prid, pframe = producer.prepare(ProduceRequest(0, [ProduceEntry(TOPIC, 0, bundle)]))
+            crid = consumer.send(TankClient.consume_request({TOPIC: [(0, seq, 1 * MiB)]}, max_wait_ms=10_000))
+            if gap:
+                time.sleep(gap)
+            t0 = time.perf_counter()
+            producer.send_raw(pframe)
+            resp = consumer.receive(crid, timeout=15)
+            t1 = time.perf_counter()
+            p = resp.topics[0].partitions[0]
+            if p.error not in (ConsumeFlags.OK, ConsumeFlags.SPARSE_FIRST) or not len(p.chunk):
+                raise SystemExit(f"logway bench: tail consume at seq {seq} answered err_flags {p.error:#04x} "
+                                 f"with {len(p.chunk)} chunk bytes")
+            counted = count_messages(p.chunk, p.base_seqnum, min_seq=seq, max_seq=p.high_water_mark)
+            if counted.messages != 1:
+                raise SystemExit(f"logway bench: tail consume at seq {seq} delivered {counted.messages} messages")
+            seq = counted.next_seq
+            ack = producer.receive(prid, timeout=15)
+            if ack.results[0].error:
+                raise SystemExit(f"logway bench: produce answered error {ack.results[0].error}")
+            if i >= warmup:
+                latencies.append((t1 - t0) * 1000)
+        latencies.sort()
+        n = len(latencies)
+
+        def pct(q: float) -> float:
+            return latencies[min(n - 1, int(q * n))]
+
+        print(f"tank-tail (flush: {flush}): {n:,} samples (after {warmup} warm-up) of one {message_bytes}-byte "
+              f"message, the long-poll parked {gap_ms:g} ms before each produce")
+        print(f"  produce→consume latency: p50 {pct(0.50):.3f} ms, p90 {pct(0.90):.3f} ms, "
+              f"p99 {pct(0.99):.3f} ms, max {latencies[-1]:.3f} ms, mean {statistics.fmean(latencies):.3f} ms")
+        print(f"  gateway RSS: {rss0:.1f} MiB before, {_rss(gw.pid):.1f} MiB after")

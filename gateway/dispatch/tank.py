@@ -1,0 +1,293 @@
+"""Dispatch for the TANK 4.0 protocol, as a standalone TANK broker answers (specs/tank.md).
+
+Sequence numbers are offsets + 1. A consume of a `tank`-format topic is a byte range of a segment file sent with
+`os.sendfile`; other formats are transcoded into bundles. A consume whose partitions are all at EOF parks
+(`poll`) until appends bring `min_bytes` or the normalised timer expires.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+
+import trio
+
+from logway.codecs.tank import (ConsumeFlags, ConsumePartitionResult, ConsumeResponse, ConsumeTopicResult,
+                                CreateTopicError, CreateTopicRequest, CreateTopicResponse,
+                                DiscoverPartitionsRequest, DiscoverPartitionsResponse, DiscoverTopicsRequest,
+                                DiscoverTopicsResponse, DiscoverTopologyRequest, DiscoverTopologyResponse,
+                                ProduceError, ProduceRequest, ProduceResponse, ProduceResult, ReloadConfError,
+                                ReloadConfRequest, ReloadConfResponse, StatusRequest, StatusResponse,
+                                TankFormat, decode_bundle, encode_bundle, parse_bundle_header, wrap)
+from logway.codecs.tank.messages import PartitionBounds, TopicInfo, valid_topic_name
+from logway.storage import (BatchTooLarge, CorruptBatch, InvalidConfig, OffsetTooLow, PartitionLog, StorageError,
+                            TopicExists)
+
+from .. import transcode
+from .core import Dispatcher
+
+log = logging.getLogger("logway.gateway.tank")
+
+UINT64_MAX = 2**64 - 1
+#: TANK clamps fetch_size and min_bytes to this.
+MAX_FETCH = 64 * 1024 * 1024
+#: TANK's long-poll timer: capped at one hour, rounded up to 64 ms with a 320 ms floor, expiry on 128 ms steps.
+MAX_WAIT_MS, WAIT_STEP_MS, MIN_WAIT_MS, EXPIRY_STEP_MS = 3_600_000, 64, 320, 128
+VERSION = 400
+#: TANK config keys we honour, with the factor to our units; the others are accepted and ignored (TANK-only
+#: features such as compaction or per-message flushing), as TANK ignores keys it does not know.
+_CONFIG = {"log.retention.bytes": ("retention_bytes", 1), "log.retention.secs": ("retention_ms", 1000),
+           "log.segment.bytes": ("segment_bytes", 1), "log.index.interval.bytes": ("index_interval_bytes", 1),
+           "log.roll.secs": ("segment_ms", 1000), "log.roll.jitter.secs": ("segment_ms", 1000)}
+_TANK = TankFormat()
+
+
+def normalised_expiry(now_s: float, max_wait_ms: int) -> float:
+    """The trio time at which a parked consume times out, as TANK computes it."""
+    wait = min(max_wait_ms, MAX_WAIT_MS)
+    wait = max(math.ceil(wait / WAIT_STEP_MS) * WAIT_STEP_MS, MIN_WAIT_MS)
+    return math.ceil((now_s * 1000 + wait) / EXPIRY_STEP_MS) * EXPIRY_STEP_MS / 1000
+
+
+class TankDispatch:
+    def __init__(self, core: Dispatcher) -> None:
+        self.core = core
+        self.engine = core.engine
+        self.started = int(time.time())
+        self._handlers = {
+            ProduceRequest: self._produce, DiscoverPartitionsRequest: self._discover_partitions,
+            CreateTopicRequest: self._create_topic, ReloadConfRequest: self._reload_conf,
+            StatusRequest: self._status, DiscoverTopicsRequest: self._discover_topics,
+            DiscoverTopologyRequest: self._discover_topology,
+        }
+
+    async def handle(self, request):
+        return await self._handlers[type(request)](request)
+
+    # -- positions ---------------------------------------------------------------------------------------
+    @staticmethod
+    def bounds(plog: PartitionLog) -> tuple[int, int]:
+        """(first available seq, last assigned seq); (0, 0) for an empty partition."""
+        end = plog.log_end_offset
+        return (plog.first_offset + 1 if end > plog.log_start_offset else 0), end
+
+    # -- produce -----------------------------------------------------------------------------------------
+    async def _produce(self, req: ProduceRequest) -> ProduceResponse:
+        results = []
+        touched: dict[int, PartitionLog] = {}
+        for entry in req.entries:
+            topic = self.engine.topics_by_name.get(entry.topic)
+            if topic is None:
+                results.append(ProduceResult(entry.topic, entry.partition, ProduceError.UNKNOWN_TOPIC))
+                continue
+            if not 0 <= entry.partition < len(topic.partitions):
+                results.append(ProduceResult(entry.topic, entry.partition, ProduceError.UNKNOWN_PARTITION))
+                continue
+            plog = topic.partitions[entry.partition]
+            error = self._append(plog, entry, req.with_seqnum)
+            if error == ProduceError.OK:
+                touched[id(plog)] = plog
+            results.append(ProduceResult(entry.topic, entry.partition, error))
+        for plog in touched.values():
+            try:
+                await self.core.make_durable(plog)
+            except OSError:
+                results = [r if (r.topic, r.partition) != (plog.topic, plog.partition)
+                           else ProduceResult(r.topic, r.partition, ProduceError.SYSTEM_ERROR) for r in results]
+        return ProduceResponse(req.request_id, results)
+
+    def _append(self, plog: PartitionLog, entry, with_seqnum: bool) -> int:
+        try:
+            header = parse_bundle_header(entry.bundle)
+            explicit_first = header.first_seq if header.sparse else entry.base_seqnum if with_seqnum else None
+            if explicit_first is not None and explicit_first <= plog.log_end_offset:
+                return ProduceError.INVALID_SEQNUM  # at or below the high-water mark
+            if plog.config.format == "tank":
+                data = entry.stored()
+                if with_seqnum and not header.sparse:
+                    # TANK trusts base_seqnum but stores no seqs (its readers then disagree); store it sparse.
+                    records, _ = decode_bundle(entry.bundle, entry.base_seqnum)
+                    data = wrap(encode_bundle(records, codec=header.codec,
+                                              sparse_seqs=[r.offset + 1 for r in records]))
+            else:
+                records, _ = decode_bundle(entry.bundle, explicit_first or plog.log_end_offset + 1)
+                if explicit_first is not None and any(r.offset != plog.log_end_offset + i
+                                                      for i, r in enumerate(records)):
+                    # A Kafka-format log cannot hold gaps inside its batches: only contiguous seqs are accepted.
+                    return ProduceError.INVALID_SEQNUM
+                data = transcode.encode(plog.config.format, records, now_ms=int(time.time() * 1000),
+                                        max_batch_bytes=plog.config.max_batch_bytes)
+            self.core.append(plog, data)
+        except OffsetTooLow:
+            return ProduceError.INVALID_SEQNUM
+        except (ValueError, CorruptBatch, BatchTooLarge) as exc:  # RecordFormatError is a ValueError
+            log.info("produce to %s-%d refused: %s", plog.topic, plog.partition, exc)
+            return ProduceError.SYSTEM_ERROR
+        except OSError as exc:
+            log.error("produce to %s-%d failed: %s", plog.topic, plog.partition, exc)
+            return ProduceError.SYSTEM_ERROR
+        return ProduceError.OK
+
+    # -- consume -----------------------------------------------------------------------------------------
+    def consume_now(self, req) -> ConsumeResponse | None:
+        """The immediate answer, or None when every partition is at EOF and the request may wait."""
+        topics = []
+        ready = req.max_wait_ms == 0
+        for t in req.topics:
+            topic = self.engine.topics_by_name.get(t.name)
+            if topic is None:
+                topics.append(ConsumeTopicResult(t.name, unknown=True, requested_count=len(t.partitions)))
+                ready = True
+                continue
+            parts = []
+            for p in t.partitions:
+                if not 0 <= p.partition < len(topic.partitions):
+                    parts.append(ConsumePartitionResult(p.partition, ConsumeFlags.UNKNOWN_PARTITION))
+                    ready = True
+                    continue
+                result, has_answer = self._consume_partition(topic.partitions[p.partition], p)
+                parts.append(result)
+                ready = ready or has_answer
+            topics.append(ConsumeTopicResult(t.name, parts))
+        return ConsumeResponse(req.request_id, topics) if ready else None
+
+    def _consume_partition(self, plog: PartitionLog, p) -> tuple[ConsumePartitionResult, bool]:
+        first, last = self.bounds(plog)
+        seq = first if p.seq_num == 0 else p.seq_num
+        if seq in (0, UINT64_MAX) or seq == last + 1:  # at EOF
+            return ConsumePartitionResult(p.partition, ConsumeFlags.OK, first, last, b""), False
+        if seq > last + 1 or seq < first:
+            return ConsumePartitionResult(p.partition, ConsumeFlags.BOUNDARY, 0, last, b"", first), True
+        return self._chunk(plog, p.partition, seq - 1, min(p.fetch_size, MAX_FETCH), last), True
+
+    def _chunk(self, plog: PartitionLog, partition: int, offset: int, max_bytes: int, last: int):
+        rng = plog.read(offset, max(max_bytes, 1))
+        if rng is None:
+            return ConsumePartitionResult(partition, ConsumeFlags.OK, 0, last, b"")
+        if plog.config.format == "tank":
+            info = _TANK.scan(memoryview(rng.segment.pread(rng.position, min(rng.length, _TANK.header_size))), 0)
+            if info is not None and info[1] is not None:  # the first bundle is sparse: it names its own seq
+                return ConsumePartitionResult(partition, ConsumeFlags.SPARSE_FIRST, None, last, rng)
+            return ConsumePartitionResult(partition, ConsumeFlags.OK, rng.first_offset + 1, last, rng)
+        records = transcode.decode(plog.config.format, rng.read(), first_offset=rng.first_offset, min_offset=offset)
+        if not records:
+            return ConsumePartitionResult(partition, ConsumeFlags.OK, 0, last, b"")
+        return ConsumePartitionResult(partition, ConsumeFlags.OK, records[0].offset + 1, last,
+                                      transcode.encode_tank_chunk(records))
+
+    async def poll(self, req) -> ConsumeResponse:
+        """Park a consume whose partitions are all at EOF; answer on min_bytes appended or on the timer."""
+        deadline = normalised_expiry(trio.current_time(), req.max_wait_ms)
+        min_bytes = min(req.min_bytes, MAX_FETCH)
+        watched = []  # (topic result index, plog, partition, offset at park time)
+        for t in req.topics:
+            topic = self.engine.topics_by_name[t.name]
+            for p in t.partitions:
+                plog = topic.partitions[p.partition]
+                watched.append((t.name, plog, p.partition, plog.log_end_offset))
+        keys = [(name, part) for name, _, part, _ in watched]
+        notifier = self.core.notifier
+        while True:
+            captured = sum(self._appended_bytes(plog, start) for _, plog, _, start in watched)
+            if captured and captured >= min_bytes:
+                return self._wake_response(req, watched)
+            if not await notifier.wait(keys, deadline):
+                return self._timeout_response(req, watched)
+
+    @staticmethod
+    def _appended_bytes(plog: PartitionLog, start: int) -> int:
+        total = 0
+        offset = start
+        end = plog.log_end_offset
+        while offset < end:
+            rng = plog.read(offset, MAX_FETCH)
+            if rng is None:
+                break
+            total += rng.length
+            offset = rng.end_offset
+        return total
+
+    def _grouped(self, req, watched, make) -> ConsumeResponse:
+        topics: dict[str, list] = {}
+        for name, plog, partition, start in watched:
+            topics.setdefault(name, []).append(make(plog, partition, start))
+        return ConsumeResponse(req.request_id, [ConsumeTopicResult(n, parts) for n, parts in topics.items()])
+
+    def _wake_response(self, req, watched) -> ConsumeResponse:
+        def make(plog, partition, start):
+            _, last = self.bounds(plog)
+            if plog.log_end_offset <= start:
+                return ConsumePartitionResult(partition, ConsumeFlags.OK, 0, last, b"")
+            return self._chunk(plog, partition, start, MAX_FETCH, last)  # not limited by fetch_size
+
+        return self._grouped(req, watched, make)
+
+    def _timeout_response(self, req, watched) -> ConsumeResponse:
+        return self._grouped(req, watched, lambda plog, partition, start: ConsumePartitionResult(
+            partition, ConsumeFlags.OK, 0, self.bounds(plog)[1], b""))
+
+    # -- the other requests ------------------------------------------------------------------------------
+    async def _discover_partitions(self, req) -> DiscoverPartitionsResponse:
+        topic = self.engine.topics_by_name.get(req.topic)
+        if topic is None:
+            return DiscoverPartitionsResponse(req.request_id, req.topic, [])
+        wanted = range(len(topic.partitions)) if req.partitions is None else req.partitions
+        out = []
+        for p in wanted:
+            if 0 <= p < len(topic.partitions):
+                out.append(PartitionBounds(*self.bounds(topic.partitions[p])))
+            else:
+                out.append(PartitionBounds(UINT64_MAX, UINT64_MAX, 0xFB))
+        return DiscoverPartitionsResponse(req.request_id, req.topic, out)
+
+    async def _create_topic(self, req) -> CreateTopicResponse:
+        def answer(err):
+            return CreateTopicResponse(req.request_id, req.topic, err)
+
+        if not valid_topic_name(req.topic) or req.partitions < 1:
+            return answer(CreateTopicError.INVALID_REQUEST)
+        if req.config_errors:
+            return answer(CreateTopicError.INVALID_CONFIG)
+        overrides: dict = {"format": "tank"}
+        for key, value in req.config.items():
+            if key in _CONFIG:
+                name, factor = _CONFIG[key]
+                try:
+                    overrides[name] = int(value) * factor
+                except ValueError:
+                    return answer(CreateTopicError.INVALID_CONFIG)
+        try:
+            await trio.to_thread.run_sync(self.engine.create_topic, req.topic, req.partitions, overrides)
+        except TopicExists:
+            return answer(CreateTopicError.ALREADY_EXISTS)
+        except InvalidConfig:
+            return answer(CreateTopicError.INVALID_CONFIG)
+        except StorageError:
+            return answer(CreateTopicError.INVALID_REQUEST)
+        except OSError:
+            return answer(CreateTopicError.SYSTEM_ERROR)
+        return answer(CreateTopicError.OK)
+
+    async def _reload_conf(self, req) -> ReloadConfResponse:
+        topic = self.engine.topics_by_name.get(req.topic)
+        if topic is None:
+            err = ReloadConfError.UNKNOWN_TOPIC
+        elif not 0 <= req.partition < len(topic.partitions):
+            err = ReloadConfError.UNKNOWN_PARTITION
+        else:
+            err = ReloadConfError.OK  # configuration lives in topic.json and is always current
+        return ReloadConfResponse(req.request_id, req.topic, req.partition, err)
+
+    async def _status(self, req) -> StatusResponse:
+        topics = self.engine.topics()
+        partitions = sum(len(t.partitions) for t in topics)
+        return StatusResponse(req.request_id, len(topics), partitions, open_partitions=partitions,
+                              open_partitions_time=0, startup_ts=self.started, version=VERSION)
+
+    async def _discover_topics(self, req) -> DiscoverTopicsResponse:
+        return DiscoverTopicsResponse(req.request_id, [TopicInfo(t.name, len(t.partitions))
+                                                       for t in self.engine.topics()])
+
+    async def _discover_topology(self, req) -> DiscoverTopologyResponse:
+        return DiscoverTopologyResponse(req.request_id, None)

@@ -1,0 +1,397 @@
+"""A small blocking TANK 4.0 client on top of `logway.codecs.tank` (spec: /work/shared/specs/tank.md).
+
+It speaks to logway's TANK listener (or to a real TANK broker) the way TANK's C++ client does, and drives the
+TANK end-to-end tests and the `logway bench tank-*` benchmarks. One TCP connection per client; the broker's
+greeting Ping (`03 00000000`) is read in the constructor, so a client that exists is talking to a TANK broker.
+
+Calls::
+
+    c = TankClient("127.0.0.1", 11011)
+    c.create_topic("events", partitions=2, config={"log.retention.secs": "3600"})   # -> err (0 = created)
+    c.produce("events", 0, [b"hello", (b"key", b"value"), Record(b"v", b"k", 1700000000000)])  # -> err
+    c.produce("events", 0, bundle_bytes)                      # a prebuilt bundle is sent as it is
+    c.produce_many([("events", 0, b1), ("events", 0, b2)])    # one request, several entries -> [err, err]
+    c.produce_with_seqnum("events", 1, [b"p", b"q"], 100, seqs=[100, 103])  # 0x05, sparse bundle -> err
+    r = c.get("events", 0, 0)                                 # -> GetResult(messages, next_seq, high_water_mark)
+    resp = c.consume({"events": [(0, 1, 1 << 20), (1, 0, 1 << 20)]}, max_wait_ms=500, min_bytes=100)
+    c.discover_partitions("events")   # [PartitionBounds(first_available, high_water_mark), ...]; [] = unknown
+    c.status(); c.discover_topics(); c.discover_topology(); c.reload_conf("events", 0)
+
+Errors: calls that return an error code return it as an int (TANK's codes: `ProduceError`, `CreateTopicError`,
+`ReloadConfError`); `get` raises `TankError` (and `TankBoundaryError` for err 0x01, carrying the first available
+seq and the high-water mark) because it has nothing else to return. A closed connection raises
+`TankConnectionClosed`; a broker frame that breaks the protocol raises the codec's `RemoteProtocolError`.
+
+Pipelining: `send(request) -> request_id` writes any request dataclass (a fresh request id is assigned) and
+`receive(request_id=None)` returns responses; the broker may answer out of order (a long-polling Consume is
+answered after requests sent later on the same connection), so `receive(rid)` keeps the responses of other
+requests until they are asked for, and `receive()` returns whichever response comes next.
+
+`get` applies the C++ client's rules (`TankClient::process_consume`): messages with a seq below the requested one
+(a chunk starts at the bundle holding the seq) or above the high-water mark are dropped; the next seq is the last
+delivered + 1 (the same seq when nothing was delivered, or hwm + 1 for a tail request); when the chunk ends
+inside a compressed bundle and nothing could be delivered, it asks again with the fetch size that bundle needs.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from typing import Any, Iterable, NamedTuple, Sequence
+
+from logway.codecs.errors import RemoteProtocolError
+from logway.codecs.records import Record
+from logway.codecs.tank import (
+    CLOSED,
+    NEED_DATA,
+    ConsumeFlags,
+    ConsumePartition,
+    ConsumeRequest,
+    ConsumeResponse,
+    ConsumeTopic,
+    CreateTopicRequest,
+    DiscoverPartitionsRequest,
+    DiscoverTopicsRequest,
+    DiscoverTopologyRequest,
+    DiscoverTopologyResponse,
+    PartitionBounds,
+    ProduceEntry,
+    ProduceRequest,
+    ReloadConfRequest,
+    StatusRequest,
+    StatusResponse,
+    TankClientConnection,
+    TopicInfo,
+    decode_chunk,
+    encode_bundle,
+)
+
+__all__ = [
+    "UINT64_MAX",
+    "DEFAULT_FETCH_SIZE",
+    "TankClient",
+    "TankError",
+    "TankBoundaryError",
+    "TankConnectionClosed",
+    "TankMessage",
+    "GetResult",
+]
+
+UINT64_MAX = (1 << 64) - 1
+#: `get`'s default byte budget per partition (tank-cli asks for 128 MiB; the broker clamps to 64 MiB).
+DEFAULT_FETCH_SIZE = 4 * 1024 * 1024
+#: The broker clamps fetch sizes to this; `get` never asks for more when growing its fetch size.
+MAX_FETCH_SIZE = 64 * 1024 * 1024
+#: A long poll can last up to 1 h (TANK's cap); the socket timeout of a Consume is max_wait plus this margin.
+_LONG_POLL_MARGIN = 5.0
+_MAX_WAIT_CAP_MS = 3_600_000
+#: recv_into buffer: large enough that a big Consume response arrives in few system calls.
+_RECV_BYTES = 4 * 1024 * 1024
+_BYTES_LIKE = (bytes, bytearray, memoryview)
+
+
+class TankError(Exception):
+    """The broker answered a `get` with an error code (`code`) for (topic, partition)."""
+
+    def __init__(self, message: str, code: int, topic: str = "", partition: int = -1) -> None:
+        super().__init__(message)
+        self.code = code
+        self.topic = topic
+        self.partition = partition
+
+
+class TankBoundaryError(TankError):
+    """err 0x01: the requested seq is below the first available one or past lastAssigned + 1."""
+
+    def __init__(self, topic: str, partition: int, seq: int, first_available: int, high_water_mark: int) -> None:
+        super().__init__(f"{topic}/{partition}: seq {seq} is outside [{first_available}, {high_water_mark + 1}]",
+                         ConsumeFlags.BOUNDARY, topic, partition)
+        self.seq = seq
+        self.first_available = first_available
+        self.high_water_mark = high_water_mark
+
+
+class TankConnectionClosed(ConnectionError):
+    """The broker closed the connection."""
+
+
+class TankMessage(NamedTuple):
+    seq: int
+    key: bytes | None
+    value: bytes
+    timestamp: int  # ms, as the producer stamped it
+
+
+class GetResult(NamedTuple):
+    messages: list[TankMessage]
+    next_seq: int  # the seq to ask for next
+    high_water_mark: int
+
+
+def _records(items: Iterable[Any]) -> list[Record]:
+    """Records from Records, bytes-like values, or (key, value) pairs."""
+    out = []
+    for item in items:
+        if isinstance(item, Record):
+            out.append(item)
+        elif isinstance(item, _BYTES_LIKE):
+            out.append(Record(bytes(item)))
+        elif isinstance(item, tuple) and len(item) == 2:
+            key, value = item
+            out.append(Record(bytes(value), None if key is None else bytes(key)))
+        else:
+            raise TypeError(f"a message is a Record, bytes or a (key, value) pair, not {item!r}")
+    return out
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _config_text(config: dict | str | bytes | None) -> bytes:
+    if config is None:
+        return b""
+    if isinstance(config, (bytes, bytearray)):
+        return bytes(config)
+    if isinstance(config, str):
+        return config.encode()
+    return "".join(f"{k}={v}\n" for k, v in config.items()).encode()
+
+
+class TankClient:
+    """A blocking TANK client over one TCP connection (see the module docstring)."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 11011, *, timeout: float = 30.0,
+                 client_id: bytes = b"c++", wait_ping: bool = True) -> None:
+        self.timeout = timeout
+        self.client_id = client_id
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.conn = TankClientConnection()
+        self._rbuf = bytearray(_RECV_BYTES)
+        self._rview = memoryview(self._rbuf)
+        self._next_id = 1
+        self._stash: dict[int, Any] = {}  # responses received while waiting for another request's
+        if wait_ping:
+            self._await_ping(time.monotonic() + timeout)
+
+    # -- plumbing -------------------------------------------------------------------------------------------
+
+    @property
+    def pings_received(self) -> int:
+        return self.conn.pings_received
+
+    def _await_ping(self, deadline: float) -> None:
+        """Read the broker's greeting Ping (TankGo and the Java client require it; so do we)."""
+        while self.conn.pings_received == 0:
+            event = self.conn.next_event()
+            if event is NEED_DATA:
+                self._fill(deadline)
+                continue
+            if event is CLOSED:
+                raise TankConnectionClosed("the broker closed the connection before its Ping")
+            raise RemoteProtocolError(f"the broker sent {event!r} before its Ping", fatal=True)
+
+    def _fill(self, deadline: float | None) -> None:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("no response from the broker in time")
+            self.sock.settimeout(left)
+        else:
+            self.sock.settimeout(None)
+        try:
+            n = self.sock.recv_into(self._rbuf)
+        except socket.timeout:
+            raise TimeoutError("no response from the broker in time") from None
+        except ConnectionResetError:
+            n = 0
+        self.conn.receive_data(self._rview[:n] if n else b"")
+
+    def new_request_id(self) -> int:
+        rid = self._next_id
+        self._next_id = rid + 1 if rid < 0xFFFFFFFF else 1
+        return rid
+
+    def send(self, request: Any, *, keep_id: bool = False) -> int:
+        """Write one request dataclass; returns its request id (a fresh one unless `keep_id`)."""
+        if not keep_id:
+            request.request_id = self.new_request_id()
+        self.sock.sendall(self.conn.send(request))
+        return request.request_id
+
+    def prepare(self, request: Any) -> tuple[int, bytes]:
+        """Give `request` a fresh id and encode it without sending: (request_id, frame). Send the frame later
+        with `send_raw` (benchmarks build their frames before timing); `receive(request_id)` then works."""
+        request.request_id = self.new_request_id()
+        return request.request_id, self.conn.send(request)
+
+    def send_raw(self, data: bytes) -> None:
+        """Write bytes as they are (hostile or hand-made frames)."""
+        self.sock.sendall(data)
+
+    def receive(self, request_id: int | None = None, *, timeout: float | None = None) -> Any:
+        """The response to `request_id` (responses to other requests are kept for later), or with no id the
+        next response, kept ones first. `timeout` in seconds (default: the client's)."""
+        if request_id is None:
+            if self._stash:
+                return self._stash.pop(next(iter(self._stash)))
+        elif request_id in self._stash:
+            return self._stash.pop(request_id)
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        while True:
+            event = self.conn.next_event()
+            if event is NEED_DATA:
+                self._fill(deadline)
+                continue
+            if event is CLOSED:
+                raise TankConnectionClosed("the broker closed the connection")
+            if request_id is None or event.request_id == request_id:
+                return event
+            self._stash[event.request_id] = event
+
+    def request(self, request: Any, *, timeout: float | None = None) -> Any:
+        """Send one request and wait for its response."""
+        return self.receive(self.send(request), timeout=timeout)
+
+    def closed_by_peer(self, timeout: float = 5.0) -> bool:
+        """True when the broker closes the connection within `timeout` s (bytes it sends meanwhile are
+        dropped); False when the connection is still open then."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self.sock.settimeout(left)
+            try:
+                if not self.sock.recv(65536):
+                    return True
+            except socket.timeout:
+                return False
+            except ConnectionResetError:
+                return True
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> "TankClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- produce --------------------------------------------------------------------------------------------
+
+    def bundle(self, records_or_bundle: Any, *, codec: int | None = None,
+               sparse_seqs: Sequence[int] | None = None) -> bytes:
+        """A bundle: bytes-like input is taken as a prebuilt bundle; anything else is encoded (C++ rule for the
+        codec unless given; records without a timestamp get "now")."""
+        if isinstance(records_or_bundle, _BYTES_LIKE):
+            return bytes(records_or_bundle)
+        return encode_bundle(_records(records_or_bundle), codec=codec, sparse_seqs=sparse_seqs,
+                             default_timestamp=_now_ms())
+
+    def produce(self, topic: str, partition: int, records_or_bundle: Any, *, codec: int | None = None) -> int:
+        """Append one bundle (messages, or a prebuilt bundle as bytes) to topic/partition; returns the error
+        code (0 = appended)."""
+        return self.produce_many([(topic, partition, self.bundle(records_or_bundle, codec=codec))])[0]
+
+    def produce_many(self, entries: Sequence[tuple[str, int, Any]]) -> list[int]:
+        """One Produce request with an entry per (topic, partition, bundle bytes), in order (the same partition
+        may repeat); returns the error code of each entry."""
+        req = ProduceRequest(0, [ProduceEntry(t, p, self.bundle(b)) for t, p, b in entries],
+                             client_id=self.client_id)
+        return [r.error for r in self.request(req).results]
+
+    def produce_with_seqnum(self, topic: str, partition: int, records: Any, first_seq: int, *,
+                            seqs: Sequence[int] | None = None, codec: int | None = None) -> int:
+        """ProduceWithSeqnum (0x05) as the C++ client sends it: a SPARSE bundle whose messages have `seqs`
+        (default first_seq, first_seq + 1, ...), with base_seqnum = first_seq. A bytes-like `records` is sent
+        as a prebuilt bundle. Returns the error code (0x0a: a seq at or below the high-water mark)."""
+        if isinstance(records, _BYTES_LIKE):
+            bundle = bytes(records)
+        else:
+            recs = _records(records)
+            if seqs is None:
+                seqs = range(first_seq, first_seq + len(recs))
+            bundle = self.bundle(recs, codec=codec, sparse_seqs=list(seqs))
+        req = ProduceRequest(0, [ProduceEntry(topic, partition, bundle, first_seq)], with_seqnum=True,
+                             client_id=self.client_id)
+        return self.request(req).results[0].error
+
+    # -- consume --------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def consume_request(topics: dict[str, Sequence[tuple]], *, max_wait_ms: int = 0, min_bytes: int = 0,
+                        client_version: int = 2, flags: int = 0) -> ConsumeRequest:
+        """A ConsumeRequest from {topic: [(partition, seq[, fetch_size]), ...]} (request id 0: `send` sets it)."""
+        ts = [ConsumeTopic(name, [ConsumePartition(p[0], p[1], p[2] if len(p) > 2 else DEFAULT_FETCH_SIZE)
+                                  for p in parts]) for name, parts in topics.items()]
+        return ConsumeRequest(0, max_wait_ms, min_bytes, ts, client_version, b"", flags)
+
+    @staticmethod
+    def _wait_timeout(timeout: float, max_wait_ms: int) -> float:
+        return timeout + min(max_wait_ms, _MAX_WAIT_CAP_MS) / 1000 + _LONG_POLL_MARGIN * bool(max_wait_ms)
+
+    def consume(self, topics: dict[str, Sequence[tuple]], *, max_wait_ms: int = 0, min_bytes: int = 0,
+                client_version: int = 2, flags: int = 0, timeout: float | None = None) -> ConsumeResponse:
+        """One Consume request; {topic: [(partition, seq, fetch_size), ...]}. Returns the raw response (chunks
+        as bytes-like; walk them with `iter_chunk`/`count_messages`/`decode_chunk`)."""
+        req = self.consume_request(topics, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
+                                   client_version=client_version, flags=flags)
+        wait = self._wait_timeout(self.timeout if timeout is None else timeout, max_wait_ms)
+        return self.request(req, timeout=wait)
+
+    def get(self, topic: str, partition: int, seq: int, fetch_size: int = DEFAULT_FETCH_SIZE, *,
+            max_wait_ms: int = 0, min_bytes: int = 0) -> GetResult:
+        """Messages of topic/partition from `seq` (0 = first available, 2**64-1 = tail), filtered as the C++
+        client does; raises TankError / TankBoundaryError for an error answer."""
+        for _ in range(32):
+            resp = self.consume({topic: [(partition, seq, fetch_size)]}, max_wait_ms=max_wait_ms,
+                                min_bytes=min_bytes)
+            t = resp.topics[0]
+            if t.unknown:
+                raise TankError(f"unknown topic {topic!r}", 0xFF, topic, partition)
+            p = t.partitions[0]
+            if p.error == ConsumeFlags.BOUNDARY:
+                raise TankBoundaryError(topic, partition, seq, p.first_available, p.high_water_mark)
+            if p.error not in (ConsumeFlags.OK, ConsumeFlags.SPARSE_FIRST):
+                raise TankError(f"{topic}/{partition}: error {p.error:#04x}", p.error, topic, partition)
+            hwm = p.high_water_mark
+            decoded = decode_chunk(p.chunk, p.base_seqnum, min_seq=seq, max_seq=hwm)
+            if not decoded.records and decoded.need_bytes > fetch_size and fetch_size < MAX_FETCH_SIZE:
+                fetch_size = min(max(decoded.need_bytes, fetch_size * 2), MAX_FETCH_SIZE)
+                continue  # a compressed bundle was cut off: ask again for all of it
+            messages = [TankMessage(r.offset + 1, None if r.key is None else bytes(r.key), bytes(r.value),
+                                    r.timestamp) for r in decoded.records]
+            if decoded.next_seq is not None:
+                next_seq = decoded.next_seq
+            else:
+                next_seq = hwm + 1 if seq == UINT64_MAX else seq
+            return GetResult(messages, next_seq, hwm)
+        raise TankError(f"{topic}/{partition}: no whole bundle after growing the fetch size", 0, topic, partition)
+
+    # -- the other requests ---------------------------------------------------------------------------------
+
+    def create_topic(self, topic: str, partitions: int = 1, config: dict | str | bytes | None = None) -> int:
+        """CreateTopic; returns the error code (0 created, 1 exists, 4 invalid config, 10 invalid request)."""
+        return self.request(CreateTopicRequest(0, topic, partitions, _config_text(config))).error
+
+    def discover_partitions(self, topic: str, partitions: Sequence[int] | None = None) -> list[PartitionBounds]:
+        """(first_available, high_water_mark) of each partition; an empty list for an unknown topic."""
+        req = DiscoverPartitionsRequest(0, topic, None if partitions is None else list(partitions))
+        return self.request(req).partitions
+
+    def status(self) -> StatusResponse:
+        return self.request(StatusRequest(0))
+
+    def discover_topics(self) -> list[TopicInfo]:
+        return self.request(DiscoverTopicsRequest(0)).topics
+
+    def discover_topology(self) -> DiscoverTopologyResponse:
+        """`nodes is None` means a standalone broker (n = 0xffff on the wire)."""
+        return self.request(DiscoverTopologyRequest(0))
+
+    def reload_conf(self, topic: str, partition: int) -> int:
+        """ReloadConf; returns the error code (0 ok, 2 no config file, 10 unknown partition, 11 unknown topic)."""
+        return self.request(ReloadConfRequest(0, topic, partition)).error
