@@ -49,8 +49,11 @@ storage:
 
 limits:
   max_connections: 1024         # across all listeners; further connections are closed at once
+  max_connections_per_ip: 256   # from one client address
   max_frame_bytes: 10485760     # native protocol frame limit (the seed's 10 MiB)
   idle_timeout_ms: 600000       # close a connection that sends nothing for this long
+  request_timeout_ms: 30000     # a frame that started must be complete within this (slow clients are dropped)
+  max_waiters: 10000            # long-polls parked at once across the gateway
   max_wait_ms: 30000            # cap on a long-poll fetch's max_wait_ms
   max_fetch_bytes: 52428800     # cap on a fetch's max_bytes
 
@@ -94,8 +97,11 @@ class StorageSettings:
 @dataclass(frozen=True, slots=True)
 class Limits:
     max_connections: int
+    max_connections_per_ip: int
     max_frame_bytes: int
     idle_timeout_ms: int
+    request_timeout_ms: int
+    max_waiters: int
     max_wait_ms: int
     max_fetch_bytes: int
 
@@ -226,7 +232,8 @@ def _build(tree: dict) -> Config:
                               _int(st, "retention_check_interval_ms", "storage.", minimum=1), topic_defaults)
     lim = tree["limits"]
     limits = Limits(*(_int(lim, k, "limits.", minimum=1) for k in
-                      ("max_connections", "max_frame_bytes", "idle_timeout_ms", "max_wait_ms", "max_fetch_bytes")))
+                      ("max_connections", "max_connections_per_ip", "max_frame_bytes", "idle_timeout_ms",
+                       "request_timeout_ms", "max_waiters", "max_wait_ms", "max_fetch_bytes")))
     kt = tree["kafka"]
     if not isinstance(kt["advertised_host"], str):
         raise ConfigError("kafka.advertised_host must be a host name or \"\"")

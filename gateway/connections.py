@@ -20,6 +20,7 @@ class Connection:
     inflight: int = 0  # requests being served (TANK may have several parked long-polls)
     draining: bool = False
     client_id: str | None = None  # as the client names itself (Kafka request header)
+    address: str = ""  # the client's IP address
 
     @property
     def busy(self) -> bool:
@@ -38,8 +39,10 @@ class Connection:
 
 
 class ConnectionRegistry:
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, per_address: int | None = None) -> None:
         self.limit = limit
+        self.per_address = per_address or limit
+        self._by_address: dict[str, int] = {}
         self._live: set[Connection] = set()
         self._changed = trio.Event()
         self._draining = False
@@ -49,18 +52,27 @@ class ConnectionRegistry:
         return len(self._live)
 
     def admit(self, protocol: str, stream: trio.SocketStream) -> Connection | None:
-        if self._draining or len(self._live) >= self.limit:
-            return None
+        """A new connection, or None when a limit (total, per client address) or shutdown refuses it."""
         try:
-            peer = "%s:%d" % stream.socket.getpeername()[:2]
+            host, port = stream.socket.getpeername()[:2]
         except OSError:
-            peer = "?"
-        conn = Connection(protocol, peer)
+            host, port = "?", 0
+        if self._draining or len(self._live) >= self.limit or self._by_address.get(host, 0) >= self.per_address:
+            return None
+        conn = Connection(protocol, f"{host}:{port}")
+        conn.address = host
         self._live.add(conn)
+        self._by_address[host] = self._by_address.get(host, 0) + 1
         return conn
 
     def release(self, conn: Connection) -> None:
-        self._live.discard(conn)
+        if conn in self._live:
+            self._live.discard(conn)
+            left = self._by_address.get(conn.address, 1) - 1
+            if left:
+                self._by_address[conn.address] = left
+            else:
+                self._by_address.pop(conn.address, None)
         self._changed.set()
         self._changed = trio.Event()
 

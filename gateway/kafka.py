@@ -16,19 +16,17 @@ from logway.codecs.errors import RemoteProtocolError
 from logway.codecs.kafka.connection import CLOSED, NEED_DATA, KafkaServerConnection
 
 from .connections import Connection
+from .reading import RequestReader
 from .sendfile import send_pieces
 
 log = logging.getLogger("logway.gateway.kafka")
-
-#: Bytes asked of the socket per receive.
-RECEIVE_CHUNK = 256 * 1024
 
 
 async def serve_kafka_connection(stream: trio.SocketStream, conn: Connection, gateway) -> None:
     limits = gateway.config.limits
     codec = KafkaServerConnection(gateway.config.kafka.max_request_bytes)
     dispatch = gateway.kafka_dispatch
-    idle = limits.idle_timeout_ms / 1000
+    reader = RequestReader(stream, codec, conn, limits)
     while True:
         try:
             request = codec.next_event()
@@ -36,12 +34,8 @@ async def serve_kafka_connection(stream: trio.SocketStream, conn: Connection, ga
             log.info("%s: closing: %s", conn.peer, exc.message)
             return
         if request is NEED_DATA:
-            with trio.move_on_after(idle) as timer:
-                data = await stream.receive_some(RECEIVE_CHUNK)
-            if timer.cancelled_caught:
-                log.debug("%s: idle for %.0f s, closing", conn.peer, idle)
+            if not await reader.feed():
                 return
-            codec.receive_data(data)
             continue
         if request is CLOSED:
             return

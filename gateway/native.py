@@ -3,7 +3,7 @@
 One request at a time per connection, answered in order (the protocol has no request ids). A frame that is
 not valid JSON or not a known request gets an `Error` answer and the connection stays open; a frame whose
 declared length exceeds the limit gets `max frame size exceeded` and the connection is closed, since the stream
-cannot be resynchronised. A connection that sends nothing for `limits.idle_timeout_ms` is closed.
+cannot be resynchronised. Idle and slow connections are closed (see `reading`).
 """
 
 from __future__ import annotations
@@ -16,18 +16,16 @@ from logway.codecs.errors import RemoteProtocolError
 from logway.codecs.native import CLOSED, NEED_DATA, ErrorResponse, NativeConnection
 
 from .connections import Connection
+from .reading import RequestReader
 
 log = logging.getLogger("logway.gateway.native")
-
-#: Bytes asked of the socket per receive: large enough for big produce frames, small enough to stay fair.
-RECEIVE_CHUNK = 256 * 1024
 
 
 async def serve_native_connection(stream: trio.SocketStream, conn: Connection, gateway) -> None:
     limits = gateway.config.limits
     codec = NativeConnection("server", max_frame=limits.max_frame_bytes)
     dispatcher = gateway.native_dispatch
-    idle = limits.idle_timeout_ms / 1000
+    reader = RequestReader(stream, codec, conn, limits)
     while True:
         try:
             event = codec.next_event()
@@ -38,12 +36,8 @@ async def serve_native_connection(stream: trio.SocketStream, conn: Connection, g
                 return
             continue
         if event is NEED_DATA:
-            with trio.move_on_after(idle) as timer:
-                data = await stream.receive_some(RECEIVE_CHUNK)
-            if timer.cancelled_caught:
-                log.debug("%s: idle for %.0f s, closing", conn.peer, idle)
+            if not await reader.feed():
                 return
-            codec.receive_data(data)
             continue
         if event is CLOSED:
             return

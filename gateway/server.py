@@ -8,6 +8,7 @@ connections; let connections that are in the middle of a request finish it, for 
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import resource
 import signal
@@ -48,9 +49,9 @@ class Gateway:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.engine: LogEngine | None = None
-        self.notifier = AppendNotifier()
+        self.notifier = AppendNotifier(config.limits.max_waiters)
         self.committer = GroupCommitter()
-        self.connections = ConnectionRegistry(config.limits.max_connections)
+        self.connections = ConnectionRegistry(config.limits.max_connections, config.limits.max_connections_per_ip)
         self.dispatcher: Dispatcher | None = None
         self.native_dispatch: NativeDispatch | None = None
         self.kafka_dispatch: KafkaDispatch | None = None
@@ -103,6 +104,9 @@ class Gateway:
                                 self.kafka_dispatch.advertised = (kc.advertised_host or addr[0],
                                                                   kc.advertised_port or addr[1])
                             log.info("%s protocol listening on %s:%d", name, addr[0], addr[1])
+                            if not _is_loopback(lc.host):
+                                log.warning("%s listener is bound to %s: reachable from other hosts (an explicit "
+                                            "config choice; see the threat model in README.md)", name, lc.host)
                         task_status.started(dict(self.addresses))
                         await self._shutdown.wait()
                         log.info("shutting down: no new connections")
@@ -124,8 +128,8 @@ class Gateway:
         async def accepted(stream: trio.SocketStream) -> None:
             conn = self.connections.admit(name, stream)
             if conn is None:
-                log.warning("%s: connection limit (%d) reached; closing a new connection", name,
-                            self.connections.limit)
+                log.warning("%s: connection limit reached (%d in all, %d per address); closing a new connection",
+                            name, self.connections.limit, self.connections.per_address)
                 await stream.aclose()
                 return
             try:
@@ -185,6 +189,13 @@ class Gateway:
             if report.truncated_bytes or report.segments_dropped:
                 log.warning("recovery of %s-%d truncated %d bytes and dropped %d segment(s)", topic, partition,
                             report.truncated_bytes, report.segments_dropped)
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 def _raise_fd_limit() -> None:

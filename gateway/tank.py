@@ -17,18 +17,20 @@ from logway.codecs.tank import CLOSED, NEED_DATA, ConsumeRequest, TankServerConn
 from logway.codecs.tank.messages import PingEvent
 
 from .connections import Connection
+from .reading import RequestReader
 from .sendfile import send_pieces
 
 log = logging.getLogger("logway.gateway.tank")
 
-#: Bytes asked of the socket per receive.
-RECEIVE_CHUNK = 256 * 1024
+#: Long-polls one connection may have parked at once; further consumes are answered at once (as a timeout)
+#: so a client that never reads its answers cannot make the gateway hold unbounded state for it.
+MAX_PARKED_PER_CONNECTION = 256
 
 
 async def serve_tank_connection(stream: trio.SocketStream, conn: Connection, gateway) -> None:
     codec = TankServerConnection()
     dispatch = gateway.tank_dispatch
-    idle = gateway.config.limits.idle_timeout_ms / 1000
+    reader = RequestReader(stream, codec, conn, gateway.config.limits)
     send_lock = trio.Lock()
 
     async def answer(response) -> None:
@@ -51,14 +53,8 @@ async def serve_tank_connection(stream: trio.SocketStream, conn: Connection, gat
                     log.info("%s: closing: %s", conn.peer, exc.message)
                     return
                 if request is NEED_DATA:
-                    if conn.inflight:  # parked long-polls keep the connection alive
-                        data = await stream.receive_some(RECEIVE_CHUNK)
-                    else:
-                        with trio.move_on_after(idle) as timer:
-                            data = await stream.receive_some(RECEIVE_CHUNK)
-                        if timer.cancelled_caught:
-                            return
-                    codec.receive_data(data)
+                    if not await reader.feed():
+                        return
                     continue
                 if request is CLOSED:
                     return
@@ -68,8 +64,10 @@ async def serve_tank_connection(stream: trio.SocketStream, conn: Connection, gat
                 if isinstance(request, ConsumeRequest):
                     response = dispatch.consume_now(request)
                     if response is None:
-                        polls.start_soon(parked, request)
-                        continue
+                        if conn.inflight <= MAX_PARKED_PER_CONNECTION:
+                            polls.start_soon(parked, request)
+                            continue
+                        response = dispatch.timeout_response(request)
                 else:
                     response = await dispatch.handle(request)
                 await answer(response)

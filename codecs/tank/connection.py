@@ -70,6 +70,11 @@ class _Framing:
         """(unconsumed received bytes, whether EOF was received), as in h11."""
         return bytes(self._buf[self._pos:]), self._eof
 
+    @property
+    def buffered_bytes(self) -> int:
+        """How many received bytes wait for the rest of their frame (0 between frames); no copy."""
+        return len(self._buf) - self._pos
+
     def receive_data(self, data: bytes) -> None:
         """Add bytes from the peer; b"" means the peer closed its side (EOF)."""
         if self._error is not None:

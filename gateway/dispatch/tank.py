@@ -223,6 +223,11 @@ class TankDispatch:
 
         return self._grouped(req, watched, make)
 
+    def timeout_response(self, req) -> ConsumeResponse:
+        """The answer a parked consume gets when its timer expires, given at once."""
+        return self._timeout_response(req, [(t.name, self.engine.topics_by_name[t.name].partitions[p.partition],
+                                             p.partition, 0) for t in req.topics for p in t.partitions])
+
     def _timeout_response(self, req, watched) -> ConsumeResponse:
         return self._grouped(req, watched, lambda plog, partition, start: ConsumePartitionResult(
             partition, ConsumeFlags.OK, 0, self.bounds(plog)[1], b""))
