@@ -35,7 +35,8 @@ from typing import Any
 
 import construct as c
 
-from ..errors import LocalProtocolError, RemoteProtocolError
+from ..errors import LocalProtocolError
+from ..stream import CLOSED, NEED_DATA, ReceiveBuffer
 from .api import api_versions
 from .api.headers import REQUEST_HEADER_PREFIX_SIZE, REQUEST_HEADER_V1, RequestHeader
 from .api.registry import SUPPORTED, api_versions_response, is_supported, request_schema, response_schema
@@ -70,28 +71,12 @@ MAX_RESPONSE_BYTES = 100 * 1024 * 1024
 MIN_REQUEST_SIZE = REQUEST_HEADER_PREFIX_SIZE
 #: A response holds at least its correlation id.
 MIN_RESPONSE_SIZE = 4
-#: Compact the receive buffer once this many consumed bytes precede the read position (not after every frame).
-_COMPACT_AT = 64 * 1024
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _PREFIX = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 _INT32_MAX = 2**31 - 1
 _API_VERSIONS_KEY = api_versions.API_KEY
-
-
-class _Sentinel:
-    __slots__ = ("_name",)
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    def __repr__(self) -> str:
-        return self._name
-
-
-NEED_DATA: Any = _Sentinel("NEED_DATA")  # more bytes are needed before the next event
-CLOSED: Any = _Sentinel("CLOSED")  # the peer sent EOF and every complete frame has been returned
 
 
 # --------------------------------------------------------------------------------------------- events
@@ -184,53 +169,28 @@ def encode_response_bytes(request: KafkaRequest, body: Any) -> bytes:
 
 # ------------------------------------------------------------------------------------------ receiving
 
-class _Receiver:
-    """The receive buffer and error state shared by both roles (int32-size framing)."""
+class _Receiver(ReceiveBuffer):
+    """int32-size framing over the shared receive buffer, for both roles."""
+
+    _truncated_header = "truncated {what}: EOF after {got} of {need} size bytes"
+    _truncated_body = "truncated {what}: EOF after {got} of {need} bytes"
 
     def __init__(self, max_frame: int, min_frame: int, what: str) -> None:
         if type(max_frame) is not int or not min_frame <= max_frame <= _INT32_MAX:
             raise ValueError(f"max frame size must be an int in {min_frame}..{_INT32_MAX}, not {max_frame!r}")
+        super().__init__()
         self._max = max_frame
         self._min = min_frame
         self._what = what
-        self._buf = bytearray()
-        self._pos = 0
-        self._eof = False
-        self._error: RemoteProtocolError | None = None
-
-    @property
-    def trailing_data(self) -> tuple[bytes, bool]:
-        """(unconsumed received bytes, whether EOF was received), as in h11."""
-        return bytes(self._buf[self._pos:]), self._eof
-
-    @property
-    def buffered_bytes(self) -> int:
-        """How many received bytes wait for the rest of their frame (0 between frames); no copy."""
-        return len(self._buf) - self._pos
-
-    def receive_data(self, data: bytes) -> None:
-        """Add bytes from the peer; b"" means the peer closed its side (EOF)."""
-        if self._error is not None:
-            return  # the stream is already broken: do not buffer what the peer keeps sending
-        if not data:
-            self._eof = True
-            return
-        if self._eof:
-            raise LocalProtocolError("received data after EOF")
-        self._buf += data
 
     def _next_frame(self) -> bytes | Any:
         """The next complete frame's payload, NEED_DATA or CLOSED; raises on a bad size or EOF mid-frame."""
         if self._error is not None:
-            raise self._error
+            raise self._broken()
         buf, pos = self._buf, self._pos
         available = len(buf) - pos
         if available < 4:
-            if not self._eof:
-                return NEED_DATA
-            if available == 0:
-                return CLOSED
-            raise self._fatal(f"truncated {self._what}: EOF after {available} of 4 size bytes")
+            return self._short_header(available, 4)
         (size,) = _I32.unpack_from(buf, pos)
         if size < self._min:
             raise self._fatal(f"{self._what} size {size} is below the minimum of {self._min}")
@@ -238,26 +198,11 @@ class _Receiver:
             raise self._fatal(f"{self._what} size {size} exceeds the maximum of {self._max}")
         end = pos + 4 + size
         if len(buf) < end:
-            if not self._eof:
-                return NEED_DATA
-            raise self._fatal(f"truncated {self._what}: EOF after {available - 4} of {size} bytes")
+            return self._short_body(available - 4, size)
         with memoryview(buf) as view:
             frame = bytes(view[pos + 4:end])
-        self._pos = end
-        if end == len(buf):
-            buf.clear()
-            self._pos = 0
-        elif end >= _COMPACT_AT:
-            del buf[:end]
-            self._pos = 0
+        self._consume(end)
         return frame
-
-    def _fatal(self, message: str, code: int | None = None, **info: Any) -> RemoteProtocolError:
-        exc = RemoteProtocolError(message, code=code, fatal=True)
-        for name, value in info.items():
-            setattr(exc, name, value)
-        self._error = exc
-        return exc
 
 
 class KafkaServerConnection(_Receiver):

@@ -1,4 +1,4 @@
-"""The native protocol's sans-I/O connection: u32 framing, the receive buffer and the error state.
+"""The native protocol's sans-I/O connection: u32 framing over the shared receive buffer (`codecs.stream`).
 
 `NativeConnection(role)` is fed bytes with `receive_data()`, yields events from `next_event()` (or `NEED_DATA`,
 or `CLOSED` after a clean EOF) and turns events into frames with `send()`. A server parses requests and sends
@@ -27,41 +27,27 @@ from logway.codecs.native.wire import (
     _kind,
     _obj,
 )
+from logway.codecs.stream import CLOSED, NEED_DATA, ReceiveBuffer
 
 # --------------------------------------------------------------------------------------------- bounds
 
 # The seed's MAX_FRAME_SIZE (10 MiB). The length prefix arrives before the body, so without a bound a 4-byte
 # header could make us buffer up to 4 GiB per connection; RustLog peers refuse anything larger anyway.
 MAX_FRAME_BYTES = 10 * 1024 * 1024
-# Once the read position passes this many consumed bytes the receive buffer is compacted (not after every frame,
-# so a burst of small frames does not shift the buffer once per frame).
-_COMPACT_AT = 64 * 1024
 
 _HEADER = struct.Struct(">I")
 _HEADER_SIZE = _HEADER.size
 _MAX_U32 = 2**32 - 1
-
-
-class _Sentinel:
-    __slots__ = ("_name",)
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    def __repr__(self) -> str:
-        return self._name
-
-
-NEED_DATA: Any = _Sentinel("NEED_DATA")  # more bytes are needed before the next event
-CLOSED: Any = _Sentinel("CLOSED")  # the peer sent EOF and every complete frame has been returned
 
 Role = Literal["server", "client"]
 
 # ----------------------------------------------------------------------------------------- connection
 
 
-class NativeConnection:
+class NativeConnection(ReceiveBuffer):
     """One end of a native-protocol byte stream (see the module docstring)."""
+
+    _truncated_header = "truncated frame: EOF after {got} of {need} length-prefix bytes"
 
     def __init__(self, role: Role, max_frame: int = MAX_FRAME_BYTES) -> None:
         if role == "server":
@@ -74,56 +60,24 @@ class NativeConnection:
             raise ValueError(f"role must be 'server' or 'client', not {role!r}")
         if type(max_frame) is not int or not 0 < max_frame <= _MAX_U32:
             raise ValueError(f"max_frame must be an int in 1..{_MAX_U32}, not {max_frame!r}")
+        super().__init__()
         self.role: Role = role
         self.max_frame = max_frame
-        self._buf = bytearray()
-        self._pos = 0  # read position in _buf; bytes before it are consumed and dropped on compaction
-        self._eof = False
-        self._error: RemoteProtocolError | None = None  # set by a fatal error; every later call re-raises
-
-    @property
-    def trailing_data(self) -> tuple[bytes, bool]:
-        """(unconsumed received bytes, whether EOF was received), as in h11."""
-        return bytes(self._buf[self._pos:]), self._eof
-
-    @property
-    def buffered_bytes(self) -> int:
-        """How many received bytes wait for the rest of their frame (0 between frames); no copy."""
-        return len(self._buf) - self._pos
-
-    def receive_data(self, data: bytes) -> None:
-        """Add bytes from the peer; b"" means the peer closed its side (EOF)."""
-        if self._error is not None:
-            return  # the stream is already unframeable: do not buffer what a broken peer keeps sending
-        if not data:
-            self._eof = True
-            return
-        if self._eof:
-            raise LocalProtocolError("received data after EOF")
-        self._buf += data
 
     def next_event(self) -> Any:
         """The next parsed event, NEED_DATA, or CLOSED; raises RemoteProtocolError on a bad frame."""
         if self._error is not None:
-            raise self._fatal(self._error.message)
+            raise self._broken()
         buf, pos = self._buf, self._pos
         available = len(buf) - pos
         if available < _HEADER_SIZE:
-            if not self._eof:
-                return NEED_DATA
-            if available == 0:
-                return CLOSED
-            raise self._fatal(f"truncated frame: EOF after {available} of {_HEADER_SIZE} length-prefix bytes")
+            return self._short_header(available, _HEADER_SIZE)
         (length,) = _HEADER.unpack_from(buf, pos)
         if length > self.max_frame:  # refused before waiting for (or allocating) the body
             raise self._fatal("max frame size exceeded")
         end = pos + _HEADER_SIZE + length
         if len(buf) < end:
-            if not self._eof:
-                return NEED_DATA
-            raise self._fatal(
-                f"truncated frame: EOF after {available - _HEADER_SIZE} of {length} payload bytes"
-            )
+            return self._short_body(available - _HEADER_SIZE, length)
         payload = buf[pos + _HEADER_SIZE:end]
         self._consume(end)
         return self._parse(payload)
@@ -147,22 +101,6 @@ class NativeConnection:
         return _HEADER.pack(len(payload)) + payload
 
     # ---------------------------------------------------------------------------------------- helpers
-
-    def _consume(self, end: int) -> None:
-        if end == len(self._buf):
-            self._buf.clear()
-            self._pos = 0
-        elif end >= _COMPACT_AT:
-            del self._buf[:end]
-            self._pos = 0
-        else:
-            self._pos = end
-
-    def _fatal(self, message: str) -> RemoteProtocolError:
-        self._error = RemoteProtocolError(message, fatal=True)
-        self._buf = bytearray()
-        self._pos = 0
-        return RemoteProtocolError(message, fatal=True)
 
     def _parse(self, payload: bytearray) -> Any:
         try:

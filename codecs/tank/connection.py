@@ -1,4 +1,4 @@
-"""TANK's sans-I/O connections: framing, the receive buffer, the error state, and the role's encoders.
+"""TANK's sans-I/O connections: framing over the shared receive buffer (`codecs.stream`), and the role's encoders.
 
 Every frame is `msg_type u8 | length u32 LE | payload`. `TankServerConnection` (the broker side) is fed bytes with
 `receive_data()` (b"" = EOF), yields request dataclasses from `next_event()` (or `NEED_DATA`, or `CLOSED` after
@@ -19,6 +19,7 @@ import struct
 from typing import Any
 
 from ..errors import LocalProtocolError, RemoteProtocolError
+from ..stream import CLOSED, NEED_DATA, ReceiveBuffer
 from .messages import ConsumeResponse, MsgType, ProduceRequest
 from .requests import REQUEST_TYPES, encode_request, parse_request
 from .responses import RESPONSE_TYPES, encode_consume_response, encode_response, parse_response
@@ -29,29 +30,13 @@ __all__ = ["NEED_DATA", "CLOSED", "MAX_FRAME_BYTES", "PING_FRAME", "TankServerCo
 MAX_FRAME_BYTES = 256 * 1024 * 1024
 #: The broker's greeting: a Ping with an empty payload, written as soon as a connection is accepted.
 PING_FRAME = b"\x03\x00\x00\x00\x00"
-#: Once this many consumed bytes sit before the read position the receive buffer is compacted.
-_COMPACT_AT = 64 * 1024
 _HEADER = struct.Struct("<BI")
 _HEADER_SIZE = _HEADER.size
 _U32_MAX = 0xFFFFFFFF
 
 
-class _Sentinel:
-    __slots__ = ("_name",)
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    def __repr__(self) -> str:
-        return self._name
-
-
-NEED_DATA: Any = _Sentinel("NEED_DATA")  # more bytes are needed before the next event
-CLOSED: Any = _Sentinel("CLOSED")  # the peer sent EOF and every complete frame has been returned
-
-
-class _Framing:
-    """Buffering and `msg_type u8 | length u32` framing shared by both roles."""
+class _Framing(ReceiveBuffer):
+    """`msg_type u8 | length u32` framing over the shared receive buffer, for both roles."""
 
     _accepted: frozenset = frozenset()
     _what = "frame"
@@ -59,45 +44,17 @@ class _Framing:
     def __init__(self, max_frame: int = MAX_FRAME_BYTES) -> None:
         if type(max_frame) is not int or not 0 < max_frame <= _U32_MAX:
             raise ValueError(f"max_frame must be an int in 1..{_U32_MAX}, not {max_frame!r}")
+        super().__init__()
         self.max_frame = max_frame
-        self._buf = bytearray()
-        self._pos = 0
-        self._eof = False
-        self._error: RemoteProtocolError | None = None
-
-    @property
-    def trailing_data(self) -> tuple[bytes, bool]:
-        """(unconsumed received bytes, whether EOF was received), as in h11."""
-        return bytes(self._buf[self._pos:]), self._eof
-
-    @property
-    def buffered_bytes(self) -> int:
-        """How many received bytes wait for the rest of their frame (0 between frames); no copy."""
-        return len(self._buf) - self._pos
-
-    def receive_data(self, data: bytes) -> None:
-        """Add bytes from the peer; b"" means the peer closed its side (EOF)."""
-        if self._error is not None:
-            return  # already unframeable: do not buffer what a broken peer keeps sending
-        if not data:
-            self._eof = True
-            return
-        if self._eof:
-            raise LocalProtocolError("received data after EOF")
-        self._buf += data
 
     def _next_frame(self) -> tuple[int, bytes] | Any:
         """(msg_type, payload) of the next whole frame, NEED_DATA or CLOSED."""
         if self._error is not None:
-            raise self._fatal(self._error.message)
+            raise self._broken()
         buf, pos = self._buf, self._pos
         available = len(buf) - pos
         if available < _HEADER_SIZE:
-            if not self._eof:
-                return NEED_DATA
-            if available == 0:
-                return CLOSED
-            raise self._fatal(f"truncated frame: EOF after {available} of {_HEADER_SIZE} header bytes")
+            return self._short_header(available, _HEADER_SIZE)
         msg_type, length = _HEADER.unpack_from(buf, pos)
         if msg_type not in self._accepted:  # refused before the body is waited for
             raise self._fatal(f"unknown {self._what} type {msg_type:#04x}")
@@ -105,25 +62,10 @@ class _Framing:
             raise self._fatal(f"frame of {length} bytes exceeds {self.max_frame}")
         end = pos + _HEADER_SIZE + length
         if len(buf) < end:
-            if not self._eof:
-                return NEED_DATA
-            raise self._fatal(f"truncated frame: EOF after {available - _HEADER_SIZE} of {length} payload bytes")
+            return self._short_body(available - _HEADER_SIZE, length)
         payload = bytes(buf[pos + _HEADER_SIZE:end])
-        if end == len(buf):
-            buf.clear()
-            self._pos = 0
-        elif end >= _COMPACT_AT:
-            del buf[:end]
-            self._pos = 0
-        else:
-            self._pos = end
+        self._consume(end)
         return msg_type, payload
-
-    def _fatal(self, message: str) -> RemoteProtocolError:
-        self._error = RemoteProtocolError(message, fatal=True)
-        self._buf = bytearray()
-        self._pos = 0
-        return RemoteProtocolError(message, fatal=True)
 
     def _parse(self, fn, *args) -> Any:
         try:
