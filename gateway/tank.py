@@ -37,9 +37,9 @@ async def serve_tank_connection(stream: trio.SocketStream, conn: Connection, gat
         async with send_lock:
             await send_pieces(stream, codec.send_chunks(response))
 
-    async def parked(request: ConsumeRequest) -> None:
+    async def parked(request: ConsumeRequest, watched: list) -> None:
         try:
-            await answer(await dispatch.poll(request))
+            await answer(await dispatch.poll(request, watched))
         finally:
             conn.end_request()
 
@@ -65,7 +65,7 @@ async def serve_tank_connection(stream: trio.SocketStream, conn: Connection, gat
                     response = dispatch.consume_now(request)
                     if response is None:
                         if conn.inflight <= MAX_PARKED_PER_CONNECTION:
-                            polls.start_soon(parked, request)
+                            polls.start_soon(parked, request, dispatch.park(request))
                             continue
                         response = dispatch.timeout_response(request)
                 else:

@@ -25,6 +25,7 @@ from logway.storage import (BatchTooLarge, CorruptBatch, InvalidConfig, OffsetTo
                             TopicExists)
 
 from .. import transcode
+from ..notify import TooManyWaiters
 from .core import Dispatcher
 
 log = logging.getLogger("logway.gateway.tank")
@@ -176,23 +177,32 @@ class TankDispatch:
         return ConsumePartitionResult(partition, ConsumeFlags.OK, records[0].offset + 1, last,
                                       transcode.encode_tank_chunk(records))
 
-    async def poll(self, req) -> ConsumeResponse:
-        """Park a consume whose partitions are all at EOF; answer on min_bytes appended or on the timer."""
-        deadline = normalised_expiry(trio.current_time(), req.max_wait_ms)
-        min_bytes = min(req.min_bytes, MAX_FETCH)
-        watched = []  # (topic result index, plog, partition, offset at park time)
+    def park(self, req) -> list:
+        """What a consume that must wait watches: (topic, log, partition, offset at EOF) per partition. Taken in
+        the same step as the EOF check, so an append that follows the request is never missed."""
+        watched = []
         for t in req.topics:
             topic = self.engine.topics_by_name[t.name]
             for p in t.partitions:
                 plog = topic.partitions[p.partition]
                 watched.append((t.name, plog, p.partition, plog.log_end_offset))
+        return watched
+
+    async def poll(self, req, watched: list) -> ConsumeResponse:
+        """Park a consume whose partitions are all at EOF; answer on min_bytes appended or on the timer."""
+        deadline = normalised_expiry(trio.current_time(), req.max_wait_ms)
+        min_bytes = min(req.min_bytes, MAX_FETCH)
         keys = [(name, part) for name, _, part, _ in watched]
         notifier = self.core.notifier
         while True:
             captured = sum(self._appended_bytes(plog, start) for _, plog, _, start in watched)
             if captured and captured >= min_bytes:
                 return self._wake_response(req, watched)
-            if not await notifier.wait(keys, deadline):
+            try:
+                woken = await notifier.wait(keys, deadline)
+            except TooManyWaiters:
+                woken = False
+            if not woken:
                 return self._timeout_response(req, watched)
 
     @staticmethod
