@@ -21,6 +21,10 @@ __all__ = ["NEED_DATA", "CLOSED", "COMPACT_AT", "ReceiveBuffer"]
 #: Once the read position passes this many consumed bytes the receive buffer is compacted (not after every
 #: frame, so a burst of small frames does not shift the buffer once per frame).
 COMPACT_AT = 64 * 1024
+#: A frame at least this large is handed out as a read-only view of the receive buffer instead of a copy
+#: (the buffer then belongs to the frame and a new one starts with the bytes after it): big produce frames
+#: are not copied again between the socket and the log.
+ZERO_COPY_AT = 128 * 1024
 
 
 class _Sentinel:
@@ -91,6 +95,17 @@ class ReceiveBuffer:
             self._pos = 0
         else:
             self._pos = end
+
+    def _take(self, start: int, end: int) -> bytes | memoryview:
+        """The bytes [start, end) of `_buf` (a whole frame's payload), consuming through `end`."""
+        buf = self._buf
+        if end - start < ZERO_COPY_AT:
+            payload = bytes(buf[start:end])
+            self._consume(end)
+            return payload
+        self._buf = buf[end:]  # the (at most one receive's worth of) bytes after the frame
+        self._pos = 0
+        return memoryview(buf).toreadonly()[start:end]
 
     def _short_header(self, available: int, header_size: int) -> Any:
         """Fewer than `header_size` bytes buffered: NEED_DATA, CLOSED at a clean EOF, or fatal at EOF."""

@@ -4,6 +4,7 @@
 - `native-produce`: a gateway in a subprocess, one client producing 100-byte records, 1,000 per request.
 - `native-fetch`: the same gateway, the records read back with 1 MiB fetches.
 - `tank-produce`, `tank-consume`, `tank-tail`: the TANK protocol (see `bench_tank`).
+- `spark-read`: the PySpark data source reading a topic end to end (see `logway.pipeline.bench`).
 Every run uses a fresh temporary data directory and 127.0.0.1 only, and stops by itself.
 """
 
@@ -31,9 +32,16 @@ def add_bench_arguments(parser) -> None:
     from .bench_tank import add_tank_arguments
 
     add_tank_arguments(sub)  # tank-produce, tank-consume, tank-tail
+    from logway.pipeline import bench as spark_bench  # the pipeline is a client of the gateway: only the CLI meets it
+
+    spark_bench.add_arguments(sub.add_parser("spark-read", help="read 5,000,000 records into Spark (local[2])"))
 
 
 def run_bench(args) -> int:
+    if args.bench == "spark-read":
+        from logway.pipeline import bench as spark_bench
+
+        return spark_bench.run(args)
     if args.bench.startswith("tank-"):
         from .bench_tank import run_tank_bench
 

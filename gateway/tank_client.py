@@ -27,6 +27,16 @@ Pipelining: `send(request) -> request_id` writes any request dataclass (a fresh 
 answered after requests sent later on the same connection), so `receive(rid)` keeps the responses of other
 requests until they are asked for, and `receive()` returns whichever response comes next.
 
+`prepare(request) -> (request_id, frame)` encodes without sending (benchmarks build their frames before timing;
+`send_raw(frame)` writes them, `receive(request_id)` collects the answers); `send_raw` also writes hand-made or
+hostile bytes, and `closed_by_peer(timeout)` tells whether the broker then hung up.
+
+On the wire: requests are encoded by the codec's `TankClientConnection`; responses are framed here and parsed by
+the codec's `parse_response`, so that a Consume response of tens of MiB is received straight into one buffer of
+its own instead of being accumulated and copied out by the sans-I/O framing (that copying cost more than the
+network on a 100 MB read). Chunks in a `ConsumeResponse` are views into that per-response buffer. After a
+protocol error or a closed connection the client is unusable: close it.
+
 `get` applies the C++ client's rules (`TankClient::process_consume`): messages with a seq below the requested one
 (a chunk starts at the bundle holding the seq) or above the high-water mark are dropped; the next seq is the last
 delivered + 1 (the same seq when nothing was delivered, or hwm + 1 for a tail request); when the chunk ends
@@ -36,14 +46,14 @@ inside a compressed bundle and nothing could be delivered, it asks again with th
 from __future__ import annotations
 
 import socket
+import struct
 import time
 from typing import Any, Iterable, NamedTuple, Sequence
 
 from logway.codecs.errors import RemoteProtocolError
 from logway.codecs.records import Record
 from logway.codecs.tank import (
-    CLOSED,
-    NEED_DATA,
+    MAX_FRAME_BYTES,
     ConsumeFlags,
     ConsumePartition,
     ConsumeRequest,
@@ -54,6 +64,7 @@ from logway.codecs.tank import (
     DiscoverTopicsRequest,
     DiscoverTopologyRequest,
     DiscoverTopologyResponse,
+    MsgType,
     PartitionBounds,
     ProduceEntry,
     ProduceRequest,
@@ -65,6 +76,7 @@ from logway.codecs.tank import (
     decode_chunk,
     encode_bundle,
 )
+from logway.codecs.tank.responses import RESPONSE_TYPES, parse_response
 
 __all__ = [
     "UINT64_MAX",
@@ -85,8 +97,11 @@ MAX_FETCH_SIZE = 64 * 1024 * 1024
 #: A long poll can last up to 1 h (TANK's cap); the socket timeout of a Consume is max_wait plus this margin.
 _LONG_POLL_MARGIN = 5.0
 _MAX_WAIT_CAP_MS = 3_600_000
-#: recv_into buffer: large enough that a big Consume response arrives in few system calls.
-_RECV_BYTES = 4 * 1024 * 1024
+#: recv_into buffer for ordinary reads.
+_RECV_BYTES = 256 * 1024
+#: A frame at least this large that has not fully arrived is received straight into a buffer of its own.
+_DIRECT_BYTES = 256 * 1024
+_FRAME_HEADER = struct.Struct("<BI")  # msg_type, payload length
 _BYTES_LIKE = (bytes, bytearray, memoryview)
 
 
@@ -167,9 +182,12 @@ class TankClient:
         self.client_id = client_id
         self.sock = socket.create_connection((host, port), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.conn = TankClientConnection()
-        self._rbuf = bytearray(_RECV_BYTES)
-        self._rview = memoryview(self._rbuf)
+        self.conn = TankClientConnection()  # encodes requests; responses are framed by `_read_frame`
+        self._buf = bytearray()  # received bytes not yet returned as frames
+        self._rview = memoryview(bytearray(_RECV_BYTES))
+        self._big_payload: list | None = None  # [buffer, bytes filled] of a large frame being received
+        self._pings = 0
+        self._pending_produce: dict[int, list[tuple[str, int]]] = {}
         self._next_id = 1
         self._stash: dict[int, Any] = {}  # responses received while waiting for another request's
         if wait_ping:
@@ -179,20 +197,22 @@ class TankClient:
 
     @property
     def pings_received(self) -> int:
-        return self.conn.pings_received
+        return self._pings
 
     def _await_ping(self, deadline: float) -> None:
         """Read the broker's greeting Ping (TankGo and the Java client require it; so do we)."""
-        while self.conn.pings_received == 0:
-            event = self.conn.next_event()
-            if event is NEED_DATA:
-                self._fill(deadline)
-                continue
-            if event is CLOSED:
-                raise TankConnectionClosed("the broker closed the connection before its Ping")
-            raise RemoteProtocolError(f"the broker sent {event!r} before its Ping", fatal=True)
+        msg_type, payload = self._read_frame(deadline, ping_ok=True)
+        if msg_type != MsgType.PING:
+            raise RemoteProtocolError(f"the broker's first frame has type {msg_type:#04x}, not a Ping", fatal=True)
 
-    def _fill(self, deadline: float | None) -> None:
+    def _recv_some(self, deadline: float | None) -> None:
+        """Append what the socket has (at least one byte) to the receive buffer."""
+        n = self._recv_into(self._rview, deadline)
+        if not n:
+            raise TankConnectionClosed("the broker closed the connection")
+        self._buf += self._rview[:n]
+
+    def _recv_into(self, view: memoryview, deadline: float | None) -> int:
         if deadline is not None:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -201,12 +221,61 @@ class TankClient:
         else:
             self.sock.settimeout(None)
         try:
-            n = self.sock.recv_into(self._rbuf)
+            return self.sock.recv_into(view)
         except socket.timeout:
             raise TimeoutError("no response from the broker in time") from None
         except ConnectionResetError:
-            n = 0
-        self.conn.receive_data(self._rview[:n] if n else b"")
+            return 0
+
+    def _read_frame(self, deadline: float | None, *, ping_ok: bool = False) -> tuple[int, Any]:
+        """(msg_type, payload) of the next frame; Pings are counted and skipped unless `ping_ok`.
+
+        Framing is done here rather than in `TankClientConnection.next_event`, which buffers every byte and
+        copies each payload out: a large Consume response (tens of MiB) is received straight into its own
+        buffer, once. A timeout leaves what was received in place for the next call.
+        """
+        buf = self._buf
+        while True:
+            while len(buf) < _FRAME_HEADER.size:
+                self._recv_some(deadline)
+            msg_type, length = _FRAME_HEADER.unpack_from(buf)
+            if msg_type not in RESPONSE_TYPES:
+                raise RemoteProtocolError(f"unknown response type {msg_type:#04x}", fatal=True)
+            if length > MAX_FRAME_BYTES:
+                raise RemoteProtocolError(f"frame of {length} bytes exceeds {MAX_FRAME_BYTES}", fatal=True)
+            end = _FRAME_HEADER.size + length
+            if len(buf) < end and length >= _DIRECT_BYTES:
+                payload = self._big_payload
+                if payload is None:
+                    payload = self._big_payload = [bytearray(length), len(buf) - _FRAME_HEADER.size]
+                    payload[0][:payload[1]] = buf[_FRAME_HEADER.size:]
+                view = memoryview(payload[0])
+                while payload[1] < length:
+                    n = self._recv_into(view[payload[1]:], deadline)
+                    if not n:
+                        raise TankConnectionClosed("the broker closed the connection inside a frame")
+                    payload[1] += n
+                self._big_payload = None
+                del buf[:]
+                body: Any = payload[0]
+            else:
+                while len(buf) < end:
+                    self._recv_some(deadline)
+                body = bytes(buf[_FRAME_HEADER.size:end])
+                del buf[:end]
+            if msg_type == MsgType.PING:
+                self._pings += 1
+                if not ping_ok:
+                    continue
+            return msg_type, body
+
+    def _parse(self, msg_type: int, payload: Any) -> Any:
+        return parse_response(msg_type, payload, self._produce_entries)
+
+    def _produce_entries(self, request_id: int) -> list | None:
+        """(topic, partition) of each entry of a pending Produce request: its response matches by position."""
+        self.conn.forget(request_id)
+        return self._pending_produce.pop(request_id, None)
 
     def new_request_id(self) -> int:
         rid = self._next_id
@@ -217,14 +286,20 @@ class TankClient:
         """Write one request dataclass; returns its request id (a fresh one unless `keep_id`)."""
         if not keep_id:
             request.request_id = self.new_request_id()
-        self.sock.sendall(self.conn.send(request))
+        self.sock.sendall(self._encode(request))
         return request.request_id
 
     def prepare(self, request: Any) -> tuple[int, bytes]:
         """Give `request` a fresh id and encode it without sending: (request_id, frame). Send the frame later
         with `send_raw` (benchmarks build their frames before timing); `receive(request_id)` then works."""
         request.request_id = self.new_request_id()
-        return request.request_id, self.conn.send(request)
+        return request.request_id, self._encode(request)
+
+    def _encode(self, request: Any) -> bytes:
+        frame = self.conn.send(request)
+        if isinstance(request, ProduceRequest):
+            self._pending_produce[request.request_id] = [(e.topic, e.partition) for e in request.entries]
+        return frame
 
     def send_raw(self, data: bytes) -> None:
         """Write bytes as they are (hostile or hand-made frames)."""
@@ -240,12 +315,7 @@ class TankClient:
             return self._stash.pop(request_id)
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         while True:
-            event = self.conn.next_event()
-            if event is NEED_DATA:
-                self._fill(deadline)
-                continue
-            if event is CLOSED:
-                raise TankConnectionClosed("the broker closed the connection")
+            event = self._parse(*self._read_frame(deadline))
             if request_id is None or event.request_id == request_id:
                 return event
             self._stash[event.request_id] = event

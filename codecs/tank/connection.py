@@ -63,9 +63,7 @@ class _Framing(ReceiveBuffer):
         end = pos + _HEADER_SIZE + length
         if len(buf) < end:
             return self._short_body(available - _HEADER_SIZE, length)
-        payload = bytes(buf[pos + _HEADER_SIZE:end])
-        self._consume(end)
-        return msg_type, payload
+        return msg_type, self._take(pos + _HEADER_SIZE, end)
 
     def _parse(self, fn, *args) -> Any:
         try:

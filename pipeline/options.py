@@ -1,0 +1,278 @@
+"""The data source's options, parsed once on the driver into frozen, picklable dataclasses.
+
+Names follow Spark's own Kafka source where one exists (case-insensitive, as Spark passes them):
+
+reading (`ReadOptions`)
+  gateway                     host:port of the gateway's Kafka listener (required)
+  subscribe | subscribePattern | assign
+                              a comma list of topics | a regular expression matched against whole topic names |
+                              JSON {"topic": [partitions]}; exactly one of the three
+  startingOffsets             earliest | latest | JSON {"topic": {"partition": offset}} (-2 earliest, -1 latest;
+                              partitions left out start at the default). Default: earliest (batch), latest (stream)
+  endingOffsets               latest | JSON as above (-1 latest). Batch only. Default: latest
+  startingTimestamp           ms since the epoch: start every partition at its first record with a timestamp >= it
+  startingOffsetsByTimestamp  JSON {"topic": {"partition": ms}}: the same, per partition
+  endingTimestamp, endingOffsetsByTimestamp
+                              batch only: stop before the first record with a timestamp >= it (or at the end)
+                              Precedence, as in Spark: *Timestamp > *OffsetsByTimestamp > *Offsets (partitions
+                              that *OffsetsByTimestamp leaves out follow *Offsets). A timestamp no record reaches
+                              resolves to the end of the partition (nothing to read).
+  maxRecordsPerPartition      split a partition's range into Spark tasks of at most this many offsets
+  maxRecordsPerTrigger        streaming: at most this many records per micro-batch (split across partitions in
+                              proportion to their backlog); Trigger.AvailableNow honours it too
+  fetchMaxBytes               bytes asked per fetch (default 8 MiB; at least one whole batch is always returned)
+  failOnDataLoss              true (default): fail when offsets to read were deleted by retention; false: skip
+  pushFilters                 use partition/offset/timestamp predicates to fetch less; default: true where Spark
+                              keeps pushed-down state per scan (see `source.PUSHDOWN_IS_SAFE`), false before
+
+writing (`WriteOptions`)
+  gateway                     as above (required)
+  topic                       the topic of every row (overrides a `topic` column)
+  compression                 none (default) | gzip | snappy | lz4 | zstd
+  batchBytes                  encoded records per produce request and partition (default 1 MiB)
+
+Spark's own bookkeeping options (`path`, `checkpointLocation`, `queryName`) are ignored; any other unknown name is
+an `OptionError`, so a misspelt option fails the query instead of being silently ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Mapping
+
+from logway.codecs.kafka.compression import CODEC_NAMES
+
+from .client import EARLIEST, LATEST, ClientConfig
+from .errors import OptionError
+
+__all__ = ["ReadOptions", "WriteOptions", "OffsetSpec", "read_options", "write_options"]
+
+DEFAULT_FETCH_MAX_BYTES = 8 * 1024 * 1024
+DEFAULT_BATCH_BYTES = 1024 * 1024
+#: Spark adds these itself (DataFrameWriter.save(path), writeStream's checkpoint, named queries).
+_SPARK_OWN = {"path", "checkpointlocation", "queryname"}
+_READ = {"gateway", "subscribe", "subscribepattern", "assign", "startingoffsets", "endingoffsets",
+         "startingtimestamp", "startingoffsetsbytimestamp", "endingtimestamp", "endingoffsetsbytimestamp",
+         "maxrecordsperpartition", "maxrecordspertrigger", "fetchmaxbytes", "failondataloss", "pushfilters"}
+_WRITE = {"gateway", "topic", "compression", "batchbytes"}
+_STREAM_ONLY = {"maxrecordspertrigger"}
+_BATCH_ONLY = {"endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp"}
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetSpec:
+    """Where ranges start or end: a default for every partition, plus per-partition overrides.
+
+    Each position is (kind, value): kind "offset" (an offset, or -2 earliest / -1 latest) or "timestamp" (ms:
+    the first offset whose record timestamp is >= it).
+    """
+
+    default: tuple[str, int]
+    per_partition: tuple[tuple[str, int, str, int], ...] = ()
+
+    def value_for(self, topic: str, partition: int) -> tuple[str, int]:
+        for t, p, kind, value in self.per_partition:
+            if t == topic and p == partition:
+                return kind, value
+        return self.default
+
+
+@dataclass(frozen=True, slots=True)
+class ReadOptions:
+    client: ClientConfig
+    subscribe: tuple[str, ...] | None
+    pattern: str | None
+    assign: tuple[tuple[str, tuple[int, ...]], ...] | None
+    starting: OffsetSpec
+    ending: OffsetSpec
+    max_records_per_partition: int | None
+    max_records_per_trigger: int | None
+    fetch_max_bytes: int
+    fail_on_data_loss: bool
+    push_filters: bool | None  # None: the data source decides (see source.PUSHDOWN_IS_SAFE)
+
+    def matches(self, topic: str) -> bool:
+        """Whether `topic` is one this query reads."""
+        if self.subscribe is not None:
+            return topic in self.subscribe
+        if self.assign is not None:
+            return any(t == topic for t, _ in self.assign)
+        return re.fullmatch(self.pattern, topic) is not None
+
+
+@dataclass(frozen=True, slots=True)
+class WriteOptions:
+    client: ClientConfig
+    topic: str | None
+    compression: int
+    batch_bytes: int
+
+
+# ---------------------------------------------------------------------------------------------- parsing
+
+def _lower(options: Mapping[str, str], allowed: set[str], what: str) -> dict[str, str]:
+    opts = {str(k).lower(): v for k, v in options.items()}
+    unknown = sorted(set(opts) - allowed - _SPARK_OWN)
+    if unknown:
+        names = ", ".join(sorted(_display(n) for n in allowed))
+        raise OptionError(f"unknown {what} option(s) {', '.join(unknown)} for format 'logway' (known: {names})")
+    return opts
+
+
+_DISPLAY = {n.lower(): n for n in (
+    "gateway subscribe subscribePattern assign startingOffsets endingOffsets startingTimestamp "
+    "startingOffsetsByTimestamp endingTimestamp endingOffsetsByTimestamp maxRecordsPerPartition "
+    "maxRecordsPerTrigger fetchMaxBytes failOnDataLoss pushFilters topic compression batchBytes").split()}
+
+
+def _display(name: str) -> str:
+    return _DISPLAY.get(name, name)
+
+
+def _positive_int(opts: dict, name: str, default: int | None = None) -> int | None:
+    raw = opts.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise OptionError(f"option {_display(name)}={raw!r} is not an integer") from None
+    if value <= 0:
+        raise OptionError(f"option {_display(name)}={raw!r} must be positive")
+    return value
+
+
+def _bool(opts: dict, name: str, default: bool) -> bool:
+    raw = opts.get(name)
+    if raw is None:
+        return default
+    text = str(raw).strip().lower()
+    if text not in ("true", "false"):
+        raise OptionError(f"option {_display(name)}={raw!r} must be true or false")
+    return text == "true"
+
+
+def _json(opts: dict, name: str):
+    raw = opts[name]
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise OptionError(f"option {_display(name)} is not valid JSON ({exc}): {raw!r}") from None
+
+
+def _per_partition(opts: dict, name: str, kind: str, *, allowed_specials: tuple[int, ...]) -> tuple:
+    data = _json(opts, name)
+    if not isinstance(data, dict):
+        raise OptionError(f"option {_display(name)} must be a JSON object {{topic: {{partition: value}}}}")
+    out = []
+    for topic, parts in data.items():
+        if not isinstance(parts, dict):
+            raise OptionError(f"option {_display(name)}: the value for topic {topic!r} must be an object")
+        for p, v in parts.items():
+            try:
+                partition = int(p)
+            except ValueError:
+                raise OptionError(f"option {_display(name)}: partition {p!r} of {topic!r} is not a number") from None
+            if type(v) is not int or (v < 0 and v not in allowed_specials):
+                raise OptionError(f"option {_display(name)}: {topic}-{p} has the invalid value {v!r}")
+            out.append((topic, partition, kind, v))
+    return tuple(sorted(out))
+
+
+def _timestamp(opts: dict, name: str) -> int:
+    raw = opts[name]
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise OptionError(f"option {_display(name)}={raw!r} is not a timestamp in ms since the epoch") from None
+    if value < 0:
+        raise OptionError(f"option {_display(name)}={raw!r} must not be negative")
+    return value
+
+
+def _offset_spec(opts: dict, which: str, default: int, specials: tuple[int, ...]) -> OffsetSpec:
+    """startingX / endingX by precedence: ...Timestamp > ...OffsetsByTimestamp > ...Offsets (partitions that
+    ...OffsetsByTimestamp leaves out follow ...Offsets)."""
+    if f"{which}timestamp" in opts:
+        return OffsetSpec(("timestamp", _timestamp(opts, f"{which}timestamp")))
+    name = f"{which}offsets"
+    raw = opts.get(name)
+    text = "" if raw is None else str(raw).strip()
+    if raw is None:
+        spec = OffsetSpec(("offset", default))
+    elif text.lower() == "earliest" and EARLIEST in specials:
+        spec = OffsetSpec(("offset", EARLIEST))
+    elif text.lower() == "latest":
+        spec = OffsetSpec(("offset", LATEST))
+    elif text.startswith("{"):
+        spec = OffsetSpec(("offset", default), _per_partition(opts, name, "offset", allowed_specials=specials))
+    else:
+        words = " or ".join(w for w, v in (("earliest", EARLIEST), ("latest", LATEST)) if v in specials)
+        raise OptionError(f"option {_display(name)}={raw!r}: expected {words} or JSON {{topic: {{partition: offset}}}}")
+    by_time = f"{which}offsetsbytimestamp"
+    if by_time in opts:
+        stamps = _per_partition(opts, by_time, "timestamp", allowed_specials=())
+        chosen = {(t, p) for t, p, _, _ in stamps}
+        kept = tuple(e for e in spec.per_partition if (e[0], e[1]) not in chosen)
+        spec = OffsetSpec(spec.default, tuple(sorted(kept + stamps)))
+    return spec
+
+
+def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
+    """Parse and check the options of a batch (`streaming=False`) or streaming read."""
+    opts = _lower(options, _READ, "read")
+    wrong = sorted((_BATCH_ONLY if streaming else _STREAM_ONLY) & set(opts))
+    if wrong:
+        kind = "streaming" if streaming else "batch"
+        raise OptionError(f"option(s) {', '.join(_display(w) for w in wrong)} cannot be used in a {kind} read")
+    client = ClientConfig.parse(opts.get("gateway", ""))
+    chosen = [n for n in ("subscribe", "subscribepattern", "assign") if n in opts]
+    if len(chosen) != 1:
+        raise OptionError("give exactly one of the options subscribe (comma list of topics), subscribePattern "
+                          "(regular expression) or assign (JSON {topic: [partitions]})")
+    subscribe = pattern = assign = None
+    if chosen[0] == "subscribe":
+        subscribe = tuple(sorted({t.strip() for t in str(opts["subscribe"]).split(",") if t.strip()}))
+        if not subscribe:
+            raise OptionError("option subscribe names no topic")
+    elif chosen[0] == "subscribepattern":
+        pattern = str(opts["subscribepattern"])
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise OptionError(f"option subscribePattern={pattern!r} is not a regular expression: {exc}") from None
+    else:
+        data = _json(opts, "assign")
+        if not isinstance(data, dict) or not all(
+                isinstance(ps, list) and all(type(p) is int and p >= 0 for p in ps) for ps in data.values()):
+            raise OptionError('option assign must be JSON like {"topic": [0, 1]}')
+        assign = tuple(sorted((t, tuple(sorted(set(ps)))) for t, ps in data.items()))
+    starting = _offset_spec(opts, "starting", LATEST if streaming else EARLIEST, (EARLIEST, LATEST))
+    ending = OffsetSpec(("offset", LATEST)) if streaming else _offset_spec(opts, "ending", LATEST, (LATEST,))
+    return ReadOptions(
+        client=client, subscribe=subscribe, pattern=pattern, assign=assign, starting=starting, ending=ending,
+        max_records_per_partition=_positive_int(opts, "maxrecordsperpartition"),
+        max_records_per_trigger=_positive_int(opts, "maxrecordspertrigger"),
+        fetch_max_bytes=_positive_int(opts, "fetchmaxbytes", DEFAULT_FETCH_MAX_BYTES),
+        fail_on_data_loss=_bool(opts, "failondataloss", True),
+        push_filters=None if "pushfilters" not in opts else _bool(opts, "pushfilters", True),
+    )
+
+
+def write_options(options: Mapping[str, str]) -> WriteOptions:
+    """Parse and check the options of a batch or streaming write."""
+    opts = _lower(options, _WRITE, "write")
+    client = ClientConfig.parse(opts.get("gateway", ""))
+    names = {name: codec for codec, name in CODEC_NAMES.items()}
+    names["none"] = 0
+    compression = str(opts.get("compression", "none")).strip().lower()
+    if compression not in names:
+        raise OptionError(f"option compression={compression!r}: expected one of {', '.join(sorted(names))}")
+    topic = opts.get("topic")
+    if topic is not None and not str(topic).strip():
+        raise OptionError("option topic is empty")
+    return WriteOptions(client=client, topic=None if topic is None else str(topic).strip(),
+                        compression=names[compression],
+                        batch_bytes=_positive_int(opts, "batchbytes", DEFAULT_BATCH_BYTES))

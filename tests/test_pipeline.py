@@ -1,0 +1,634 @@
+"""The Spark data pipeline (`logway.pipeline`): client, producer, decoder, options and push-down without Spark;
+then, against one gateway process and one SparkSession (local[2]), batch reads (of records produced through
+Kafka and through the native protocol), offsets and timestamps, push-down, streaming with Trigger.AvailableNow
+and maxRecordsPerTrigger, writes, and a streaming topic-to-topic copy.
+
+The Spark tests skip with the reason when pyspark or Java 17+ is missing, unless REQUIRE_SPARK=1 (see
+`spark_fixtures`)."""
+
+from __future__ import annotations
+
+import ast
+import datetime as dt
+import pickle
+import random
+import socket
+import struct
+import threading
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from logway.codecs.kafka.records import decode_records, encode_batch
+from logway.codecs.records import Record
+from logway.gateway.client import NativeClient
+from logway.pipeline import (ClientConfig, DataLossError, GatewayError, JavaNotFound, LogwayClient, OptionError,
+                             Producer)
+from logway.pipeline.java import java_problem
+
+from .spark_fixtures import (kafka_address, logway_gateway, new_topic, read_rows, require_spark,  # noqa: F401
+                             spark)
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parent.parent
+BASE_MS = 1_700_000_000_000
+
+
+def ms(ts: dt.datetime) -> int:
+    """A Spark timestamp (a naive datetime in local time) as ms since the epoch."""
+    return round(ts.timestamp() * 1000)
+
+
+def client_for(address: str) -> LogwayClient:
+    return LogwayClient(ClientConfig.parse(address))
+
+
+# ============================================================================ without Spark: layering, Java, options
+
+def test_pipeline_imports_respect_the_layers_and_modules_have_docstrings():
+    offenders = []
+    for path in sorted((ROOT / "pipeline").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        assert ast.get_docstring(tree), f"{path.name} has no module docstring"
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            for name in names:
+                if name.split(".")[0] == "trio" or name.startswith("logway.storage") or (
+                        name.startswith("logway.gateway") and path.name != "bench.py"):
+                    offenders.append(f"{path.name} imports {name}")
+    assert not offenders, offenders
+
+
+def test_missing_java_gives_the_clear_message(tmp_path, monkeypatch):
+    message = java_problem({"PATH": str(tmp_path)})
+    assert message.startswith("Spark needs a Java 17+ runtime") and "JAVA_HOME" in message
+    old = tmp_path / "old" / "bin"
+    old.mkdir(parents=True)
+    (old / "java").write_text('#!/bin/sh\necho \'openjdk version "11.0.2" 2019-01-15\' >&2\n')
+    (old / "java").chmod(0o755)
+    assert "is Java 11" in java_problem({"JAVA_HOME": str(tmp_path / "old")})
+    eight = tmp_path / "eight" / "bin"
+    eight.mkdir(parents=True)
+    (eight / "java").write_text('#!/bin/sh\necho \'java version "1.8.0_292"\' >&2\n')
+    (eight / "java").chmod(0o755)
+    assert "is Java 8" in java_problem({"JAVA_HOME": str(tmp_path / "eight")})
+
+    from logway.pipeline.session import spark_session
+
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "nowhere"))
+    with pytest.raises(JavaNotFound, match=r"Spark needs a Java 17\+ runtime"):
+        spark_session()
+
+
+def test_spark_tests_skip_without_java_unless_required(tmp_path, monkeypatch):
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "nowhere"))
+    monkeypatch.delenv("REQUIRE_SPARK", raising=False)
+    with pytest.raises(pytest.skip.Exception, match=r"Spark needs a Java 17\+ runtime"):
+        require_spark()
+    monkeypatch.setenv("REQUIRE_SPARK", "1")
+    with pytest.raises(pytest.fail.Exception, match=r"REQUIRE_SPARK=1 but Spark needs a Java 17\+ runtime"):
+        require_spark()
+
+
+def test_options_are_checked_with_clear_errors():
+    from logway.pipeline.options import read_options, write_options
+
+    ok = {"gateway": "127.0.0.1:9092", "subscribe": "a,b"}
+    opts = read_options(ok, streaming=False)
+    assert opts.subscribe == ("a", "b") and opts.client.port == 9092
+    assert read_options({"GATEWAY": "[::1]:19092", "subscribePattern": "a.*"}, streaming=True).client.host == "::1"
+    cases = [
+        ({"subscribe": "a"}, "option 'gateway' is required"),
+        ({"gateway": "h:1"}, "exactly one of the options subscribe"),
+        ({**ok, "subscribePattern": "x"}, "exactly one of the options subscribe"),
+        ({**ok, "startingOffset": "earliest"}, "unknown read option"),
+        ({**ok, "startingOffsets": "{bad"}, "not valid JSON"),
+        ({**ok, "endingOffsets": "earliest"}, "expected latest or JSON"),
+        ({**ok, "maxRecordsPerPartition": "0"}, "must be positive"),
+        ({**ok, "maxRecordsPerTrigger": "5"}, "cannot be used in a batch read"),
+        ({**ok, "gateway": "host:port"}, "is not a number"),
+    ]
+    for options, message in cases:
+        with pytest.raises(OptionError, match=message):
+            read_options(options, streaming=False)
+    with pytest.raises(OptionError, match="cannot be used in a streaming read"):
+        read_options({**ok, "endingOffsets": "latest"}, streaming=True)
+    assert write_options({"gateway": "h:1", "compression": "ZSTD"}).compression == 4
+    with pytest.raises(OptionError, match="expected one of"):
+        write_options({"gateway": "h:1", "compression": "brotli"})
+
+
+def test_partitioner_matches_kafka_python():
+    from kafka.partitioner.default import murmur2 as kafka_python_murmur2
+
+    from logway.pipeline.producer import murmur2, partition_for_key
+
+    rng = random.Random(3)
+    for _ in range(300):
+        key = bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 40)))
+        partitions = rng.randint(1, 12)
+        assert murmur2(key) == kafka_python_murmur2(key) & 0xFFFFFFFF
+        assert partition_for_key(key, partitions) == (kafka_python_murmur2(key) & 0x7FFFFFFF) % partitions
+    # Kafka's own test vectors (org.apache.kafka.common.utils.UtilsTest#testMurmur2)
+    assert murmur2(b"21") & 0xFFFFFFFF == (-973932308) & 0xFFFFFFFF
+    assert murmur2(b"foobar") & 0xFFFFFFFF == (-790332482) & 0xFFFFFFFF
+
+
+def test_admit_splits_a_backlog_in_proportion_and_exactly():
+    from logway.pipeline.stream import admit
+
+    assert admit({("t", 0): 5, ("t", 1): 3}, 100) == {("t", 0): 5, ("t", 1): 3}
+    take = admit({("t", 0): 30, ("t", 1): 10, ("t", 2): 0}, 8)
+    assert sum(take.values()) == 8 and take[("t", 0)] == 6 and take[("t", 1)] == 2 and take[("t", 2)] == 0
+    take = admit({("t", p): 1 for p in range(5)}, 3)
+    assert sum(take.values()) == 3 and all(v <= 1 for v in take.values())
+
+
+# ============================================================================================ the Arrow decoder
+
+_record = st.builds(
+    Record,
+    value=st.none() | st.binary(max_size=300) | st.sampled_from([b"x" * 5000]),
+    key=st.none() | st.binary(max_size=40),
+    timestamp=st.none() | st.integers(BASE_MS, BASE_MS + 3000) | st.integers(BASE_MS, BASE_MS + 5_000_000),
+    headers=st.just(()) | st.lists(st.tuples(st.text(max_size=5), st.none() | st.binary(max_size=8)),
+                                   max_size=2).map(tuple),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batches=st.lists(st.tuples(st.lists(_record, min_size=1, max_size=80), st.sampled_from([0, 0, 1, 2, 3, 4]),
+                                  st.booleans()), min_size=1, max_size=4),
+       cut=st.tuples(st.integers(0, 400), st.integers(0, 400)))
+def test_arrow_decoder_equals_the_codec(batches, cut):
+    pytest.importorskip("pyarrow")
+    from logway.pipeline.arrow import decode_fetch
+
+    data, offset = [], 0
+    for records, codec, log_append in batches:
+        data.append(encode_batch(records, base_offset=offset, default_timestamp=BASE_MS, compression=codec,
+                                 timestamp_type=1 if log_append else 0))
+        offset += len(records)
+    data = b"".join(data)
+    start, end = min(cut), max(cut)
+    decoded = decode_fetch(data, "topic", 7, start, end)
+    expected = [r for r in decode_records(data, min_offset=start) if r.offset < end]
+    got = decoded.batch.to_pylist() if decoded.batch is not None else []
+    assert len(got) == len(expected)
+    for row, rec in zip(got, expected):
+        assert (row["offset"], row["key"], row["value"]) == (rec.offset, rec.key, rec.value)
+        assert row["timestamp"] == dt.datetime.fromtimestamp(rec.timestamp / 1000, dt.timezone.utc)
+        assert [(h["key"], h["value"]) for h in row["headers"]] == list(rec.headers)
+        assert (row["topic"], row["partition"]) == ("topic", 7)
+
+
+def test_arrow_decoder_fast_path_handles_plain_records(monkeypatch):
+    pytest.importorskip("pyarrow")
+    from logway.pipeline import arrow
+
+    monkeypatch.setattr(arrow, "_slow", lambda *a: pytest.fail("the fast path gave up on plain records"))
+    rng = random.Random(5)
+    batches, offset = [], 0
+    for sizes in ([100] * 700, [rng.randint(0, 3000) for _ in range(300)], [5, 5, 5, 70, 70, 70, 70]):
+        recs = [Record(bytes([i % 251]) * n, key=None if i % 3 else b"k%d" % i, timestamp=BASE_MS + i)
+                for i, n in enumerate(sizes)]
+        batches.append(encode_batch(recs, base_offset=offset, default_timestamp=BASE_MS, compression=offset % 3))
+        offset += len(recs)
+    data = b"".join(batches)
+    decoded = arrow.decode_fetch(data, "t", 0, 0, offset)
+    rows = decoded.batch.to_pylist()
+    expected = decode_records(data)
+    assert [(r["offset"], r["key"], r["value"]) for r in rows] == [(r.offset, r.key, r.value) for r in expected]
+    assert decoded.next_offset == offset and decoded.done
+
+
+def test_arrow_schema_is_what_spark_expects():
+    pytest.importorskip("pyspark")  # no JVM needed
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from logway.pipeline.arrow import ARROW_SCHEMA
+    from logway.pipeline.source import SCHEMA
+
+    assert to_arrow_schema(SCHEMA, timezone="UTC").equals(ARROW_SCHEMA)
+
+
+# ========================================================================== the client, against a real gateway
+
+def test_client_metadata_offsets_and_fetch(kafka_address):
+    topic = new_topic()
+    with client_for(kafka_address) as client:
+        assert client.create_topic(topic, 2) is True
+        assert client.create_topic(topic, 2) is False
+        assert client.partition_counts([topic, "no-such-topic"]) == {topic: 2}
+        producer = Producer(client, batch_bytes=200)
+        for i in range(40):
+            producer.send(topic, b"v%02d" % i, partition=i % 2, timestamp=BASE_MS + i)
+        producer.flush()
+        assert producer.records_sent == 40 and producer.batches_sent > 2
+        tp0, tp1 = (topic, 0), (topic, 1)
+        assert client.list_offsets({tp0: -2, tp1: -1}) == {tp0: 0, tp1: 20}
+        assert client.list_offsets({tp0: BASE_MS + 10, tp1: BASE_MS + 999}) == {tp0: 5, tp1: -1}
+        result = client.fetch(topic, 1, 3, 1 << 20)
+        assert result.high_watermark == 20
+        values = [r.value for r in decode_records(result.records, min_offset=3)]
+        assert values == [b"v%02d" % i for i in range(7, 40, 2)]
+        with pytest.raises(GatewayError, match="OFFSET_OUT_OF_RANGE") as err:
+            client.fetch(topic, 0, 999, 1 << 20)
+        assert (err.value.topic, err.value.partition) == (topic, 0)
+        copy = pickle.loads(pickle.dumps(client))
+        assert copy.config == client.config and copy._sock is None
+        assert copy.partition_counts([topic]) == {topic: 2}
+        copy.close()
+
+
+class DroppingProxy:
+    """A TCP proxy to the gateway that, once, forwards a request of api key `drop_key`, reads the gateway's
+    answer, and then closes the client's connection instead of passing the answer on: the request was applied
+    but the client never hears of it."""
+
+    def __init__(self, target: tuple[str, int], drop_key: int) -> None:
+        self.target, self.drop_key, self.dropped = target, drop_key, 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.address = "127.0.0.1:%d" % self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @staticmethod
+    def _frame(sock) -> bytes | None:
+        head = b""
+        while len(head) < 4:
+            chunk = sock.recv(4 - len(head))
+            if not chunk:
+                return None
+            head += chunk
+        size = struct.unpack(">i", head)[0]
+        body = b""
+        while len(body) < size:
+            chunk = sock.recv(size - len(body))
+            if not chunk:
+                return None
+            body += chunk
+        return head + body
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn) -> None:
+        upstream = socket.create_connection(self.target)
+        try:
+            while (request := self._frame(conn)) is not None:
+                upstream.sendall(request)
+                answer = self._frame(upstream)
+                if answer is None:
+                    return
+                if struct.unpack(">h", request[4:6])[0] == self.drop_key and not self.dropped:
+                    self.dropped += 1
+                    return
+                conn.sendall(answer)
+        finally:
+            conn.close()
+            upstream.close()
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def test_a_produce_retried_after_a_lost_answer_is_not_duplicated(logway_gateway, kafka_address):
+    topic = new_topic()
+    with client_for(kafka_address) as admin:
+        admin.create_topic(topic, 1)
+    proxy = DroppingProxy(logway_gateway.addresses["kafka"], drop_key=0)
+    try:
+        with LogwayClient(ClientConfig.parse(proxy.address, retry_backoff=0.01)) as client:
+            producer = Producer(client)
+            for i in range(10):
+                producer.send(topic, b"r%d" % i, partition=0)
+            producer.flush()  # appended, answer lost, re-sent: the gateway recognises the sequence numbers
+            producer.send(topic, b"after", partition=0)
+            producer.flush()
+    finally:
+        proxy.close()
+    assert proxy.dropped == 1
+    with client_for(kafka_address) as client:
+        records = decode_records(client.fetch(topic, 0, 0, 1 << 20).records)
+    assert [r.value for r in records] == [b"r%d" % i for i in range(10)] + [b"after"]
+
+
+def test_gateway_errors_carry_code_and_message(kafka_address):
+    with client_for(kafka_address) as client:
+        with pytest.raises(GatewayError) as err:
+            client.produce("no-such-topic-x", 0, encode_batch([Record(b"x")], default_timestamp=BASE_MS))
+    assert err.value.code == 3 and "UNKNOWN_TOPIC_OR_PARTITION" in str(err.value)
+    assert "no-such-topic-x" in str(err.value)
+    assert pickle.loads(pickle.dumps(err.value)).code_name == "UNKNOWN_TOPIC_OR_PARTITION"
+    unreachable = LogwayClient(ClientConfig("127.0.0.1", 1, retries=1, retry_backoff=0.01, connect_timeout=1))
+    with pytest.raises(Exception, match="cannot reach the logway gateway at 127.0.0.1:1"):
+        unreachable.partition_counts()
+
+
+def _filling(client, topic: str, partitions: int, per_partition: int, per_batch: int = 10) -> None:
+    """`per_partition` records in every partition, values "p<partition>-<i>", timestamps BASE_MS + i."""
+    for p in range(partitions):
+        for first in range(0, per_partition, per_batch):
+            recs = [Record(b"p%d-%d" % (p, i), key=b"k%d" % i, timestamp=BASE_MS + i)
+                    for i in range(first, min(first + per_batch, per_partition))]
+            client.produce(topic, p, encode_batch(recs, default_timestamp=BASE_MS))
+
+
+def test_pushdown_reduces_what_is_fetched(kafka_address):
+    """In process (the reader's own counters): partition, offset and timestamp predicates shrink the fetches,
+    and the rows are exactly the matching ones. No JVM needed: the reader runs here as it would in a task."""
+    pytest.importorskip("pyspark")
+    from pyspark.sql.datasource import EqualTo, GreaterThan, GreaterThanOrEqual, LessThan
+
+    from logway.pipeline.source import SCHEMA, LogwayDataSource, LogwayFilteringReader
+
+    topic = new_topic()
+    with client_for(kafka_address) as client:
+        client.create_topic(topic, 3)
+        _filling(client, topic, 3, 200)
+    options = {"gateway": kafka_address, "subscribe": topic, "pushFilters": "true"}
+
+    def run(filters):
+        reader = LogwayDataSource(dict(options)).reader(SCHEMA)
+        assert isinstance(reader, LogwayFilteringReader)
+        left = list(reader.pushFilters(filters))
+        rows = [row for part in reader.partitions() for batch in reader.read(part) for row in batch.to_pylist()]
+        return reader, left, rows
+
+    full, _, all_rows = run([])
+    assert len(all_rows) == 600
+    since = dt.datetime.fromtimestamp((BASE_MS + 120) / 1000, dt.timezone.utc)
+    filters = [EqualTo(("partition",), 1), GreaterThanOrEqual(("offset",), 50), LessThan(("offset",), 150),
+               GreaterThan(("timestamp",), since), EqualTo(("key",), b"k3")]
+    narrow, left, rows = run(filters)
+    assert left == filters[3:]  # timestamp narrows but Spark re-checks it; key is not ours
+    assert [(r["partition"], r["offset"]) for r in rows] == [(1, o) for o in range(121, 150)]
+    assert narrow.stats.records_decoded < full.stats.records_decoded / 10
+    assert narrow.stats.bytes_fetched < full.stats.bytes_fetched / 5
+    empty, _, rows = run([EqualTo(("partition",), 7)])
+    assert rows == [] and empty.stats.fetches == 0
+
+
+# ================================================================================================== Spark: batch
+
+def test_batch_read_equals_what_kafka_python_produced(spark, kafka_address):
+    from kafka import KafkaProducer
+
+    topic = new_topic()
+    with client_for(kafka_address) as client:
+        client.create_topic(topic, 3)
+    producer = KafkaProducer(bootstrap_servers=kafka_address, linger_ms=5)
+    futures = []
+    for i in range(300):
+        key = b"k%d" % (i % 11) if i % 5 else None
+        headers = [("h", b"%d" % i), ("empty", b"")] if i % 7 == 0 else []
+        fut = producer.send(topic, value=b"value-%d" % i, key=key, partition=i % 3, timestamp_ms=BASE_MS + i,
+                            headers=headers)
+        futures.append((fut, key, b"value-%d" % i, BASE_MS + i, headers))
+    producer.flush()
+    expected = []
+    for fut, key, value, ts, headers in futures:
+        md = fut.get(timeout=10)
+        expected.append((md.partition, md.offset, key, value, ts, headers))
+    producer.close()
+    rows = read_rows(spark, kafka_address, subscribe=topic)
+    got = [(r.partition, r.offset, r.key, r.value, ms(r.timestamp), [(h.key, h.value) for h in r.headers])
+           for r in rows]
+    assert got == sorted(expected)
+    assert {(r.topic, r.timestampType) for r in rows} == {(topic, 0)}
+
+
+def test_batch_read_equals_what_the_native_protocol_produced(spark, logway_gateway, kafka_address):
+    topic = new_topic()
+    expected = []
+    with NativeClient(*logway_gateway.native) as native:
+        native.create_topic(topic, 2)
+        for p in range(2):
+            recs = [Record(b"n%d-%d" % (p, i), key=b"key%d" % i if i % 2 else None, timestamp=BASE_MS + 10 * i)
+                    for i in range(25)]
+            offsets = native.produce(topic, p, recs)
+            expected += [(p, o, r.key, r.value, r.timestamp, list(r.headers)) for o, r in zip(offsets, recs)]
+            native.produce(topic, p, [b"plain-%d" % p])
+            expected.append((p, 25, None, b"plain-%d" % p, None, []))
+    rows = read_rows(spark, kafka_address, subscribe=topic)
+    got = [(r.partition, r.offset, r.key, r.value, ms(r.timestamp), [(h.key, h.value) for h in r.headers])
+           for r in rows]
+    assert [g[:4] + g[5:] for g in got] == [e[:4] + e[5:] for e in expected]
+    assert [g[4] for g in got if g[1] < 25] == [e[4] for e in expected if e[1] < 25]
+
+
+def test_batch_offsets_and_timestamps(spark, kafka_address):
+    topic = new_topic()
+    with client_for(kafka_address) as client:
+        client.create_topic(topic, 2)
+        _filling(client, topic, 2, 50)
+
+    def offsets(**options):
+        return [(r.partition, r.offset) for r in read_rows(spark, kafka_address, subscribe=topic, **options)]
+
+    assert offsets() == [(p, o) for p in range(2) for o in range(50)]
+    assert offsets(startingOffsets='{"%s": {"0": 10, "1": -2}}' % topic,
+                   endingOffsets='{"%s": {"0": 20, "1": -1}}' % topic) == (
+        [(0, o) for o in range(10, 20)] + [(1, o) for o in range(50)])
+    assert offsets(startingOffsets="latest") == []
+    assert offsets(startingTimestamp=BASE_MS + 20, endingTimestamp=BASE_MS + 30) == (
+        [(p, o) for p in range(2) for o in range(20, 30)])
+    assert offsets(startingOffsetsByTimestamp='{"%s": {"1": %d}}' % (topic, BASE_MS + 45)) == (
+        [(0, o) for o in range(50)] + [(1, o) for o in range(45, 50)])
+    assert offsets(startingTimestamp=BASE_MS + 10_000) == []
+    assigned = read_rows(spark, kafka_address, assign='{"%s": [1]}' % topic, maxRecordsPerPartition=7)
+    assert [(r.partition, r.offset) for r in assigned] == [(1, o) for o in range(50)]
+    with pytest.raises(Exception, match="give exactly one of the options subscribe"):
+        offsets(assign='{"%s": [1]}' % topic)
+    df = spark.read.format("logway").option("gateway", kafka_address).option("subscribe", topic).option(
+        "maxRecordsPerPartition", "7").load()
+    assert df.rdd.getNumPartitions() == 2 * 8
+
+
+def test_spark_filters_return_exactly_the_matching_rows(spark, kafka_address):
+    topic = new_topic()
+    with client_for(kafka_address) as client:
+        client.create_topic(topic, 3)
+        _filling(client, topic, 3, 60)
+    def reader():
+        return spark.read.format("logway").option("gateway", kafka_address).option("subscribe", topic)
+
+    query = "partition = 2 AND offset >= 10 AND offset < 20 AND timestamp >= timestamp_millis(%d)" % (BASE_MS + 15)
+    pushed = reader().option("pushFilters", "true").load().where(query).collect()
+    assert sorted((r.partition, r.offset) for r in pushed) == [(2, o) for o in range(15, 20)]
+    # The default is safe to reuse: a DataFrame queried with filters, then without, still reads everything.
+    df = reader().load()
+    assert df.where(query).count() == 5
+    assert df.count() == 180
+
+
+def test_reading_a_missing_topic_fails_clearly(spark, kafka_address):
+    with pytest.raises(Exception, match="UNKNOWN_TOPIC_OR_PARTITION"):
+        read_rows(spark, kafka_address, subscribe="never-created-" + new_topic())
+
+
+# ============================================================================================== Spark: streaming
+
+def _available_now(spark, address: str, checkpoint, **options):
+    """Run one Trigger.AvailableNow query; returns the values of each non-empty micro-batch."""
+    batches = []
+
+    def collect(df, batch_id):
+        values = [r.value for r in df.collect()]
+        if values:
+            batches.append(values)
+
+    reader = spark.readStream.format("logway").option("gateway", address)
+    for key, value in options.items():
+        reader = reader.option(key, str(value))
+    query = (reader.load().writeStream.foreachBatch(collect).option("checkpointLocation", str(checkpoint))
+             .trigger(availableNow=True).start())
+    assert query.awaitTermination(120), "the availableNow query did not finish"
+    assert query.exception() is None
+    return batches
+
+
+def test_stream_available_now_twice_on_one_checkpoint(spark, kafka_address, tmp_path):
+    topic = new_topic()
+    with client_for(kafka_address) as client:
+        client.create_topic(topic, 3)
+        producer = Producer(client)
+        for i in range(30):
+            producer.send(topic, b"first-%d" % i, partition=i % 3)
+        producer.flush()
+        first = _available_now(spark, kafka_address, tmp_path / "ck", subscribe=topic, startingOffsets="earliest")
+        assert sorted(v for b in first for v in b) == sorted(b"first-%d" % i for i in range(30))
+        for i in range(20):
+            producer.send(topic, b"second-%d" % i, partition=i % 3)
+        producer.flush()
+    second = _available_now(spark, kafka_address, tmp_path / "ck", subscribe=topic, startingOffsets="earliest")
+    assert sorted(v for b in second for v in b) == sorted(b"second-%d" % i for i in range(20))
+    assert _available_now(spark, kafka_address, tmp_path / "ck", subscribe=topic) == []
+
+
+def test_max_records_per_trigger_splits_the_backlog(spark, kafka_address, tmp_path):
+    topic = new_topic()
+    with client_for(kafka_address) as client:
+        client.create_topic(topic, 2)
+        producer = Producer(client)
+        for i in range(35):
+            producer.send(topic, b"r%d" % i, partition=0 if i < 20 else 1)
+        producer.flush()
+    batches = _available_now(spark, kafka_address, tmp_path / "ck", subscribe=topic, startingOffsets="earliest",
+                             maxRecordsPerTrigger=10)
+    assert [len(b) for b in batches] == [10, 10, 10, 5]
+    assert sorted(v for b in batches for v in b) == sorted(b"r%d" % i for i in range(35))
+
+
+def test_new_topics_matching_the_pattern_are_picked_up(spark, kafka_address, tmp_path):
+    prefix = new_topic("pat")
+    with client_for(kafka_address) as client:
+        client.create_topic(prefix + "-a", 1)
+        client.produce(prefix + "-a", 0, encode_batch([Record(b"a1")], default_timestamp=BASE_MS))
+        options = dict(subscribePattern=prefix.replace("-", "[-]") + "-.*", startingOffsets="earliest")
+        assert _available_now(spark, kafka_address, tmp_path / "ck", **options) == [[b"a1"]]
+        client.create_topic(prefix + "-b", 2)
+        client.produce(prefix + "-b", 1, encode_batch([Record(b"b1"), Record(b"b2")], default_timestamp=BASE_MS))
+        client.produce(prefix + "-a", 0, encode_batch([Record(b"a2")], default_timestamp=BASE_MS))
+    later = _available_now(spark, kafka_address, tmp_path / "ck", **options)
+    assert sorted(v for b in later for v in b) == [b"a2", b"b1", b"b2"]
+
+
+# ================================================================================================= Spark: writes
+
+def test_write_then_read_back(spark, kafka_address):
+    topic = new_topic()
+    with client_for(kafka_address) as client:
+        client.create_topic(topic, 3)
+    stamp = dt.datetime.fromtimestamp((BASE_MS + 5) / 1000)
+    data = [(b"k%d" % i if i % 4 else None, b"value-%d" % i, i % 3,
+             [("h", b"%d" % i)] if i % 5 == 0 else [], stamp) for i in range(60)]
+    df = spark.createDataFrame(data, "key binary, value binary, partition int, "
+                                     "headers array<struct<key string, value binary>>, timestamp timestamp")
+    df.write.format("logway").option("gateway", kafka_address).option("topic", topic).mode("append").save()
+    rows = read_rows(spark, kafka_address, subscribe=topic)
+    assert sorted((r.partition, r.value, r.key, [(h.key, h.value) for h in r.headers], ms(r.timestamp))
+                  for r in rows) == sorted((p, v, k, h, BASE_MS + 5) for k, v, p, h, _ in data)
+    assert [r.offset for r in rows if r.partition == 0] == list(range(20))
+
+    other = new_topic()
+    strings = spark.createDataFrame([("a", "1", other), ("b", "2", other), (None, "3", other)],
+                                    "key string, value string, topic string")
+    strings.write.format("logway").option("gateway", kafka_address).mode("append").save()
+    assert sorted(r.value for r in read_rows(spark, kafka_address, subscribe=other)) == [b"1", b"2", b"3"]
+
+
+def test_write_errors_surface_as_task_failures_with_the_gateway_error(spark, kafka_address):
+    topic = new_topic()
+    with client_for(kafka_address) as client:
+        client.create_topic(topic, 1)
+    df = spark.createDataFrame([(b"x", 5)], "value binary, partition int")
+    with pytest.raises(Exception, match=r"UNKNOWN_TOPIC_OR_PARTITION \(3\)") as err:
+        df.write.format("logway").option("gateway", kafka_address).option("topic", topic).mode("append").save()
+    assert f"{topic}-5" in str(err.value)
+    with pytest.raises(Exception, match="needs a 'value' column"):
+        spark.createDataFrame([(1,)], "v int").write.format("logway").option("gateway", kafka_address).option(
+            "topic", topic).mode("append").save()
+
+
+def test_streaming_topic_a_to_topic_b_delivers_every_record_once(spark, kafka_address, tmp_path):
+    source, sink = new_topic("a"), new_topic("b")
+    with client_for(kafka_address) as client:
+        client.create_topic(source, 3)
+        client.create_topic(sink, 2)
+        producer = Producer(client)
+        for i in range(100):
+            producer.send(source, b"event-%d" % i, key=b"user-%d" % (i % 9))
+        producer.flush()
+
+    def copy():
+        query = (spark.readStream.format("logway").option("gateway", kafka_address).option("subscribe", source)
+                 .option("startingOffsets", "earliest").option("maxRecordsPerTrigger", 30).load()
+                 .selectExpr("key", "value", "headers")
+                 .writeStream.format("logway").option("gateway", kafka_address).option("topic", sink)
+                 .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+        assert query.awaitTermination(120)
+        assert query.exception() is None
+        return [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+
+    assert sum(copy()) == 100
+    with client_for(kafka_address) as client:
+        producer = Producer(client)
+        for i in range(100, 110):
+            producer.send(source, b"event-%d" % i, key=b"user-%d" % (i % 9))
+        producer.flush()
+    assert copy() == [10]
+    rows = read_rows(spark, kafka_address, subscribe=sink)
+    assert sorted(r.value for r in rows) == sorted(b"event-%d" % i for i in range(110))
+    by_key = {}
+    for r in rows:  # keyed records were partitioned by key: every key sits in one partition of the sink
+        by_key.setdefault(r.key, set()).add(r.partition)
+    assert all(len(parts) == 1 for parts in by_key.values())
+
+
+def test_data_loss_is_reported(kafka_address):
+    """A planned range whose offsets are gone fails with DataLossError (or is skipped when allowed)."""
+    pytest.importorskip("pyarrow")
+    from logway.pipeline.fetcher import read_range
+    from logway.pipeline.ranges import OffsetRange
+
+    topic = new_topic()
+    with client_for(kafka_address) as client:
+        client.create_topic(topic, 1)
+        _filling(client, topic, 1, 10)
+        with pytest.raises(DataLossError, match="failOnDataLoss=false"):
+            list(read_range(client, OffsetRange(topic, 0, 5, 30), max_bytes=1 << 20))
+        rows = [r for b in read_range(client, OffsetRange(topic, 0, 5, 30), max_bytes=1 << 20,
+                                      fail_on_data_loss=False) for r in b.to_pylist()]
+        assert [r["offset"] for r in rows] == list(range(5, 10))
