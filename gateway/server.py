@@ -34,6 +34,9 @@ log = logging.getLogger("logway.gateway")
 #: Every storage format the engine can hold, by name.
 FORMATS = {"kafka": KafkaFormat(), "tank": TankFormat()}
 
+#: How a connection ends when the client goes away: not an error worth a traceback.
+_PEER_GONE = (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError)
+
 Handler = Callable[[trio.SocketStream, Connection, "Gateway"], Awaitable[None]]
 
 
@@ -135,8 +138,12 @@ class Gateway:
             try:
                 with conn.scope:
                     await handler(stream, conn, self)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
+            except _PEER_GONE:
                 pass
+            except ExceptionGroup as group:  # a pump with a nursery (TANK) reports the peer leaving as a group
+                rest = group.subgroup(lambda e: not isinstance(e, (*_PEER_GONE, ExceptionGroup)))
+                if rest is not None:
+                    log.error("%s: connection handler crashed", name, exc_info=rest)
             except Exception:
                 log.exception("%s: connection handler crashed", name)
             finally:

@@ -47,8 +47,9 @@ class CorruptBatch(StorageError):
     """A batch handed to append is malformed or fails its format's checksum."""
 
 
-class OffsetTooLow(StorageError):
-    """A batch that carries its own offsets starts at or below offsets the log already holds."""
+class InvalidBatchOffset(StorageError):
+    """A batch that carries its own offsets starts below the log end, or reaches past the largest offset
+    (2^63 - 1)."""
 
 
 class BatchTooLarge(StorageError):

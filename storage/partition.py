@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
 from .config import TopicConfig
-from .errors import BatchTooLarge, CorruptBatch, OffsetOutOfRange, OffsetTooLow
+from .errors import BatchTooLarge, CorruptBatch, OffsetOutOfRange, InvalidBatchOffset
 from .files import fsync_dir
 from .formats import BatchFormat
 from .segment import Segment, segment_name
@@ -27,6 +27,8 @@ log = logging.getLogger("logway.storage")
 
 #: Index entries hold offsets relative to the segment base as u32: roll before that overflows.
 MAX_RELATIVE_OFFSET = 2**32 - 2
+#: Offsets are signed 64-bit in every protocol that names them (Kafka): nothing may go past this.
+MAX_OFFSET = 2**63 - 1
 
 
 class AppendResult(NamedTuple):
@@ -121,7 +123,9 @@ class PartitionLog:
             dropped = seg.recover(full=last and not clean)
             self.recovery.truncated_bytes += dropped
             expected_end = segments[i + 1].base_offset if not last else None
-            if expected_end is not None and (dropped or seg.next_offset != expected_end):
+            hole = expected_end is not None and (seg.next_offset > expected_end if self.explicit_offsets
+                                                 else seg.next_offset != expected_end)
+            if expected_end is not None and (dropped or hole):
                 # A hole inside the log: keep the consistent prefix, drop what follows (as Kafka does).
                 later = segments[i + 1:]
                 log.error("%s: segment %s ends at offset %d but the next starts at %d; dropping %d later segment(s)",
@@ -184,7 +188,7 @@ class PartitionLog:
         """Validate and append one or more whole batches; all of them or none are written.
 
         Offsets are assigned here: each batch is stamped with its base offset (formats with explicit offsets
-        keep theirs, which may skip ahead). Raises CorruptBatch, BatchTooLarge or OffsetTooLow without writing
+        keep theirs, which may skip ahead). Raises CorruptBatch, BatchTooLarge or InvalidBatchOffset without writing
         anything; an OSError (e.g. disk full) leaves the log as it was.
         """
         fmt = self.fmt
@@ -207,21 +211,24 @@ class PartitionLog:
         with self.lock:
             seg = self.segments[-1]
             base = offset = seg.next_offset
-            undo = (seg, seg.size, seg.next_offset)
+            undo = (self.segments, seg.size, seg.next_offset)
             try:
                 for batch, size, explicit, delta, max_ts in batches:
                     if explicit is not None and self.explicit_offsets:
                         if explicit < offset:
-                            raise OffsetTooLow(f"batch starts at offset {explicit}, the log is at {offset}")
+                            raise InvalidBatchOffset(f"batch starts at offset {explicit}, the log is at {offset}")
                         if offset == base:
                             base = explicit
                         offset = explicit  # a gap: offsets up to here are simply never used
-                    if seg.size and (seg.size + size > cfg.segment_bytes or now - seg.created_ms >= cfg.segment_ms
-                                     or offset + delta - seg.base_offset > MAX_RELATIVE_OFFSET):
+                    if offset + delta >= MAX_OFFSET:  # the log end (last + 1) must stay a valid offset too
+                        raise InvalidBatchOffset(f"batch reaches offset {offset + delta}, beyond {MAX_OFFSET - 1}")
+                    if offset + delta - seg.base_offset > MAX_RELATIVE_OFFSET:
+                        seg = self._roll(now, offset)  # a far jump: a new segment based where the batch starts
+                    elif seg.size and (seg.size + size > cfg.segment_bytes or now - seg.created_ms >= cfg.segment_ms):
                         seg = self._roll(now)
                     seg.append(fmt.stamp(batch, offset), size, offset, offset + delta, max_ts)
                     offset += delta + 1
-            except (OSError, OffsetTooLow):
+            except BaseException:  # disk full, a refused offset, anything: the log stays as it was
                 self._undo(undo)
                 raise
         return AppendResult(base, offset - 1, now)
@@ -248,26 +255,39 @@ class PartitionLog:
         return batches
 
     def _undo(self, undo) -> None:
-        seg, size, next_offset = undo
-        # Drop segments rolled during the failed append, then cut the original one back.
-        while self.segments[-1] is not seg:
-            extra = self.segments.pop()
-            extra.close()
-            extra.delete()
-        if not seg.active:
-            seg.close()
-            seg = Segment(self.directory, seg.base_offset, self.fmt, active=True,
-                          index_interval=self.config.index_interval_bytes, created_ms=seg.created_ms)
-            self.segments[-1] = seg
-        seg.rollback(size)
-        seg.recover(full=False)
-        seg.next_offset = next_offset
+        """Put the log back as it was before a failed append: drop segments it created, reopen the active one
+        (frozen or replaced by a roll) and cut it back to its old size."""
+        original, size, next_offset = undo
+        kept = {id(s) for s in original}
+        for extra in self.segments:
+            if id(extra) not in kept:
+                extra.close()
+                extra.delete()
+        active = original[-1]
+        if not active.active or not os.path.exists(active.log_path):
+            active.close()
+            active = Segment(self.directory, active.base_offset, self.fmt, active=True,
+                             index_interval=self.config.index_interval_bytes, created_ms=active.created_ms)
+        self.segments = original[:-1] + [active]
+        self._unsynced = [s for s in self._unsynced if s is not active]
+        active.rollback(size)
+        active.recover(full=False)
+        active.next_offset = next_offset
 
-    def _roll(self, now_ms: int) -> Segment:
+    def _roll(self, now_ms: int, base: int | None = None) -> Segment:
+        """Freeze the active segment and start a new one at `base` (default: where the log ends). An empty
+        active segment is replaced rather than frozen."""
         old = self.segments[-1]
+        base = old.next_offset if base is None else base
+        if old.size == 0:
+            old.close()
+            old.delete()
+            seg = self._new_segment(base, now_ms)
+            self.segments = self.segments[:-1] + [seg]
+            return seg
         old.freeze()
         self._unsynced.append(old)
-        seg = self._new_segment(old.next_offset, now_ms)
+        seg = self._new_segment(base, now_ms)
         self.segments = self.segments + [seg]  # a new list: readers iterate their own snapshot
         return seg
 

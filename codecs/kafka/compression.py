@@ -137,6 +137,16 @@ def _gzip_decompress(data, max_size: int) -> bytes:
 # --- snappy -----------------------------------------------------------------------------------------------
 
 
+#: Raw snappy output is at most ~21.3x its input (a 3-byte copy op yields 64 bytes): a declared length beyond this
+#: bound cannot be true and is refused before the decompressor reserves memory for it.
+SNAPPY_MAX_EXPANSION = 22
+
+
+def snappy_length_possible(declared: int, compressed_len: int) -> bool:
+    """Whether a raw snappy block of `compressed_len` bytes can really inflate to `declared` bytes."""
+    return declared <= SNAPPY_MAX_EXPANSION * compressed_len + 32
+
+
 def _snappy_raw_length(block) -> int:
     """The uncompressed length a raw snappy block declares (its leading unsigned varint, at most 5 bytes)."""
     length = 0
@@ -153,8 +163,11 @@ def _snappy_raw_length(block) -> int:
 def _snappy_decompress(data, max_size: int) -> bytes:
     mv = memoryview(data)
     if mv[:8] != XERIAL_MAGIC:
-        if _snappy_raw_length(mv) > max_size:
+        declared = _snappy_raw_length(mv)
+        if declared > max_size:
             raise RecordFormatError(f"snappy block declares more than {max_size} bytes")
+        if not snappy_length_possible(declared, len(mv)):
+            raise RecordFormatError(f"a {len(mv)}-byte snappy block cannot hold the {declared} bytes it declares")
         return bytes(cramjam.snappy.decompress_raw(mv))
     # xerial framing: 16-byte header, then [int32 BE compressed length, raw snappy block]...
     if len(mv) < _XERIAL_HEADER_SIZE:
@@ -172,7 +185,10 @@ def _snappy_decompress(data, max_size: int) -> bytes:
             raise RecordFormatError(f"xerial snappy block of {n} bytes exceeds the {end - pos} left")
         block = mv[pos : pos + n]
         pos += n
-        total += _snappy_raw_length(block)
+        declared = _snappy_raw_length(block)
+        if not snappy_length_possible(declared, n):
+            raise RecordFormatError(f"a {n}-byte snappy block cannot hold the {declared} bytes it declares")
+        total += declared
         if total > max_size:
             raise RecordFormatError(f"snappy data inflates beyond {max_size} bytes")
         out.append(bytes(cramjam.snappy.decompress_raw(block)))

@@ -27,6 +27,8 @@ from typing import NamedTuple, Sequence
 
 import cramjam
 
+from logway.codecs.kafka.compression import snappy_length_possible
+
 from ..errors import RecordFormatError
 from ..records import Record
 from .varint import UINT32_MAX, Truncated, decode_varint, encode_varint
@@ -356,6 +358,8 @@ def _message_set_bytes(bundle: bytes, hdr: BundleHeader, start: int, end: int) -
     claimed, _ = decode_varint(bundle, start, end)  # snappy's own uncompressed-length prefix
     if claimed > MAX_MESSAGE_SET_BYTES:
         raise RecordFormatError(f"snappy message set claims {claimed} bytes, over {MAX_MESSAGE_SET_BYTES}")
+    if not snappy_length_possible(claimed, end - start):
+        raise RecordFormatError(f"a {end - start}-byte snappy block cannot hold the {claimed} bytes it claims")
     if hdr.count * _MIN_MESSAGE_BYTES > claimed:
         raise RecordFormatError(f"{hdr.count} messages cannot fit in {claimed} decompressed bytes")
     try:

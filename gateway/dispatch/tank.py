@@ -21,7 +21,7 @@ from logway.codecs.tank import (ConsumeFlags, ConsumePartitionResult, ConsumeRes
                                 ReloadConfRequest, ReloadConfResponse, StatusRequest, StatusResponse,
                                 TankFormat, decode_bundle, encode_bundle, parse_bundle_header, wrap)
 from logway.codecs.tank.messages import PartitionBounds, TopicInfo, valid_topic_name
-from logway.storage import (BatchTooLarge, CorruptBatch, InvalidConfig, OffsetTooLow, PartitionLog, StorageError,
+from logway.storage import (BatchTooLarge, CorruptBatch, InvalidConfig, InvalidBatchOffset, PartitionLog, StorageError,
                             TopicExists)
 
 from .. import transcode
@@ -120,7 +120,7 @@ class TankDispatch:
                 data = transcode.encode(plog.config.format, records, now_ms=int(time.time() * 1000),
                                         max_batch_bytes=plog.config.max_batch_bytes)
             self.core.append(plog, data)
-        except OffsetTooLow:
+        except InvalidBatchOffset:
             return ProduceError.INVALID_SEQNUM
         except (ValueError, CorruptBatch, BatchTooLarge) as exc:  # RecordFormatError is a ValueError
             log.info("produce to %s-%d refused: %s", plog.topic, plog.partition, exc)
@@ -178,25 +178,26 @@ class TankDispatch:
                                       transcode.encode_tank_chunk(records))
 
     def park(self, req) -> list:
-        """What a consume that must wait watches: (topic, log, partition, offset at EOF) per partition. Taken in
-        the same step as the EOF check, so an append that follows the request is never missed."""
+        """What a consume that must wait watches: (topic, log, partition, offset at EOF, active segment, its
+        size) per partition. Taken in the same step as the EOF check, so an append that follows the request is
+        never missed."""
         watched = []
         for t in req.topics:
             topic = self.engine.topics_by_name[t.name]
             for p in t.partitions:
                 plog = topic.partitions[p.partition]
-                watched.append((t.name, plog, p.partition, plog.log_end_offset))
+                active = plog.segments[-1]
+                watched.append((t.name, plog, p.partition, plog.log_end_offset, active, active.size))
         return watched
 
     async def poll(self, req, watched: list) -> ConsumeResponse:
         """Park a consume whose partitions are all at EOF; answer on min_bytes appended or on the timer."""
         deadline = normalised_expiry(trio.current_time(), req.max_wait_ms)
         min_bytes = min(req.min_bytes, MAX_FETCH)
-        keys = [(name, part) for name, _, part, _ in watched]
+        keys = [(w[0], w[2]) for w in watched]
         notifier = self.core.notifier
         while True:
-            captured = sum(self._appended_bytes(plog, start) for _, plog, _, start in watched)
-            if captured and captured >= min_bytes:
+            if self._captured(watched) >= max(min_bytes, 1):
                 return self._wake_response(req, watched)
             try:
                 woken = await notifier.wait(keys, deadline)
@@ -206,21 +207,18 @@ class TankDispatch:
                 return self._timeout_response(req, watched)
 
     @staticmethod
-    def _appended_bytes(plog: PartitionLog, start: int) -> int:
+    def _captured(watched) -> int:
+        """Bytes appended to the watched partitions since they were parked, from segment sizes (no reads). A
+        roll of a watched partition counts as enough: it forces the answer, as in TANK."""
         total = 0
-        offset = start
-        end = plog.log_end_offset
-        while offset < end:
-            rng = plog.read(offset, MAX_FETCH)
-            if rng is None:
-                break
-            total += rng.length
-            offset = rng.end_offset
+        for _, plog, _, _, segment, size in watched:
+            active = plog.segments[-1]
+            total += active.size - size if active is segment else MAX_FETCH
         return total
 
     def _grouped(self, req, watched, make) -> ConsumeResponse:
         topics: dict[str, list] = {}
-        for name, plog, partition, start in watched:
+        for name, plog, partition, start, *_ in watched:
             topics.setdefault(name, []).append(make(plog, partition, start))
         return ConsumeResponse(req.request_id, [ConsumeTopicResult(n, parts) for n, parts in topics.items()])
 
@@ -235,8 +233,7 @@ class TankDispatch:
 
     def timeout_response(self, req) -> ConsumeResponse:
         """The answer a parked consume gets when its timer expires, given at once."""
-        return self._timeout_response(req, [(t.name, self.engine.topics_by_name[t.name].partitions[p.partition],
-                                             p.partition, 0) for t in req.topics for p in t.partitions])
+        return self._timeout_response(req, self.park(req))
 
     def _timeout_response(self, req, watched) -> ConsumeResponse:
         return self._grouped(req, watched, lambda plog, partition, start: ConsumePartitionResult(
