@@ -62,9 +62,14 @@ class PartitionProducers:
         for seen in recent:
             if seen.first_seq == batch.first_seq and seen.last_seq == batch.last_seq:
                 return ErrorCode.NONE, seen.base_offset
-        if batch.first_seq != (recent[-1].last_seq + 1) % _SEQ_MODULUS:
-            return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, None
-        return ErrorCode.NONE, None
+        last = recent[-1].last_seq
+        if batch.first_seq == (last + 1) % _SEQ_MODULUS:
+            return ErrorCode.NONE, None
+        if batch.last_seq <= last and batch.first_seq <= batch.last_seq:
+            # Older than the remembered window but already written (a producer replaying a whole task, as
+            # the Spark writer does after a retry): not appended again.
+            return ErrorCode.DUPLICATE_SEQUENCE_NUMBER, None
+        return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, None
 
     def record(self, batch: BatchSeq) -> None:
         entry = self._producers.get(batch.producer_id)

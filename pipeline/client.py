@@ -271,10 +271,11 @@ class LogwayClient:
                            topic=topic, partition=partition, operation="fetch")
 
     # -- produce -------------------------------------------------------------------------------------------
-    def init_producer_id(self) -> tuple[int, int]:
-        """A new idempotent producer's (id, epoch)."""
+    def init_producer_id(self, name: str | None = None) -> tuple[int, int]:
+        """An idempotent producer's (id, epoch): a new one, or with `name` the stable id the gateway keeps for
+        that name (sent as the transactional id; logway has no transactions), so a replay is recognised."""
         resp = self.request(admin.INIT_PRODUCER_ID_KEY, V_INIT_PRODUCER_ID,
-                            admin.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000))
+                            admin.InitProducerIdRequest(transactional_id=name, transaction_timeout_ms=60000))
         if resp.error_code != ErrorCode.NONE:
             raise GatewayError(resp.error_code, operation="init producer id")
         return resp.producer_id, resp.producer_epoch

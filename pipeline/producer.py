@@ -67,8 +67,13 @@ class Producer:
     """Batches records per (topic, partition) and sends them as an idempotent producer (see the module doc)."""
 
     def __init__(self, client: LogwayClient, *, batch_bytes: int = 1024 * 1024, compression: int = 0,
-                 clock=time.time) -> None:
+                 clock=time.time, name: str | None = None) -> None:
+        """`name` makes the producer replayable: the gateway gives every producer of that name the same id,
+        and key-less records go to the same partitions in the same batches, so running the same writes again
+        under the same name (a retried task) appends nothing twice."""
         self.client = client
+        self.name = name
+        self._random = random.Random(name) if name is not None else random
         self.batch_bytes = batch_bytes
         self.compression = compression
         self.clock = clock
@@ -98,7 +103,7 @@ class Producer:
             return partition_for_key(key, self.partitions(topic))
         sticky = self._sticky.get(topic)
         if sticky is None:
-            sticky = self._sticky[topic] = random.randrange(self.partitions(topic))
+            sticky = self._sticky[topic] = self._random.randrange(self.partitions(topic))
         return sticky
 
     # -- sending -------------------------------------------------------------------------------------------
@@ -128,7 +133,7 @@ class Producer:
         if not records:
             return
         if self.producer_id is None:
-            self.producer_id, self.producer_epoch = self.client.init_producer_id()
+            self.producer_id, self.producer_epoch = self.client.init_producer_id(self.name)
         sequence = self._sequences.get(tp, 0)
         batch = encode_batch(records, default_timestamp=int(self.clock() * 1000), compression=self.compression,
                              producer_id=self.producer_id, producer_epoch=self.producer_epoch,
@@ -140,4 +145,4 @@ class Producer:
         if self._sticky.get(tp[0]) == tp[1]:  # a key-less batch went out: the next one goes elsewhere
             count = self.partitions(tp[0])
             if count > 1:
-                self._sticky[tp[0]] = (tp[1] + 1 + random.randrange(count - 1)) % count
+                self._sticky[tp[0]] = (tp[1] + 1 + self._random.randrange(count - 1)) % count

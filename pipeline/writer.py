@@ -17,6 +17,8 @@ message), and Spark reports it as the job's failure.
 
 from __future__ import annotations
 
+import uuid
+
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -103,10 +105,24 @@ def _headers(raw) -> tuple:
     return tuple(out)
 
 
-def write_batches(opts: WriteOptions, batches: Iterator[pa.RecordBatch]) -> WriteResult:
-    """Produce every row of `batches` (the body of a write task)."""
+def task_producer_name(write_id: str) -> str | None:
+    """The producer name of the running Spark task: the same for every attempt of the task (stage and
+    partition ids survive retries), different for every task of this write (`write_id`, made on the driver)."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None:
+        return None
+    return f"logway-spark-{write_id}-{ctx.stageId()}-{ctx.partitionId()}"
+
+
+def write_batches(opts: WriteOptions, batches: Iterator[pa.RecordBatch], *,
+                  producer_name: str | None = None) -> WriteResult:
+    """Produce every row of `batches` (the body of a write task); with `producer_name`, a replay of the same
+    rows under the same name appends nothing again."""
     with LogwayClient(opts.client) as client:
-        producer = Producer(client, batch_bytes=opts.batch_bytes, compression=opts.compression)
+        producer = Producer(client, batch_bytes=opts.batch_bytes, compression=opts.compression,
+                            name=producer_name)
         for batch in batches:
             n = batch.num_rows
             values = _column(batch, "value")
@@ -124,13 +140,14 @@ def write_batches(opts: WriteOptions, batches: Iterator[pa.RecordBatch]) -> Writ
 
 
 class LogwayBatchWriter(DataSourceArrowWriter):
-    """`df.write.format("logway")`: one idempotent producer per task."""
+    """`df.write.format("logway")`: one idempotent producer per task, named so a retried task is recognised."""
 
     def __init__(self, opts: WriteOptions) -> None:
         self.opts = opts
+        self.write_id = uuid.uuid4().hex  # made once, on the driver: shared by every task and attempt
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteResult:
-        return write_batches(self.opts, iterator)
+        return write_batches(self.opts, iterator, producer_name=task_producer_name(self.write_id))
 
     def commit(self, messages) -> None:
         """Nothing to do: records are visible as soon as the gateway acknowledged them."""
@@ -140,13 +157,15 @@ class LogwayBatchWriter(DataSourceArrowWriter):
 
 
 class LogwayStreamWriter(DataSourceStreamArrowWriter):
-    """`df.writeStream.format("logway")`: each micro-batch as a batch write."""
+    """`df.writeStream.format("logway")`: each micro-batch as a batch write (a retried task of a micro-batch
+    is recognised; a micro-batch re-run after the query restarts is written again: at least once)."""
 
     def __init__(self, opts: WriteOptions) -> None:
         self.opts = opts
+        self.write_id = uuid.uuid4().hex
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteResult:
-        return write_batches(self.opts, iterator)
+        return write_batches(self.opts, iterator, producer_name=task_producer_name(self.write_id))
 
     def commit(self, messages, batchId: int) -> None:
         """Nothing to do: records are visible as soon as the gateway acknowledged them."""

@@ -265,3 +265,25 @@ def test_offsets_committed_over_kafka_are_the_native_ones(gw, client):
                                               offsets.OffsetCommitRequestPartition(partition_index=9,
                                                                                    committed_offset=1)])])
     assert client.call(8, 7, unknown).topics[0].partitions[0].error_code == 3
+
+
+def test_named_producer_ids_are_stable_and_replays_are_not_appended(gw, client):
+    from logway.codecs.kafka.api import admin as adm
+
+    topic = new_topic(gw)
+
+    def init(name):
+        resp = client.call(22, 1, adm.InitProducerIdRequest(transactional_id=name, transaction_timeout_ms=1000))
+        assert resp.error_code == 0
+        return resp.producer_id, resp.producer_epoch
+
+    pid, epoch = init("writer-a")
+    assert (pid, epoch) == init("writer-a") and init("writer-b")[0] != pid and epoch == 0
+    batches = [encode_batch([Record(b"%d" % i)], default_timestamp=1, producer_id=pid, producer_epoch=0,
+                            base_sequence=i) for i in range(8)]
+    assert [client.produce(topic, 0, b) for b in batches] == [(0, i) for i in range(8)]
+    assert client.produce(topic, 0, batches[0])[0] == 46  # older than the 5-batch window: DUPLICATE_SEQUENCE
+    assert client.produce(topic, 0, batches[6]) == (0, 6)  # inside the window: its original offset
+    gap = encode_batch([Record(b"x")], default_timestamp=1, producer_id=pid, producer_epoch=0, base_sequence=20)
+    assert client.produce(topic, 0, gap)[0] == 45
+    assert len(decode_records(_fetch(client, topic, 0))) == 8  # nothing appended twice

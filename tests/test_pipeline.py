@@ -632,3 +632,33 @@ def test_data_loss_is_reported(kafka_address):
         rows = [r for b in read_range(client, OffsetRange(topic, 0, 5, 30), max_bytes=1 << 20,
                                       fail_on_data_loss=False) for r in b.to_pylist()]
         assert [r["offset"] for r in rows] == list(range(5, 10))
+
+
+def test_a_retried_write_task_does_not_duplicate_records(kafka_address):
+    """The body of a write task run twice under the same producer name (what a Spark task retry does: same
+    write, stage and partition) appends every record once; a different name (another task) appends again."""
+    import pyarrow as pa
+
+    from logway.pipeline.options import WriteOptions
+    from logway.pipeline.writer import write_batches
+
+    topic = new_topic("retry")
+    with client_for(kafka_address) as client:
+        client.create_topic(topic, 3)
+    opts = WriteOptions(ClientConfig.parse(kafka_address), topic, 0, 4096)  # small batches: many of them
+
+    def rows():
+        n = 2000
+        return iter([pa.RecordBatch.from_pydict({"value": [b"row-%04d" % i for i in range(n)],
+                                                 "key": [None if i % 3 else b"k%d" % i for i in range(n)]})])
+
+    first = write_batches(opts, rows(), producer_name="logway-spark-test-7-1")
+    again = write_batches(opts, rows(), producer_name="logway-spark-test-7-1")  # the retried attempt
+    assert first.records == again.records == 2000 and first.batches > 5  # replayed past the 5-batch window
+    with client_for(kafka_address) as client:
+        ends = client.list_offsets({(topic, p): -1 for p in range(3)})
+    assert sum(ends.values()) == 2000, ends
+    write_batches(opts, rows(), producer_name="logway-spark-test-8-1")  # a different task: new records
+    with client_for(kafka_address) as client:
+        ends = client.list_offsets({(topic, p): -1 for p in range(3)})
+    assert sum(ends.values()) == 4000

@@ -6,6 +6,7 @@ producer state. This broker is node 0 and the controller; every partition's lead
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 
@@ -459,9 +460,21 @@ class KafkaDispatch:
         return A.DeleteTopicsResponse(throttle_time_ms=0, responses=results)
 
     async def _init_producer_id(self, body, version, conn):
-        if body.transactional_id is not None:
-            # Transactions are not supported: refuse clearly rather than pretend.
-            return A.InitProducerIdResponse(throttle_time_ms=0, error_code=E.INVALID_REQUEST, producer_id=-1,
-                                            producer_epoch=-1)
+        if body.transactional_id:
+            # No transactions here: a transactional id only names a stable producer id (epoch 0), so a writer
+            # that replays its batches under the same name (a retried Spark task) is recognised and not
+            # appended twice. Clients that go on to use transactions fail at AddPartitionsToTxn (unsupported).
+            return A.InitProducerIdResponse(throttle_time_ms=0, error_code=E.NONE,
+                                            producer_id=stable_producer_id(body.transactional_id),
+                                            producer_epoch=0)
         pid = await trio.to_thread.run_sync(self.engine.producer_ids.next_id)
         return A.InitProducerIdResponse(throttle_time_ms=0, error_code=E.NONE, producer_id=pid, producer_epoch=0)
+
+
+#: Producer ids named by a transactional id live above this; allocated ids (logway.storage.sequences) stay below.
+STABLE_ID_BASE = 2**62
+
+
+def stable_producer_id(name: str) -> int:
+    """The producer id a transactional id always maps to (a 62-bit hash, above every allocated id)."""
+    return STABLE_ID_BASE + int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big") % STABLE_ID_BASE
