@@ -6,9 +6,9 @@ codec. Storage formats plug in through `BatchFormat` adapters (see `formats`).
 
 from .config import TopicConfig
 from .engine import MAX_PARTITIONS, LogEngine, Topic
-from .errors import (BatchTooLarge, CorruptBatch, InvalidConfig, InvalidPartitions, InvalidTopicName,
-                     OffsetOutOfRange, InvalidBatchOffset, StorageClosed, StorageError, TopicExists, UnknownFormat, UnknownPartition,
-                     UnknownTopic)
+from .errors import (BatchTooLarge, CorruptBatch, InvalidBatchOffset, InvalidConfig, InvalidPartitions,
+                     InvalidTopicName, OffsetOutOfRange, StorageClosed, StorageError, TopicExists, UnknownFormat,
+                     UnknownPartition, UnknownTopic)
 from .formats import BatchFormat, BatchInfo
 from .names import validate_topic_name
 from .offsets import CommittedOffset, OffsetStore
@@ -17,7 +17,7 @@ from .sequences import IdAllocator
 
 __all__ = [
     "AppendResult", "BatchFormat", "BatchInfo", "BatchTooLarge", "CommittedOffset", "CorruptBatch", "IdAllocator",
-    "InvalidConfig", "InvalidPartitions", "InvalidTopicName", "LogEngine", "MAX_PARTITIONS", "OffsetOutOfRange", "InvalidBatchOffset",
-    "OffsetStore", "PartitionLog", "ReadSlice", "RecoveryReport", "StorageClosed", "StorageError", "Topic",
-    "TopicConfig", "TopicExists", "UnknownFormat", "UnknownPartition", "UnknownTopic", "validate_topic_name",
+    "InvalidBatchOffset", "InvalidConfig", "InvalidPartitions", "InvalidTopicName", "LogEngine", "MAX_PARTITIONS",
+    "OffsetOutOfRange", "OffsetStore", "PartitionLog", "ReadSlice", "RecoveryReport", "StorageClosed",
+    "StorageError", "Topic", "TopicConfig", "TopicExists", "UnknownFormat", "UnknownPartition", "UnknownTopic", "validate_topic_name",
 ]

@@ -175,9 +175,9 @@ class KafkaDispatch:
             return answer(E.CORRUPT_MESSAGE, message=str(exc))
         except BatchTooLarge as exc:
             return answer(E.MESSAGE_TOO_LARGE, message=str(exc))
-        except OSError as exc:
+        except OSError as exc:  # e.g. disk full: nothing was appended, the client may retry
             log.error("append to %s-%d failed: %s", topic, partition, exc)
-            return answer(E.UNKNOWN_SERVER_ERROR, message=f"storage error: {exc.strerror or exc}")
+            return answer(E.KAFKA_STORAGE_ERROR, message=f"storage error: {exc.strerror or exc}")
         if state is not None:  # recorded before any wait, so a retry arriving meanwhile is recognised
             offset = result.base_offset
             for h in headers:
@@ -477,4 +477,5 @@ STABLE_ID_BASE = 2**62
 
 def stable_producer_id(name: str) -> int:
     """The producer id a transactional id always maps to (a 62-bit hash, above every allocated id)."""
-    return STABLE_ID_BASE + int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big") % STABLE_ID_BASE
+    digest = hashlib.blake2b(name.encode(), digest_size=8).digest()
+    return STABLE_ID_BASE + int.from_bytes(digest, "big") % STABLE_ID_BASE
