@@ -12,8 +12,7 @@ import logging
 
 import trio
 
-from logway.codecs.errors import RemoteProtocolError
-from logway.codecs.kafka.connection import CLOSED, NEED_DATA, KafkaServerConnection
+from logway.codecs.kafka.connection import KafkaServerConnection
 
 from .connections import Connection
 from .reading import RequestReader
@@ -27,18 +26,7 @@ async def serve_kafka_connection(stream: trio.SocketStream, conn: Connection, ga
     codec = KafkaServerConnection(gateway.config.kafka.max_request_bytes)
     dispatch = gateway.kafka_dispatch
     reader = RequestReader(stream, codec, conn, limits)
-    while True:
-        try:
-            request = codec.next_event()
-        except RemoteProtocolError as exc:
-            log.info("%s: closing: %s", conn.peer, exc.message)
-            return
-        if request is NEED_DATA:
-            if not await reader.feed():
-                return
-            continue
-        if request is CLOSED:
-            return
+    while (request := await reader.next()) is not None:
         conn.start_request()
         conn.client_id = request.client_id
         body = await dispatch.handle(request, conn)
@@ -46,4 +34,3 @@ async def serve_kafka_connection(stream: trio.SocketStream, conn: Connection, ga
             await send_pieces(stream, codec.encode_response(request, body))
         if not conn.end_request():
             return
-

@@ -12,8 +12,7 @@ import logging
 
 import trio
 
-from logway.codecs.errors import RemoteProtocolError
-from logway.codecs.native import CLOSED, NEED_DATA, ErrorResponse, NativeConnection
+from logway.codecs.native import ErrorResponse, NativeConnection
 
 from .connections import Connection
 from .reading import RequestReader
@@ -26,21 +25,12 @@ async def serve_native_connection(stream: trio.SocketStream, conn: Connection, g
     codec = NativeConnection("server", max_frame=limits.max_frame_bytes)
     dispatcher = gateway.native_dispatch
     reader = RequestReader(stream, codec, conn, limits)
-    while True:
-        try:
-            event = codec.next_event()
-        except RemoteProtocolError as exc:
-            log.debug("%s: protocol error: %s", conn.peer, exc.message)
-            await stream.send_all(codec.send(ErrorResponse(exc.message)))
-            if exc.fatal:
-                return
-            continue
-        if event is NEED_DATA:
-            if not await reader.feed():
-                return
-            continue
-        if event is CLOSED:
-            return
+
+    async def answer_error(exc) -> None:
+        log.debug("%s: protocol error: %s", conn.peer, exc.message)
+        await stream.send_all(codec.send(ErrorResponse(exc.message)))
+
+    while (event := await reader.next(answer_error)) is not None:
         conn.start_request()
         response = await dispatcher.handle(event)
         await stream.send_all(codec.send(response))

@@ -1,4 +1,4 @@
-"""Reading requests off a connection with the two timeouts every pump needs.
+"""Reading requests off a connection: the codec loop and the two timeouts every pump needs.
 
 - idle: a connection with nothing buffered that sends nothing for `limits.idle_timeout_ms` is closed;
 - request: once the first byte of a frame arrived, the whole frame must arrive within
@@ -11,6 +11,9 @@ from __future__ import annotations
 import logging
 
 import trio
+
+from logway.codecs.errors import RemoteProtocolError
+from logway.codecs.stream import CLOSED, NEED_DATA
 
 log = logging.getLogger("logway.gateway")
 
@@ -26,6 +29,30 @@ class RequestReader:
         self.idle = limits.idle_timeout_ms / 1000
         self.request_timeout = limits.request_timeout_ms / 1000
         self._frame_deadline: float | None = None
+
+    async def next(self, on_error=None):
+        """The next event, or None when the connection is over (EOF, a timeout, or a fatal protocol error).
+
+        A protocol error goes to `on_error(exc)` when given (the native protocol answers even a fatal one)
+        and reading goes on unless it was fatal; without `on_error` every protocol error ends the connection.
+        """
+        codec = self.codec
+        while True:
+            try:
+                event = codec.next_event()
+            except RemoteProtocolError as exc:
+                if on_error is None:
+                    log.info("%s: closing: %s", self.conn.peer, exc.message)
+                    return None
+                await on_error(exc)
+                if exc.fatal:
+                    return None
+                continue
+            if event is NEED_DATA:
+                if not await self.feed():
+                    return None
+                continue
+            return None if event is CLOSED else event
 
     async def feed(self) -> bool:
         """Receive more bytes into the codec; False when the connection must be closed (a timeout)."""

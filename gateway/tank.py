@@ -12,8 +12,7 @@ import logging
 
 import trio
 
-from logway.codecs.errors import RemoteProtocolError
-from logway.codecs.tank import CLOSED, NEED_DATA, ConsumeRequest, TankServerConnection
+from logway.codecs.tank import ConsumeRequest, TankServerConnection
 from logway.codecs.tank.messages import PingEvent
 
 from .connections import Connection
@@ -46,18 +45,7 @@ async def serve_tank_connection(stream: trio.SocketStream, conn: Connection, gat
     await stream.send_all(codec.ping_bytes())
     async with trio.open_nursery() as polls:
         try:
-            while True:
-                try:
-                    request = codec.next_event()
-                except RemoteProtocolError as exc:
-                    log.info("%s: closing: %s", conn.peer, exc.message)
-                    return
-                if request is NEED_DATA:
-                    if not await reader.feed():
-                        return
-                    continue
-                if request is CLOSED:
-                    return
+            while (request := await reader.next()) is not None:
                 if isinstance(request, PingEvent):
                     continue
                 conn.start_request()
