@@ -47,7 +47,7 @@ def test_no_module_imports_a_top_level_codecs_package():
 
 
 def test_every_module_has_a_docstring():
-    for package in ("storage", "codecs", "gateway"):
+    for package in ("storage", "codecs", "gateway", "pipeline"):
         for path in (ROOT / package).rglob("*.py"):
             tree = ast.parse(path.read_text())
             assert ast.get_docstring(tree), f"{path.relative_to(ROOT)} has no module docstring"
