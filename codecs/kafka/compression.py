@@ -346,7 +346,23 @@ def _zstd_decompress(data, max_size: int) -> bytes:
         single_segment = fhd & 0x20
         fcs_flag = fhd >> 6
         fcs_size = (1 if single_segment else 0, 2, 4, 8)[fcs_flag]
-        pos += 5 + (0 if single_segment else 1) + _ZSTD_DICT_ID_SIZE[fhd & 3] + fcs_size
+        header_end = pos + 5 + (0 if single_segment else 1) + _ZSTD_DICT_ID_SIZE[fhd & 3] + fcs_size
+        if header_end > end:
+            raise RecordFormatError("truncated zstd frame header")
+        if not single_segment:  # the decoder reserves the declared window: it must fit the output limit
+            wd = mv[pos + 5]
+            window = 1 << (10 + (wd >> 3))
+            window += (window >> 3) * (wd & 7)
+            if window > max(max_size, _ZSTD_BLOCK_MAX):
+                raise RecordFormatError(f"zstd window of {window} bytes exceeds the {max_size}-byte limit")
+        content_size = -1
+        if fcs_size:
+            content_size = int.from_bytes(mv[header_end - fcs_size:header_end], "little")
+            content_size += 256 if fcs_size == 2 else 0
+            if content_size > max_size:
+                raise RecordFormatError(f"zstd frame declares {content_size} bytes, more than {max_size}")
+        frame_bound = bound
+        pos = header_end
         while True:
             if end - pos < 3:
                 raise RecordFormatError("truncated zstd block header")
@@ -373,6 +389,8 @@ def _zstd_decompress(data, max_size: int) -> bytes:
         pos += 4 if fhd & 0x04 else 0  # content checksum
         if pos > end:
             raise RecordFormatError("truncated zstd content checksum")
+        if content_size > bound - frame_bound:  # the decoder would reserve more than the blocks can produce
+            raise RecordFormatError(f"zstd frame declares {content_size} bytes its blocks cannot hold")
         # Only a frame's last block may be partial, so allow one block of slack; the exact check follows.
         if bound > max_size + _ZSTD_BLOCK_MAX:
             raise RecordFormatError(f"zstd data may inflate beyond {max_size} bytes")
