@@ -69,6 +69,15 @@ def check_schema(schema: StructType) -> None:
                           f"({schema.simpleString()}) is not supported")
 
 
+def read_partition(opts: ReadOptions, partition, stats: ReadStats) -> Iterator[pa.RecordBatch]:
+    """The rows of one planned range, as Arrow batches (a task of a batch or a streaming read)."""
+    if not isinstance(partition, RangePartition):
+        return  # nothing to read: Spark plans one InputPartition(None) when partitions() is empty
+    with LogwayClient(opts.client) as client:
+        yield from read_range(client, partition.range, max_bytes=opts.fetch_max_bytes,
+                              fail_on_data_loss=opts.fail_on_data_loss, stats=stats)
+
+
 class LogwayBatchReader(DataSourceReader):
     """Batch reader without filter push-down (see `LogwayFilteringReader`)."""
 
@@ -86,14 +95,7 @@ class LogwayBatchReader(DataSourceReader):
         return [RangePartition(r) for r in self.plan()]
 
     def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:
-        if not isinstance(partition, RangePartition):
-            return  # nothing to read: Spark plans one InputPartition(None) when partitions() is empty
-        client = LogwayClient(self.opts.client)
-        try:
-            yield from read_range(client, partition.range, max_bytes=self.opts.fetch_max_bytes,
-                                  fail_on_data_loss=self.opts.fail_on_data_loss, stats=self.stats)
-        finally:
-            client.close()
+        return read_partition(self.opts, partition, self.stats)
 
 
 class LogwayFilteringReader(LogwayBatchReader):

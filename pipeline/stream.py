@@ -23,10 +23,10 @@ from pyspark.sql.datasource import DataSourceStreamReader
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
 from .client import EARLIEST, LATEST, LogwayClient
-from .fetcher import ReadStats, read_range
+from .fetcher import ReadStats
 from .options import ReadOptions
 from .ranges import OffsetRange, resolve, split, topic_partitions
-from .source import RangePartition
+from .source import RangePartition, read_partition
 
 __all__ = ["LogwayStreamReader", "admit", "to_json_offsets", "from_json_offsets"]
 
@@ -139,11 +139,4 @@ class LogwayStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- reading (executors) --------------------------------------------------------------------------------
     def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:
-        if not isinstance(partition, RangePartition):
-            return  # nothing to read: Spark plans one InputPartition(None) when partitions() is empty
-        client = LogwayClient(self.opts.client)
-        try:
-            yield from read_range(client, partition.range, max_bytes=self.opts.fetch_max_bytes,
-                                  fail_on_data_loss=self.opts.fail_on_data_loss, stats=self.stats)
-        finally:
-            client.close()
+        return read_partition(self.opts, partition, self.stats)
