@@ -82,7 +82,11 @@ def _serve(args) -> int:
 
     from .server import Gateway
 
-    gateway = Gateway(config)
+    try:
+        gateway = Gateway(config)
+    except ConfigError as exc:  # e.g. a TLS certificate that cannot be loaded
+        print(f"logway: configuration error: {exc}", file=sys.stderr)
+        return 2
 
     async def run() -> None:
         async with trio.open_nursery() as nursery:

@@ -7,6 +7,7 @@ speaking the native protocol. Errors from the gateway raise `NativeError` with t
 from __future__ import annotations
 
 import socket
+import ssl
 from typing import Iterable
 
 from logway.codecs import native as nv
@@ -24,10 +25,18 @@ class NativeError(Exception):
 
 
 class NativeClient:
-    def __init__(self, host: str = "127.0.0.1", port: int = 9898, *, timeout: float | None = 30.0) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    def __init__(self, host: str = "127.0.0.1", port: int = 9898, *, timeout: float | None = 30.0,
+                 ssl_context: ssl.SSLContext | None = None, server_hostname: str | None = None,
+                 token: str | None = None) -> None:
+        """Connect (over TLS with `ssl_context`) and, with `token`, authenticate before anything else."""
+        sock = socket.create_connection((host, port), timeout=timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if ssl_context is not None:
+            sock = ssl_context.wrap_socket(sock, server_hostname=server_hostname or host)
+        self.sock = sock
         self.codec = nv.NativeConnection("client")
+        if token is not None:
+            self.request(nv.AuthRequest(token))
 
     # -- plumbing ----------------------------------------------------------------------------------------
     def request(self, event):

@@ -27,14 +27,26 @@ listeners:                 # one listener per protocol; only enabled ones are st
     enabled: true
     host: 127.0.0.1
     port: 9898
+    tls: false             # serve TLS (the certificate in tls:) instead of plain TCP
   kafka:                   # the Kafka wire protocol
     enabled: true
     host: 127.0.0.1
     port: 9092
+    tls: false             # serve TLS (the certificate in tls:) instead of plain TCP
   tank:                    # the TANK 4.0 protocol
     enabled: true
     host: 127.0.0.1
     port: 11011
+    tls: false             # serve TLS (the certificate in tls:) instead of plain TCP
+
+tls:                       # the certificate of every listener with tls: true
+  cert_file: ""            # PEM certificate (chain)
+  key_file: ""             # PEM private key, unencrypted (keep it readable by the gateway only)
+
+auth:                      # off by default; TANK has no authentication in its protocol (see README threat model)
+  kafka_sasl_plain: false  # Kafka clients must authenticate with SASL/PLAIN as one of auth.users
+  users: {}                # user name: password (e.g. LOGWAY_AUTH__USERS__ALICE=secret); use with TLS
+  native_token: ""         # when set, native clients must first send {"Auth": {"token": ...}} with this token
 
 storage:
   flush: interval          # none | interval | always (acknowledge only after fdatasync, with group commit)
@@ -72,6 +84,8 @@ log_level: INFO
 """
 
 FLUSH_POLICIES = ("none", "interval", "always")
+#: Mappings whose keys are the user's own (not config keys): merged and set without the unknown-key check.
+FREE_FORM = {"auth.users"}
 
 
 class ConfigError(Exception):
@@ -84,6 +98,7 @@ class ListenerConfig:
     enabled: bool
     host: str
     port: int
+    tls: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +134,19 @@ class KafkaSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class TlsSettings:
+    cert_file: str
+    key_file: str
+
+
+@dataclass(frozen=True, slots=True)
+class AuthSettings:
+    kafka_sasl_plain: bool
+    users: dict[str, str]
+    native_token: str
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     data_dir: str
     listeners: dict[str, ListenerConfig]
@@ -128,6 +156,8 @@ class Config:
     shutdown_timeout_ms: int
     log_level: str
     raw: dict[str, Any]
+    tls: TlsSettings = TlsSettings("", "")
+    auth: AuthSettings = AuthSettings(False, {}, "")
 
 
 def defaults() -> dict[str, Any]:
@@ -152,7 +182,11 @@ def load_config(path: str | None = None, *, env: Mapping[str, str] | None = None
     env = os.environ if env is None else env
     for key, value in sorted(env.items()):
         if key.startswith("LOGWAY_") and key not in ("LOGWAY_VENV",):
-            dotted = ".".join(part.lower() for part in key[len("LOGWAY_"):].split("__"))
+            parts = key[len("LOGWAY_"):].split("__")
+            dotted = ".".join(p.lower() for p in parts)
+            free = next((f for f in FREE_FORM if dotted.startswith(f + ".")), None)
+            if free:  # a user's own key keeps its case (a user name)
+                dotted = free + "." + ".".join(parts[free.count(".") + 1:])
             _set_path(tree, dotted, value, f"environment variable {key}")
     for item in overrides:
         dotted, sep, value = item.partition("=")
@@ -165,6 +199,9 @@ def load_config(path: str | None = None, *, env: Mapping[str, str] | None = None
 def _merge(base: dict, update: dict, prefix: str) -> None:
     for key, value in update.items():
         where = f"{prefix}{key}"
+        if prefix.rstrip(".") in FREE_FORM:
+            base[key] = value
+            continue
         if key not in base:
             raise ConfigError(f"unknown config key {where!r}")
         if isinstance(base[key], dict):
@@ -179,11 +216,17 @@ def _set_path(tree: dict, dotted: str, text: str, source: str) -> None:
     parts = dotted.split(".")
     node = tree
     for i, part in enumerate(parts):
+        if isinstance(node, dict) and ".".join(parts[:i]) in FREE_FORM and i == len(parts) - 1:
+            node[part] = text  # a user's own key (e.g. a user name); its value stays text (a password)
+            return
         if not isinstance(node, dict) or part not in node:
             raise ConfigError(f"{source}: unknown config key {'.'.join(parts[:i + 1])!r}")
         if i == len(parts) - 1:
             if isinstance(node[part], dict):
                 raise ConfigError(f"{source}: {dotted!r} is a section, not a value")
+            if isinstance(node[part], str):  # a text setting stays text: a token "0123" is not the number 123
+                node[part] = text
+                return
             try:
                 node[part] = yaml.safe_load(text) if text != "" else ""
             except yaml.YAMLError:
@@ -213,7 +256,9 @@ def _build(tree: dict) -> Config:
         port = _int(section, "port", where, minimum=0)
         if port > 65535:
             raise ConfigError(f"{where}port must be <= 65535")
-        listeners[proto] = ListenerConfig(proto, section["enabled"], section["host"], port)
+        if not isinstance(section["tls"], bool):
+            raise ConfigError(f"{where}tls must be true or false")
+        listeners[proto] = ListenerConfig(proto, section["enabled"], section["host"], port, section["tls"])
     st = tree["storage"]
     if st["flush"] not in FLUSH_POLICIES:
         raise ConfigError(f"storage.flush must be one of {', '.join(FLUSH_POLICIES)}, got {st['flush']!r}")
@@ -251,4 +296,35 @@ def _build(tree: dict) -> Config:
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError(f"log_level must be DEBUG, INFO, WARNING or ERROR, got {tree['log_level']!r}")
     return Config(tree["data_dir"], listeners, storage, limits, kafka,
-                  _int(tree, "shutdown_timeout_ms", "", minimum=0), level, raw)
+                  _int(tree, "shutdown_timeout_ms", "", minimum=0), level, raw, _tls(tree["tls"], listeners),
+                  _auth(tree["auth"]))
+
+
+def _tls(section: dict, listeners: dict[str, ListenerConfig]) -> TlsSettings:
+    for key in ("cert_file", "key_file"):
+        if not isinstance(section[key], str):
+            raise ConfigError(f"tls.{key} must be a file path or \"\"")
+    users = [name for name, lc in listeners.items() if lc.enabled and lc.tls]
+    if users and not (section["cert_file"] and section["key_file"]):
+        raise ConfigError(f"listeners {', '.join(users)} have tls: true but tls.cert_file and tls.key_file "
+                          "are not both set")
+    return TlsSettings(section["cert_file"], section["key_file"])
+
+
+def _auth(section: dict) -> AuthSettings:
+    if not isinstance(section["kafka_sasl_plain"], bool):
+        raise ConfigError("auth.kafka_sasl_plain must be true or false")
+    users = section["users"]
+    if not isinstance(users, dict):
+        raise ConfigError("auth.users must be a mapping of user name to password")
+    for name, password in users.items():
+        if not isinstance(name, str) or not name or "\0" in name:
+            raise ConfigError(f"auth.users: {name!r} is not a valid user name")
+        if not isinstance(password, str) or not password:
+            raise ConfigError(f"auth.users.{name} must be a non-empty password (quote numbers in YAML)")
+    if section["kafka_sasl_plain"] and not users:
+        raise ConfigError("auth.kafka_sasl_plain is true but auth.users is empty: no client could log in")
+    token = section["native_token"]
+    if not isinstance(token, str):
+        raise ConfigError("auth.native_token must be text (quote it in YAML)")
+    return AuthSettings(section["kafka_sasl_plain"], dict(users), token)

@@ -1,6 +1,9 @@
 """The gateway process: opens storage, starts one listener per enabled protocol and the background tasks
 (group commit, interval flush, retention), and shuts down gracefully.
 
+A listener with `tls: true` wraps each accepted connection in a trio SSL stream; the handshake must finish
+within `limits.request_timeout_ms` (a client that stalls it is dropped like any slow client).
+
 Shutdown (SIGINT/SIGTERM or `request_shutdown()`): stop accepting; wake parked long-polls; close idle
 connections; let connections that are in the middle of a request finish it, for at most
 `shutdown_timeout_ms`; then cancel what is left, sync and close storage (shielded, time-bounded).
@@ -20,6 +23,7 @@ from logway.codecs.kafka.records import KafkaFormat
 from logway.codecs.tank import TankFormat
 from logway.storage import LogEngine
 
+from .auth import server_ssl_context
 from .config import Config
 from .connections import Connection, ConnectionRegistry
 from .dispatch import Dispatcher, NativeDispatch
@@ -37,7 +41,7 @@ FORMATS = {"kafka": KafkaFormat(), "tank": TankFormat()}
 #: How a connection ends when the client goes away: not an error worth a traceback.
 _PEER_GONE = (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError)
 
-Handler = Callable[[trio.SocketStream, Connection, "Gateway"], Awaitable[None]]
+Handler = Callable[[trio.abc.Stream, Connection, "Gateway"], Awaitable[None]]
 
 
 def _protocol_handlers() -> dict[str, Handler]:
@@ -65,6 +69,8 @@ class Gateway:
                                             max_session_timeout_ms=kc.group_max_session_timeout_ms)
         self.addresses: dict[str, tuple[str, int]] = {}
         self._shutdown = trio.Event()
+        uses_tls = any(lc.enabled and lc.tls for lc in config.listeners.values())
+        self.ssl_context = server_ssl_context(config.tls) if uses_tls else None  # ConfigError before any I/O
 
     def request_shutdown(self) -> None:
         self._shutdown.set()
@@ -99,14 +105,15 @@ class Gateway:
                             if name not in handlers:
                                 log.warning("listener %s is configured but not implemented yet; not started", name)
                                 continue
-                            addr = await listeners.start(self._listen, name, lc.host, lc.port, handlers[name],
-                                                         conn_nursery)
+                            addr = await listeners.start(self._listen, name, lc, handlers[name], conn_nursery)
                             self.addresses[name] = addr
                             if name == "kafka":
                                 kc = cfg.kafka
                                 self.kafka_dispatch.advertised = (kc.advertised_host or addr[0],
                                                                   kc.advertised_port or addr[1])
-                            log.info("%s protocol listening on %s:%d", name, addr[0], addr[1])
+                            log.info("%s protocol listening on %s:%d%s", name, addr[0], addr[1],
+                                     " (TLS)" if lc.tls else "")
+                            self._log_auth(name)
                             if not _is_loopback(lc.host):
                                 log.warning("%s listener is bound to %s: reachable from other hosts (an explicit "
                                             "config choice; see the threat model in README.md)", name, lc.host)
@@ -122,9 +129,10 @@ class Gateway:
                     await trio.to_thread.run_sync(self.engine.close)
                     log.info("storage flushed and closed")
 
-    async def _listen(self, name: str, host: str, port: int, handler: Handler, conn_nursery: trio.Nursery,
+    async def _listen(self, name: str, lc, handler: Handler, conn_nursery: trio.Nursery,
                       *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        listeners = await trio.open_tcp_listeners(port, host=host)
+        listeners = await trio.open_tcp_listeners(lc.port, host=lc.host)
+        ssl_context = self.ssl_context if lc.tls else None
         sockname = listeners[0].socket.getsockname()
         task_status.started((sockname[0], sockname[1]))
 
@@ -137,6 +145,11 @@ class Gateway:
                 return
             try:
                 with conn.scope:
+                    if ssl_context is not None:
+                        tls = await self._tls_handshake(stream, ssl_context, conn)
+                        if tls is None:
+                            return
+                        stream = tls
                     await handler(stream, conn, self)
             except _PEER_GONE:
                 pass
@@ -150,9 +163,38 @@ class Gateway:
                 self.connections.release(conn)
                 with trio.move_on_after(1) as cleanup:
                     cleanup.shield = True
-                    await stream.aclose()
+                    try:
+                        await stream.aclose()
+                    except Exception as exc:  # e.g. a TLS close_notify to a peer that vanished: nothing to do
+                        log.debug("%s: closing: %r", conn.peer, exc)
 
         await trio.serve_listeners(accepted, listeners, handler_nursery=conn_nursery)
+
+    async def _tls_handshake(self, tcp: trio.SocketStream, context, conn: Connection) -> trio.SSLStream | None:
+        """The TLS stream over `tcp`, or None when the client failed or stalled the handshake (it is closed)."""
+        stream = trio.SSLStream(tcp, context, server_side=True)
+        with trio.move_on_after(self.config.limits.request_timeout_ms / 1000):
+            try:
+                await stream.do_handshake()
+                return stream
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                log.info("%s: TLS handshake failed: %s", conn.peer, exc.__cause__ or exc)
+                return None
+        log.info("%s: TLS handshake not complete in time", conn.peer)
+        return None
+
+    def _log_auth(self, name: str) -> None:
+        auth = self.config.auth
+        if name == "kafka" and auth.kafka_sasl_plain:
+            log.info("kafka listener requires SASL/PLAIN (%d user(s))", len(auth.users))
+            if not self.config.listeners["kafka"].tls:
+                log.warning("kafka listener takes SASL/PLAIN passwords without TLS: they cross the network "
+                            "in clear text")
+        elif name == "native" and auth.native_token:
+            log.info("native listener requires its access token")
+        elif name == "tank" and (auth.kafka_sasl_plain or auth.native_token):
+            log.warning("tank listener is enabled but the TANK protocol has no authentication: any client that "
+                        "reaches it can read and write every topic (disable it or keep it on loopback)")
 
     async def _drain(self, conn_nursery: trio.Nursery) -> None:
         self.notifier.close()

@@ -26,7 +26,7 @@ log = logging.getLogger("logway.gateway.tank")
 MAX_PARKED_PER_CONNECTION = 256
 
 
-async def serve_tank_connection(stream: trio.SocketStream, conn: Connection, gateway) -> None:
+async def serve_tank_connection(stream: trio.abc.Stream, conn: Connection, gateway) -> None:
     codec = TankServerConnection()
     dispatch = gateway.tank_dispatch
     reader = RequestReader(stream, codec, conn, gateway.config.limits)

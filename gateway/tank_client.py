@@ -177,11 +177,15 @@ class TankClient:
     """A blocking TANK client over one TCP connection (see the module docstring)."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 11011, *, timeout: float = 30.0,
-                 client_id: bytes = b"c++", wait_ping: bool = True) -> None:
+                 client_id: bytes = b"c++", wait_ping: bool = True, ssl_context=None,
+                 server_hostname: str | None = None) -> None:
         self.timeout = timeout
         self.client_id = client_id
-        self.sock = socket.create_connection((host, port), timeout=timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock = socket.create_connection((host, port), timeout=timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if ssl_context is not None:  # an ssl.SSLContext: TLS to a listener with `tls: true`
+            sock = ssl_context.wrap_socket(sock, server_hostname=server_hostname or host)
+        self.sock = sock
         self.conn = TankClientConnection()  # encodes requests; responses are framed by `_read_frame`
         self._buf = bytearray()  # received bytes not yet returned as frames
         self._rview = memoryview(bytearray(_RECV_BYTES))

@@ -173,13 +173,13 @@ def test_dataclass_field_names_follow_the_naming_contract():
 
 def test_registry_advertises_the_spec_table():
     assert SUPPORTED == {0: (0, 8), 1: (0, 11), 2: (0, 5), 3: (0, 8), 8: (0, 7), 9: (0, 5), 10: (0, 2),
-                         11: (0, 5), 12: (0, 3), 13: (0, 3), 14: (0, 3), 15: (0, 4), 16: (0, 2), 18: (0, 2),
-                         19: (0, 4), 20: (0, 3), 22: (0, 1)}
+                         11: (0, 5), 12: (0, 3), 13: (0, 3), 14: (0, 3), 15: (0, 4), 16: (0, 2), 17: (0, 1),
+                         18: (0, 2), 19: (0, 4), 20: (0, 3), 22: (0, 1), 36: (0, 1)}  # + SASL (17, 36)
     assert registry.API_KEYS[22] == "InitProducerId"
     with pytest.raises(KeyError):
         request_schema(0, 9)
     with pytest.raises(KeyError):
-        response_schema(17, 0)
+        response_schema(21, 0)
     # unchanged versions reuse the previous schema object (one schema per distinct layout)
     assert request_schema(0, 1) is request_schema(0, 0) and request_schema(0, 8) is request_schema(0, 3)
     assert response_schema(1, 10) is response_schema(1, 7)
@@ -190,7 +190,7 @@ def test_registry_advertises_the_spec_table():
 def _kp_messages():
     from kafka.protocol.api_message import ApiMessage
 
-    for name in ("producer", "consumer", "metadata", "admin"):
+    for name in ("producer", "consumer", "metadata", "admin", "sasl"):
         importlib.import_module(f"kafka.protocol.{name}")
     found, todo = {}, list(ApiMessage.__subclasses__())
     while todo:
@@ -615,7 +615,7 @@ def test_trailing_bytes_after_the_body_are_malformed():
     assert_fatal(KafkaServerConnection(), frame(16, 1, body=b"\x00"), 42, api_key=16)
 
 
-@pytest.mark.parametrize("key,version", [(17, 0), (4, 0), (999, 0), (-1, 0), (0, 9), (1, 12), (3, 9), (22, 2),
+@pytest.mark.parametrize("key,version", [(17, 2), (4, 0), (999, 0), (-1, 0), (0, 9), (1, 12), (3, 9), (22, 2),
                                          (0, -1)])
 def test_unsupported_key_or_version_is_fatal_code_35(key, version):
     err = assert_fatal(KafkaServerConnection(), frame(key, version, cid=31), 35, correlation_id=31)

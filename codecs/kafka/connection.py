@@ -10,6 +10,11 @@ Framing: `int32 size` + request header v1 (`api_key int16, api_version int16, co
 nullable int16 string) + body; responses are `int32 size` + `correlation_id int32` (header v0) + body. Every
 version we implement is non-flexible, so no tagged fields anywhere.
 
+SASL with a v0 SaslHandshake (clients before Kafka 1.0): the tokens that follow travel as raw frames, `int32
+size` + token with no header. After answering such a handshake the gateway calls `expect_sasl_token()`: the
+next frame is returned as a `SaslToken` event, and `encode_sasl_token()` frames the answer the same way. The
+client side mirrors it with `send_sasl_token()`.
+
 Errors split by blame (all `RemoteProtocolError`s are fatal: Kafka closes the connection on a request it cannot
 parse or does not implement, and a stream with a bad frame cannot be trusted):
 
@@ -51,6 +56,7 @@ __all__ = [
     "MIN_REQUEST_SIZE",
     "KafkaRequest",
     "KafkaResponse",
+    "SaslToken",
     "KafkaServerConnection",
     "KafkaClientConnection",
     "encode_response",
@@ -110,6 +116,13 @@ class KafkaResponse:
     api_key: int
     api_version: int
     body: Any
+
+
+@dataclass(slots=True)
+class SaslToken:
+    """A raw SASL token frame (after a v0 SaslHandshake): the frame's bytes, no header."""
+
+    data: bytes
 
 
 # ------------------------------------------------------------------------------------------- encoding
@@ -183,7 +196,7 @@ class _Receiver(ReceiveBuffer):
         self._min = min_frame
         self._what = what
 
-    def _next_frame(self) -> bytes | Any:
+    def _next_frame(self, min_frame: int | None = None) -> bytes | Any:
         """The next complete frame's payload, NEED_DATA or CLOSED; raises on a bad size or EOF mid-frame."""
         if self._error is not None:
             raise self._broken()
@@ -192,8 +205,9 @@ class _Receiver(ReceiveBuffer):
         if available < 4:
             return self._short_header(available, 4)
         (size,) = _I32.unpack_from(buf, pos)
-        if size < self._min:
-            raise self._fatal(f"{self._what} size {size} is below the minimum of {self._min}")
+        minimum = self._min if min_frame is None else min_frame
+        if size < minimum:
+            raise self._fatal(f"{self._what} size {size} is below the minimum of {minimum}")
         if size > self._max:  # refused before waiting for (or buffering) the body
             raise self._fatal(f"{self._what} size {size} exceeds the maximum of {self._max}")
         end = pos + 4 + size
@@ -211,13 +225,29 @@ class KafkaServerConnection(_Receiver):
     def __init__(self, max_request_bytes: int = MAX_REQUEST_BYTES) -> None:
         super().__init__(max_request_bytes, MIN_REQUEST_SIZE, "request")
         self.max_request_bytes = max_request_bytes
+        self._raw_token = False
 
-    def next_event(self) -> KafkaRequest | Any:
+    def expect_sasl_token(self) -> None:
+        """The next frame is a raw SASL token (a v0 SaslHandshake was answered), returned as `SaslToken`."""
+        self._raw_token = True
+
+    def next_event(self) -> KafkaRequest | SaslToken | Any:
         """The next request, NEED_DATA, or CLOSED; raises RemoteProtocolError (always fatal) on a bad one."""
+        if self._raw_token:
+            frame = self._next_frame(min_frame=0)
+            if isinstance(frame, bytes):
+                self._raw_token = False
+                return SaslToken(frame)
+            return frame
         frame = self._next_frame()
         if frame is NEED_DATA or frame is CLOSED:
             return frame
         return self._parse_request(frame)
+
+    @staticmethod
+    def encode_sasl_token(data: bytes) -> bytes:
+        """A raw SASL token frame (the answer to a `SaslToken`)."""
+        return _I32.pack(len(data)) + data
 
     def _parse_request(self, frame: bytes) -> KafkaRequest:
         key, version, cid = _PREFIX.unpack_from(frame, 0)
@@ -267,6 +297,12 @@ class KafkaClientConnection(_Receiver):
         super().__init__(max_response_bytes, MIN_RESPONSE_SIZE, "response")
         self._next_correlation_id = 0
         self._pending: dict[int, tuple[int, int]] = {}  # correlation id -> (api key, api version)
+        self._raw_tokens = 0  # raw SASL token answers expected before the next response
+
+    def send_sasl_token(self, data: bytes) -> bytes:
+        """Frame a raw SASL token (after a v0 SaslHandshake); its answer comes back as a `SaslToken` event."""
+        self._raw_tokens += 1
+        return _I32.pack(len(data)) + data
 
     @property
     def pending(self) -> int:
@@ -295,11 +331,14 @@ class KafkaClientConnection(_Receiver):
             self._pending[cid] = (api_key, api_version)
         return stream.getvalue()
 
-    def next_event(self) -> KafkaResponse | Any:
+    def next_event(self) -> KafkaResponse | SaslToken | Any:
         """The next response, NEED_DATA, or CLOSED; raises RemoteProtocolError (fatal) on a bad one."""
-        frame = self._next_frame()
+        frame = self._next_frame(min_frame=0 if self._raw_tokens else None)
         if frame is NEED_DATA or frame is CLOSED:
             return frame
+        if self._raw_tokens:
+            self._raw_tokens -= 1
+            return SaslToken(frame)
         (cid,) = _I32.unpack_from(frame, 0)
         try:
             key, version = self._pending.pop(cid)

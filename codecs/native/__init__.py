@@ -16,7 +16,7 @@ Requests (server receives, client sends)::
     {"OffsetFetch": {"topic", "partition", "group_id": str}}
     {"CreateTopic": {"topic", "partitions"?: int >= 1}}      {"ListTopics": {}}
     {"DescribeTopic": {"topic"}}                              {"Ping": {}}
-    {"DeleteTopic": {"topic"}}
+    {"DeleteTopic": {"topic"}}                                {"Auth": {"token": str}}
 
 A Produce `record` is either a byte array (the seed's form: payload only) or, as our extension so native
 clients can send keys and timestamps, an object `{"payload": [...], "key": [...]|null, "timestamp": int|null}`
@@ -32,14 +32,20 @@ Responses (client receives, server sends)::
     {"ListTopics": {"topics": [{"name", "partitions"}, ...]}}
     {"DescribeTopic": {"topic", "partitions": [{"partition", "log_start_offset", "log_end_offset"}, ...]}}
     {"Pong": {}}                             {"Error": {"message": str}}
+    {"Auth": {"authenticated": true}}
 
 In fetched records `key` and `timestamp` appear only when set; a record with no value (a Kafka tombstone) has
 `"payload": null`; record headers are not carried. Unknown fields inside a known request are ignored.
 Integers are never booleans; offsets are 0..2**63-1, partitions 0..2**31-1.
+
+`Auth` is our extension for gateways configured with an access token: it must be the connection's first request;
+any other request before it, or a wrong token, is answered with an `Error` and the connection is closed.
 """
 
 from logway.codecs.native.connection import CLOSED, MAX_FRAME_BYTES, NEED_DATA, NativeConnection
 from logway.codecs.native.events import (
+    AuthRequest,
+    AuthResponse,
     CreateTopicRequest,
     CreateTopicResponse,
     DeleteTopicRequest,
@@ -81,6 +87,7 @@ __all__ = [
     "ListTopicsRequest",
     "DescribeTopicRequest",
     "PingRequest",
+    "AuthRequest",
     "ProduceResponse",
     "FetchResponse",
     "OffsetCommitResponse",
@@ -92,5 +99,6 @@ __all__ = [
     "DescribeTopicResponse",
     "PartitionSummary",
     "PongResponse",
+    "AuthResponse",
     "ErrorResponse",
 ]

@@ -91,6 +91,13 @@ class PingRequest:
     """Extension: liveness check, answered by `PongResponse`."""
 
 
+@dataclass(frozen=True, slots=True)
+class AuthRequest:
+    """Extension: present the gateway's access token; must be the first request when the gateway requires one."""
+
+    token: str
+
+
 # -------------------------------------------------------------------------------------------- responses
 
 
@@ -165,6 +172,13 @@ class PongResponse:
 
 
 @dataclass(frozen=True, slots=True)
+class AuthResponse:
+    """Answer to an accepted `AuthRequest` (a rejected one gets an `ErrorResponse` and the connection closes)."""
+
+    authenticated: bool
+
+
+@dataclass(frozen=True, slots=True)
 class ErrorResponse:
     """Any failure; `message` starts with the seed's words (e.g. "partition not found: ...")."""
 
@@ -181,6 +195,7 @@ Request = (
     | ListTopicsRequest
     | DescribeTopicRequest
     | PingRequest
+    | AuthRequest
 )
 Response = (
     ProduceResponse
@@ -192,5 +207,6 @@ Response = (
     | ListTopicsResponse
     | DescribeTopicResponse
     | PongResponse
+    | AuthResponse
     | ErrorResponse
 )

@@ -12,6 +12,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from logway.codecs.native.events import (
+    AuthRequest,
+    AuthResponse,
     CreateTopicRequest,
     CreateTopicResponse,
     DeleteTopicRequest,
@@ -256,6 +258,7 @@ _REQUEST_DECODERS: dict[str, Decoder] = {
     "DescribeTopic": _describe_topic_request,
     "DeleteTopic": lambda body, _raw: DeleteTopicRequest(_str(_get(body, "topic"), "topic")),
     "Ping": lambda body, _raw: PingRequest(),
+    "Auth": lambda body, _raw: AuthRequest(_str(_get(body, "token"), "token")),
 }
 
 # ----------------------------------------------------------------------------------- decoding responses
@@ -316,6 +319,7 @@ _RESPONSE_DECODERS: dict[str, Decoder] = {
     ),
     "DescribeTopic": _describe_topic_response,
     "Pong": lambda body, _raw: PongResponse(),
+    "Auth": lambda body, _raw: AuthResponse(_bool(_get(body, "authenticated"), "authenticated")),
     "Error": lambda body, _raw: ErrorResponse(_str(_get(body, "message"), "message")),
 }
 
@@ -416,6 +420,7 @@ _REQUEST_ENCODERS: dict[type, Callable[[Any], dict]] = {
     DescribeTopicRequest: lambda e: {"DescribeTopic": {"topic": _str(e.topic, "topic")}},
     DeleteTopicRequest: lambda e: {"DeleteTopic": {"topic": _str(e.topic, "topic")}},
     PingRequest: lambda e: {"Ping": {}},
+    AuthRequest: lambda e: {"Auth": {"token": _str(e.token, "token")}},
 }
 
 _RESPONSE_ENCODERS: dict[type, Callable[[Any], dict]] = {
@@ -443,5 +448,6 @@ _RESPONSE_ENCODERS: dict[type, Callable[[Any], dict]] = {
         for p in e.partitions
     ]}},
     PongResponse: lambda e: {"Pong": {}},
+    AuthResponse: lambda e: {"Auth": {"authenticated": _bool(e.authenticated, "authenticated")}},
     ErrorResponse: lambda e: {"Error": {"message": _str(e.message, "message")}},
 }

@@ -10,6 +10,7 @@ snake_case, the union of every implemented version's fields with defaults) and o
 - `groups` FindCoordinator 0-2, JoinGroup 0-5, Heartbeat 0-3, LeaveGroup 0-3, SyncGroup 0-3, DescribeGroups 0-4,
   ListGroups 0-2
 - `admin` CreateTopics 0-4, DeleteTopics 0-3, InitProducerId 0-1
+- `sasl` SaslHandshake 0-1, SaslAuthenticate 0-1
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ from .offsets import (OffsetCommitRequest, OffsetCommitRequestPartition, OffsetC
                       OffsetFetchResponsePartition, OffsetFetchResponseTopic)
 from .produce import (BatchIndexAndErrorMessage, PartitionProduceData, PartitionProduceResponse, ProduceRequest,
                       ProduceResponse, TopicProduceData, TopicProduceResponse)
+from .sasl import (SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
+                   SaslHandshakeResponse)
 from .registry import (API_KEYS, SUPPORTED, api_versions_response, is_supported, request_schema, request_type,
                        response_schema, response_type)
 
@@ -74,4 +77,6 @@ __all__ = [
     "CreateTopicsRequest", "CreatableTopic", "CreatableReplicaAssignment", "CreatableTopicConfig",
     "CreateTopicsResponse", "CreatableTopicResult", "DeleteTopicsRequest", "DeleteTopicsResponse",
     "DeletableTopicResult", "InitProducerIdRequest", "InitProducerIdResponse",
+    # SASL
+    "SaslHandshakeRequest", "SaslHandshakeResponse", "SaslAuthenticateRequest", "SaslAuthenticateResponse",
 ]

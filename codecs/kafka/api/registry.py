@@ -2,7 +2,8 @@
 
 `SUPPORTED` is what ApiVersions advertises: every key with min version 0 (librdkafka before 2.11 only enables
 features, e.g. compression, when the broker's range *contains* old versions) and the highest non-flexible max
-(no client needs flexible versions, and we never write tagged fields). See the spec §2.
+(no client needs flexible versions, and we never write tagged fields). See the spec §2; SaslHandshake (17) and
+SaslAuthenticate (36) are added to its table for authenticated listeners (always advertised, as Kafka does).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..primitives import Schema
-from . import admin, api_versions, fetch, groups, list_offsets, metadata, offsets, produce
+from . import admin, api_versions, fetch, groups, list_offsets, metadata, offsets, produce, sasl
 
 __all__ = [
     "API_KEYS",
@@ -38,10 +39,12 @@ API_KEYS: dict[int, str] = {
     14: "SyncGroup",
     15: "DescribeGroups",
     16: "ListGroups",
+    17: "SaslHandshake",
     18: "ApiVersions",
     19: "CreateTopics",
     20: "DeleteTopics",
     22: "InitProducerId",
+    36: "SaslAuthenticate",
 }
 
 # key -> (request schemas by version, response schemas by version)
@@ -55,6 +58,7 @@ _SCHEMAS: dict[int, tuple[dict[int, Schema], dict[int, Schema]]] = {
     **groups.SCHEMAS,
     api_versions.API_KEY: (api_versions.REQUEST_SCHEMAS, api_versions.RESPONSE_SCHEMAS),
     **admin.SCHEMAS,
+    **sasl.SCHEMAS,
 }
 
 #: api key -> (min version, max version) advertised and implemented.
@@ -64,8 +68,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
 assert set(_SCHEMAS) == set(API_KEYS)
 assert all(set(req) == set(resp) for req, resp in _SCHEMAS.values())
 assert SUPPORTED == {0: (0, 8), 1: (0, 11), 2: (0, 5), 3: (0, 8), 8: (0, 7), 9: (0, 5), 10: (0, 2), 11: (0, 5),
-                     12: (0, 3), 13: (0, 3), 14: (0, 3), 15: (0, 4), 16: (0, 2), 18: (0, 2), 19: (0, 4),
-                     20: (0, 3), 22: (0, 1)}, "the spec's §2 table"
+                     12: (0, 3), 13: (0, 3), 14: (0, 3), 15: (0, 4), 16: (0, 2), 17: (0, 1), 18: (0, 2),
+                     19: (0, 4), 20: (0, 3), 22: (0, 1), 36: (0, 1)}, "the spec's §2 table + SASL"
 
 
 def is_supported(key: int, version: int) -> bool:

@@ -1,0 +1,430 @@
+"""TLS on every listener, SASL/PLAIN on the Kafka listener and the native access token, through real gateway
+processes, real clients (kafka-python, librdkafka via confluent-kafka) and a self-signed certificate made at test
+time; plus the raw SASL exchanges (v0 and v1 handshakes) and every way a login can go wrong."""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import socket
+import ssl
+import time
+import uuid
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from logway.codecs import native as nv
+from logway.codecs.kafka.api import ApiVersionsRequest
+from logway.codecs.kafka.api import metadata as M
+from logway.codecs.kafka.api import sasl as S
+from logway.codecs.kafka.connection import CLOSED, NEED_DATA, KafkaClientConnection, SaslToken
+from logway.codecs.kafka.error_codes import ErrorCode as E
+from logway.codecs.records import Record
+from logway.gateway.auth import check_plain
+from logway.gateway.client import NativeClient, NativeError
+from logway.gateway.config import ConfigError, load_config
+from logway.gateway.launcher import GatewayProcess
+from logway.gateway.server import Gateway
+from logway.gateway.tank_client import TankClient
+
+USER, PASSWORD, TOKEN = "alice", "s3cret-Pässword", "native-token-0123"
+
+
+def _self_signed(directory, name: str) -> tuple[str, str]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
+                                                        x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                           critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = directory / f"{name}.pem", directory / f"{name}.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    key_path.chmod(0o600)
+    return str(cert_path), str(key_path)
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("certs")
+    return {"server": _self_signed(d, "server"), "other": _self_signed(d, "other")}
+
+
+def _tls_overrides(certs) -> list[str]:
+    cert, key = certs["server"]
+    return [f"tls.cert_file={cert}", f"tls.key_file={key}", "listeners.native.tls=true",
+            "listeners.kafka.tls=true", "listeners.tank.tls=true"]
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory, certs):
+    """TLS everywhere, SASL/PLAIN on Kafka, a native token."""
+    data = str(tmp_path_factory.mktemp("secured") / "data")
+    with GatewayProcess(data, *_tls_overrides(certs), "auth.kafka_sasl_plain=true", f"auth.users.{USER}={PASSWORD}",
+                        "auth.users.bob=bob-password", f"auth.native_token={TOKEN}", "storage.flush=always",
+                        "limits.request_timeout_ms=1000", "log_level=WARNING") as gw:
+        yield gw
+
+
+@pytest.fixture(scope="module")
+def tls_only(tmp_path_factory, certs):
+    data = str(tmp_path_factory.mktemp("tls-only") / "data")
+    with GatewayProcess(data, *_tls_overrides(certs), "log_level=WARNING") as gw:
+        yield gw
+
+
+@pytest.fixture(scope="module")
+def sasl_plaintext(tmp_path_factory):
+    data = str(tmp_path_factory.mktemp("sasl-plain") / "data")
+    with GatewayProcess(data, "auth.kafka_sasl_plain=true", f"auth.users.{USER}={PASSWORD}",
+                        "log_level=WARNING") as gw:
+        yield gw
+
+
+def client_context(certs, which: str = "server") -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cafile=certs[which][0])
+    return ctx
+
+
+def bootstrap(gw) -> str:
+    host, port = gw.addresses["kafka"]
+    return f"{host}:{port}"
+
+
+def topic_name() -> str:
+    return f"sec-{uuid.uuid4().hex[:8]}"
+
+
+# ------------------------------------------------------------------------------------------------ Kafka clients
+
+def _kafka_python_roundtrip(gw, certs, security_protocol: str, **auth) -> None:
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    common = dict(bootstrap_servers=bootstrap(gw), security_protocol=security_protocol, **auth)
+    if "SSL" in security_protocol:
+        common["ssl_cafile"] = certs["server"][0]
+    topic = topic_name()
+    producer = KafkaProducer(acks="all", **common)
+    try:
+        for i in range(20):
+            producer.send(topic, key=b"k%d" % i, value=b"v%d" % i)
+        producer.flush(timeout=30)
+    finally:
+        producer.close()
+    consumer = KafkaConsumer(consumer_timeout_ms=10000, **common)
+    try:
+        consumer.assign([TopicPartition(topic, 0)])
+        consumer.seek_to_beginning()
+        got = []
+        for msg in consumer:
+            got.append((msg.offset, msg.key, msg.value))
+            if len(got) == 20:
+                break
+    finally:
+        consumer.close()
+    assert got == [(i, b"k%d" % i, b"v%d" % i) for i in range(20)]
+
+
+def test_kafka_python_over_tls_and_sasl_plain(secured, certs):
+    _kafka_python_roundtrip(secured, certs, "SASL_SSL", sasl_mechanism="PLAIN", sasl_plain_username=USER,
+                            sasl_plain_password=PASSWORD)
+
+
+def test_kafka_python_over_tls_without_sasl(tls_only, certs):
+    _kafka_python_roundtrip(tls_only, certs, "SSL")
+
+
+def test_kafka_python_sasl_plain_without_tls(sasl_plaintext, certs):
+    _kafka_python_roundtrip(sasl_plaintext, certs, "SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+                            sasl_plain_username=USER, sasl_plain_password=PASSWORD)
+
+
+def test_kafka_python_wrong_password_is_refused(secured, certs):
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError
+
+    with pytest.raises(KafkaError):
+        KafkaProducer(bootstrap_servers=bootstrap(secured), security_protocol="SASL_SSL",
+                      ssl_cafile=certs["server"][0], sasl_mechanism="PLAIN", sasl_plain_username=USER,
+                      sasl_plain_password="wrong", bootstrap_timeout_ms=3000, max_block_ms=3000)
+
+
+def test_kafka_python_refuses_a_certificate_it_does_not_trust(tls_only, certs):
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError
+
+    with pytest.raises(KafkaError):
+        KafkaProducer(bootstrap_servers=bootstrap(tls_only), security_protocol="SSL",
+                      ssl_cafile=certs["other"][0], bootstrap_timeout_ms=3000, max_block_ms=3000)
+
+
+def test_librdkafka_over_tls_and_sasl_plain(secured, certs):
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    conf = {"bootstrap.servers": bootstrap(secured), "security.protocol": "SASL_SSL",
+            "ssl.ca.location": certs["server"][0], "sasl.mechanisms": "PLAIN", "sasl.username": "bob",
+            "sasl.password": "bob-password"}
+    topic = topic_name()
+    producer = confluent_kafka.Producer({**conf, "enable.idempotence": True})
+    for i in range(10):
+        producer.produce(topic, value=b"r%d" % i)
+    assert producer.flush(30) == 0
+    consumer = confluent_kafka.Consumer({**conf, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe([topic])
+        got = []
+        deadline = time.monotonic() + 30
+        while len(got) < 10 and time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    assert got == [b"r%d" % i for i in range(10)]
+
+
+# ------------------------------------------------------------------------------------------- raw SASL exchanges
+
+class RawKafka:
+    """Our codec over a (TLS) socket, for exchanges no client sends on purpose."""
+
+    def __init__(self, gw, certs, *, tls: bool = True) -> None:
+        sock = socket.create_connection(gw.addresses["kafka"], timeout=10)
+        self.sock = client_context(certs).wrap_socket(sock, server_hostname="127.0.0.1") if tls else sock
+        self.codec = KafkaClientConnection()
+
+    def _next(self):
+        while True:
+            event = self.codec.next_event()
+            if event is NEED_DATA:
+                try:
+                    data = self.sock.recv(1 << 16)
+                except (ConnectionError, ssl.SSLError):
+                    data = b""
+                self.codec.receive_data(data)
+            else:
+                return event
+
+    def call(self, key: int, version: int, body):
+        self.sock.sendall(self.codec.send_request(key, version, body))
+        event = self._next()
+        return event if event is CLOSED else event.body
+
+    def token(self, data: bytes):
+        self.sock.sendall(self.codec.send_sasl_token(data))
+        return self._next()
+
+    def closed(self) -> bool:
+        return self._next() is CLOSED
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def plain(user: str, password: str, authzid: str = "") -> bytes:
+    return f"{authzid}\0{user}\0{password}".encode()
+
+
+def metadata(raw: RawKafka):
+    return raw.call(3, 1, M.MetadataRequest(topics=None))
+
+
+def test_sasl_v1_handshake_then_authenticate(secured, certs):
+    raw = RawKafka(secured, certs)
+    hs = raw.call(17, 1, S.SaslHandshakeRequest("PLAIN"))
+    assert (hs.error_code, hs.mechanisms) == (E.NONE, ["PLAIN"])
+    auth = raw.call(36, 1, S.SaslAuthenticateRequest(plain(USER, PASSWORD)))
+    assert (auth.error_code, auth.session_lifetime_ms) == (E.NONE, 0)
+    assert metadata(raw).brokers
+    again = raw.call(17, 1, S.SaslHandshakeRequest("PLAIN"))  # no re-authentication: the session never expires
+    assert again.error_code == E.ILLEGAL_SASL_STATE and raw.closed()
+
+
+def test_sasl_v0_handshake_then_raw_token(secured, certs):
+    raw = RawKafka(secured, certs)
+    assert raw.call(17, 0, S.SaslHandshakeRequest("PLAIN")).error_code == E.NONE
+    answer = raw.token(plain(USER, PASSWORD, authzid=USER))
+    assert isinstance(answer, SaslToken) and answer.data == b""
+    assert metadata(raw).brokers
+
+
+def test_sasl_v0_wrong_password_closes(secured, certs):
+    raw = RawKafka(secured, certs)
+    assert raw.call(17, 0, S.SaslHandshakeRequest("PLAIN")).error_code == E.NONE
+    assert raw.token(plain(USER, "nope")) is CLOSED
+
+
+@pytest.mark.parametrize("token", [plain(USER, "wrong"), plain("mallory", PASSWORD), plain(USER, PASSWORD, "bob"),
+                                   b"no-nul-at-all", b"\0" + USER.encode(), b"\xff\0alice\0x", b"",
+                                   plain(USER, PASSWORD) + b"\0extra", b"\0" * 5000],
+                         ids=["wrong-password", "unknown-user", "other-authzid", "no-separators", "one-separator",
+                              "bad-utf8", "empty", "extra-field", "oversized"])
+def test_sasl_v1_bad_credentials_fail_and_close(secured, certs, token):
+    raw = RawKafka(secured, certs)
+    assert raw.call(17, 1, S.SaslHandshakeRequest("PLAIN")).error_code == E.NONE
+    auth = raw.call(36, 0, S.SaslAuthenticateRequest(token))
+    assert auth.error_code == E.SASL_AUTHENTICATION_FAILED
+    assert "Authentication failed" in auth.error_message
+    assert raw.closed()
+
+
+def test_unsupported_mechanism(secured, certs):
+    raw = RawKafka(secured, certs)
+    hs = raw.call(17, 1, S.SaslHandshakeRequest("SCRAM-SHA-256"))
+    assert (hs.error_code, hs.mechanisms) == (E.UNSUPPORTED_SASL_MECHANISM, ["PLAIN"])
+    assert raw.closed()
+
+
+def test_authenticate_before_handshake(secured, certs):
+    raw = RawKafka(secured, certs)
+    auth = raw.call(36, 1, S.SaslAuthenticateRequest(plain(USER, PASSWORD)))
+    assert auth.error_code == E.ILLEGAL_SASL_STATE and raw.closed()
+
+
+def test_requests_before_authentication_close_the_connection(secured, certs):
+    raw = RawKafka(secured, certs)
+    versions = raw.call(18, 2, ApiVersionsRequest())
+    assert {17, 36} <= {k.api_key for k in versions.api_keys}  # ApiVersions is allowed: clients ask it first
+    assert metadata(raw) is CLOSED
+    raw2 = RawKafka(secured, certs)  # the handshake does not authenticate by itself either
+    assert raw2.call(17, 1, S.SaslHandshakeRequest("PLAIN")).error_code == E.NONE
+    assert metadata(raw2) is CLOSED
+
+
+def test_handshake_on_a_listener_without_sasl(tls_only, certs):
+    raw = RawKafka(tls_only, certs)
+    hs = raw.call(17, 1, S.SaslHandshakeRequest("PLAIN"))
+    assert hs.error_code == E.ILLEGAL_SASL_STATE and raw.closed()
+
+
+# ---------------------------------------------------------------------------------------- native and TANK
+
+def native(gw, certs, **kw) -> NativeClient:
+    return NativeClient(*gw.addresses["native"], timeout=10, ssl_context=client_context(certs), **kw)
+
+
+def test_native_over_tls_with_token_reads_what_kafka_wrote(secured, certs):
+    from kafka import KafkaProducer
+
+    topic = topic_name()
+    producer = KafkaProducer(bootstrap_servers=bootstrap(secured), security_protocol="SASL_SSL",
+                             ssl_cafile=certs["server"][0], sasl_mechanism="PLAIN", sasl_plain_username=USER,
+                             sasl_plain_password=PASSWORD)
+    producer.send(topic, b"from kafka").get(timeout=30)
+    producer.close()
+    with native(secured, certs, token=TOKEN) as c:
+        assert c.produce(topic, 0, [b"from native"]) == [1]
+        records = c.request(nv.FetchRequest(topic, 0, 0, 1 << 20)).records
+        assert [r.value for r in records] == [b"from kafka", b"from native"]
+
+
+def test_native_request_before_auth_is_refused_and_closed(secured, certs):
+    with native(secured, certs) as c:
+        with pytest.raises(NativeError, match="authentication required"):
+            c.request(nv.ListTopicsRequest())
+        with pytest.raises((ConnectionError, ssl.SSLError)):
+            c.request(nv.PingRequest())
+
+
+def test_native_wrong_token_is_refused_and_closed(secured, certs):
+    with pytest.raises(NativeError, match="authentication failed"):
+        native(secured, certs, token="not-the-token")
+    with native(secured, certs, token=TOKEN) as c:  # the gateway goes on serving
+        assert isinstance(c.request(nv.PingRequest()), nv.PongResponse)
+
+
+def test_native_auth_without_a_configured_token_succeeds(tls_only, certs):
+    with native(tls_only, certs, token="anything") as c:
+        assert isinstance(c.request(nv.PingRequest()), nv.PongResponse)
+
+
+def test_tank_over_tls(secured, certs):
+    topic = topic_name()
+    with native(secured, certs, token=TOKEN) as c:
+        c.request(nv.CreateTopicRequest(topic, 1))
+    with TankClient(*secured.addresses["tank"], timeout=10, ssl_context=client_context(certs)) as t:
+        assert t.produce(topic, 0, [Record(b"m%d" % i) for i in range(5)]) == 0
+        result = t.get(topic, 0, 1, max_wait_ms=0)
+    assert [m.value for m in result.messages] == [b"m%d" % i for i in range(5)]
+    with native(secured, certs, token=TOKEN) as c:  # and the other protocols read it
+        assert [r.value for r in c.request(nv.FetchRequest(topic, 0, 0, 1 << 20)).records] == \
+            [b"m%d" % i for i in range(5)]
+
+
+# --------------------------------------------------------------------------------------- hostile TLS peers
+
+@pytest.mark.parametrize("proto", ["native", "kafka", "tank"])
+def test_plain_tcp_to_a_tls_listener_is_closed(secured, certs, proto):
+    sock = socket.create_connection(secured.addresses[proto], timeout=10)
+    sock.sendall(b"\x00\x00\x00\x0c" + b"\x00\x12\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00")
+    data = sock.recv(4096)  # a TLS alert at most, then EOF; never a protocol answer
+    while data:
+        assert not data.startswith(b"\x00\x00\x00"), data
+        data = sock.recv(4096)
+    sock.close()
+    with native(secured, certs, token=TOKEN) as c:
+        assert isinstance(c.request(nv.PingRequest()), nv.PongResponse)
+
+
+def test_stalled_tls_handshake_is_dropped(secured, certs):
+    sock = socket.create_connection(secured.addresses["native"], timeout=10)
+    start = time.monotonic()
+    assert sock.recv(4096) == b""  # closed after limits.request_timeout_ms (1 s here)
+    assert time.monotonic() - start < 8
+    sock.close()
+
+
+def test_client_distrusting_the_certificate_fails_and_gateway_serves_on(secured, certs):
+    with pytest.raises(ssl.SSLCertVerificationError):
+        NativeClient(*secured.addresses["native"], timeout=10, ssl_context=client_context(certs, "other"))
+    with native(secured, certs, token=TOKEN) as c:
+        assert isinstance(c.request(nv.PingRequest()), nv.PongResponse)
+
+
+# --------------------------------------------------------------------------------------------- configuration
+
+def test_tls_listener_needs_a_certificate(tmp_path):
+    with pytest.raises(ConfigError, match="tls.cert_file"):
+        load_config(env={}, overrides=["listeners.tank.tls=true"])
+
+
+def test_unreadable_certificate_is_a_config_error(tmp_path, certs):
+    cfg = load_config(env={}, overrides=[f"data_dir={tmp_path}", "listeners.native.tls=true",
+                                         f"tls.cert_file={tmp_path}/missing.pem", f"tls.key_file={certs['server'][1]}"])
+    with pytest.raises(ConfigError, match="missing.pem"):
+        Gateway(cfg)
+    mismatched = load_config(env={}, overrides=[f"data_dir={tmp_path}", "listeners.native.tls=true",
+                                                f"tls.cert_file={certs['server'][0]}",
+                                                f"tls.key_file={certs['other'][1]}"])
+    with pytest.raises(ConfigError, match="cannot load"):
+        Gateway(mismatched)
+
+
+def test_sasl_without_users_is_a_config_error():
+    with pytest.raises(ConfigError, match="auth.users is empty"):
+        load_config(env={}, overrides=["auth.kafka_sasl_plain=true"])
+
+
+def test_users_from_the_environment_keep_their_case_and_text():
+    cfg = load_config(env={"LOGWAY_AUTH__USERS__Alice": "0123", "LOGWAY_AUTH__NATIVE_TOKEN": "007"})
+    assert cfg.auth.users == {"Alice": "0123"} and cfg.auth.native_token == "007"
+
+
+def test_check_plain():
+    users = {"alice": "pw", "bob": "pw2"}
+    assert check_plain(users, b"\0alice\0pw") == "alice"
+    assert check_plain(users, b"alice\0alice\0pw") == "alice"
+    assert check_plain(users, b"bob\0alice\0pw") is None
+    assert check_plain(users, b"\0alice\0pw2") is None
+    assert check_plain(users, b"\0carol\0pw") is None
+    assert check_plain(users, b"\0alice\0pw\0") is None
