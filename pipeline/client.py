@@ -13,6 +13,11 @@ produce), so:
 - a Kafka error code in an answer raises `GatewayError` with the gateway's message; a gateway that cannot be
   reached raises `GatewayUnavailable`.
 
+Security: `security_protocol` SSL / SASL_SSL wraps the socket in TLS (trusting `ssl_cafile`, or the system's
+store), SASL_PLAINTEXT / SASL_SSL log in with SASL/PLAIN (SaslHandshake v1 + SaslAuthenticate) right after
+connecting, on every new connection. A refused login raises `GatewayError` and an untrusted certificate
+`GatewayUnavailable` at once: neither is retried.
+
 One request is in flight per client at a time, except `send_fetch`/`receive_fetch`, which let a reader ask for
 the next range while it decodes the previous one.
 """
@@ -20,11 +25,12 @@ the next range while it decodes the previous one.
 from __future__ import annotations
 
 import socket
+import ssl
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from logway.codecs.errors import RemoteProtocolError
-from logway.codecs.kafka.api import admin, fetch, list_offsets, metadata, produce
+from logway.codecs.kafka.api import admin, fetch, list_offsets, metadata, produce, sasl
 from logway.codecs.kafka.connection import CLOSED, NEED_DATA, KafkaClientConnection
 from logway.codecs.kafka.error_codes import ErrorCode
 
@@ -41,6 +47,8 @@ RECV_BYTES = 4 * 1024 * 1024
 #: API versions we speak: the highest non-flexible ones the gateway implements.
 V_PRODUCE, V_FETCH, V_LIST_OFFSETS, V_METADATA = 8, 11, 5, 7
 V_CREATE_TOPICS, V_DELETE_TOPICS, V_INIT_PRODUCER_ID = 4, 3, 1
+V_SASL = 1  # SaslHandshake v1 then SaslAuthenticate v1
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +62,19 @@ class ClientConfig:
     request_timeout: float = 60.0
     retries: int = 5
     retry_backoff: float = 0.2
+    security_protocol: str = "PLAINTEXT"  # one of SECURITY_PROTOCOLS
+    ssl_cafile: str | None = None  # PEM certificates to trust (None: the system's store)
+    ssl_check_hostname: bool = True
+    sasl_username: str | None = None
+    sasl_password: str | None = field(default=None, repr=False)
+
+    @property
+    def tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def sasl(self) -> bool:
+        return self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
 
     @classmethod
     def parse(cls, address: str, **settings) -> "ClientConfig":
@@ -132,9 +153,36 @@ class LogwayClient:
             cfg = self.config
             sock = socket.create_connection((cfg.host, cfg.port), timeout=cfg.connect_timeout)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if cfg.tls:
+                context = ssl.create_default_context(cafile=cfg.ssl_cafile)
+                context.check_hostname = cfg.ssl_check_hostname
+                try:
+                    sock = context.wrap_socket(sock, server_hostname=cfg.host)
+                except BaseException:
+                    sock.close()
+                    raise
             sock.settimeout(cfg.request_timeout)
             self._sock, self._codec = sock, KafkaClientConnection()
+            if cfg.sasl:
+                try:
+                    self._login()
+                except BaseException:
+                    self.close()
+                    raise
         return self._sock, self._codec
+
+    def _login(self) -> None:
+        cfg = self.config
+        self._send(sasl.SASL_HANDSHAKE_KEY, V_SASL, sasl.SaslHandshakeRequest("PLAIN"))
+        answer = self._receive()
+        if answer.error_code != ErrorCode.NONE:
+            raise GatewayError(answer.error_code, f"the gateway offers {answer.mechanisms}",
+                               operation="SASL handshake")
+        token = b"\0" + (cfg.sasl_username or "").encode() + b"\0" + (cfg.sasl_password or "").encode()
+        self._send(sasl.SASL_AUTHENTICATE_KEY, V_SASL, sasl.SaslAuthenticateRequest(token))
+        answer = self._receive()
+        if answer.error_code != ErrorCode.NONE:
+            raise GatewayError(answer.error_code, answer.error_message, operation="SASL authentication")
 
     def _send(self, api_key: int, version: int, body) -> None:
         sock, codec = self._connection()
@@ -174,6 +222,10 @@ class LogwayClient:
             try:
                 self._send(api_key, version, body)
                 return self._receive(extra_wait)
+            except ssl.SSLCertVerificationError as exc:  # will not change on a retry
+                self.close()
+                raise GatewayUnavailable(f"the logway gateway at {cfg.address} presented a certificate that "
+                                         f"is not trusted (option ssl.cafile): {exc}") from exc
             except (OSError, ConnectionError, RemoteProtocolError) as exc:
                 self.close()
                 if attempt + 1 >= attempts:

@@ -25,6 +25,14 @@ reading (`ReadOptions`)
   pushFilters                 use partition/offset/timestamp predicates to fetch less; default: true where Spark
                               keeps pushed-down state per scan (see `source.PUSHDOWN_IS_SAFE`), false before
 
+security (both; the gateway's `listeners.kafka.tls` / `auth.kafka_sasl_plain`, like Spark's `kafka.security.*`)
+  security.protocol           PLAINTEXT (default) | SSL | SASL_PLAINTEXT | SASL_SSL
+  ssl.cafile                  PEM file of the certificate(s) to trust (default: the system's store)
+  ssl.checkHostname           true (default): the certificate must name the gateway's host
+  sasl.username, sasl.password
+                              SASL/PLAIN credentials (required with SASL_*); the password is never shown in
+                              plans or error messages
+
 writing (`WriteOptions`)
   gateway                     as above (required)
   topic                       the topic of every row (overrides a `topic` column)
@@ -44,7 +52,7 @@ from typing import Mapping
 
 from logway.codecs.kafka.compression import CODEC_NAMES
 
-from .client import EARLIEST, LATEST, ClientConfig
+from .client import EARLIEST, LATEST, SECURITY_PROTOCOLS, ClientConfig
 from .errors import OptionError
 
 __all__ = ["ReadOptions", "WriteOptions", "OffsetSpec", "read_options", "write_options"]
@@ -57,6 +65,9 @@ _READ = {"gateway", "subscribe", "subscribepattern", "assign", "startingoffsets"
          "startingtimestamp", "startingoffsetsbytimestamp", "endingtimestamp", "endingoffsetsbytimestamp",
          "maxrecordsperpartition", "maxrecordspertrigger", "fetchmaxbytes", "failondataloss", "pushfilters"}
 _WRITE = {"gateway", "topic", "compression", "batchbytes"}
+_SECURITY = {"security.protocol", "ssl.cafile", "ssl.checkhostname", "sasl.username", "sasl.password"}
+_READ |= _SECURITY
+_WRITE |= _SECURITY
 _STREAM_ONLY = {"maxrecordspertrigger"}
 _BATCH_ONLY = {"endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp"}
 
@@ -124,7 +135,8 @@ def _lower(options: Mapping[str, str], allowed: set[str], what: str) -> dict[str
 _DISPLAY = {n.lower(): n for n in (
     "gateway subscribe subscribePattern assign startingOffsets endingOffsets startingTimestamp "
     "startingOffsetsByTimestamp endingTimestamp endingOffsetsByTimestamp maxRecordsPerPartition "
-    "maxRecordsPerTrigger fetchMaxBytes failOnDataLoss pushFilters topic compression batchBytes").split()}
+    "maxRecordsPerTrigger fetchMaxBytes failOnDataLoss pushFilters topic compression batchBytes "
+    "security.protocol ssl.cafile ssl.checkHostname sasl.username sasl.password").split()}
 
 
 def _display(name: str) -> str:
@@ -220,6 +232,28 @@ def _offset_spec(opts: dict, which: str, default: int, specials: tuple[int, ...]
     return spec
 
 
+def _client(opts: dict) -> ClientConfig:
+    """The gateway address and the security options, checked together."""
+    protocol = str(opts.get("security.protocol", "PLAINTEXT")).strip().upper()
+    if protocol not in SECURITY_PROTOCOLS:
+        raise OptionError(f"option security.protocol={opts['security.protocol']!r}: expected one of "
+                          f"{', '.join(SECURITY_PROTOCOLS)}")
+    tls, sasl = protocol in ("SSL", "SASL_SSL"), protocol.startswith("SASL_")
+    for name in ("ssl.cafile", "ssl.checkhostname"):
+        if name in opts and not tls:
+            raise OptionError(f"option {_display(name)} needs security.protocol SSL or SASL_SSL")
+    for name in ("sasl.username", "sasl.password"):
+        if name in opts and not sasl:
+            raise OptionError(f"option {name} needs security.protocol SASL_PLAINTEXT or SASL_SSL")
+        if sasl and not str(opts.get(name) or ""):
+            raise OptionError(f"security.protocol {protocol} needs the option {name}")
+    cafile = opts.get("ssl.cafile")
+    return ClientConfig.parse(opts.get("gateway", ""), security_protocol=protocol,
+                              ssl_cafile=None if cafile is None else str(cafile),
+                              ssl_check_hostname=_bool(opts, "ssl.checkhostname", True),
+                              sasl_username=opts.get("sasl.username"), sasl_password=opts.get("sasl.password"))
+
+
 def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
     """Parse and check the options of a batch (`streaming=False`) or streaming read."""
     opts = _lower(options, _READ, "read")
@@ -227,7 +261,7 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
     if wrong:
         kind = "streaming" if streaming else "batch"
         raise OptionError(f"option(s) {', '.join(_display(w) for w in wrong)} cannot be used in a {kind} read")
-    client = ClientConfig.parse(opts.get("gateway", ""))
+    client = _client(opts)
     chosen = [n for n in ("subscribe", "subscribepattern", "assign") if n in opts]
     if len(chosen) != 1:
         raise OptionError("give exactly one of the options subscribe (comma list of topics), subscribePattern "
@@ -264,7 +298,7 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
 def write_options(options: Mapping[str, str]) -> WriteOptions:
     """Parse and check the options of a batch or streaming write."""
     opts = _lower(options, _WRITE, "write")
-    client = ClientConfig.parse(opts.get("gateway", ""))
+    client = _client(opts)
     names = {name: codec for codec, name in CODEC_NAMES.items()}
     names["none"] = 0
     compression = str(opts.get("compression", "none")).strip().lower()

@@ -569,6 +569,36 @@ def test_write_then_read_back(spark, kafka_address):
     assert sorted(r.value for r in read_rows(spark, kafka_address, subscribe=other)) == [b"1", b"2", b"3"]
 
 
+@pytest.fixture(scope="module")
+def secured_gateway(tmp_path_factory):
+    """A second gateway with TLS and SASL/PLAIN on its Kafka listener."""
+    from logway.gateway.launcher import GatewayProcess
+
+    from .certs import self_signed
+
+    d = tmp_path_factory.mktemp("secured-pipeline")
+    cert, key = self_signed(d, "server")
+    with GatewayProcess(str(d / "data"), "listeners.kafka.tls=true", f"tls.cert_file={cert}",
+                        f"tls.key_file={key}", "auth.kafka_sasl_plain=true", "auth.users.spark=spark-pw",
+                        "log_level=WARNING") as gw:
+        host, port = gw.addresses["kafka"]
+        yield f"{host}:{port}", cert
+
+
+def test_write_and_read_over_tls_and_sasl(spark, secured_gateway):
+    address, cafile = secured_gateway
+    security = {"security.protocol": "SASL_SSL", "ssl.cafile": cafile, "sasl.username": "spark",
+                "sasl.password": "spark-pw"}
+    topic = new_topic("secure")
+    df = spark.createDataFrame([(b"v%d" % i,) for i in range(25)], "value binary")
+    writer = df.write.format("logway").option("gateway", address).option("topic", topic).options(**security)
+    writer.mode("append").save()
+    rows = read_rows(spark, address, subscribe=topic, **security)
+    assert sorted(r.value for r in rows) == sorted(b"v%d" % i for i in range(25))
+    with pytest.raises(Exception, match=r"SASL_AUTHENTICATION_FAILED"):
+        read_rows(spark, address, subscribe=topic, **{**security, "sasl.password": "wrong"})
+
+
 def test_write_errors_surface_as_task_failures_with_the_gateway_error(spark, kafka_address):
     topic = new_topic()
     with client_for(kafka_address) as client:

@@ -4,18 +4,12 @@ time; plus the raw SASL exchanges (v0 and v1 handshakes) and every way a login c
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import socket
 import ssl
 import time
 import uuid
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from logway.codecs import native as nv
 from logway.codecs.kafka.api import ApiVersionsRequest
@@ -30,34 +24,18 @@ from logway.gateway.config import ConfigError, load_config
 from logway.gateway.launcher import GatewayProcess
 from logway.gateway.server import Gateway
 from logway.gateway.tank_client import TankClient
+from logway.pipeline.client import ClientConfig, LogwayClient
+from logway.pipeline.errors import GatewayError, GatewayUnavailable
+
+from .certs import self_signed
 
 USER, PASSWORD, TOKEN = "alice", "s3cret-Pässword", "native-token-0123"
-
-
-def _self_signed(directory, name: str) -> tuple[str, str]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
-                                                        x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                           critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
-    cert_path, key_path = directory / f"{name}.pem", directory / f"{name}.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
-    key_path.chmod(0o600)
-    return str(cert_path), str(key_path)
 
 
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory):
     d = tmp_path_factory.mktemp("certs")
-    return {"server": _self_signed(d, "server"), "other": _self_signed(d, "other")}
+    return {"server": self_signed(d, "server"), "other": self_signed(d, "other")}
 
 
 def _tls_overrides(certs) -> list[str]:
@@ -428,3 +406,55 @@ def test_check_plain():
     assert check_plain(users, b"\0alice\0pw2") is None
     assert check_plain(users, b"\0carol\0pw") is None
     assert check_plain(users, b"\0alice\0pw\0") is None
+
+
+# ------------------------------------------------------------------- the Spark data source's own Kafka client
+
+def pipeline_client(gw, certs, **settings) -> LogwayClient:
+    return LogwayClient(ClientConfig.parse(bootstrap(gw), retries=1, retry_backoff=0.01, **settings))
+
+
+def test_pipeline_client_over_tls_and_sasl(secured, certs):
+    from logway.codecs.kafka.records import encode_batch
+
+    topic = topic_name()
+    settings = dict(security_protocol="SASL_SSL", ssl_cafile=certs["server"][0], sasl_username=USER,
+                    sasl_password=PASSWORD)
+    assert "s3cret" not in repr(ClientConfig.parse(bootstrap(secured), **settings))
+    with pipeline_client(secured, certs, **settings) as client:
+        client.create_topic(topic, 1)
+        assert client.produce(topic, 0, encode_batch([Record(b"a"), Record(b"b")], default_timestamp=1)) == 0
+        client.close()  # a new connection logs in again
+        assert client.fetch(topic, 0, 0, 1 << 20).high_watermark == 2
+
+
+def test_pipeline_client_wrong_password_is_not_retried(secured, certs):
+    client = pipeline_client(secured, certs, security_protocol="SASL_SSL", ssl_cafile=certs["server"][0],
+                             sasl_username=USER, sasl_password="wrong")
+    with pytest.raises(GatewayError) as info:
+        client.partition_counts()
+    assert info.value.code == E.SASL_AUTHENTICATION_FAILED and client.requests == 2  # handshake + authenticate
+
+
+def test_pipeline_client_untrusted_certificate(secured, certs):
+    client = pipeline_client(secured, certs, security_protocol="SSL", ssl_cafile=certs["other"][0])
+    with pytest.raises(GatewayUnavailable, match="not trusted"):
+        client.partition_counts()
+
+
+def test_pipeline_security_options():
+    from logway.pipeline.errors import OptionError
+    from logway.pipeline.options import read_options, write_options
+
+    opts = write_options({"gateway": "h:1", "security.protocol": "sasl_ssl", "sasl.username": "u",
+                          "sasl.password": "p", "ssl.cafile": "/ca.pem", "ssl.checkHostname": "false"})
+    c = opts.client
+    assert (c.security_protocol, c.sasl_username, c.sasl_password, c.ssl_cafile, c.ssl_check_hostname) == \
+        ("SASL_SSL", "u", "p", "/ca.pem", False)
+    base = {"gateway": "h:1", "subscribe": "t"}
+    for bad, message in [({"security.protocol": "TLS"}, "expected one of"),
+                         ({"security.protocol": "SASL_SSL", "sasl.username": "u"}, "sasl.password"),
+                         ({"ssl.cafile": "/ca.pem"}, "needs security.protocol SSL"),
+                         ({"security.protocol": "SSL", "sasl.username": "u"}, "needs security.protocol SASL")]:
+        with pytest.raises(OptionError, match=message):
+            read_options({**base, **bad}, streaming=False)
