@@ -25,6 +25,7 @@ from logway.codecs.kafka.api.registry import SUPPORTED
 from logway.codecs.kafka.error_codes import ErrorCode as E
 from logway.codecs.kafka.records import BATCH_HEADER_SIZE, iter_batches, parse_header
 from logway.codecs.errors import RecordFormatError
+from logway.storage.offsets import MAX_METADATA_BYTES
 from logway.storage import (BatchTooLarge, CorruptBatch, InvalidConfig, InvalidPartitions, InvalidTopicName,
                             OffsetOutOfRange, PartitionLog, StorageError, TopicExists, UnknownFormat,
                             UnknownPartition, UnknownTopic, validate_topic_name)
@@ -247,7 +248,15 @@ class KafkaDispatch:
                 if plog.config.format == "kafka" and version >= 4:
                     pd.records = rng  # sent with os.sendfile, no decoding
                 else:
-                    pd.records = await self._transcoded(plog, rng, p.fetch_offset, version)
+                    try:
+                        pd.records = await self._transcoded(plog, rng, p.fetch_offset, version)
+                    except RecordFormatError as exc:  # stored records this answer cannot be built from
+                        log.warning("fetch %s-%d at %d: cannot convert the stored records: %s", t.topic,
+                                    p.partition, p.fetch_offset, exc)
+                        pd.records = b""
+                        pd.error_code = E.CORRUPT_MESSAGE
+                        errors = True
+                        continue
                 total += len(pd.records) if isinstance(pd.records, bytes) else rng.length
             responses.append(F.FetchableTopicResponse(topic=t.topic, partitions=parts))
         return responses, (-1 if errors else total)
@@ -282,7 +291,13 @@ class KafkaDispatch:
                 elif p.timestamp == EARLIEST:
                     offset = plog.log_start_offset
                 else:
-                    found = await trio.to_thread.run_sync(self._record_at_timestamp, plog, p.timestamp)
+                    try:
+                        found = await trio.to_thread.run_sync(self._record_at_timestamp, plog, p.timestamp)
+                    except RecordFormatError as exc:
+                        log.warning("ListOffsets %s-%d: cannot decode the stored records: %s", t.name,
+                                    p.partition_index, exc)
+                        r.error_code = E.CORRUPT_MESSAGE
+                        continue
                     offset, r.timestamp = found if found is not None else (NO_OFFSET, -1)
                 r.offset = offset
                 r.old_style_offsets = [offset] if offset >= 0 else []
@@ -306,7 +321,7 @@ class KafkaDispatch:
     async def _offset_commit(self, body, version, conn):
         generation = body.generation_id_or_member_epoch if version >= 1 else -1
         code = self.coordinator.validate_commit(body.group_id, generation, body.member_id,
-                                                body.group_instance_id)
+                                                body.group_instance_id) if body.group_id else E.INVALID_GROUP_ID
         offsets = self.engine.offsets
         topics = []
         wrote = False
@@ -322,8 +337,11 @@ class KafkaDispatch:
                         wrote = True
                     except (UnknownTopic, UnknownPartition):
                         err = E.UNKNOWN_TOPIC_OR_PARTITION
-                    except ValueError:
-                        err = E.INVALID_COMMIT_OFFSET_SIZE if p.committed_offset >= 0 else E.INVALID_REQUEST
+                    except ValueError:  # what the offset store refuses to hold
+                        if len((p.committed_metadata or "").encode("utf-8", "replace")) > MAX_METADATA_BYTES:
+                            err = E.OFFSET_METADATA_TOO_LARGE
+                        else:
+                            err = E.INVALID_COMMIT_OFFSET_SIZE if p.committed_offset >= 0 else E.INVALID_REQUEST
                 parts.append(O.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=err))
             topics.append(O.OffsetCommitResponseTopic(name=t.name, partitions=parts))
         if wrote and self.core.sync_acks:

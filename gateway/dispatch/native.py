@@ -126,7 +126,10 @@ class NativeDispatch:
 
     async def _commit(self, ev: nev.OffsetCommitRequest):
         self.engine.partition(ev.topic, ev.partition)
-        await self.core.commit_offset(ev.group_id, ev.topic, ev.partition, ev.offset, ev.metadata)
+        try:
+            await self.core.commit_offset(ev.group_id, ev.topic, ev.partition, ev.offset, ev.metadata)
+        except ValueError as exc:  # what the offset store refuses to hold (empty or overlong group, metadata)
+            return nev.ErrorResponse(f"invalid request: {exc}")
         return nev.OffsetCommitResponse(True)
 
     async def _offset_fetch(self, ev: nev.OffsetFetchRequest):

@@ -171,11 +171,19 @@ class TankDispatch:
             if info is not None and info[1] is not None:  # the first bundle is sparse: it names its own seq
                 return ConsumePartitionResult(partition, ConsumeFlags.SPARSE_FIRST, None, last, rng)
             return ConsumePartitionResult(partition, ConsumeFlags.OK, rng.first_offset + 1, last, rng)
-        records = transcode.decode(plog.config.format, rng.read(), first_offset=rng.first_offset, min_offset=offset)
+        try:
+            records = transcode.decode(plog.config.format, rng.read(), first_offset=rng.first_offset,
+                                       min_offset=offset)
+            chunk = transcode.encode_tank_chunk(records) if records else b""
+        except transcode.RecordFormatError as exc:
+            # A stored batch whose records cannot be decoded (the produce path checks only its header and CRC),
+            # or a record TANK cannot carry (a key over 255 bytes): this partition's answer is a system error,
+            # the connection and the request's other partitions are served as usual.
+            log.warning("consume of %s-%d at offset %d refused: %s", plog.topic, partition, offset, exc)
+            return ConsumePartitionResult(partition, ConsumeFlags.SYSTEM_ERROR, 0, last, b"")
         if not records:
             return ConsumePartitionResult(partition, ConsumeFlags.OK, 0, last, b"")
-        return ConsumePartitionResult(partition, ConsumeFlags.OK, records[0].offset + 1, last,
-                                      transcode.encode_tank_chunk(records))
+        return ConsumePartitionResult(partition, ConsumeFlags.OK, records[0].offset + 1, last, chunk)
 
     def park(self, req) -> list:
         """What a consume that must wait watches: (topic, log, partition, offset at EOF, active segment, its
