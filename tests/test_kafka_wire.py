@@ -223,7 +223,9 @@ def test_create_topics_errors_and_validate_only(gw, client):
 
     def create(version=4, validate_only=False, **kw):
         t = admin.CreatableTopic(name=kw.pop("name", name), num_partitions=kw.pop("num_partitions", 2),
-                                 replication_factor=kw.pop("replication_factor", 1), assignments=[],
+                                 replication_factor=kw.pop("replication_factor", 1),
+                                 assignments=[admin.CreatableReplicaAssignment(p, brokers)
+                                              for p, brokers in kw.pop("assignments", [])],
                                  configs=[admin.CreatableTopicConfig(name=k, value=v)
                                           for k, v in kw.pop("configs", {}).items()])
         r = client.call(19, version, admin.CreateTopicsRequest(topics=[t], timeout_ms=1000,
@@ -240,6 +242,14 @@ def test_create_topics_errors_and_validate_only(gw, client):
     assert create(configs={"retention.ms": "60000"}) == 0
     assert create() == 36
     assert create(name=name + "-d", num_partitions=-1, replication_factor=-1) == 0  # v4 defaults
+    manual = dict(num_partitions=-1, replication_factor=-1)
+    assert create(name=name + "-a", assignments=[(0, [0]), (0, [0])], **manual) == 39  # partition 0 twice
+    assert create(name=name + "-a", assignments=[(0, [0]), (2, [0])], **manual) == 39  # a gap
+    assert create(name=name + "-a", assignments=[(0, [1])], **manual) == 38  # broker 1 does not exist
+    assert create(name=name + "-a", assignments=[(0, [0])]) == 42  # with num_partitions too
+    assert create(name=name + "-a", assignments=[(1, [0]), (0, [0])], **manual) == 0
+    assert [len(t.partitions) for t in client.call(3, 1, metadata.MetadataRequest(
+        topics=[metadata.MetadataRequestTopic(name + "-a")])).topics] == [2]
     deleted = client.call(20, 3, admin.DeleteTopicsRequest(topic_names=[name, name + "-d", name + "-x"],
                                                            timeout_ms=1000))
     assert [r.error_code for r in deleted.responses] == [0, 0, 3]

@@ -439,6 +439,10 @@ class KafkaDispatch:
         partitions = self.config.kafka.default_partitions if t.num_partitions == -1 else t.num_partitions
         if t.assignments:
             partitions = len(t.assignments)
+            if t.num_partitions != -1 or t.replication_factor != -1:
+                return E.INVALID_REQUEST, "give either assignments or num_partitions/replication_factor, not both"
+            if sorted(a.partition_index for a in t.assignments) != list(range(partitions)):
+                return E.INVALID_REPLICA_ASSIGNMENT, "assigned partitions must be 0..n-1, each once"
             if any(set(a.broker_ids) - {NODE_ID} for a in t.assignments):
                 return E.INVALID_REPLICATION_FACTOR, f"only broker {NODE_ID} exists"
         if t.replication_factor not in (-1, 1) and not t.assignments:
