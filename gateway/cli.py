@@ -100,12 +100,28 @@ def _serve(args) -> int:
 
     try:
         trio.run(run)
-    except StorageError as exc:
-        logging.getLogger("logway").error("%s", exc)
-        return 1
     except KeyboardInterrupt:
         return 130
+    except (StorageError, BaseExceptionGroup) as exc:  # from inside the nurseries it comes in a group
+        cause = _storage_error(exc)
+        if cause is None:
+            raise
+        logging.getLogger("logway").error("%s", cause)
+        return 1
     return 0
+
+
+def _storage_error(exc: BaseException):
+    """The StorageError `exc` is or (as the only kind of error) holds, or None."""
+    from logway.storage import StorageError
+
+    if isinstance(exc, StorageError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        found = [_storage_error(e) for e in exc.exceptions]
+        if found and all(found):
+            return found[0]
+    return None
 
 
 def _topics(args) -> int:

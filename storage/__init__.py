@@ -7,8 +7,8 @@ codec. Storage formats plug in through `BatchFormat` adapters (see `formats`).
 from .config import TopicConfig
 from .engine import MAX_PARTITIONS, LogEngine, Topic
 from .errors import (BatchTooLarge, CorruptBatch, InvalidBatchOffset, InvalidConfig, InvalidPartitions,
-                     InvalidTopicName, OffsetOutOfRange, StorageClosed, StorageError, TopicExists, UnknownFormat,
-                     UnknownPartition, UnknownTopic)
+                     InvalidTopicName, NotAnOffsetLog, OffsetOutOfRange, StorageClosed, StorageError, StorageIOError,
+                     TopicExists, UnknownFormat, UnknownPartition, UnknownTopic)
 from .formats import BatchFormat, BatchInfo
 from .names import validate_topic_name
 from .offsets import CommittedOffset, OffsetStore
@@ -18,6 +18,7 @@ from .sequences import IdAllocator
 __all__ = [
     "AppendResult", "BatchFormat", "BatchInfo", "BatchTooLarge", "CommittedOffset", "CorruptBatch", "IdAllocator",
     "InvalidBatchOffset", "InvalidConfig", "InvalidPartitions", "InvalidTopicName", "LogEngine", "MAX_PARTITIONS",
-    "OffsetOutOfRange", "OffsetStore", "PartitionLog", "ReadSlice", "RecoveryReport", "StorageClosed",
-    "StorageError", "Topic", "TopicConfig", "TopicExists", "UnknownFormat", "UnknownPartition", "UnknownTopic", "validate_topic_name",
+    "NotAnOffsetLog", "OffsetOutOfRange", "OffsetStore", "PartitionLog", "ReadSlice", "RecoveryReport",
+    "StorageClosed", "StorageError", "StorageIOError", "Topic", "TopicConfig", "TopicExists", "UnknownFormat",
+    "UnknownPartition", "UnknownTopic", "validate_topic_name",
 ]

@@ -8,7 +8,14 @@ On disk:
     <data>/offsets/                     the committed-offset store (see logway.storage.offsets)
     <data>/producer_ids                 the next block of producer ids (see logway.storage.sequences)
     <data>/tmp/, <data>/trash/          topics being created / deleted (cleared on open)
-    <data>/quarantine/                  topic directories that could not be opened, moved aside with a log line
+    <data>/quarantine/                  damage set aside on open, each with a log line naming it: topic directories
+                                        that cannot be opened, segments dropped by recovery, entries of the wrong
+                                        kind (a file where a directory belongs, ...), an unreadable offset store
+                                        or producer-id file
+
+Opening never fails on a damaged directory (only on one locked by another process, or an I/O error): segments
+are truncated to their last valid batch and indexes rebuilt (logway.storage.partition / segment), and what
+cannot be used is quarantined with a log line; unknown entries are left alone, with a warning.
 
 Topic names are validated (logway.storage.names) before they become paths. Creation is atomic (built under
 tmp/, then renamed into topics/); deletion renames into trash/ first, so a crash never leaves half a topic.
@@ -28,9 +35,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from .config import TopicConfig
-from .errors import (InvalidPartitions, StorageClosed, StorageError, TopicExists, UnknownFormat,
+from .errors import (InvalidPartitions, NotAnOffsetLog, StorageClosed, StorageError, TopicExists, UnknownFormat,
                      UnknownPartition, UnknownTopic)
-from .files import fsync_dir, write_synced
+from .files import fsync_dir, quarantine, write_synced
 from .formats import BatchFormat
 from .names import validate_topic_name
 from .offsets import OffsetStore
@@ -41,6 +48,12 @@ log = logging.getLogger("logway.storage")
 
 #: Each partition keeps a few files open and a directory; a wire request must not be able to ask for millions.
 MAX_PARTITIONS = 1000
+#: Entries of a data directory that the engine owns; anything else is left alone with a warning.
+DATA_DIR_ENTRIES = frozenset({".lock", ".clean_shutdown", "topics", "tmp", "trash", "quarantine", "offsets",
+                              "producer_ids", "producer_ids.tmp"})
+#: After a damaged producer-id file, ids restart at (wall-clock ms) × this: above anything handed out before
+#: (blocks of 1000 ids cost one fsync each, so no allocator gets near a million ids per millisecond).
+PRODUCER_ID_FLOOR_PER_MS = 1_000_000
 
 
 @dataclass(slots=True)
@@ -66,51 +79,118 @@ class LogEngine:
         self._lock = threading.Lock()
         self._closed = False
         os.makedirs(self.data_dir, exist_ok=True)
-        self._lock_fd = os.open(os.path.join(self.data_dir, ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        self._quarantine_dir = os.path.join(self.data_dir, "quarantine")
+        lock_path = os.path.join(self.data_dir, ".lock")
+        if os.path.lexists(lock_path) and not os.path.isfile(lock_path):
+            self._set_aside(lock_path, ".lock", "not a regular file")
+        self._lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(self._lock_fd)
             raise StorageError(f"data directory {self.data_dir} is in use by another logway process") from None
+        previous_owner = self._claim_lock()
         marker = os.path.join(self.data_dir, ".clean_shutdown")
         self._topics_dir = os.path.join(self.data_dir, "topics")
+        if os.path.lexists(marker) and not os.path.isfile(marker):
+            self._set_aside(marker, ".clean_shutdown", "not a regular file (the shutdown counts as unclean)")
         # A brand-new directory has nothing to recover; otherwise only the marker proves a clean stop.
-        self.clean_start = os.path.exists(marker) or not os.path.exists(self._topics_dir)
+        self.clean_start = os.path.exists(marker) or not os.path.lexists(self._topics_dir)
         if os.path.exists(marker):
             os.unlink(marker)
+        elif not self.clean_start and previous_owner:
+            log.warning("%s: left by process %s, which did not shut down cleanly (a stale lock); recovering",
+                        lock_path, previous_owner)
         for sub in ("topics", "tmp", "trash"):
             path = os.path.join(self.data_dir, sub)
-            if sub != "topics":
+            if os.path.lexists(path) and not os.path.isdir(path):
+                self._set_aside(path, sub, "not a directory")
+            elif sub != "topics":
                 shutil.rmtree(path, ignore_errors=True)
             os.makedirs(path, exist_ok=True)
         self.topics_by_name: dict[str, Topic] = {}
         self._load_topics()
-        self.offsets = OffsetStore(os.path.join(self.data_dir, "offsets"))
-        self.producer_ids = IdAllocator(os.path.join(self.data_dir, "producer_ids"))
+        self.offsets = self._open_offsets(os.path.join(self.data_dir, "offsets"))
+        self.producer_ids = self._open_producer_ids(os.path.join(self.data_dir, "producer_ids"))
+        for name in sorted(os.listdir(self.data_dir)):
+            if name not in DATA_DIR_ENTRIES:
+                log.warning("%s: ignoring unknown entry %s", self.data_dir, name)
 
     # -- opening -----------------------------------------------------------------------------------------
+    def _claim_lock(self) -> str:
+        """Write our pid into the (flocked) lock file; return what the previous owner left there (its pid)."""
+        try:
+            previous = os.pread(self._lock_fd, 64, 0).decode("ascii", "replace").strip()
+            os.ftruncate(self._lock_fd, 0)
+            os.pwrite(self._lock_fd, b"%d\n" % os.getpid(), 0)
+        except OSError:  # informational only (e.g. a full disk): the flock is what matters
+            return ""
+        return previous
+
+    def _set_aside(self, path: str, label: str, why: object, consequence: str = "") -> str:
+        """Quarantine one damaged entry with an error log line naming it, why, and where it went."""
+        dest = quarantine(path, self._quarantine_dir, label)
+        log.error("%s: %s: moved to %s%s", path, why, dest, f"; {consequence}" if consequence else "")
+        return dest
+
     def _load_topics(self) -> None:
         for name in sorted(os.listdir(self._topics_dir)):
             path = os.path.join(self._topics_dir, name)
             try:
                 validate_topic_name(name)
+                if not os.path.isdir(path):
+                    raise StorageError("not a topic directory")
                 with open(os.path.join(path, "topic.json"), "rb") as f:
                     meta = json.load(f)
+                if not isinstance(meta, dict) or not isinstance(meta.get("config") or {}, dict):
+                    raise StorageError(f"topic.json does not hold a topic's metadata: {str(meta)[:80]!r}")
                 if meta.get("name") != name:
                     raise StorageError(f"topic.json names {meta.get('name')!r}")
-                topic = self._open_topic(name, int(meta["partitions"]), meta.get("config") or {},
+                partitions = int(meta["partitions"])
+                if not 1 <= partitions <= MAX_PARTITIONS:
+                    raise InvalidPartitions(f"partition count {partitions} is not in 1..{MAX_PARTITIONS}")
+                self._check_topic_entries(path, name, partitions)
+                topic = self._open_topic(name, partitions, meta.get("config") or {},
                                          int(meta.get("created_ms", 0)), clean=self.clean_start)
             except (OSError, ValueError, KeyError, TypeError, StorageError) as exc:
                 self._quarantine(path, name, exc)
                 continue
             self.topics_by_name[name] = topic
 
+    def _check_topic_entries(self, path: str, name: str, partitions: int) -> None:
+        """Partition entries that are not directories are quarantined (the partition starts empty); missing
+        partitions and unknown entries get a warning."""
+        expected = {str(p) for p in range(partitions)}
+        present = set(os.listdir(path))
+        for entry in sorted(present - {"topic.json"}):
+            full = os.path.join(path, entry)
+            if entry not in expected:
+                log.warning("%s: ignoring unknown entry %s (the topic has %d partition(s))", path, entry, partitions)
+            elif not os.path.isdir(full):
+                self._set_aside(full, f"{name}-{entry}", "partition is not a directory", "the partition starts empty")
+        for missing in sorted(expected - present, key=int):
+            log.warning("%s: partition directory %s is missing; the partition starts empty", path, missing)
+
     def _quarantine(self, path: str, name: str, why: Exception) -> None:
-        qdir = os.path.join(self.data_dir, "quarantine")
-        os.makedirs(qdir, exist_ok=True)
-        dest = os.path.join(qdir, f"{name}.{uuid.uuid4().hex[:8]}")
+        dest = quarantine(path, self._quarantine_dir, name)
         log.error("cannot open topic directory %s (%s): moved to %s", path, why, dest)
-        os.rename(path, dest)
+
+    def _open_offsets(self, path: str) -> OffsetStore:
+        if os.path.lexists(path) and not os.path.isdir(path):
+            self._set_aside(path, "offsets", "not a directory", "committed offsets start empty")
+        try:
+            return OffsetStore(path)
+        except (NotAnOffsetLog, IsADirectoryError, NotADirectoryError) as exc:
+            self._set_aside(path, "offsets", f"cannot open the offset store ({exc})", "committed offsets start empty")
+            return OffsetStore(path)
+
+    def _open_producer_ids(self, path: str) -> IdAllocator:
+        try:
+            return IdAllocator(path)
+        except (StorageError, OSError) as exc:
+            first = int(self.clock() * 1000) * PRODUCER_ID_FLOOR_PER_MS
+            self._set_aside(path, "producer_ids", exc, f"producer ids continue from {first}")
+            return IdAllocator(path, first=first)
 
     def _open_topic(self, name: str, partitions: int, overrides: dict, created_ms: int, *, clean: bool) -> Topic:
         if not 1 <= partitions <= MAX_PARTITIONS:
@@ -120,7 +200,8 @@ class LogEngine:
         if fmt is None:
             raise UnknownFormat(f"unknown storage format {config.format!r} (known: {sorted(self.formats)})")
         base = os.path.join(self._topics_dir, name)
-        logs = [PartitionLog(os.path.join(base, str(p)), name, p, fmt, config, clean_shutdown=clean, clock=self.clock)
+        logs = [PartitionLog(os.path.join(base, str(p)), name, p, fmt, config, clean_shutdown=clean, clock=self.clock,
+                             quarantine_dir=self._quarantine_dir)
                 for p in range(partitions)]
         return Topic(name, config, dict(overrides), logs, created_ms)
 

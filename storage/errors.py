@@ -62,3 +62,15 @@ class UnknownFormat(StorageError):
 
 class StorageClosed(StorageError):
     pass
+
+
+class NotAnOffsetLog(StorageError):
+    """The offset store's file has a header this build does not read (another file, or another format version).
+    The store leaves it untouched; the engine sets the directory aside and starts an empty store."""
+
+
+class StorageIOError(StorageError, OSError):
+    """A write or sync failed at the file system (disk full, EIO): nothing was acknowledged, retry later.
+
+    Also an OSError (with the failing call's `errno`), so a caller that handles I/O failures of appends and
+    syncs handles these the same way."""

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import uuid
+
+log = logging.getLogger("logway.storage")
 
 
 def fsync_dir(path: str | os.PathLike) -> None:
@@ -22,6 +26,21 @@ def write_synced(path: str, data: bytes) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def quarantine(path: str, quarantine_dir: str, label: str) -> str:
+    """Move `path` (a file or a directory) into `quarantine_dir` as `<label>.<8 hex digits>` and return where.
+
+    The quarantine directory is created on demand; anything else in its place is first renamed aside (with a log
+    line), so a damaged data directory can always set its damage aside. Same file system, so a rename."""
+    if os.path.lexists(quarantine_dir) and not os.path.isdir(quarantine_dir):
+        aside = f"{quarantine_dir}.{uuid.uuid4().hex[:8]}"
+        os.rename(quarantine_dir, aside)
+        log.error("%s is not a directory: moved it to %s", quarantine_dir, aside)
+    os.makedirs(quarantine_dir, exist_ok=True)
+    dest = os.path.join(quarantine_dir, f"{label}.{uuid.uuid4().hex[:8]}")
+    os.rename(path, dest)
+    return dest
 
 
 _FALLOC_FL_KEEP_SIZE = 1

@@ -8,7 +8,7 @@ one `fdatasync`, so a caller running `sync()` in a worker thread group-commits a
 On-disk format (all integers big-endian) — directory holds:
 
     offsets.log          the live log
-    offsets.log.compact  a compaction in progress; a leftover one is deleted on open
+    offsets.log.compact  a compaction (or a repair) in progress; a leftover one is deleted on open
     offsets.lock         flock()ed while a store has the directory open (one store per directory)
 
     offsets.log := file_header record*
@@ -22,11 +22,11 @@ On-disk format (all integers big-endian) — directory holds:
       op 2 DELETE_GROUP  group_len u16 | group utf-8
       op 3 DELETE_TOPIC  topic_len u16 | topic utf-8     (removes the topic's offsets in every group)
 
-Every commit / commit_many / delete writes exactly one record with one `os.write` on an `O_APPEND` descriptor,
-so a record is all-or-nothing: recovery applies a record only when it is complete, its CRC matches and it
-decodes fully. Recovery reads records in order and stops at the first torn or corrupt one (short read, length
-out of bounds, CRC mismatch, undecodable payload), truncates the file there, fsyncs, and logs how many bytes
-it dropped.
+Every commit / commit_many / delete writes exactly one record with one `os.write` on an `O_APPEND` descriptor
+(a short write, e.g. on a nearly full disk, is finished or cut back off before the call returns), so a record is
+all-or-nothing: recovery applies a record only when it is complete, its CRC matches and it decodes fully.
+Recovery reads records in order and stops at the first torn or corrupt one (short read, length out of bounds,
+CRC mismatch, undecodable payload), truncates the file there, fsyncs, and logs how many bytes it dropped.
 
 Compaction (when more than `compact_after` records, and more than twice the live keys, were written since the
 last snapshot) runs from `sync()` — i.e. on the caller's worker thread — or from `compact()`. It copies the live
@@ -35,9 +35,18 @@ map under the lock, writes it as COMMIT records (one per group, split to stay un
 then under the lock appends the buffered records, fsyncs, `os.replace`s it over `offsets.log` and fsyncs the
 directory. A crash at any point leaves either the old or the new log complete.
 
-After an `fdatasync` or unrecoverable write failure the store is *failed*: writes raise `StorageError` until it
-is reopened (after a failed fsync the page cache's state is unknown, so retrying would be a guess; PostgreSQL's
-"fsyncgate"). Reads keep working.
+I/O failures (disk full, EIO) raise `StorageIOError` (a `StorageError` and an `OSError`); the record is not
+acknowledged and the store recovers by itself once the file system does:
+- a failed or short write is cut back off the file (`ftruncate` to the last whole record), and the store goes on;
+- after a failed `fdatasync` (or a failed cut / directory sync) the store is *failed*: the file's contents are
+  unknown (the kernel may have dropped the dirty pages and marked them clean; retrying the fsync would be a
+  guess, PostgreSQL's "fsyncgate"), so it is never trusted again. Every later write or sync first tries to
+  *repair*: rewrite the whole in-memory map as a fresh snapshot (exactly as compaction writes one), fsync it,
+  rename it over `offsets.log` and fsync the directory. Until that succeeds (e.g. while the disk stays full)
+  writes raise `StorageIOError`; after it, the store works as before. Reads keep working throughout. Commits whose
+  sync failed stay in the map (their callers got an error: outcome unknown, as a timed-out Kafka commit) and the
+  repair makes them durable. A repair costs what a compaction costs, once per failure, in the writing thread
+  under the lock; `close()` tries one too, so a store closed after space returned leaves a synced log.
 """
 
 from __future__ import annotations
@@ -53,7 +62,7 @@ from typing import Iterable, NamedTuple
 
 from crc32c import crc32c
 
-from .errors import StorageClosed, StorageError
+from .errors import NotAnOffsetLog, StorageClosed, StorageError, StorageIOError
 from .files import fsync_dir
 
 __all__ = [
@@ -219,6 +228,13 @@ def _decode(payload: bytes) -> tuple[int, str, list | None]:
     raise ValueError(f"unknown op {op}")
 
 
+def _io_error(message: str, cause: BaseException | None) -> StorageIOError:
+    """A StorageIOError carrying the errno of the OSError that caused it (if any)."""
+    err = StorageIOError(message)
+    err.errno = getattr(cause, "errno", None)
+    return err
+
+
 def _write_all(fd: int, data: bytes | bytearray) -> None:
     view = memoryview(data)
     while view:
@@ -284,6 +300,9 @@ class OffsetStore:
             logger.warning("offset store %s: removed a leftover %s (interrupted compaction)", self._dir, COMPACT_NAME)
         except FileNotFoundError:
             pass
+        for name in sorted(os.listdir(self._dir)):
+            if name not in (LOG_NAME, COMPACT_NAME, LOCK_NAME):
+                logger.warning("offset store %s: ignoring unknown file %s", self._dir, name)
         if not self._log_path.exists():
             self._create_empty_log()
         self._fd = os.open(self._log_path, os.O_WRONLY | os.O_APPEND)
@@ -322,16 +341,17 @@ class OffsetStore:
             head = f.read(_FILE_HEADER.size)
             if len(head) < _FILE_HEADER.size:
                 if not FILE_HEADER.startswith(head):
-                    raise StorageError(f"{self._log_path} is not an offset log (bad header {head!r})")
+                    raise NotAnOffsetLog(f"{self._log_path} is not an offset log (bad header {head!r})")
                 # An empty or torn header (never written by us; only by hand or a filesystem bug): start over.
                 os.ftruncate(self._fd, 0)
                 _write_all(self._fd, FILE_HEADER)
                 return 0, _FILE_HEADER.size, _FILE_HEADER.size, None
             magic, version = _FILE_HEADER.unpack(head)
             if magic != FILE_MAGIC:
-                raise StorageError(f"{self._log_path} is not an offset log (magic {magic!r})")
+                raise NotAnOffsetLog(f"{self._log_path} is not an offset log (magic {magic!r})")
             if version != FORMAT_VERSION:
-                raise StorageError(f"{self._log_path} has format version {version}; this build reads {FORMAT_VERSION}")
+                raise NotAnOffsetLog(
+                    f"{self._log_path} has format version {version}; this build reads {FORMAT_VERSION}")
             pos = _FILE_HEADER.size
             records = 0
             reason = None
@@ -394,31 +414,81 @@ class OffsetStore:
 
     # -------------------------------------------------------------------------------------------- writing
 
-    def _check_writable(self) -> None:
+    def _check_usable(self) -> None:
+        """Raise unless the store is open and not failed. Caller holds the lock."""
         if self._closed:
             raise StorageClosed(f"offset store {self._dir} is closed")
         if self._failed is not None:
-            raise StorageError(
-                f"offset store {self._dir} failed after an I/O error ({self._failed}); reopen it to recover"
-            )
+            raise _io_error(f"offset store {self._dir} failed after an I/O error ({self._failed})", self._failed)
+
+    def _check_writable(self) -> None:
+        """Like _check_usable, but a failed store first tries to repair itself. Caller holds the lock."""
+        if self._failed is not None and not self._closed:
+            # Never block on the compaction lock (compaction takes it before this lock); a compaction that runs
+            # now sees the failure and stops, so the next write repairs.
+            if not self._compact_lock.acquire(blocking=False):
+                raise _io_error(f"offset store {self._dir} failed after an I/O error ({self._failed}); "
+                                f"it is rewritten on the next write", self._failed)
+            try:
+                self._repair_locked()
+            except OSError as exc:
+                raise _io_error(f"offset store {self._dir} failed after an I/O error ({self._failed}) and cannot "
+                                f"rewrite its log yet: {exc}", exc) from exc
+            finally:
+                self._compact_lock.release()
+        self._check_usable()
 
     def _fail(self, exc: BaseException) -> None:
         if self._failed is None:
             self._failed = exc
-            logger.error("offset store %s: I/O failure, refusing further writes until reopened: %s", self._dir, exc)
+            logger.error("offset store %s: I/O failure; writes are refused until the log is rewritten (tried on "
+                         "each write): %s", self._dir, exc)
+
+    def _repair_locked(self) -> None:
+        """Replace the untrusted log with a fresh, synced snapshot of the map (see the module docstring).
+
+        Caller holds both locks, so no compaction runs and nothing is written meanwhile. Raises OSError and
+        leaves the store failed (and the old file in place) when any step fails."""
+        cause = self._failed
+        fd = -1
+        try:
+            fd = os.open(self._compact_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+            size, records = self._write_snapshot(fd, [(g, list(e.items())) for g, e in self._groups.items()])
+            _fdatasync(fd)
+            os.replace(self._compact_path, self._log_path)
+            fsync_dir(self._dir)
+        except OSError:
+            if fd >= 0:
+                os.close(fd)
+            try:
+                os.unlink(self._compact_path)  # a partial snapshot: give its space back
+            except OSError:
+                pass
+            raise
+        old_fd, self._fd = self._fd, fd
+        try:
+            os.close(old_fd)  # a concurrent sync() works on its own dup
+        except OSError:
+            pass
+        self._size = size
+        self._records = self._snapshot_records = records
+        self._retry_compaction_at = 0
+        self._synced_seq = self._written_seq  # everything in the map is in the synced new file
+        self._failed = None
+        logger.warning("offset store %s: recovered from the I/O failure (%s): rewrote %d live keys as %d records "
+                       "(%d bytes); writes accepted again", self._dir, cause, self._live, records, size)
 
     def _append(self, frame: bytes) -> None:
-        """Write one record with one os.write. Caller holds the lock."""
+        """Write one record (one os.write; a short write is finished or cut off). Caller holds the lock."""
         self._check_writable()
         try:
             written = os.write(self._fd, frame)
+            if written != len(frame):  # disk nearly full: finish it, or learn why not (ENOSPC) and cut it off
+                _write_all(self._fd, memoryview(frame)[written:])
         except OSError as exc:
             self._undo_partial_write()
-            raise StorageError(f"writing {self._log_path} failed: {exc}") from exc
-        if written != len(frame):
-            self._undo_partial_write()
-            raise StorageError(f"short write to {self._log_path} ({written} of {len(frame)} bytes; disk full?)")
-        self._size += written
+            raise _io_error(f"writing {self._log_path} failed: {exc}", exc) from exc
+        self._size += len(frame)
         self._records += 1
         self._written_seq += 1
         if self._rewrite is not None:
@@ -580,7 +650,7 @@ class OffsetStore:
             except OSError as exc:
                 with self._lock:
                     self._fail(exc)
-                raise StorageError(f"fdatasync of {self._log_path} failed: {exc}") from exc
+                raise _io_error(f"fdatasync of {self._log_path} failed: {exc}", exc) from exc
             finally:
                 os.close(fd)
             with self._lock:
@@ -620,7 +690,14 @@ class OffsetStore:
 
     def _compact_locked(self) -> None:
         with self._lock:
-            self._check_writable()
+            if self._failed is not None and not self._closed:
+                try:
+                    self._repair_locked()
+                except OSError:
+                    pass
+                self._check_usable()
+                return  # the repair wrote a fresh snapshot: nothing left to compact
+            self._check_usable()
             snapshot = [(group, list(entries.items())) for group, entries in self._groups.items()]
             self._rewrite = []
         tmp_fd = -1
@@ -631,7 +708,7 @@ class OffsetStore:
             del snapshot
             _fdatasync(tmp_fd)  # the bulk, without holding the lock
             with self._lock:
-                self._check_writable()
+                self._check_usable()
                 tail = b"".join(self._rewrite)
                 tail_records = len(self._rewrite)
                 self._rewrite = None
@@ -645,7 +722,7 @@ class OffsetStore:
                     fsync_dir(self._dir)
                 except OSError as exc:
                     self._fail(exc)
-                    raise StorageError(f"fsync of directory {self._dir} failed: {exc}") from exc
+                    raise _io_error(f"fsync of directory {self._dir} failed: {exc}", exc) from exc
                 old_fd, self._fd, tmp_fd = self._fd, tmp_fd, -1
                 os.close(old_fd)  # a concurrent sync works on its own dup
                 self._size = size + len(tail)
@@ -712,6 +789,11 @@ class OffsetStore:
         with self._compact_lock, self._lock:
             if self._closed:
                 return
+            if self._failed is not None:
+                try:  # space may have returned since the last write: leave a complete, synced log behind
+                    self._repair_locked()
+                except OSError:
+                    pass
             self._closed = True
             failed = self._failed
             error: OSError | None = None

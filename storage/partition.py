@@ -14,12 +14,13 @@ import logging
 import os
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
 from .config import TopicConfig
 from .errors import BatchTooLarge, CorruptBatch, OffsetOutOfRange, InvalidBatchOffset
-from .files import fsync_dir
+from .files import fsync_dir, quarantine
 from .formats import BatchFormat
 from .segment import Segment, segment_name
 
@@ -66,8 +67,12 @@ class RecoveryReport:
 
 class PartitionLog:
     def __init__(self, directory: str, topic: str, partition: int, fmt: BatchFormat, config: TopicConfig,
-                 *, clean_shutdown: bool, clock: Callable[[], float] = time.time) -> None:
+                 *, clean_shutdown: bool, clock: Callable[[], float] = time.time,
+                 quarantine_dir: str | None = None) -> None:
+        """`quarantine_dir`: where recovery moves what it cannot use (segments after a hole in the log, entries of
+        the wrong kind); without one, dropped segments are deleted and odd entries renamed `*.corrupt-<hex>`."""
         self.directory = directory
+        self.quarantine_dir = quarantine_dir
         self.topic = topic
         self.partition = partition
         self.fmt = fmt
@@ -90,13 +95,18 @@ class PartitionLog:
     # -- opening and recovery ----------------------------------------------------------------------------
     def _load(self, clean: bool) -> list[Segment]:
         bases = []
-        for name in os.listdir(self.directory):
+        for name in sorted(os.listdir(self.directory)):
+            path = os.path.join(self.directory, name)
             stem, dot, ext = name.partition(".")
             if ext in ("log", "index", "timeindex") and len(stem) == 20 and stem.isdigit():
-                if ext == "log":
+                if not os.path.isfile(path):
+                    self._set_aside(path, "not a regular file")
+                elif int(stem) >= MAX_OFFSET:
+                    self._set_aside(path, f"base offset beyond {MAX_OFFSET - 1}")
+                elif ext == "log":
                     bases.append(int(stem))
-            elif name.endswith((".tmp", ".deleted")):
-                os.unlink(os.path.join(self.directory, name))
+            elif name.endswith((".tmp", ".deleted")) and os.path.isfile(path):
+                os.unlink(path)
             else:
                 log.warning("%s: ignoring unknown file %s", self.directory, name)
         bases.sort()
@@ -104,8 +114,9 @@ class PartitionLog:
         # Orphan index files (their data file is gone) are stale: remove them.
         for name in os.listdir(self.directory):
             stem, _, ext = name.partition(".")
-            if ext in ("index", "timeindex") and stem.isdigit() and int(stem) not in bases:
-                os.unlink(os.path.join(self.directory, name))
+            path = os.path.join(self.directory, name)
+            if ext in ("index", "timeindex") and stem.isdigit() and int(stem) not in bases and os.path.isfile(path):
+                os.unlink(path)
         if not bases:
             seg = self._new_segment(0, now)
             return [seg]
@@ -133,7 +144,12 @@ class PartitionLog:
                 for other in later:
                     self.recovery.truncated_bytes += other.size
                     other.close()
-                    other.delete()
+                    if self.quarantine_dir is None:
+                        other.delete()
+                    else:
+                        for path in (other.log_path, other.index.path, other.timeindex.path):
+                            if os.path.lexists(path):
+                                self._set_aside(path, f"dropped after the hole at offset {seg.next_offset}")
                 self.recovery.segments_dropped += len(later)
                 del segments[i + 1:]
                 seg.close()
@@ -145,6 +161,15 @@ class PartitionLog:
         if self.recovery.truncated_bytes:
             log.warning("%s-%d: recovery dropped %d bytes", self.topic, self.partition, self.recovery.truncated_bytes)
         return segments
+
+    def _set_aside(self, path: str, why: str) -> None:
+        """Move one file (or an entry of the wrong kind) out of the partition directory, with an error log line."""
+        if self.quarantine_dir is not None:
+            dest = quarantine(path, self.quarantine_dir, f"{self.topic}-{self.partition}.{os.path.basename(path)}")
+        else:
+            dest = f"{path}.corrupt-{uuid.uuid4().hex[:8]}"
+            os.rename(path, dest)
+        log.error("%s: %s: moved to %s", path, why, dest)
 
     def _new_segment(self, base: int, now_ms: int) -> Segment:
         seg = Segment(self.directory, base, self.fmt, active=True, index_interval=self.config.index_interval_bytes,

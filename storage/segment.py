@@ -18,7 +18,7 @@ from typing import Iterator
 from .config import MAX_SEGMENT_BYTES
 from .files import preallocate
 from .formats import BatchFormat
-from .index import IndexCorrupt, OffsetIndex, TimeIndex
+from .index import IndexCorrupt, OffsetIndex, TimeIndex, sample_points
 
 log = logging.getLogger("logway.storage")
 
@@ -266,6 +266,29 @@ class Segment:
             offset += delta + 1
         return WalkResult(position, offset, max_ts, entries, times, since, problem)
 
+    def _check_index_points(self, file_size: int) -> None:
+        """Raise IndexCorrupt unless a sample of index entries each point at a batch header that parses and
+        starts at the entry's offset. Catches a data file that was replaced or overwritten (garbage, another
+        segment's data) under an intact index, which the tail walk alone would trust."""
+        fmt = self.fmt
+        for i in sample_points(len(self.index)):
+            rel, position = self.index.entry(i)
+            head = os.pread(self.fileno(), fmt.header_size, position)
+            try:
+                info = fmt.scan(memoryview(head), 0)
+            except ValueError as exc:
+                raise IndexCorrupt(f"{self.log_path}: no valid batch at position {position}, where index entry {i} "
+                                   f"points ({exc})") from None
+            if info is None:
+                if len(head) < fmt.header_size:
+                    continue  # near the end of the file: the tail walk decides
+                raise IndexCorrupt(f"{self.log_path}: no valid batch at position {position}, where index entry {i} "
+                                   f"points")
+            size, base = info[0], info[1]
+            if size <= 0 or position + size > file_size or (base is not None and base != self.base_offset + rel):
+                raise IndexCorrupt(f"{self.log_path}: the batch at position {position} does not match index entry "
+                                   f"{i} (offset {self.base_offset + rel})")
+
     def recover(self, *, full: bool) -> int:
         """Make the segment consistent: validate, truncate a bad tail, rebuild a damaged index.
 
@@ -278,6 +301,8 @@ class Segment:
         if not full:
             try:
                 self.index.sanity_check(file_size)
+                self._check_index_points(file_size)
+                self.timeindex.sanity_check(self.index)
                 n = len(self.index)
                 if n:
                     rel, start_pos = self.index.entry(n - 1)

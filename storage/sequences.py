@@ -19,18 +19,23 @@ MAX_ID = 2**63 - 1
 
 
 class IdAllocator:
-    def __init__(self, path: str | os.PathLike, *, block: int = BLOCK) -> None:
+    """`first`: where ids start when the file does not exist yet (the engine passes a time-based floor after it
+    set a damaged file aside, so ids handed out before the damage are not handed out again)."""
+
+    def __init__(self, path: str | os.PathLike, *, block: int = BLOCK, first: int = 0) -> None:
         self.path = os.fspath(path)
         self.block = block
         self._lock = threading.Lock()
         try:
             with open(self.path, "rb") as f:
                 text = f.read().strip()
-            self._next_block = int(text) if text else 0
         except FileNotFoundError:
-            self._next_block = 0
-        except ValueError:
-            raise StorageError(f"{self.path} does not hold a number; refusing to reuse ids") from None
+            self._next_block = first
+        else:
+            # Written whole and renamed into place, so an empty file or anything but 0..MAX_ID is damage.
+            if not (text.isdigit() and int(text) <= MAX_ID):
+                raise StorageError(f"{self.path} does not hold a valid id ({text[:32]!r}); refusing to reuse ids")
+            self._next_block = int(text)
         self._next = self._end = self._next_block
 
     def next_id(self) -> int:

@@ -47,3 +47,18 @@ def test_unreachable_gateway_and_bad_config(tmp_path):
     assert r.returncode == 2 and "storage.flush must be one of" in r.stderr
     r = logway("serve", "--print-config", "--set", "storage.flush=always")
     assert r.returncode == 0 and "flush: always" in r.stdout
+
+
+def test_second_gateway_on_a_locked_data_dir_exits_with_one_line(tmp_path):
+    data = str(tmp_path / "data")
+    with GatewayProcess(data, "log_level=WARNING"):
+        r = logway("serve", "--data-dir", data, "--set", "listeners.native.port=0", "--set",
+                   "listeners.kafka.port=0", "--set", "listeners.tank.port=0")
+    assert r.returncode == 1, r.stderr
+    assert "Traceback" not in r.stderr and "lock" in r.stderr.lower(), r.stderr
+
+
+def test_unloadable_certificate_exits_with_a_configuration_error(tmp_path):
+    r = logway("serve", "--data-dir", str(tmp_path / "data"), "--set", "listeners.kafka.tls=true",
+               "--set", f"tls.cert_file={tmp_path}/nope.pem", "--set", f"tls.key_file={tmp_path}/nope.key")
+    assert r.returncode == 2 and "no such file" in r.stderr and "Traceback" not in r.stderr, r.stderr

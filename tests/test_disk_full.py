@@ -4,6 +4,7 @@ and the gateway accepts writes again by itself once space returns. Uses a small 
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 
@@ -11,9 +12,13 @@ import pytest
 import trio
 
 from logway.codecs import native as nv
+from logway.codecs.kafka.api import offsets as ko
 from logway.codecs.records import Record
+from logway.gateway.client import NativeClient, NativeError
+from logway.gateway.launcher import GatewayProcess
 
 from .conftest import AsyncNative, running_gateway
+from .kafka_wire import KafkaWireClient
 
 
 @pytest.fixture
@@ -27,6 +32,22 @@ def small_disk(tmp_path):
         yield mount
     finally:
         subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+def fill_disk(mount) -> "os.PathLike":
+    """Fill the file system at `mount` to the last byte with a ballast file (delete it to give space back)."""
+    ballast = mount / "ballast"
+    fd = os.open(ballast, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        for chunk in (65536, 1):
+            try:
+                while True:
+                    os.write(fd, b"\0" * chunk)
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC, exc
+    finally:
+        os.close(fd)
+    return ballast
 
 
 async def test_disk_full_refuses_produces_and_recovers_when_space_returns(small_disk):
@@ -65,3 +86,77 @@ async def test_disk_full_refuses_produces_and_recovers_when_space_returns(small_
     async with running_gateway(data) as gw:  # and it reopens cleanly
         assert gw.engine.partition("full", 0).log_end_offset == len(acked) + 1
         await trio.sleep(0)
+
+
+def _kafka_commit(client: KafkaWireClient, topic: str, offset: int, metadata: str = "") -> int:
+    body = ko.OffsetCommitRequest(group_id="g", generation_id_or_member_epoch=-1, member_id="", topics=[
+        ko.OffsetCommitRequestTopic(name=topic, partitions=[
+            ko.OffsetCommitRequestPartition(partition_index=0, committed_offset=offset, committed_metadata=metadata)])])
+    return client.call(8, 7, body).topics[0].partitions[0].error_code
+
+
+def _commit_until_refused(c: NativeClient, topic: str, first: int) -> tuple[int | None, list[str]]:
+    """Commit growing offsets with 1000 bytes of metadata until three are refused: (last acknowledged, errors).
+    The first few may still fit in the offset log's last page."""
+    acked, errors = None, []
+    for offset in range(first, first + 200):
+        try:
+            c.request(nv.OffsetCommitRequest(topic, 0, "g", offset, "m" * 1000))
+            acked = offset
+        except NativeError as exc:
+            errors.append(exc.message)
+            if len(errors) == 3:
+                break
+    return acked, errors
+
+
+def test_offset_commits_refused_while_full_then_durable_across_kill_9(small_disk, tmp_path):
+    """A real gateway process: offset commits answer errors while the disk is full, the next one after space
+    returns is acknowledged with no restart, and it survives kill -9 and a restart."""
+    data, run = str(small_disk / "data"), str(tmp_path / "run")
+    stderr = open(tmp_path / "gateway.log", "w+b")
+    gw = GatewayProcess(data, "storage.flush=always", run_dir=run, stderr=stderr)
+    try:
+        with NativeClient(*gw.native) as c, KafkaWireClient(*gw.addresses["kafka"]) as k:
+            c.create_topic("full", 1)
+            c.produce("full", 0, [b"x"])
+            assert c.commit("full", 0, "g", 1)
+            ballast = fill_disk(small_disk)
+            acked, errors = _commit_until_refused(c, "full", 2)
+            assert errors, "the disk never filled up"
+            assert all("No space left on device" in e for e in errors), errors
+            assert c.committed("full", 0, "g") == (acked or 1)  # nothing refused became visible
+            os.unlink(ballast)  # space returns
+            assert c.commit("full", 0, "g", 500) and c.committed("full", 0, "g") == 500
+            assert _kafka_commit(k, "full", 600, "kafka") == 0
+            assert c.committed("full", 0, "g") == 600
+        gw.kill()
+        gw = GatewayProcess(data, "storage.flush=always", run_dir=run, stderr=stderr)
+        with NativeClient(*gw.native) as c:
+            assert c.committed("full", 0, "g") == 600
+            assert c.commit("full", 0, "g", 601)
+            assert c.produce("full", 0, [b"y"]) == [1]
+        assert gw.stop() == 0
+        gw = GatewayProcess(data, run_dir=run, stderr=stderr)
+        with NativeClient(*gw.native) as c:
+            assert c.committed("full", 0, "g") == 601
+    finally:
+        gw.kill()
+        stderr.seek(0)
+        log = stderr.read().decode(errors="replace")
+        stderr.close()
+    assert "Traceback" not in log, log
+
+
+def test_kafka_offset_commit_refused_while_full(small_disk, tmp_path):
+    with GatewayProcess(str(small_disk / "data"), "storage.flush=always", run_dir=str(tmp_path / "run"),
+                        stderr=subprocess.DEVNULL) as gw:
+        with NativeClient(*gw.native) as c, KafkaWireClient(*gw.addresses["kafka"]) as k:
+            c.create_topic("full", 1)
+            ballast = fill_disk(small_disk)
+            _, errors = _commit_until_refused(c, "full", 1)
+            assert errors, "the disk never filled up"
+            assert _kafka_commit(k, "full", 99, "m" * 1000) != 0  # refused, never acknowledged
+            os.unlink(ballast)
+            assert _kafka_commit(k, "full", 100) == 0  # on the same connection
+            assert c.committed("full", 0, "g") == 100

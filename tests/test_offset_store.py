@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import random
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from logway.storage.errors import StorageClosed, StorageError
+from logway.storage.errors import StorageClosed, StorageError, StorageIOError
 from logway.storage.offsets import (
     COMPACT_NAME,
     FILE_HEADER,
@@ -27,6 +28,8 @@ from logway.storage.offsets import (
     CommittedOffset,
     OffsetStore,
 )
+
+from .test_disk_full import fill_disk, small_disk  # noqa: F401  (a small tmpfs fixture)
 
 STORM = Path(__file__).parent / "helpers" / "offset_storm.py"
 LOGGER = "logway.storage.offsets"
@@ -350,6 +353,165 @@ print(ok)
     with OffsetStore(tmp_path) as store:
         assert store.recovery.bytes_dropped == 0 and store.recovery.records == ok + 1
         assert store.fetch("g", "t", ok % 4).offset == ok
+
+
+def test_disk_full_refuses_commits_then_recovers_by_itself(small_disk, tmp_path, caplog):
+    """A real full tmpfs: commits fail with an I/O error (never half-written), the file stays replayable, and
+    the first commit after space returns succeeds and survives a reopen."""
+    work = small_disk / "offsets"
+    with OffsetStore(work) as store:
+        store.commit("g", "t", 0, 1, commit_time_ms=1)
+        store.sync()
+        ballast = fill_disk(small_disk)
+        acked, errors = 1, []
+        for i in range(2, 200):  # the file's last page may still hold a few records
+            try:
+                store.commit("g", "t", i % 3, i, "m" * 1000, commit_time_ms=1)
+                store.sync()
+                acked = i
+            except StorageIOError as exc:
+                assert isinstance(exc, OSError) and exc.errno == errno.ENOSPC, exc
+                assert "No space left on device" in str(exc)
+                errors.append(i)
+                if len(errors) == 5:
+                    break
+        assert errors, "the disk never filled up"
+        assert store.fetch("g", "t", acked % 3).offset == acked
+        assert all(getattr(store.fetch("g", "t", i % 3), "offset", None) != i for i in errors)  # none applied
+        # What is on disk replays whole, to exactly what the store shows (no torn record left behind).
+        copy = tmp_path / "copy"
+        copy.mkdir()
+        shutil.copy(work / LOG_NAME, copy / LOG_NAME)
+        with OffsetStore(copy) as replay:
+            assert replay.recovery.bytes_dropped == 0
+            assert replay.fetch_group("g") == store.fetch_group("g")
+        os.unlink(ballast)  # space returns: the very next commit succeeds, no reopen needed
+        store.commit("g", "t", 0, 1000, "after", commit_time_ms=2)
+        store.sync()
+        state = store.fetch_group("g")
+    with OffsetStore(work) as store:
+        assert store.recovery.bytes_dropped == 0
+        assert store.fetch_group("g") == state and state[("t", 0)] == CommittedOffset(1000, "after", 2)
+
+
+class _FaultyOS:
+    """Stands in for the `os` module inside logway.storage.offsets: calls named in `faults` raise, the rest pass
+    through. `short_writes` makes os.write write only half of what it is given (then the next one fails)."""
+
+    def __init__(self, *, faults=(), short_writes=False, err=errno.EIO):
+        self.faults = set(faults)
+        self.short_writes = short_writes
+        self.err = err
+
+    def __getattr__(self, name):
+        real = getattr(os, name)
+        if name == "write" and self.short_writes:
+            def write(fd, data):
+                if "write" in self.faults:
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                self.faults.add("write")
+                return os.write(fd, bytes(data)[: len(data) // 2])
+            return write
+        if name in self.faults:
+            def fail(*args, **kwargs):
+                raise OSError(self.err, os.strerror(self.err))
+            return fail
+        return real
+
+
+def test_failed_fdatasync_fails_the_store_until_a_rewrite_succeeds(tmp_path, monkeypatch, caplog):
+    import logway.storage.offsets as offsets_module
+
+    healthy = offsets_module._fdatasync
+    faulty = []
+
+    def fdatasync(fd):
+        if faulty:
+            raise OSError(faulty[0], os.strerror(faulty[0]))
+        healthy(fd)
+
+    monkeypatch.setattr(offsets_module, "_fdatasync", fdatasync)
+    with OffsetStore(tmp_path) as store:
+        store.commit("g", "t", 0, 1, commit_time_ms=1)
+        store.sync()
+        store.commit("g", "t", 0, 2, commit_time_ms=1)
+        faulty.append(errno.ENOSPC)  # e.g. NFS or a thin volume: the space runs out at writeback
+        with caplog.at_level(logging.ERROR, logger=LOGGER), pytest.raises(StorageIOError) as failed:
+            store.sync()
+        assert failed.value.errno == errno.ENOSPC and store.synced_seq < store.written_seq
+        assert "writes are refused until the log is rewritten" in caplog.text
+        assert store.fetch("g", "t", 0).offset == 2  # reads keep working (outcome unknown to the caller)
+        for _ in range(3):  # still failing: each write tries the rewrite, which fails too; nothing is written
+            with pytest.raises(StorageIOError, match="cannot rewrite its log yet"):
+                store.commit("g", "t", 1, 5)
+        assert store.fetch("g", "t", 1) is None and not (tmp_path / COMPACT_NAME).exists()
+        faulty.clear()  # the file system recovers
+        with caplog.at_level(logging.WARNING, logger=LOGGER):
+            store.commit("g", "t", 1, 6, commit_time_ms=1)
+        assert "recovered from the I/O failure" in caplog.text
+        store.sync()
+        assert store.synced_seq == store.written_seq
+        state = store.fetch_group("g")
+    assert state == {("t", 0): CommittedOffset(2, "", 1), ("t", 1): CommittedOffset(6, "", 1)}
+    with OffsetStore(tmp_path) as store:
+        assert store.recovery.bytes_dropped == 0 and store.fetch_group("g") == state
+
+
+def test_failed_cut_after_a_short_write_is_repaired_by_the_next_write(tmp_path, monkeypatch):
+    """A short write whose cut-off (ftruncate) fails too leaves a torn record: the store fails, and the next
+    write replaces the whole file, so the torn bytes never reach a later recovery."""
+    import logway.storage.offsets as offsets_module
+
+    with OffsetStore(tmp_path) as store:
+        store.commit("g", "t", 0, 1, commit_time_ms=1)
+        store.sync()
+        size = log_size(tmp_path)
+        monkeypatch.setattr(offsets_module, "os", _FaultyOS(faults={"ftruncate"}, short_writes=True))
+        with pytest.raises(StorageIOError, match="No space left"):
+            store.commit("g", "t", 0, 2, "x" * 100)
+        assert log_size(tmp_path) > size  # the torn half is still there
+        with pytest.raises(StorageIOError):
+            store.commit("g", "t", 0, 3)  # the fault persists: refused, nothing written
+        monkeypatch.setattr(offsets_module, "os", os)
+        store.commit("g", "t", 0, 4, commit_time_ms=1)
+        store.sync()
+    with OffsetStore(tmp_path) as store:
+        assert store.recovery.bytes_dropped == 0
+        assert store.fetch_group("g") == {("t", 0): CommittedOffset(4, "", 1)}
+
+
+def test_commit_after_recovery_survives_kill_9(tmp_path):
+    """After a failed fdatasync and the repair, an acknowledged commit is durable across a real kill -9."""
+    code = """
+import errno, os, signal, sys
+import logway.storage.offsets as m
+from logway.storage.errors import StorageIOError
+healthy = m._fdatasync
+broken = [True]
+def fdatasync(fd):
+    if broken:
+        raise OSError(errno.EIO, "injected")
+    healthy(fd)
+m._fdatasync = fdatasync
+store = m.OffsetStore(sys.argv[1])
+store.commit("g", "t", 0, 1)
+try:
+    store.sync()
+    sys.exit("sync did not fail")
+except StorageIOError:
+    pass
+broken.clear()
+store.commit("g", "t", 0, 2, "acked")
+store.sync()
+print("ACK", flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+    result = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True)
+    assert result.returncode == -signal.SIGKILL and result.stdout == "ACK\n", result.stderr
+    with OffsetStore(tmp_path) as store:
+        assert store.recovery.bytes_dropped == 0
+        found = store.fetch("g", "t", 0)
+        assert (found.offset, found.metadata) == (2, "acked")
 
 
 # ------------------------------------------------------------------------------------------------ compaction

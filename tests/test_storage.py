@@ -395,6 +395,34 @@ def test_corrupt_frozen_segment_keeps_the_consistent_prefix(tmp_path):
     eng.close()
 
 
+def test_frozen_segment_overwritten_under_an_intact_index_is_noticed_after_a_clean_shutdown(tmp_path):
+    """A clean shutdown makes recovery checksum only each segment's tail, so a data file overwritten with garbage
+    (its index intact) is caught by checking sampled index entries against the data; the later segments, now
+    after a hole, are quarantined rather than deleted; a garbage time index is rebuilt, not trusted."""
+    eng = open_engine(tmp_path, segment_bytes=1024, index_interval_bytes=100)
+    plog = eng.create_topic("t", 1).partitions[0]
+    for _ in range(30):
+        plog.append(batch(3, size=40))
+    first, second = plog.segments[:2]
+    n = len(plog.segments)
+    eng.close()
+    times_path = first.log_path[:-4] + ".timeindex"
+    with open(times_path, "rb") as f:
+        times = f.read()
+    with open(times_path, "wb") as f:
+        f.write(os.urandom(120))
+    with open(second.log_path, "r+b") as f:
+        f.write(os.urandom(second.size))
+    eng = open_engine(tmp_path, segment_bytes=1024, index_interval_bytes=100)
+    plog = eng.partition("t", 0)
+    assert plog.log_end_offset == second.base_offset and all_offsets(plog) == list(range(second.base_offset))
+    assert plog.recovery.segments_dropped == n - 2
+    assert len([q for q in os.listdir(tmp_path / "quarantine") if ".log." in q]) == n - 2
+    with open(times_path, "rb") as f:
+        assert f.read() == times
+    eng.close()
+
+
 # -- topics --------------------------------------------------------------------------------------------------
 
 def test_topic_lifecycle_and_validation(tmp_path):

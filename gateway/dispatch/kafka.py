@@ -337,6 +337,9 @@ class KafkaDispatch:
                         wrote = True
                     except (UnknownTopic, UnknownPartition):
                         err = E.UNKNOWN_TOPIC_OR_PARTITION
+                    except (StorageError, OSError) as exc:  # e.g. a full disk: not stored, retriable
+                        log.error("offset commit for group %r failed: %s", body.group_id, exc)
+                        err = E.COORDINATOR_NOT_AVAILABLE
                     except ValueError:  # what the offset store refuses to hold
                         if len((p.committed_metadata or "").encode("utf-8", "replace")) > MAX_METADATA_BYTES:
                             err = E.OFFSET_METADATA_TOO_LARGE
@@ -345,7 +348,13 @@ class KafkaDispatch:
                 parts.append(O.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=err))
             topics.append(O.OffsetCommitResponseTopic(name=t.name, partitions=parts))
         if wrote and self.core.sync_acks:
-            await self.core.committer.sync(offsets)
+            try:
+                await self.core.committer.sync(offsets)
+            except OSError:  # not durable: none of this request's commits is acknowledged
+                for t in topics:
+                    for p in t.partitions:
+                        if p.error_code == E.NONE:
+                            p.error_code = E.COORDINATOR_NOT_AVAILABLE
         return O.OffsetCommitResponse(throttle_time_ms=0, topics=topics)
 
     async def _offset_fetch(self, body, version, conn):
