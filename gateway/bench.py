@@ -5,6 +5,9 @@
 - `native-fetch`: the same gateway, the records read back with 1 MiB fetches.
 - `tank-produce`, `tank-consume`, `tank-tail`: the TANK protocol (see `bench_tank`).
 - `spark-read`: the PySpark data source reading a topic end to end (see `logway.pipeline.bench`).
+- `chaos`: the crash-restart checker: SIGKILL at random moments, 50 cycles, every check after each restart
+  (see `bench_chaos`); exits non-zero on a violation.
+- `load`: 1,000 concurrent connections of every protocol mixing produce, fetch and long-poll (see `bench_load`).
 Every run uses a fresh temporary data directory and 127.0.0.1 only, and stops by itself.
 """
 
@@ -35,6 +38,14 @@ def add_bench_arguments(parser) -> None:
     from logway.pipeline import bench as spark_bench  # the pipeline is a client of the gateway: only the CLI meets it
 
     spark_bench.add_arguments(sub.add_parser("spark-read", help="read 5,000,000 records into Spark (local[2])"))
+    from .bench_load import add_load_arguments
+
+    add_load_arguments(sub.add_parser("load", help="1,000 connections mixing produce, fetch and long-poll over "
+                                                   "the three protocols; errors, peak RSS, probe p99"))
+    from .bench_chaos import add_chaos_arguments
+
+    add_chaos_arguments(sub.add_parser("chaos", help="kill -9 the gateway at random moments under producers of "
+                                                     "every protocol and a consumer group; check after restarts"))
 
 
 def run_bench(args) -> int:
@@ -42,6 +53,14 @@ def run_bench(args) -> int:
         from logway.pipeline import bench as spark_bench
 
         return spark_bench.run(args)
+    if args.bench == "chaos":
+        from .bench_chaos import run_chaos_bench
+
+        return run_chaos_bench(args)
+    if args.bench == "load":
+        from .bench_load import run_load_bench
+
+        return run_load_bench(args)
     if args.bench.startswith("tank-"):
         from .bench_tank import run_tank_bench
 

@@ -2,6 +2,8 @@
 
 A waiter registers one trio.Event under every partition key it watches; `notify(key)` sets and forgets the
 events registered under that key. `close()` wakes everyone (shutdown: parked fetches answer at once).
+Past `max_waiters` parked at once, `wait()` refuses to park and returns False at once, as an expired timer does:
+every caller then answers with what it has (refusals are counted in `refused`).
 """
 
 from __future__ import annotations
@@ -11,15 +13,12 @@ from typing import Hashable, Iterable
 import trio
 
 
-class TooManyWaiters(Exception):
-    """More long-poll waiters than the configured limit; the fetch answers at once instead."""
-
-
 class AppendNotifier:
     def __init__(self, max_waiters: int = 100_000) -> None:
         self._waiters: dict[Hashable, set[trio.Event]] = {}
         self._count = 0
         self.max_waiters = max_waiters
+        self.refused = 0  # waits refused because `max_waiters` were parked
         self.closed = False
 
     def notify(self, key: Hashable) -> None:
@@ -29,11 +28,14 @@ class AppendNotifier:
                 ev.set()
 
     async def wait(self, keys: Iterable[Hashable], deadline: float) -> bool:
-        """Wait until one of `keys` gets an append or the trio clock reaches `deadline`; True when woken."""
+        """Wait until one of `keys` gets an append or the trio clock reaches `deadline`; True when woken.
+
+        False at once after `close()` or when `max_waiters` are already parked (the caller answers now)."""
         if self.closed:
             return False
         if self._count >= self.max_waiters:
-            raise TooManyWaiters()
+            self.refused += 1
+            return False
         ev = trio.Event()
         keys = list(keys)
         for key in keys:

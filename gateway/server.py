@@ -11,10 +11,12 @@ connections; let connections that are in the middle of a request finish it, for 
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import logging
 import resource
 import signal
+import socket
 from typing import Awaitable, Callable
 
 import trio
@@ -168,7 +170,9 @@ class Gateway:
                     except Exception as exc:  # e.g. a TLS close_notify to a peer that vanished: nothing to do
                         log.debug("%s: closing: %r", conn.peer, exc)
 
-        await trio.serve_listeners(accepted, listeners, handler_nursery=conn_nursery)
+        async with trio.open_nursery() as accepting:
+            for listener in listeners:
+                accepting.start_soon(_serve_backlog, listener, accepted, conn_nursery)
 
     async def _tls_handshake(self, tcp: trio.SocketStream, context, conn: Connection) -> trio.SSLStream | None:
         """The TLS stream over `tcp`, or None when the client failed or stalled the handshake (it is closed)."""
@@ -238,6 +242,42 @@ class Gateway:
             if report.truncated_bytes or report.segments_dropped:
                 log.warning("recovery of %s-%d truncated %d bytes and dropped %d segment(s)", topic, partition,
                             report.truncated_bytes, report.segments_dropped)
+
+
+#: Connections taken from a listening socket's backlog per wake-up. trio's own accept loop takes one per scheduler
+#: pass: a dozen a second when a thousand busy connections share the loop, so clients arriving under load waited
+#: for seconds (`logway bench load --storm`).
+ACCEPT_BATCH = 256
+#: accept() failures that mean "out of resources": pause instead of spinning (trio's SocketListener does the same).
+_ACCEPT_RESOURCE_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
+#: accept() failures that concern only the connection being accepted (it was reset before we took it).
+_ACCEPT_SKIP_ERRNOS = {errno.ECONNABORTED, errno.EPROTO, errno.EPERM}
+
+
+async def _serve_backlog(listener: trio.SocketListener, accepted, nursery: trio.Nursery) -> None:
+    """Accept connections on `listener` in batches and start `accepted(stream)` for each in `nursery`."""
+    raw = socket.socket(fileno=listener.socket.detach())
+    raw.setblocking(False)
+    try:
+        while True:
+            await trio.lowlevel.wait_readable(raw)
+            for _ in range(ACCEPT_BATCH):
+                try:
+                    sock, _ = raw.accept()
+                except BlockingIOError:
+                    break
+                except OSError as exc:
+                    if exc.errno in _ACCEPT_SKIP_ERRNOS:
+                        continue
+                    if exc.errno not in _ACCEPT_RESOURCE_ERRNOS:
+                        raise
+                    log.error("accept failed: %s; pausing for 100 ms", exc)
+                    await trio.sleep(0.1)
+                    break
+                nursery.start_soon(accepted, trio.SocketStream(trio.socket.from_stdlib_socket(sock)))
+    finally:
+        trio.lowlevel.notify_closing(raw)
+        raw.close()
 
 
 def _is_loopback(host: str) -> bool:

@@ -9,6 +9,9 @@ import pytest
 import trio
 
 from logway.codecs import native as nv
+from logway.codecs.kafka.api import ApiVersionsRequest
+from logway.codecs.kafka.api import fetch as F
+from logway.codecs.kafka.connection import NEED_DATA, KafkaClientConnection
 
 from .conftest import AsyncNative, running_gateway
 
@@ -70,21 +73,53 @@ async def test_connections_per_address(tmp_path):
             await s.aclose()
 
 
+async def _kafka_call(stream: trio.SocketStream, codec: KafkaClientConnection, key: int, version: int, body):
+    await stream.send_all(codec.send_request(key, version, body))
+    while (event := codec.next_event()) is NEED_DATA:
+        codec.receive_data(await stream.receive_some(1 << 16))
+    return event.body
+
+
 async def test_max_waiters_answers_extra_long_polls_at_once(tmp_path):
+    """Two long-polls park (the limit); a third one of every protocol is answered at once, normally, and its
+    connection stays usable."""
     async with running_gateway(tmp_path / "data", "limits.max_waiters=2") as gw:
         admin = await AsyncNative.connect(gw)
         await admin.request(nv.CreateTopicRequest("w", 1))
-        clients = [await AsyncNative.connect(gw) for _ in range(3)]
+        parked = [await AsyncNative.connect(gw) for _ in range(2)]
         done = []
 
         async def poll(c):
             t0 = trio.current_time()
-            await c.request(nv.FetchRequest("w", 0, 0, 100, max_wait_ms=2000))
-            done.append(trio.current_time() - t0)
+            answer = await c.request(nv.FetchRequest("w", 0, 0, 100, max_wait_ms=2000))
+            done.append((trio.current_time() - t0, answer))
+
+        async def extra_native():
+            c = await AsyncNative.connect(gw)
+            await poll(c)
+            assert isinstance(await c.request(nv.PingRequest()), nv.PongResponse)
+            await c.aclose()
+
+        async def extra_kafka():
+            stream = await trio.open_tcp_stream(*gw.addresses["kafka"])
+            codec = KafkaClientConnection()
+            t0 = trio.current_time()
+            body = F.FetchRequest(max_wait_ms=2000, min_bytes=1, topics=[
+                F.FetchTopic("w", [F.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=100)])])
+            answer = await _kafka_call(stream, codec, 1, 11, body)
+            done.append((trio.current_time() - t0, answer.responses[0].partitions[0].error_code))
+            assert (await _kafka_call(stream, codec, 18, 2, ApiVersionsRequest())).error_code == 0
+            await stream.aclose()
 
         async with trio.open_nursery() as nursery:
-            for c in clients:
+            for c in parked:
                 nursery.start_soon(poll, c)
-        assert sorted(done)[0] < 0.5 and sorted(done)[-1] >= 1.9  # one was refused a wait slot
-        for c in clients + [admin]:
+            await trio.sleep(0.3)  # both parked: the limit is reached
+            nursery.start_soon(extra_native)
+            nursery.start_soon(extra_kafka)
+        times = sorted(t for t, _ in done)
+        assert times[:2] < [0.5, 0.5] and times[-2:] >= [1.9, 1.9], done  # the two extra ones were not parked
+        assert all(a == 0 or isinstance(a, nv.FetchResponse) for _, a in done), done
+        assert gw.notifier.refused == 2
+        for c in parked + [admin]:
             await c.aclose()

@@ -97,11 +97,7 @@ class NativeDispatch:
             got = sum(len(r.value or b"") for r in records)
             if wait <= 0 or (records and got >= min_bytes) or trio.current_time() >= deadline:
                 break
-            try:
-                woken = await self.core.notifier.wait([key], deadline)
-            except TooManyWaiters:
-                break
-            if not woken:
+            if not await self.core.notifier.wait([key], deadline):
                 records, next_offset = await self._read_records(plog, start, max_bytes)
                 break
         return nev.FetchResponse(records, next_offset)

@@ -25,7 +25,6 @@ from logway.storage import (BatchTooLarge, CorruptBatch, InvalidConfig, InvalidB
                             TopicExists)
 
 from .. import transcode
-from ..notify import TooManyWaiters
 from .core import Dispatcher
 
 log = logging.getLogger("logway.gateway.tank")
@@ -207,11 +206,7 @@ class TankDispatch:
         while True:
             if self._captured(watched) >= max(min_bytes, 1):
                 return self._wake_response(req, watched)
-            try:
-                woken = await notifier.wait(keys, deadline)
-            except TooManyWaiters:
-                woken = False
-            if not woken:
+            if not await notifier.wait(keys, deadline):
                 return self._timeout_response(req, watched)
 
     @staticmethod

@@ -1,0 +1,33 @@
+"""The load test of issue 6, short: `logway bench load` with 200 connections for 3 s through the same code.
+
+It checks what must hold at any speed — no error, every connection did each kind of request, the probe was
+answered, the gateway's peak RSS was read — and no timing figure: those are printed by the benchmark
+(`scripts/dev logway bench load`, figures in BENCHMARKS.md), never asserted in tests.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from logway.gateway.bench_load import KINDS, PROTOCOLS, LoadSettings, run_load
+
+
+@pytest.mark.slow
+def test_short_load_has_no_errors_and_every_connection_works():
+    report = run_load(LoadSettings(connections=200, seconds=3.0, partitions=4))
+    print(report.format())  # shown with -s or on failure
+    assert report.problems() == [], report.format()
+    assert report.connections == 200
+    assert all(report.connections_by_protocol[p] >= 66 for p in PROTOCOLS)
+    assert report.error_count == 0 and not report.error_samples
+    assert len(report.per_connection) == 200
+    assert all(done[kind] >= 1 for done in report.per_connection for kind in KINDS)
+    for proto in PROTOCOLS:
+        for kind in KINDS:
+            assert report.requests[(proto, kind)] >= 66, (proto, kind)
+        assert report.records_produced[proto] > 0
+        assert report.records_fetched[proto] > 0
+    assert all(len(v) > 0 for v in report.probe_latencies.values())
+    assert not report.probe_errors
+    assert report.peak_rss > 0 and report.peak_rss >= report.rss_start > 0
+    assert report.gateway_exit == 0 and not report.gateway_log_errors
