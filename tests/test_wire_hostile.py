@@ -247,7 +247,22 @@ def send_and_close(protocol: str, data: bytes, *, half_close: bool) -> bytes:
         s.close()
 
 
-class NativeSock:
+class _Sock:
+    """One blocking connection to the module's gateway, closed on exit."""
+
+    sock: socket.socket
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class NativeSock(_Sock):
     def __init__(self) -> None:
         self.sock = connect("native")
         self.codec = nv.NativeConnection("client")
@@ -271,17 +286,8 @@ class NativeSock:
         self.send_raw(self.codec.send(event))
         return self.receive()
 
-    def close(self) -> None:
-        self.sock.close()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-
-class KafkaSock:
+class KafkaSock(_Sock):
     def __init__(self) -> None:
         self.sock = connect("kafka")
         self.codec = KafkaClientConnection()
@@ -299,15 +305,6 @@ class KafkaSock:
             if event is CLOSED:
                 raise ConnectionError("closed by the gateway")
             return event
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 def tank_client():
