@@ -14,7 +14,6 @@ import os
 import random
 import re
 import shutil
-import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable

@@ -9,7 +9,6 @@ from __future__ import annotations
 import struct
 
 import orjson
-import pytest
 import trio
 
 from logway.codecs import native as nv
