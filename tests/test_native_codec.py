@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import struct
-import time
 import tracemalloc
 from pathlib import Path
 
@@ -371,37 +370,3 @@ def test_send_refuses_frames_over_max_frame():
 def test_constructor_validates_arguments(kwargs):
     with pytest.raises(ValueError):
         NativeConnection(**kwargs)
-
-
-# ----------------------------------------------------------------------------------------- performance
-
-
-def _best_of(runs: int, fn) -> float:
-    best = float("inf")
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
-def test_produce_of_1000_records_parses_fast():
-    payloads = [bytes((i * 7 + j) % 256 for j in range(100)) for i in range(1000)]
-    frame = NativeConnection("client").send(ProduceRequest("orders", 0, [Record(p) for p in payloads]))
-    server = NativeConnection("server")
-    seen = []
-
-    def parse():
-        server.receive_data(frame)
-        seen.append(server.next_event())
-
-    elapsed = _best_of(10, parse)
-    assert [r.value for r in seen[-1].records] == payloads
-    assert elapsed < 0.005, f"{elapsed * 1e3:.2f} ms"
-
-
-def test_fetch_response_of_1000_records_encodes_fast():
-    records = [Record(bytes(100), offset=i) for i in range(1000)]
-    server = NativeConnection("server")
-    elapsed = _best_of(10, lambda: server.send(FetchResponse(records, 1000)))
-    assert elapsed < 0.005, f"{elapsed * 1e3:.2f} ms"
