@@ -78,3 +78,30 @@ async def client(gateway):
     c = await AsyncNative.connect(gateway)
     yield c
     await c.aclose()
+
+
+@pytest.fixture
+def fuse():
+    """Skip, saying what is missing, where the power-loss file system (FUSE) cannot run; with REQUIRE_FUSE=1
+    (CI) that is a failure instead."""
+    import os
+
+    from logway.bench.powerfs import fuse_problem
+
+    problem = fuse_problem()
+    if problem:
+        if os.environ.get("REQUIRE_FUSE") == "1":
+            pytest.fail(f"REQUIRE_FUSE=1 but {problem}")
+        pytest.skip(problem)
+
+
+@pytest.fixture
+def powerfs(fuse, tmp_path):
+    """A power-loss file system (logway.bench.powerfs) mounted at tmp_path/mnt."""
+    from logway.bench.powerfs import PowerFSMount
+
+    mount = PowerFSMount(tmp_path / "backing", tmp_path / "mnt").start()
+    try:
+        yield mount
+    finally:
+        mount.stop()

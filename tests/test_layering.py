@@ -10,8 +10,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 FORBIDDEN = {
-    "storage": ("trio", "logway.codecs", "logway.gateway"),
-    "codecs": ("trio", "logway.storage", "logway.gateway"),
+    "storage": ("trio", "logway.codecs", "logway.gateway", "logway.bench"),
+    "codecs": ("trio", "logway.storage", "logway.gateway", "logway.bench"),
 }
 
 
@@ -47,7 +47,7 @@ def test_no_module_imports_a_top_level_codecs_package():
 
 
 def test_every_module_has_a_docstring():
-    for package in ("storage", "codecs", "gateway", "pipeline"):
+    for package in ("storage", "codecs", "gateway", "pipeline", "bench"):
         for path in (ROOT / package).rglob("*.py"):
             tree = ast.parse(path.read_text())
             assert ast.get_docstring(tree), f"{path.relative_to(ROOT)} has no module docstring"
