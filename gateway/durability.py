@@ -1,9 +1,12 @@
 """Group commit: acknowledge writes only after fdatasync, with one sync covering every waiting write.
 
 `GroupCommitter.sync(target)` parks the caller until a sync round that started after the call has finished
-`target.sync()` (a PartitionLog or the OffsetStore). While a round runs in a worker thread, new callers
-collect for the next round, so N concurrent producers cost one fdatasync per round, not N.
-A failed sync raises in every caller of that round: their writes are not acknowledged.
+`target.sync()` (a PartitionLog or the OffsetStore); `schedule(target)` asks for the same round without waiting
+(an append nobody acknowledges, e.g. Kafka acks=0, must still become durable and visible). While a round runs in a
+worker thread, new callers collect for the next round, so N concurrent producers cost one fdatasync per round,
+not N. After each round `on_synced(target)` runs for every target synced (the gateway wakes the long-polls of a
+partition there: with `flush: always` readers see only synced data). A failed sync raises in every caller of that
+round: their writes are not acknowledged.
 """
 
 from __future__ import annotations
@@ -25,15 +28,21 @@ class _Round:
 
 
 class GroupCommitter:
-    def __init__(self) -> None:
+    def __init__(self, on_synced=None) -> None:
         self._next = _Round()
         self._wakeup = trio.Event()
+        self.on_synced = on_synced
         self.rounds = 0  # finished rounds (for tests and stats)
 
-    async def sync(self, target) -> None:
+    def schedule(self, target) -> _Round:
+        """Make sure the next round syncs `target`; returns that round."""
         rnd = self._next
         rnd.targets[id(target)] = target
         self._wakeup.set()
+        return rnd
+
+    async def sync(self, target) -> None:
+        rnd = self.schedule(target)
         await rnd.done.wait()
         if rnd.error is not None:
             raise rnd.error
@@ -53,6 +62,9 @@ class GroupCommitter:
                 rnd.error = exc
             self.rounds += 1
             rnd.done.set()
+            if self.on_synced is not None:
+                for target in rnd.targets.values():
+                    self.on_synced(target)
 
 
 def _sync_all(targets) -> None:

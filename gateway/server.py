@@ -59,7 +59,7 @@ class Gateway:
         self.config = config
         self.engine: LogEngine | None = None
         self.notifier = AppendNotifier(config.limits.max_waiters)
-        self.committer = GroupCommitter()
+        self.committer = GroupCommitter(on_synced=self._synced)
         self.connections = ConnectionRegistry(config.limits.max_connections, config.limits.max_connections_per_ip)
         self.dispatcher: Dispatcher | None = None
         self.native_dispatch: NativeDispatch | None = None
@@ -74,6 +74,10 @@ class Gateway:
         uses_tls = any(lc.enabled and lc.tls for lc in config.listeners.values())
         self.ssl_context = server_ssl_context(config.tls) if uses_tls else None  # ConfigError before any I/O
 
+    def _synced(self, target) -> None:
+        if self.dispatcher is not None:
+            self.dispatcher.synced(target)
+
     def request_shutdown(self) -> None:
         self._shutdown.set()
 
@@ -81,7 +85,8 @@ class Gateway:
         cfg = self.config
         _raise_fd_limit()
         self.engine = await trio.to_thread.run_sync(
-            lambda: LogEngine(cfg.data_dir, FORMATS, cfg.storage.topic_defaults))
+            lambda: LogEngine(cfg.data_dir, FORMATS, cfg.storage.topic_defaults,
+                              reads_need_sync=cfg.storage.flush == "always"))
         self._log_recovery()
         self.dispatcher = Dispatcher(self.engine, self.notifier, self.committer, cfg)
         self.native_dispatch = NativeDispatch(self.dispatcher)

@@ -37,7 +37,7 @@ from typing import Any, Callable, Mapping
 from .config import TopicConfig
 from .errors import (InvalidPartitions, NotAnOffsetLog, StorageClosed, StorageError, TopicExists, UnknownFormat,
                      UnknownPartition, UnknownTopic)
-from .files import fsync_dir, quarantine, write_synced
+from .files import makedirs_durably, quarantine, rename_durably, sync_names, write_synced
 from .formats import BatchFormat
 from .names import validate_topic_name
 from .offsets import OffsetStore
@@ -71,14 +71,18 @@ class Topic:
 
 class LogEngine:
     def __init__(self, data_dir: str | os.PathLike, formats: Mapping[str, BatchFormat],
-                 defaults: TopicConfig | None = None, *, clock: Callable[[], float] = time.time) -> None:
+                 defaults: TopicConfig | None = None, *, clock: Callable[[], float] = time.time,
+                 reads_need_sync: bool = False) -> None:
+        """`reads_need_sync`: readers of every partition see only what was synced (see logway.storage.partition);
+        the gateway sets it when it acknowledges only synced writes (`flush: always`)."""
         self.data_dir = os.path.abspath(os.fspath(data_dir))
+        self.reads_need_sync = reads_need_sync
         self.formats = dict(formats)
         self.defaults = (defaults or TopicConfig()).validate()
         self.clock = clock
         self._lock = threading.Lock()
         self._closed = False
-        os.makedirs(self.data_dir, exist_ok=True)
+        makedirs_durably(self.data_dir)
         self._quarantine_dir = os.path.join(self.data_dir, "quarantine")
         lock_path = os.path.join(self.data_dir, ".lock")
         if os.path.lexists(lock_path) and not os.path.isfile(lock_path):
@@ -97,7 +101,10 @@ class LogEngine:
         # A brand-new directory has nothing to recover; otherwise only the marker proves a clean stop.
         self.clean_start = os.path.exists(marker) or not os.path.lexists(self._topics_dir)
         if os.path.exists(marker):
+            # Durably gone before anything is written: a marker that came back after a power cut would vouch
+            # for logs that were never closed cleanly.
             os.unlink(marker)
+            sync_names(marker)
         elif not self.clean_start and previous_owner:
             log.warning("%s: left by process %s, which did not shut down cleanly (a stale lock); recovering",
                         lock_path, previous_owner)
@@ -107,7 +114,7 @@ class LogEngine:
                 self._set_aside(path, sub, "not a directory")
             elif sub != "topics":
                 shutil.rmtree(path, ignore_errors=True)
-            os.makedirs(path, exist_ok=True)
+            makedirs_durably(path)  # a fresh data directory's topics/ must not vanish with its topics
         self.topics_by_name: dict[str, Topic] = {}
         self._load_topics()
         self.offsets = self._open_offsets(os.path.join(self.data_dir, "offsets"))
@@ -201,7 +208,7 @@ class LogEngine:
             raise UnknownFormat(f"unknown storage format {config.format!r} (known: {sorted(self.formats)})")
         base = os.path.join(self._topics_dir, name)
         logs = [PartitionLog(os.path.join(base, str(p)), name, p, fmt, config, clean_shutdown=clean, clock=self.clock,
-                             quarantine_dir=self._quarantine_dir)
+                             quarantine_dir=self._quarantine_dir, reads_need_sync=self.reads_need_sync)
                 for p in range(partitions)]
         return Topic(name, config, dict(overrides), logs, created_ms)
 
@@ -225,8 +232,9 @@ class LogEngine:
                 os.makedirs(os.path.join(tmp, str(p)))
             meta = {"name": name, "partitions": partitions, "config": overrides, "created_ms": created_ms}
             write_synced(os.path.join(tmp, "topic.json"), json.dumps(meta).encode())
-            os.rename(tmp, os.path.join(self._topics_dir, name))
-            fsync_dir(self._topics_dir)
+            sync_names(os.path.join(tmp, "topic.json"))  # topic.json and the partition directories
+            rename_durably(tmp, os.path.join(self._topics_dir, name))
+            # Each partition creates its first segment's files and syncs its directory before it is used.
             topic = self._open_topic(name, partitions, overrides, created_ms, clean=True)
             self.topics_by_name = {**self.topics_by_name, name: topic}
         log.info("created topic %s with %d partition(s), format %s", name, partitions, cfg.format)
@@ -240,12 +248,12 @@ class LogEngine:
             del rest[name]
             self.topics_by_name = rest
             trash = os.path.join(self.data_dir, "trash", f"{name}.{uuid.uuid4().hex[:8]}")
-            os.rename(os.path.join(self._topics_dir, name), trash)
-            fsync_dir(self._topics_dir)
+            rename_durably(os.path.join(self._topics_dir, name), trash)
         for plog in topic.partitions:
             plog.close()
         shutil.rmtree(trash, ignore_errors=True)
         self.offsets.delete_topic(name)
+        self.offsets.sync()  # else a power cut could hand a later topic of that name these offsets
         log.info("deleted topic %s", name)
 
     def topics(self) -> list[Topic]:
@@ -292,11 +300,12 @@ class LogEngine:
         self._closed = True
         for t in self.topics():
             for p in t.partitions:
-                p.close()
+                p.close(durable=clean)
         self.offsets.close()
         if clean:
-            write_synced(os.path.join(self.data_dir, ".clean_shutdown"), b"")
-            fsync_dir(self.data_dir)
+            marker = os.path.join(self.data_dir, ".clean_shutdown")
+            write_synced(marker, b"")
+            sync_names(marker)
         os.close(self._lock_fd)
 
     def _check_open(self) -> None:

@@ -1,4 +1,16 @@
-"""Small durable-file helpers shared by the storage modules."""
+"""Durable-file helpers shared by the storage modules, and the rule they exist for.
+
+The rule: an acknowledgement promises only what has been made durable. A file's data is durable once the file was
+fsynced (or fdatasynced); a *name* — a file or directory created, renamed or removed — is durable only once the
+directory holding it was fsynced, and a rename changes two directories. File systems keep new names in memory like
+any other dirty data (ext4 commits them every few seconds, or never before a power cut), so a file that was synced
+but whose name was not can vanish with everything in it.
+
+So every namespace change storage makes before an acknowledgement goes through `sync_names` (after creating or
+removing entries), `rename_durably` (a rename and both of its directories) or `makedirs_durably` (new directories
+and the directories holding them). Appends need no name sync: the segment files exist (durably) before the first
+append is acknowledged. tests/test_powerloss.py proves the rule on a file system that drops what was never synced.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +26,54 @@ def fsync_dir(path: str | os.PathLike) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def sync_names(*paths: str | os.PathLike) -> None:
+    """Make the names `paths` durable as they are now (created, replaced or removed): fsync the directory that
+    holds each of them, each directory once."""
+    seen = set()
+    for path in paths:
+        parent = os.path.dirname(os.path.abspath(os.fspath(path)))
+        if parent not in seen:
+            seen.add(parent)
+            fsync_dir(parent)
+
+
+def rename_durably(src: str | os.PathLike, dst: str | os.PathLike) -> None:
+    """`os.replace(src, dst)`, durable: both directories fsynced (the new name's first)."""
+    os.replace(src, dst)
+    sync_names(dst, src)
+
+
+def makedirs_durably(path: str | os.PathLike) -> bool:
+    """`os.makedirs(path, exist_ok=True)`, durable: each directory created, and the one holding it, fsynced.
+    Returns True when something was created."""
+    path = os.path.abspath(os.fspath(path))
+    missing = []
+    probe = path
+    while not os.path.isdir(probe):
+        missing.append(probe)
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    if not missing:
+        return False
+    os.makedirs(path, exist_ok=True)
+    sync_names(*reversed(missing))
+    return True
+
+
+def sync_file(path: str | os.PathLike) -> None:
+    """fdatasync a file by name (nothing to do when it does not exist)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fdatasync(fd)
     finally:
         os.close(fd)
 
@@ -35,11 +95,11 @@ def quarantine(path: str, quarantine_dir: str, label: str) -> str:
     line), so a damaged data directory can always set its damage aside. Same file system, so a rename."""
     if os.path.lexists(quarantine_dir) and not os.path.isdir(quarantine_dir):
         aside = f"{quarantine_dir}.{uuid.uuid4().hex[:8]}"
-        os.rename(quarantine_dir, aside)
+        rename_durably(quarantine_dir, aside)
         log.error("%s is not a directory: moved it to %s", quarantine_dir, aside)
-    os.makedirs(quarantine_dir, exist_ok=True)
+    makedirs_durably(quarantine_dir)
     dest = os.path.join(quarantine_dir, f"{label}.{uuid.uuid4().hex[:8]}")
-    os.rename(path, dest)
+    rename_durably(path, dest)
     return dest
 
 

@@ -37,6 +37,10 @@ class BatchFormat(Protocol):
     #: their own sequence numbers and may leave gaps); False when the engine assigns every base offset (Kafka
     #: producers send 0 there). Optional attribute; absent means False.
     explicit_offsets: bool
+    #: True when `validate` checks a checksum the batch carries itself (Kafka's CRC-32C); False makes storage keep
+    #: a side checksum per batch (`logway.storage.checksums`), so recovery can tell a torn or garbage tail from a
+    #: real batch. Optional attribute; absent means True.
+    checksummed: bool
 
     def scan(self, buf: memoryview, pos: int) -> BatchInfo | tuple | None:
         """Parse the header of the batch starting at `pos`.

@@ -22,6 +22,8 @@ import struct
 import sys
 from array import array
 
+from .files import sync_file, write_synced
+
 ENTRY = struct.Struct("<II")
 TIME_ENTRY = struct.Struct("<qI")
 _LITTLE = sys.byteorder == "little"
@@ -129,15 +131,16 @@ class OffsetIndex:
             os.write(self._fd, self._pending)
             self._pending.clear()
 
+    def sync(self) -> None:
+        """Write what is only in memory and make the file durable (a frozen segment's index is trusted after a
+        power cut only when it was synced before anything after the roll was acknowledged)."""
+        self.flush()
+        sync_file(self.path)
+
     def reset(self, entries: list[tuple[int, int]]) -> None:
-        """Replace the whole index (after a rebuild)."""
+        """Replace the whole index (after a rebuild) and sync it."""
         self._release()
-        data = b"".join(ENTRY.pack(r, p) for r, p in entries)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, data)
-        finally:
-            os.close(fd)
+        write_synced(self.path, b"".join(ENTRY.pack(r, p) for r, p in entries))
         if not self.frozen:
             self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND, 0o644)
         self._entries = None
@@ -272,14 +275,14 @@ class TimeIndex:
                 break
         return best
 
+    def sync(self) -> None:
+        self.flush()
+        sync_file(self.path)
+
     def reset(self, entries: list[tuple[int, int]]) -> None:
         self.close()
         self._pending.clear()
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, b"".join(TIME_ENTRY.pack(t, r) for t, r in entries))
-        finally:
-            os.close(fd)
+        write_synced(self.path, b"".join(TIME_ENTRY.pack(t, r) for t, r in entries))
         if not self.frozen:
             self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND, 0o644)
         self.last_timestamp = entries[-1][0] if entries else -1

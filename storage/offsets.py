@@ -63,7 +63,7 @@ from typing import Iterable, NamedTuple
 from crc32c import crc32c
 
 from .errors import NotAnOffsetLog, StorageClosed, StorageError, StorageIOError
-from .files import fsync_dir
+from .files import fsync_dir, makedirs_durably
 
 __all__ = [
     "CommittedOffset",
@@ -275,7 +275,7 @@ class OffsetStore:
         self._closed = False
         self._fd = -1
 
-        self._dir.mkdir(parents=True, exist_ok=True)
+        makedirs_durably(self._dir)
         self._lock_fd = os.open(self._dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             try:

@@ -1,11 +1,20 @@
 """The log of one topic partition: an ordered list of segments, the last one active.
 
 On disk: the partition directory `<data>/topics/<topic>/<partition>/` holds the segments' files (see
-`logway.storage.segment`). Offsets are contiguous from the log start offset (the first segment's base offset)
-to the log end offset (the next offset to assign).
+`logway.storage.segment`) and `recovery-point`: the base offset (decimal text) below which every segment and its
+indexes are known to be synced — written, atomically, by the first sync after a roll. After an unclean stop,
+segments from there on are recovered in full (every batch checksummed, indexes rebuilt): a power cut may have
+left holes or garbage anywhere in what was never synced; older segments only have their tails checked.
+
+Offsets are contiguous from the log start offset (the first segment's base offset) to the log end offset (the next
+offset to assign).
+
+Visibility: readers see every append, or — with `reads_need_sync`, which the gateway sets under `flush: always` —
+only what `sync()` made durable (the *high watermark*, Kafka's name for the end of what consumers may read). Then
+no consumer reads, and commits an offset past, a record that a power cut could still take back.
 
 Thread-safety: appends, rolls, retention and sync bookkeeping hold `lock`; reads work on a snapshot of the
-segment list and of the active segment's size, so a reader in a worker thread never blocks an append.
+segment list and of the visible end, so a reader in a worker thread never blocks an append.
 """
 
 from __future__ import annotations
@@ -20,7 +29,7 @@ from typing import Callable, NamedTuple
 
 from .config import TopicConfig
 from .errors import BatchTooLarge, CorruptBatch, OffsetOutOfRange, InvalidBatchOffset
-from .files import fsync_dir, quarantine
+from .files import fsync_dir, makedirs_durably, quarantine, write_synced
 from .formats import BatchFormat
 from .segment import Segment, segment_name
 
@@ -30,6 +39,7 @@ log = logging.getLogger("logway.storage")
 MAX_RELATIVE_OFFSET = 2**32 - 2
 #: Offsets are signed 64-bit in every protocol that names them (Kafka): nothing may go past this.
 MAX_OFFSET = 2**63 - 1
+RECOVERY_POINT = "recovery-point"
 
 
 class AppendResult(NamedTuple):
@@ -68,9 +78,10 @@ class RecoveryReport:
 class PartitionLog:
     def __init__(self, directory: str, topic: str, partition: int, fmt: BatchFormat, config: TopicConfig,
                  *, clean_shutdown: bool, clock: Callable[[], float] = time.time,
-                 quarantine_dir: str | None = None) -> None:
+                 quarantine_dir: str | None = None, reads_need_sync: bool = False) -> None:
         """`quarantine_dir`: where recovery moves what it cannot use (segments after a hole in the log, entries of
-        the wrong kind); without one, dropped segments are deleted and odd entries renamed `*.corrupt-<hex>`."""
+        the wrong kind); without one, dropped segments are deleted and odd entries renamed `*.corrupt-<hex>`.
+        `reads_need_sync`: readers see only what `sync()` made durable (see the module docstring)."""
         self.directory = directory
         self.quarantine_dir = quarantine_dir
         self.topic = topic
@@ -79,26 +90,50 @@ class PartitionLog:
         self.config = config
         self.clock = clock
         self.lock = threading.Lock()
+        self._sync_lock = threading.Lock()  # one sync of this partition at a time (the syncs run outside `lock`)
         self.explicit_offsets = bool(getattr(fmt, "explicit_offsets", False))
         self.recovery = RecoveryReport(unclean=not clean_shutdown)
         self._unsynced: list[Segment] = []  # rolled segments whose data may not be synced yet
         self._dir_dirty = False
         self._first_offset: tuple[Segment, int] | None = None  # (first segment, its first offset)
-        self.durable_offset = 0  # every offset below this is known to be on stable storage
-        os.makedirs(directory, exist_ok=True)
+        self.reads_need_sync = reads_need_sync
+        # (end offset, its segment, that segment's size then): everything before it is on stable storage.
+        self._durable: tuple[int, Segment | None, int] = (0, None, 0)
+        makedirs_durably(directory)
         self.segments: list[Segment] = self._load(clean_shutdown)
+        if self._dir_dirty:  # a new partition's first segment: its files exist durably before any append
+            fsync_dir(directory)
+            self._dir_dirty = False
+        active = self.segments[-1]
         if clean_shutdown:
-            self.durable_offset = self.log_end_offset
-        else:  # unknown: the first sync covers every segment
-            self._unsynced = list(self.segments[:-1])
+            self._durable = (active.next_offset, active, active.size)
+        else:
+            # What a killed process wrote and recovery kept is served from now on: make it durable first.
+            self._unsynced = [s for s in self.segments[:-1] if s.base_offset >= self._recovery_point]
+            self.sync()
 
     # -- opening and recovery ----------------------------------------------------------------------------
+    def _read_recovery_point(self) -> int:
+        try:
+            with open(os.path.join(self.directory, RECOVERY_POINT), "rb") as f:
+                text = f.read(32).strip()
+        except OSError:
+            return 0  # none yet (or unreadable): every segment is recovered in full after an unclean stop
+        return int(text) if text.isdigit() else 0
+
+    def _write_recovery_point(self, base: int) -> None:
+        path = os.path.join(self.directory, RECOVERY_POINT)
+        write_synced(path + ".tmp", b"%d\n" % base)
+        os.replace(path + ".tmp", path)  # the caller fsyncs the directory
+        self._recovery_point = base
+
     def _load(self, clean: bool) -> list[Segment]:
+        self._recovery_point = self._read_recovery_point()
         bases = []
         for name in sorted(os.listdir(self.directory)):
             path = os.path.join(self.directory, name)
             stem, dot, ext = name.partition(".")
-            if ext in ("log", "index", "timeindex") and len(stem) == 20 and stem.isdigit():
+            if ext in ("log", "index", "timeindex", "checksums") and len(stem) == 20 and stem.isdigit():
                 if not os.path.isfile(path):
                     self._set_aside(path, "not a regular file")
                 elif int(stem) >= MAX_OFFSET:
@@ -107,7 +142,7 @@ class PartitionLog:
                     bases.append(int(stem))
             elif name.endswith((".tmp", ".deleted")) and os.path.isfile(path):
                 os.unlink(path)
-            else:
+            elif name != RECOVERY_POINT:
                 log.warning("%s: ignoring unknown file %s", self.directory, name)
         bases.sort()
         now = self._now_ms()
@@ -115,7 +150,8 @@ class PartitionLog:
         for name in os.listdir(self.directory):
             stem, _, ext = name.partition(".")
             path = os.path.join(self.directory, name)
-            if ext in ("index", "timeindex") and stem.isdigit() and int(stem) not in bases and os.path.isfile(path):
+            if (ext in ("index", "timeindex", "checksums") and stem.isdigit() and int(stem) not in bases
+                    and os.path.isfile(path)):
                 os.unlink(path)
         if not bases:
             seg = self._new_segment(0, now)
@@ -129,13 +165,19 @@ class PartitionLog:
             segments.append(seg)
         # Frozen segments: their batches were complete when they rolled; check the tail after the last index
         # entry and the index itself. The active one is fully checksummed after an unclean shutdown.
+        older_has_checksums = False  # a segment missing side checksums after one that has them is unverifiable
         for i, seg in enumerate(segments):
             last = i == len(segments) - 1
-            dropped = seg.recover(full=last and not clean)
+            legacy = not older_has_checksums
+            older_has_checksums = older_has_checksums or (seg.checksums is not None and seg.checksums.found)
+            full = not clean and (last or seg.base_offset >= self._recovery_point)
+            dropped = seg.recover(full=full, legacy_checksums=legacy)
             self.recovery.truncated_bytes += dropped
             expected_end = segments[i + 1].base_offset if not last else None
-            hole = expected_end is not None and (seg.next_offset > expected_end if self.explicit_offsets
-                                                 else seg.next_offset != expected_end)
+            # A segment may end below the next one's base only where the next begins with a batch that names that
+            # base itself (a far jump of a format with explicit offsets); otherwise what is missing is a hole.
+            hole = expected_end is not None and seg.next_offset != expected_end and not (
+                self.explicit_offsets and seg.next_offset < expected_end and segments[i + 1].starts_at_own_base())
             if expected_end is not None and (dropped or hole):
                 # A hole inside the log: keep the consistent prefix, drop what follows (as Kafka does).
                 later = segments[i + 1:]
@@ -147,7 +189,8 @@ class PartitionLog:
                     if self.quarantine_dir is None:
                         other.delete()
                     else:
-                        for path in (other.log_path, other.index.path, other.timeindex.path):
+                        side = (other.checksums.path,) if other.checksums is not None else ()
+                        for path in (other.log_path, other.index.path, other.timeindex.path, *side):
                             if os.path.lexists(path):
                                 self._set_aside(path, f"dropped after the hole at offset {seg.next_offset}")
                 self.recovery.segments_dropped += len(later)
@@ -194,15 +237,42 @@ class PartitionLog:
         cached = self._first_offset
         if cached is not None and cached[0] is first:
             return cached[1]
-        rng = self.read(first.base_offset, 1) if self.log_end_offset > first.base_offset else None
-        value = rng.first_offset if rng is not None else self.log_end_offset
+        rng = self.read(first.base_offset, 1)
+        value = rng.first_offset if rng is not None else self.high_watermark
         if rng is not None:
             self._first_offset = (first, value)
         return value
 
     @property
     def log_end_offset(self) -> int:
+        """The next offset an append gets (what was appended, synced or not)."""
         return self.segments[-1].next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        """The end of what readers see: the log end offset, or with `reads_need_sync` the durable end."""
+        return self._durable[0] if self.reads_need_sync else self.segments[-1].next_offset
+
+    @property
+    def durable_offset(self) -> int:
+        """Every offset below this is known to be on stable storage."""
+        return self._durable[0]
+
+    def watermark(self) -> tuple[int, Segment | None, int]:
+        """(high watermark, the segment it ends in, that segment's size then): what a reader parked at the end
+        compares later snapshots with (a different segment means a roll)."""
+        _, end, segment, size = self._visible()
+        return end, segment, size
+
+    def _visible(self) -> tuple[list[Segment], int, Segment | None, int]:
+        """(segments, visible end offset, the segment holding that end, its size then): one consistent view."""
+        segments = self.segments
+        if self.reads_need_sync:
+            end, seg, size = self._durable
+            return segments, end, seg, size
+        active = segments[-1]
+        end = active.next_offset  # read before the size: an append sets the size first
+        return segments, end, active, active.size
 
     @property
     def size_bytes(self) -> int:
@@ -290,9 +360,13 @@ class PartitionLog:
                 extra.delete()
         active = original[-1]
         if not active.active or not os.path.exists(active.log_path):
+            replaced = active
             active.close()
             active = Segment(self.directory, active.base_offset, self.fmt, active=True,
                              index_interval=self.config.index_interval_bytes, created_ms=active.created_ms)
+            end, seg, synced = self._durable
+            if seg is replaced:  # the visible end stays where it was, in the reopened segment
+                self._durable = (end, active, synced)
         self.segments = original[:-1] + [active]
         self._unsynced = [s for s in self._unsynced if s is not active]
         active.rollback(size)
@@ -327,24 +401,26 @@ class PartitionLog:
         """The byte range of whole batches starting with the batch that holds `offset`.
 
         At least one whole batch is returned when one exists, even if larger than max_bytes; the range never
-        crosses a segment boundary. None when offset == log end. OffsetOutOfRange below the log start or past
-        the log end.
+        crosses a segment boundary nor the high watermark. None at or past the high watermark (up to the log end:
+        appended, not yet visible). OffsetOutOfRange below the log start or past the log end (the error carries
+        the high watermark as the end a client may know).
         """
-        segments = self.segments
-        active = segments[-1]
-        end_offset = active.next_offset
-        active_size = active.size
+        segments, end_offset, last, last_size = self._visible()
         start = segments[0].base_offset
-        if offset < start or offset > end_offset:
+        if offset < start or offset > max(end_offset, self.log_end_offset):
             raise OffsetOutOfRange(f"offset {offset} is outside [{start}, {end_offset}]",
                                    log_start=start, log_end=end_offset)
-        if offset == end_offset:
+        if offset >= end_offset:
             return None
         i = _find_segment(segments, offset)
         while i < len(segments):
             seg = segments[i]
-            end = active_size if seg is active else seg.size
-            end_off = end_offset if seg is active else seg.next_offset
+            if seg is last:
+                end, end_off = last_size, end_offset
+            elif seg.base_offset >= end_offset:
+                return None  # rolled after the visible end
+            else:
+                end, end_off = seg.size, seg.next_offset
             found = seg.locate(offset, end) if end else None
             if found is not None:
                 position, first = found
@@ -352,6 +428,8 @@ class PartitionLog:
                 if stop_offset < 0:
                     stop_offset = end_off
                 return ReadSlice(seg, position, stop - position, first, stop_offset)
+            if seg is last:
+                return None
             i += 1  # nothing at or after offset in this segment (e.g. a gap): try the next one
         return None
 
@@ -369,14 +447,14 @@ class PartitionLog:
         return segments[0].base_offset
 
     def offset_for_timestamp(self, timestamp: int) -> int | None:
-        """The first offset whose record timestamp is >= timestamp, or None when there is none."""
-        segments = self.segments
-        active = segments[-1]
-        active_size = active.size
+        """The first visible offset whose record timestamp is >= timestamp, or None when there is none."""
+        segments, end_offset, last, last_size = self._visible()
         for seg in segments:
+            if seg.base_offset >= end_offset and seg is not last:
+                break
             if seg.max_timestamp < timestamp:
                 continue
-            end = active_size if seg is active else seg.size
+            end = last_size if seg is last else seg.size
             found = seg.time_lookup(timestamp, end)
             if found is None:
                 continue
@@ -393,23 +471,37 @@ class PartitionLog:
     def sync(self) -> int:
         """Make every append made before this call durable (fdatasync); returns the durable end offset.
 
-        Safe to call from a worker thread while appends continue: the syncs run outside the lock.
+        Safe to call from a worker thread while appends continue: the syncs run outside the lock. Segments rolled
+        since the last sync are synced with their indexes, and new segment files' names with the directory.
         """
+        with self._sync_lock:
+            return self._sync()
+
+    def _sync(self) -> int:
         with self.lock:
-            target = self.log_end_offset
-            if target <= self.durable_offset:
-                return self.durable_offset
-            pending, self._unsynced = self._unsynced, []
             active = self.segments[-1]
+            target, size = active.next_offset, active.size
+            if target <= self._durable[0] and not self._dir_dirty:
+                return self._durable[0]
+            pending, self._unsynced = self._unsynced, []
             dir_dirty, self._dir_dirty = self._dir_dirty, False
-        for seg in pending:
-            seg.sync()
-        active.sync()
-        if dir_dirty:
-            fsync_dir(self.directory)
+        try:
+            for seg in pending:
+                seg.sync(indexes=True)
+            active.sync()
+            if pending:  # every segment before the active one is now synced, indexes included
+                self._write_recovery_point(active.base_offset)
+                dir_dirty = True
+            if dir_dirty:
+                fsync_dir(self.directory)
+        except BaseException:
+            with self.lock:  # the next sync tries again
+                self._unsynced = pending + self._unsynced
+                self._dir_dirty = self._dir_dirty or dir_dirty
+            raise
         with self.lock:
-            if target > self.durable_offset:
-                self.durable_offset = target
+            if target > self._durable[0]:
+                self._durable = (target, active, size)
         return target
 
     # -- retention ---------------------------------------------------------------------------------------
@@ -436,6 +528,8 @@ class PartitionLog:
         for seg in doomed:
             seg.delete()
             log.info("%s-%d: retention deleted segment %s", self.topic, self.partition, segment_name(seg.base_offset))
+        if doomed:
+            fsync_dir(self.directory)  # the log start never moves back after a power cut
         return len(doomed)
 
     @staticmethod
@@ -448,9 +542,13 @@ class PartitionLog:
             return 0
 
     # -- lifecycle ---------------------------------------------------------------------------------------
-    def close(self) -> None:
+    def close(self, *, durable: bool = False) -> None:
+        """Close every segment; with `durable` (a clean shutdown, which recovery will trust), the active segment's
+        indexes are synced first (its data was synced by `sync()`)."""
         with self.lock:
             for seg in self.segments:
+                if durable and seg is self.segments[-1]:
+                    seg.sync(indexes=True)
                 seg.close()
 
     def delete(self) -> None:

@@ -4,6 +4,8 @@ On disk, in the partition directory, with `<base>` the segment's base offset as 
 - `<base>.log`: batches back to back, each exactly as its storage format stores it (for `kafka`, a
   RecordBatch v2 whose baseOffset is the batch's absolute offset). No file header, no padding.
 - `<base>.index` and `<base>.timeindex`: see `logway.storage.index`.
+- `<base>.checksums`, only for formats whose batches carry no checksum of their own (TANK): see
+  `logway.storage.checksums`.
 A segment covers offsets [base_offset, next_offset). Only the partition's last segment (the active one) is
 appended to; older ones are frozen and only read or deleted whole.
 """
@@ -15,6 +17,9 @@ import os
 from dataclasses import dataclass
 from typing import Iterator
 
+from crc32c import crc32c
+
+from .checksums import Checksums
 from .config import MAX_SEGMENT_BYTES
 from .files import preallocate
 from .formats import BatchFormat
@@ -46,13 +51,14 @@ class WalkResult:
     time_entries: list[tuple[int, int]]
     bytes_since_index: int
     problem: str | None  # why the walk stopped before the end of the file, if it did
+    checksums: list[tuple[int, int]]  # (position, crc32c) of every batch walked (formats without their own CRC)
 
 
 class Segment:
     __slots__ = (
         "directory", "base_offset", "fmt", "log_path", "index", "timeindex", "size", "next_offset",
         "max_timestamp", "created_ms", "bytes_since_index", "index_interval", "_fd", "active", "_reserved",
-        "__weakref__",
+        "checksums", "__weakref__",
     )
 
     def __init__(self, directory: str, base_offset: int, fmt: BatchFormat, *, active: bool,
@@ -71,6 +77,8 @@ class Segment:
         self._reserved = self.size  # blocks reserved up to here (only the active segment reserves)
         self.index = OffsetIndex(stem + ".index", frozen=not active)
         self.timeindex = TimeIndex(stem + ".timeindex", frozen=not active)
+        self.checksums = None if getattr(fmt, "checksummed", True) else Checksums(stem + ".checksums",
+                                                                                  frozen=not active)
         self.next_offset = base_offset
         self.max_timestamp = self.timeindex.last_timestamp
         self.created_ms = created_ms
@@ -104,6 +112,15 @@ class Segment:
             except OSError:
                 os.ftruncate(fd, position)
                 raise
+        if self.checksums is not None:
+            crc = 0
+            for piece in pieces:
+                crc = crc32c(piece, crc)
+            try:
+                self.checksums.append(position, crc)
+            except OSError:
+                os.ftruncate(fd, position)
+                raise
         self.size = position + length
         rel = first_offset - self.base_offset
         if position == 0 or self.bytes_since_index >= self.index_interval:
@@ -119,6 +136,8 @@ class Segment:
         """Undo a failed write: cut the data file back to `size` bytes."""
         os.ftruncate(self.fileno(), size)
         self.size = size
+        if self.checksums is not None:
+            self.checksums.cut(size)
 
     def freeze(self) -> None:
         """Stop being the active segment: the final time-index entry goes down, files reopen read-only."""
@@ -126,6 +145,8 @@ class Segment:
             self.timeindex.maybe_append(self.max_timestamp, self.index.last()[0] if len(self.index) else 0)
         self.index.freeze()
         self.timeindex.freeze()
+        if self.checksums is not None:
+            self.checksums.close()
         self._release_reserved()
         self.active = False
 
@@ -135,8 +156,15 @@ class Segment:
             os.ftruncate(self._fd, self.size)
             self._reserved = self.size
 
-    def sync(self) -> None:
+    def sync(self, *, indexes: bool = False) -> None:
+        """fdatasync the data (and its checksums); with `indexes`, the offset and time indexes too (a frozen
+        segment's, once: recovery trusts a frozen segment's index, it rebuilds only the active one's)."""
         os.fdatasync(self.fileno())
+        if self.checksums is not None:
+            self.checksums.sync()
+        if indexes:
+            self.index.sync()
+            self.timeindex.sync()
 
     # -- reading -----------------------------------------------------------------------------------------
     def headers(self, position: int, offset: int, end: int) -> Iterator[tuple[int, int, int, int, int]]:
@@ -165,6 +193,14 @@ class Segment:
             yield position, base, size, base + delta, max_ts
             position += size
             offset = base + delta + 1
+
+    def starts_at_own_base(self) -> bool:
+        """True when the first batch names the segment's base offset itself (the roll of a far jump)."""
+        try:
+            info = self.fmt.scan(memoryview(os.pread(self.fileno(), self.fmt.header_size, 0)), 0)
+        except ValueError:
+            return False
+        return info is not None and info[1] == self.base_offset
 
     def locate(self, offset: int, end: int) -> tuple[int, int] | None:
         """(position, first offset) of the batch holding `offset` (or the first batch after it), below `end`."""
@@ -204,13 +240,19 @@ class Segment:
         return None
 
     # -- recovery ----------------------------------------------------------------------------------------
-    def walk(self, position: int, offset: int, *, validate: bool) -> WalkResult:
+    def walk(self, position: int, offset: int, *, validate: bool, check_side: bool = True) -> WalkResult:
         """Scan (and with `validate`, checksum) every batch from `position` to the end of the file.
 
-        Stops at the first torn, corrupt or out-of-sequence batch. Index and time-index entries are
-        recomputed for every batch seen, as appends would have made them.
+        Stops at the first torn, corrupt or out-of-sequence batch, and — for formats with side checksums, unless
+        `check_side` is False (rebuilding them) — at the first batch whose side checksum is missing or differs.
+        Index and time-index entries are recomputed for every batch seen, as appends would have made them.
         """
         fmt = self.fmt
+        side = None
+        crcs: list[tuple[int, int]] = []
+        if validate and self.checksums is not None:
+            side = self.checksums.entries_from(position) if check_side else iter(())
+            expected = next(side, None)
         explicit = bool(getattr(fmt, "explicit_offsets", False))
         fd = self.fileno()
         file_size = os.fstat(fd).st_size
@@ -255,6 +297,18 @@ class Segment:
                 except ValueError as exc:
                     problem = f"corrupt batch at position {position}: {exc}"
                     break
+                if side is not None:
+                    crc = crc32c(buf[rel:rel + size])
+                    if check_side:
+                        while expected is not None and expected[0] < position:
+                            expected = next(side, None)
+                        if expected is None or expected[0] != position:
+                            problem = f"no checksum for the batch at position {position}"
+                            break
+                        if expected[1] != crc:
+                            problem = f"checksum mismatch for the batch at position {position}"
+                            break
+                    crcs.append((position, crc))
             if since >= self.index_interval:
                 entries.append((offset - self.base_offset, position))
                 if max(ts, max_ts) > (times[-1][0] if times else -1):
@@ -264,7 +318,7 @@ class Segment:
             max_ts = max(max_ts, ts)
             position += size
             offset += delta + 1
-        return WalkResult(position, offset, max_ts, entries, times, since, problem)
+        return WalkResult(position, offset, max_ts, entries, times, since, problem, crcs)
 
     def _check_index_points(self, file_size: int) -> None:
         """Raise IndexCorrupt unless a sample of index entries each point at a batch header that parses and
@@ -289,15 +343,27 @@ class Segment:
                 raise IndexCorrupt(f"{self.log_path}: the batch at position {position} does not match index entry "
                                    f"{i} (offset {self.base_offset + rel})")
 
-    def recover(self, *, full: bool) -> int:
+    def recover(self, *, full: bool, legacy_checksums: bool = True) -> int:
         """Make the segment consistent: validate, truncate a bad tail, rebuild a damaged index.
 
         With `full`, every batch is checksummed and the indexes are rebuilt from scratch; otherwise the index is
         sanity-checked and only the batches after its last entry are validated. Returns bytes truncated.
+        A format with side checksums whose checksum file is missing: with `legacy_checksums` (the partition was
+        written by an older logway) the file is rebuilt from the data; without, the data cannot be verified and
+        the segment is emptied (see logway.storage.checksums).
         """
         self.size = file_size = os.path.getsize(self.log_path)
         start_pos, start_off = 0, self.base_offset
         keep_entries = 0
+        rebuild_side = self.checksums is not None and not self.checksums.found and file_size > 0
+        if rebuild_side and not legacy_checksums:
+            log.warning("%s: its checksum file never reached the disk, so its %d bytes cannot be verified; "
+                        "emptying it", self.log_path, file_size)
+            return self._empty(file_size)
+        if rebuild_side:
+            log.warning("%s: no checksum file (written by an older logway): rebuilding it from the data",
+                        self.log_path)
+            full = True
         if not full:
             try:
                 self.index.sanity_check(file_size)
@@ -311,7 +377,7 @@ class Segment:
             except IndexCorrupt as exc:
                 log.warning("%s; rebuilding it", exc)
                 full = True
-        result = self.walk(start_pos, start_off, validate=True)
+        result = self.walk(start_pos, start_off, validate=True, check_side=not rebuild_side)
         if result.problem:
             log.warning("%s: %s; truncating %d bytes", self.log_path, result.problem, file_size - result.end_position)
         entries = [self.index.entry(i) for i in range(keep_entries)] + result.index_entries
@@ -325,22 +391,42 @@ class Segment:
             self.timeindex.reset(times)
         truncated = file_size - result.end_position
         if truncated:
-            fd = os.open(self.log_path, os.O_RDWR)
-            try:
-                os.ftruncate(fd, result.end_position)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            self._cut_file(result.end_position)
+        if rebuild_side:
+            self.checksums.reset(result.checksums)
+        elif self.checksums is not None:
+            self.checksums.cut(result.end_position)
         self.size = result.end_position
         self.next_offset = result.end_offset
         self.max_timestamp = max(self.timeindex.last_timestamp, result.max_timestamp)
         self.bytes_since_index = result.bytes_since_index
         return truncated
 
+    def _cut_file(self, size: int) -> None:
+        fd = os.open(self.log_path, os.O_RDWR)
+        try:
+            os.ftruncate(fd, size)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _empty(self, file_size: int) -> int:
+        """Cut the data file and its side files to nothing (an unverifiable segment); returns the bytes cut."""
+        self._cut_file(0)
+        self.index.reset([])
+        self.timeindex.reset([])
+        self.checksums.reset([])
+        self.size = self.bytes_since_index = 0
+        self.next_offset = self.base_offset
+        self.max_timestamp = -1
+        return file_size
+
     # -- lifecycle ---------------------------------------------------------------------------------------
     def close(self) -> None:
         self.index.close()
         self.timeindex.close()
+        if self.checksums is not None:
+            self.checksums.close()
         self._release_reserved()
         if self._fd is not None:
             os.close(self._fd)
@@ -355,6 +441,8 @@ class Segment:
             pass
         self.index.delete()
         self.timeindex.delete()
+        if self.checksums is not None:
+            self.checksums.delete()
         try:
             os.unlink(self.log_path)
         except FileNotFoundError:

@@ -11,7 +11,7 @@ import os
 import threading
 
 from .errors import StorageError
-from .files import fsync_dir, write_synced
+from .files import rename_durably, write_synced
 
 #: Ids taken per durable write: one fsync per this many InitProducerId calls.
 BLOCK = 1000
@@ -47,8 +47,7 @@ class IdAllocator:
                     raise StorageError("id space exhausted")
                 tmp = self.path + ".tmp"
                 write_synced(tmp, str(start + self.block).encode())
-                os.replace(tmp, self.path)
-                fsync_dir(os.path.dirname(self.path) or ".")
+                rename_durably(tmp, self.path)
                 self._next_block = start + self.block
                 self._next, self._end = start, start + self.block
             value = self._next

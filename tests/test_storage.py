@@ -495,3 +495,171 @@ def test_producer_ids_never_repeat_across_reopen(tmp_path):
     eng = open_engine(tmp_path / "data")
     assert eng.producer_ids.next_id() > x
     eng.close()
+
+
+# -- visibility: with reads_need_sync, readers see only what sync() made durable ------------------------------
+
+def test_reads_need_sync_hides_appends_until_synced(tmp_path):
+    eng = LogEngine(tmp_path, FORMATS, TopicConfig(segment_bytes=4096), clock=Clock(), reads_need_sync=True)
+    plog = eng.create_topic("t", 1).partitions[0]
+    plog.append(batch(3))
+    assert (plog.log_end_offset, plog.high_watermark, plog.durable_offset) == (3, 0, 0)
+    assert plog.read(0, 1 << 20) is None  # appended, not yet visible: nothing to read (not an error)
+    assert plog.offset_for_timestamp(0) is None
+    with pytest.raises(OffsetOutOfRange) as exc:
+        plog.read(4, 1)  # past the log end: an error naming the end a client may know
+    assert exc.value.log_end == 0
+    hw, segment, size = plog.watermark()
+    plog.sync()
+    assert plog.high_watermark == 3 and [r.offset for r in values(plog)] == [0, 1, 2]
+    assert plog.watermark()[1] is segment and plog.watermark()[2] > size
+    while len(plog.segments) == 1:  # roll, unsynced: the new segment stays invisible, the old one readable
+        plog.append(batch(5, size=200))
+    assert plog.read(plog.segments[-1].base_offset, 1) is None
+    assert [r.offset for r in values(plog, 0, 100)][:3] == [0, 1, 2]
+    plog.sync()
+    assert plog.high_watermark == plog.log_end_offset and all_offsets(plog) == list(range(plog.log_end_offset))
+    eng.close()
+
+
+def test_without_reads_need_sync_every_append_is_visible_at_once(tmp_path):
+    eng = open_engine(tmp_path)
+    plog = eng.create_topic("t", 1).partitions[0]
+    plog.append(batch(2))
+    assert plog.high_watermark == 2 and plog.durable_offset == 0 and len(values(plog)) == 2
+    eng.close()
+
+
+def test_an_unclean_open_makes_what_recovery_kept_durable_and_visible(tmp_path):
+    eng = LogEngine(tmp_path, FORMATS, TopicConfig(), clock=Clock(), reads_need_sync=True)
+    eng.create_topic("t", 1).partitions[0].append(batch(4))
+    eng.close(clean=False)  # a crash: appended, never synced
+    eng = LogEngine(tmp_path, FORMATS, TopicConfig(), clock=Clock(), reads_need_sync=True)
+    plog = eng.partition("t", 0)
+    assert plog.durable_offset == plog.high_watermark == 4 and len(values(plog)) == 4
+    eng.close()
+
+
+# -- side checksums for formats without their own (TANK) ------------------------------------------------------
+
+def _tank_engine(path, **cfg):
+    from logway.codecs.tank import TankFormat
+
+    return LogEngine(path, {"kafka": KafkaFormat(), "tank": TankFormat()}, TopicConfig(**cfg), clock=Clock())
+
+
+def _bundle(*values: bytes) -> bytes:
+    from logway.codecs.tank import encode_bundle, wrap
+
+    return wrap(encode_bundle([Record(v) for v in values], default_timestamp=T0))
+
+
+def _tank_values(plog):
+    """Every value of a tank-format partition, across segments."""
+    from logway.codecs.tank import decode_chunk
+
+    out, offset = [], plog.log_start_offset
+    while (rng := plog.read(offset, 1 << 20)) is not None:
+        out += [r.value for r in decode_chunk(rng.read(), rng.first_offset + 1).records]
+        offset = rng.end_offset
+    return out
+
+
+def test_tank_segments_keep_a_crc_per_bundle(tmp_path):
+    from crc32c import crc32c
+
+    from logway.storage.checksums import ENTRY as CRC_ENTRY
+
+    eng = _tank_engine(tmp_path)
+    plog = eng.create_topic("t", 1, {"format": "tank"}).partitions[0]
+    bundles = [_bundle(b"a"), _bundle(b"bb", b"cc"), _bundle(b"d" * 300)]
+    for b in bundles:
+        plog.append(b)
+    seg = plog.segments[-1]
+    with open(seg.checksums.path, "rb") as f:
+        entries = list(CRC_ENTRY.iter_unpack(f.read()))
+    positions = [0, len(bundles[0]), len(bundles[0]) + len(bundles[1])]
+    assert entries == [(p, crc32c(b)) for p, b in zip(positions, bundles)]
+    kafka = eng.create_topic("k", 1).partitions[0]
+    kafka.append(batch(1))
+    assert kafka.segments[-1].checksums is None  # Kafka batches carry their own CRC
+    assert not os.path.exists(kafka.segments[-1].log_path[:-4] + ".checksums")
+    eng.close()
+
+
+@pytest.mark.parametrize("damage", ["bundle-without-checksum", "checksum-mismatch", "checksum-file-torn"])
+def test_recovery_cuts_a_tank_bundle_its_checksum_does_not_vouch_for(tmp_path, damage):
+    eng = _tank_engine(tmp_path)
+    plog = eng.create_topic("t", 1, {"format": "tank"}).partitions[0]
+    plog.append(_bundle(b"acked-1"))
+    plog.append(_bundle(b"acked-2"))
+    seg = plog.segments[-1]
+    log_path, crc_path = seg.log_path, seg.checksums.path
+    good = seg.size
+    if damage == "bundle-without-checksum":
+        extra = _bundle(b"data reached the disk, its checksum did not")
+    else:
+        plog.append(_bundle(b"the last one"))
+    eng.close(clean=False)
+    if damage == "bundle-without-checksum":
+        with open(log_path, "ab") as f:  # a whole, well-formed bundle: only the missing checksum betrays it
+            f.write(extra)
+    elif damage == "checksum-mismatch":
+        with open(log_path, "r+b") as f:  # same length, different bytes: a plausible garbage bundle
+            f.seek(good)
+            data = bytearray(f.read())
+            data[-1] ^= 0x20
+            f.seek(good)
+            f.write(data)
+    else:
+        os.truncate(crc_path, os.path.getsize(crc_path) - 3)
+    damaged_size = os.path.getsize(log_path)
+    eng = _tank_engine(tmp_path)
+    plog = eng.partition("t", 0)
+    assert _tank_values(plog) == [b"acked-1", b"acked-2"]
+    assert plog.log_end_offset == 2 and plog.recovery.truncated_bytes == damaged_size - good > 0
+    assert os.path.getsize(crc_path) == 2 * 8
+    plog.append(_bundle(b"after"))
+    assert _tank_values(plog) == [b"acked-1", b"acked-2", b"after"]
+    eng.close()
+
+
+def test_a_tank_partition_from_an_older_logway_gets_its_checksums_rebuilt(tmp_path, caplog):
+    eng = _tank_engine(tmp_path, segment_bytes=1024)
+    plog = eng.create_topic("t", 1, {"format": "tank"}).partitions[0]
+    while len(plog.segments) < 3:
+        plog.append(_bundle(b"x" * 100))
+    want = _tank_values(plog)
+    n = plog.log_end_offset
+    eng.close()
+    pdir = os.path.join(tmp_path, "topics", "t", "0")
+    for name in os.listdir(pdir):
+        if name.endswith(".checksums"):
+            os.unlink(os.path.join(pdir, name))
+    eng = _tank_engine(tmp_path, segment_bytes=1024)
+    plog = eng.partition("t", 0)
+    assert plog.log_end_offset == n and plog.recovery.truncated_bytes == 0
+    assert sorted(n for n in os.listdir(pdir) if n.endswith(".checksums")) == sorted(
+        n[:-4] + ".checksums" for n in os.listdir(pdir) if n.endswith(".log"))
+    assert "rebuilding it from the data" in caplog.text
+    eng.close(clean=False)
+    eng = _tank_engine(tmp_path, segment_bytes=1024)  # and the rebuilt checksums vouch for the data
+    assert eng.partition("t", 0).log_end_offset == n and eng.partition("t", 0).recovery.truncated_bytes == 0
+    assert _tank_values(eng.partition("t", 0)) == want and len(want) == n
+    eng.close()
+
+
+def test_a_new_tank_segment_whose_checksum_file_never_reached_the_disk_is_emptied(tmp_path, caplog):
+    eng = _tank_engine(tmp_path, segment_bytes=1024)
+    plog = eng.create_topic("t", 1, {"format": "tank"}).partitions[0]
+    while len(plog.segments) < 2:
+        plog.append(_bundle(b"y" * 100))
+    frozen_end = plog.segments[0].next_offset
+    active = plog.segments[-1]
+    eng.close(clean=False)
+    os.unlink(active.checksums.path)  # its name was never synced; the data file's was (or persisted anyway)
+    eng = _tank_engine(tmp_path, segment_bytes=1024)
+    plog = eng.partition("t", 0)
+    assert plog.log_end_offset == frozen_end and plog.recovery.truncated_bytes == active.size
+    assert "cannot be verified" in caplog.text
+    eng.close()

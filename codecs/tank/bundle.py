@@ -484,6 +484,8 @@ class TankFormat:
     header_size = 5 + MAX_BUNDLE_HEADER
     #: Sparse bundles carry their own seqs (and may skip ahead): the log keeps them (see storage.formats).
     explicit_offsets = True
+    #: Bundles carry no checksum: storage keeps a CRC-32C per bundle beside the segment (see storage.formats).
+    checksummed = False
 
     def scan(self, buf, pos: int) -> tuple[int, int | None, int, int] | None:
         """(entry size incl. the varint, base_offset, last_offset_delta, max_timestamp), or None when short.

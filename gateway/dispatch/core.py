@@ -26,10 +26,20 @@ class Dispatcher:
         self.sync_acks = config.storage.flush == "always"
 
     def append(self, plog: PartitionLog, data):
-        """Append whole batches and wake the long-polls parked on this partition (no waiting)."""
+        """Append whole batches and wake the long-polls parked on this partition (no waiting). With `flush:
+        always` readers see the batches only once synced: the append asks for a sync round, whose end wakes them
+        (`synced`)."""
         result = plog.append(data)
-        self.notifier.notify((plog.topic, plog.partition))
+        if self.sync_acks:
+            self.committer.schedule(plog)
+        else:
+            self.notifier.notify((plog.topic, plog.partition))
         return result
+
+    def synced(self, target) -> None:
+        """A group-commit round synced `target`: what it made visible wakes the partition's long-polls."""
+        if isinstance(target, PartitionLog):
+            self.notifier.notify((target.topic, target.partition))
 
     async def make_durable(self, plog: PartitionLog) -> None:
         """With `flush: always`, return once a sync covering every append made so far has finished."""

@@ -228,7 +228,7 @@ class KafkaDispatch:
                     pd.error_code = E.UNKNOWN_TOPIC_OR_PARTITION
                     errors = True
                     continue
-                end = plog.log_end_offset
+                end = plog.high_watermark
                 pd.high_watermark = pd.last_stable_offset = end
                 pd.log_start_offset = plog.log_start_offset
                 pd.aborted_transactions = [] if version >= 4 else None
@@ -287,7 +287,7 @@ class KafkaDispatch:
                     r.error_code = E.UNKNOWN_TOPIC_OR_PARTITION
                     continue
                 if p.timestamp == LATEST:
-                    offset = plog.log_end_offset
+                    offset = plog.high_watermark
                 elif p.timestamp == EARLIEST:
                     offset = plog.log_start_offset
                 else:

@@ -84,8 +84,8 @@ class NativeDispatch:
             committed = self.engine.offsets.fetch(ev.group_id, ev.topic, ev.partition)
             if committed is not None and committed.offset > start:
                 start = committed.offset
-        if start > plog.log_end_offset:
-            return nev.FetchResponse([], plog.log_end_offset)
+        if start > plog.high_watermark:
+            return nev.FetchResponse([], plog.high_watermark)
         limits = self.config.limits
         max_bytes = min(max(ev.max_bytes, 0), limits.max_fetch_bytes)
         wait = min(ev.max_wait_ms, limits.max_wait_ms) / 1000
@@ -103,9 +103,10 @@ class NativeDispatch:
         return nev.FetchResponse(records, next_offset)
 
     async def _read_records(self, plog: PartitionLog, start: int, max_bytes: int):
+        end = plog.high_watermark  # before the read: a sync in a worker thread may move it meanwhile
         rng = plog.read(start, max_bytes)
         if rng is None:
-            return [], plog.log_end_offset
+            return [], max(start, end)
         if rng.length > INLINE_READ_BYTES:
             data = await trio.to_thread.run_sync(rng.read)
         else:
@@ -153,7 +154,7 @@ class NativeDispatch:
         except UnknownTopic:
             return nev.ErrorResponse(f"topic not found: {ev.topic}")
         return nev.DescribeTopicResponse(topic.name, [
-            nev.PartitionSummary(p.partition, p.log_start_offset, p.log_end_offset) for p in topic.partitions])
+            nev.PartitionSummary(p.partition, p.log_start_offset, p.high_watermark) for p in topic.partitions])
 
     async def _ping(self, ev: nev.PingRequest):
         return nev.PongResponse()

@@ -69,7 +69,7 @@ class TankDispatch:
     @staticmethod
     def bounds(plog: PartitionLog) -> tuple[int, int]:
         """(first available seq, last assigned seq); (0, 0) for an empty partition."""
-        end = plog.log_end_offset
+        end = plog.high_watermark
         return (plog.first_offset + 1 if end > plog.log_start_offset else 0), end
 
     # -- produce -----------------------------------------------------------------------------------------
@@ -193,8 +193,8 @@ class TankDispatch:
             topic = self.engine.topics_by_name[t.name]
             for p in t.partitions:
                 plog = topic.partitions[p.partition]
-                active = plog.segments[-1]
-                watched.append((t.name, plog, p.partition, plog.log_end_offset, active, active.size))
+                end, segment, size = plog.watermark()
+                watched.append((t.name, plog, p.partition, end, segment, size))
         return watched
 
     async def poll(self, req, watched: list) -> ConsumeResponse:
@@ -215,8 +215,8 @@ class TankDispatch:
         roll of a watched partition counts as enough: it forces the answer, as in TANK."""
         total = 0
         for _, plog, _, _, segment, size in watched:
-            active = plog.segments[-1]
-            total += active.size - size if active is segment else MAX_FETCH
+            _, now_segment, now_size = plog.watermark()
+            total += now_size - size if now_segment is segment else MAX_FETCH
         return total
 
     def _grouped(self, req, watched, make) -> ConsumeResponse:
@@ -228,7 +228,7 @@ class TankDispatch:
     def _wake_response(self, req, watched) -> ConsumeResponse:
         def make(plog, partition, start):
             _, last = self.bounds(plog)
-            if plog.log_end_offset <= start:
+            if plog.high_watermark <= start:
                 return ConsumePartitionResult(partition, ConsumeFlags.OK, 0, last, b"")
             return self._chunk(plog, partition, start, MAX_FETCH, last)  # not limited by fetch_size
 
