@@ -8,6 +8,8 @@
 - `chaos`: the crash-restart checker: SIGKILL at random moments, 50 cycles, every check after each restart
   (see `bench_chaos`); exits non-zero on a violation.
 - `load`: 1,000 concurrent connections of every protocol mixing produce, fetch and long-poll (see `bench_load`).
+- `powerloss`: the same checker with each kill followed by a power cut on a file system that drops what was never
+  synced (see `logway.bench.powerloss`); exits non-zero on a violation.
 Every run uses a fresh temporary data directory and 127.0.0.1 only, and stops by itself.
 """
 
@@ -46,6 +48,10 @@ def add_bench_arguments(parser) -> None:
 
     add_chaos_arguments(sub.add_parser("chaos", help="kill -9 the gateway at random moments under producers of "
                                                      "every protocol and a consumer group; check after restarts"))
+    from logway.bench.powerloss import add_powerloss_arguments
+
+    add_powerloss_arguments(sub.add_parser("powerloss", help="the chaos checker with a power cut after each kill, "
+                                                             "on a FUSE file system that drops unsynced data"))
 
 
 def run_bench(args) -> int:
@@ -57,6 +63,10 @@ def run_bench(args) -> int:
         from .bench_chaos import run_chaos_bench
 
         return run_chaos_bench(args)
+    if args.bench == "powerloss":
+        from logway.bench.powerloss import run_powerloss_bench
+
+        return run_powerloss_bench(args)
     if args.bench == "load":
         from .bench_load import run_load_bench
 

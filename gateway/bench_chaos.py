@@ -2,7 +2,8 @@
 random moments while producers of every protocol and a Kafka consumer group run against it, restarted on the
 same data directory, and checked after every restart.
 
-One cycle: start `logway serve` (`storage.flush=always`, ephemeral ports) on the data directory, start
+One cycle: start `logway serve` (`storage.flush=always` unless `ChaosConfig.flush` says otherwise, ephemeral
+ports) on the data directory, start
 
 - per partition of `chaos-native` (kafka format) a native producer: `Produce` answers carry the offsets;
 - per partition of `chaos-tank` (tank format, created over TANK) a TANK producer (0x01 Produce): it is the only
@@ -113,6 +114,8 @@ class ChaosConfig:
     torn_tail_probability: float = 0.3  # per restart: tear a partition's tail and the offset store's
     data_dir: str | None = None  # None: a temporary directory, removed afterwards
     join_timeout: float = 15.0  # seconds to wait for client threads after a kill
+    flush: str = "always"  # the gateway's storage.flush
+    flush_interval_ms: int = 1000  # its storage.flush_interval_ms (with flush: interval)
     log: Callable[[str], None] | None = print
 
 
@@ -207,9 +210,11 @@ class Ledger:
         self.lock = threading.Lock()
         self.sent: set[bytes] = set()  # every payload ever put in a request
         self.acked: dict[tuple[str, int], dict[int, bytes]] = {}  # acknowledged (or kept by recovery): must stay
+        self.acked_at: dict[tuple[str, int], dict[int, float]] = {}  # when each was acknowledged (monotonic)
         self.observed: dict[tuple[str, int], dict[int, bytes]] = {}  # read by a group member
         self.in_flight: dict[object, InFlight] = {}  # per producer: its unanswered request
         self.commits: dict[tuple[str, int], int] = {}  # last acknowledged committed offset
+        self.commit_times: dict[tuple[str, int], list[tuple[float, int]]] = {}  # (monotonic time, offset) each
         self.producer_ids: set[int] = set()  # every id InitProducerId returned
         self.violations: list[str] = []
         self.acked_count = {p: 0 for p in PROTOCOLS}
@@ -228,14 +233,17 @@ class Ledger:
     def ack(self, producer: object, protocol: str, tp: tuple[str, int], offsets: list[int],
             payloads: list[bytes]) -> None:
         problems = []
+        now = time.monotonic()
         with self.lock:
             self.in_flight.pop(producer, None)
             acked = self.acked.setdefault(tp, {})
+            acked_at = self.acked_at.setdefault(tp, {})
             for off, payload in zip(offsets, payloads):
                 old = acked.get(off)
                 if old is not None and old != payload:
                     problems.append(f"{tp[0]}-{tp[1]}: offset {off} acknowledged twice ({old!r} and {payload!r})")
                 acked[off] = payload
+                acked_at[off] = now
             self.acked_count[protocol] += len(payloads)
             self.violations += problems
 
@@ -266,6 +274,7 @@ class Ledger:
                 self.violations.append(f"{tp[0]}-{tp[1]}: an acknowledged commit moved the group's offset "
                                        f"backwards from {last} to {offset}")
             self.commits[tp] = max(last, offset)
+            self.commit_times.setdefault(tp, []).append((time.monotonic(), offset))
             self.commit_count += 1
 
 
@@ -532,7 +541,15 @@ class _GroupConsumer:
             advanced = {}
             for tp in assignment:
                 pos = positions[tp]
-                result = client.fetch(tp[0], tp[1], pos, _CONSUMER_FETCH_BYTES)
+                try:
+                    result = client.fetch(tp[0], tp[1], pos, _CONSUMER_FETCH_BYTES)
+                except GatewayError as exc:
+                    if not (self.run.lossy and exc.code == ErrorCode.OFFSET_OUT_OF_RANGE):
+                        raise
+                    # A flush policy that may lose the last records after a power cut may also keep a commit
+                    # past them: start again where the log ends now (auto.offset.reset=latest).
+                    positions[tp] = client.list_offsets({tp: LATEST})[tp]
+                    continue
                 records = decode_records(result.records, min_offset=pos)
                 if not records:
                     continue
@@ -614,6 +631,12 @@ class ChaosRun:
         self.log_end_at_restart: dict[tuple[str, int], int] = {}
         self.torn_in_flight = 0
         self._stderr_path = ""
+        self.killed_at = 0.0  # monotonic time of the last kill
+
+    @property
+    def lossy(self) -> bool:
+        """True when the flush policy promises nothing for a power cut (the checker forgives what it allows)."""
+        return self.config.flush != "always"
 
     @property
     def partitions(self) -> list[tuple[str, int]]:
@@ -628,9 +651,11 @@ class ChaosRun:
         """A new gateway incarnation on the data directory; its stderr goes to a file read by `verify`."""
         self.incarnation += 1
         self._stderr_path = os.path.join(self.run_dir, f"gateway-{self.incarnation}.stderr")
+        cfg = self.config
         with open(self._stderr_path, "wb") as err:
-            return GatewayProcess(self.data_dir, "storage.flush=always", "log_level=WARNING", run_dir=self.run_dir,
-                                  stderr=err)
+            return GatewayProcess(self.data_dir, f"storage.flush={cfg.flush}",
+                                  f"storage.flush_interval_ms={cfg.flush_interval_ms}", "log_level=WARNING",
+                                  run_dir=self.run_dir, stderr=err)
 
     def _create_topics(self, gw: GatewayProcess) -> None:
         cfg = self.config
@@ -655,6 +680,7 @@ class ChaosRun:
             t.start()
         time.sleep(run_seconds)
         gw.kill()
+        self.killed_at = time.monotonic()
         stop.set()
         deadline = time.monotonic() + self.config.join_timeout
         for t in threads:
@@ -808,10 +834,7 @@ class ChaosRun:
                 summary.in_flight_lost += 1
         # 4. committed offsets: never below the last acknowledged commit, never past the log end.
         with checker:
-            resp = checker.request(O.OFFSET_FETCH_KEY, 5, O.OffsetFetchRequest(group_id=GROUP, topics=[
-                O.OffsetFetchRequestTopic(name=TOPICS[p], partition_indexes=list(range(self.config.partitions)))
-                for p in PROTOCOLS]))
-        committed = {(t.name, p.partition_index): p.committed_offset for t in resp.topics for p in t.partitions}
+            committed = self.committed_offsets(checker)
         with ledger.lock:
             acked_commits = dict(ledger.commits)
         for tp in self.partitions:
@@ -819,7 +842,7 @@ class ChaosRun:
             if want is not None and have < want:
                 problems.append(f"{tp[0]}-{tp[1]}: committed offset of {GROUP} is {have} after the restart, below "
                                 f"the last acknowledged commit {want}")
-            if have > summary.log_end[tp]:
+            if have > summary.log_end[tp] and not self.lossy:
                 problems.append(f"{tp[0]}-{tp[1]}: committed offset {have} is past the log end {summary.log_end[tp]}")
         # 5. the recovery report.
         with open(self._stderr_path, "rb") as f:
@@ -848,6 +871,13 @@ class ChaosRun:
                 problems.append(f"{key}: the checker tore {n} bytes onto the tail but recovery reported {got}")
         return summary
 
+    def committed_offsets(self, client: LogwayClient) -> dict[tuple[str, int], int]:
+        """The group's committed offset of every partition (-1: none), over Kafka OffsetFetch."""
+        resp = client.request(O.OFFSET_FETCH_KEY, 5, O.OffsetFetchRequest(group_id=GROUP, topics=[
+            O.OffsetFetchRequestTopic(name=TOPICS[p], partition_indexes=list(range(self.config.partitions)))
+            for p in PROTOCOLS]))
+        return {(t.name, p.partition_index): p.committed_offset for t in resp.topics for p in t.partitions}
+
     # -- the whole run -------------------------------------------------------------------------------------
     def _restart(self, summary: CycleSummary) -> GatewayProcess | None:
         """A new incarnation, or None (and a violation with the end of its log) when it does not start."""
@@ -872,12 +902,9 @@ class ChaosRun:
         report = ChaosReport()
         t0 = time.monotonic()
         self._tmp = tempfile.mkdtemp(prefix="logway-chaos-") if cfg.data_dir is None else None
-        base = self._tmp or cfg.data_dir
-        self.data_dir = os.path.join(base, "data")
-        self.run_dir = os.path.join(base, "run")
-        os.makedirs(self.run_dir, exist_ok=True)
         gw = None
         try:
+            self.setup(self._tmp or cfg.data_dir)
             gw = self.start_gateway()
             self._create_topics(gw)
             for cycle in range(1, cfg.cycles + 1):
@@ -920,10 +947,20 @@ class ChaosRun:
         finally:
             if gw is not None:
                 gw.kill()
+            self.teardown()
             if self._tmp is not None:
                 shutil.rmtree(self._tmp, ignore_errors=True)
         report.seconds = time.monotonic() - t0
         return report
+
+    def setup(self, base: str) -> None:
+        """Where the data directory and the gateways' logs go (a subclass may put the data elsewhere)."""
+        self.data_dir = os.path.join(base, "data")
+        self.run_dir = os.path.join(base, "run")
+        os.makedirs(self.run_dir, exist_ok=True)
+
+    def teardown(self) -> None:
+        """Undo `setup` after the run (nothing to undo here)."""
 
 
 def run_chaos_bench(args) -> int:
