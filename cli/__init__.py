@@ -1,0 +1,1 @@
+"""logway.cli — the `logway` command: serve, topics, bench."""

@@ -1,0 +1,1 @@
+"""Each wire protocol in its own package (native, kafka, tank); the server loops over `REGISTRY`."""

@@ -1,0 +1,1 @@
+"""The native (RustLog-style JSON) protocol: its session handler and registry entry."""
