@@ -1,11 +1,12 @@
 """The receive buffer and error state every framed codec shares.
 
-`ReceiveBuffer` is the base of every sans-I/O connection (native, Kafka, TANK): it holds the received bytes, the
-read position, whether the peer sent EOF, and the sticky fatal error. The codec itself only parses its header
-out of `_buf` at `_pos` (with local-variable copies: `next_event` is a hot path), then calls `_consume(end)`
-once a frame is taken, `_short_header()` / `_short_body()` when the frame is not complete yet, and raises
-`_fatal()` when the stream can no longer be framed. After a fatal error the buffer is dropped, nothing more is
-buffered, and every later `next_event` raises `_broken()`: a copy of the same error.
+`ReceiveBuffer` is the base of every sans-I/O connection (native, Kafka, TANK) and implements the receiving half
+of the codec contract (`receive_data`, `trailing_data`, `buffered_bytes`; see `logway.codecs`). It holds the
+received bytes, the read position, whether the peer sent EOF, and the sticky fatal error. The codec itself only
+parses its header out of `_buf` at `_pos` (with local-variable copies: `next_event` is a hot path), then calls
+`_consume(end)` once a frame is taken, `_short_header()` / `_short_body()` when the frame is not complete yet,
+and raises `_fatal()` when the stream can no longer be framed. After a fatal error the buffer is dropped,
+nothing more is buffered, and every later `next_event` raises `_broken()`: a copy of the same error.
 
 `NEED_DATA` and `CLOSED` are the sentinels `next_event` returns; every codec re-exports these same objects.
 """
@@ -49,7 +50,9 @@ def _fatal_error(message: str, code: int | None, info: dict[str, Any]) -> Remote
 
 
 class ReceiveBuffer:
-    """Received bytes not yet framed, EOF, and the error that broke the stream (see the module docstring)."""
+    """Received bytes not yet framed, EOF, and the error that broke the stream (see the module docstring).
+
+    Subclasses add `next_event()` and `send(event)` as the codec contract of `logway.codecs` describes."""
 
     #: The messages `_short_header` / `_short_body` raise at EOF inside a frame; formatted with `what` (the
     #: codec's `_what`), `got` (bytes received) and `need` (bytes the header or body needs).

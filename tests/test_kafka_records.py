@@ -22,20 +22,18 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 from kafka.record.legacy_records import LegacyRecordBatch, LegacyRecordBatchBuilder
 
 from logway.codecs.errors import RecordFormatError
-from logway.codecs.kafka import compression
+from logway.codecs import compression
+from logway.codecs.kafka.legacy import decode_message_set, encode_message_set, message_set_to_batch
+from logway.codecs.kafka.record_set import record_set_magic
 from logway.codecs.kafka.records import (
     BATCH_HEADER_SIZE,
     MAX_RECORDS_PER_BATCH,
     KafkaFormat,
     decode_batch,
-    decode_message_set,
     decode_records,
     encode_batch,
-    encode_message_set,
     iter_batches,
-    message_set_to_batch,
     parse_header,
-    record_set_magic,
 )
 from logway.codecs.records import Record
 from logway.codecs.varint import (
@@ -675,7 +673,7 @@ def test_overlong_varint_inside_a_record_is_rejected():
 def test_codecs_import_no_storage_trio_sockets_clock_or_files():
     root = Path(__file__).resolve().parent.parent / "codecs"
     forbidden = {"socket", "trio", "time", "datetime", "os", "io", "pathlib", "storage", "logway.storage"}
-    for path in [*sorted((root / "kafka").glob("*.py")), root / "varint.py"]:
+    for path in [*sorted((root / "kafka").glob("*.py")), root / "varint.py", root / "compression.py"]:
         tree = ast.parse(path.read_text())
         assert ast.get_docstring(tree), f"{path.name} has no module docstring"
         for node in ast.walk(tree):
@@ -693,3 +691,65 @@ def test_codecs_import_no_storage_trio_sockets_clock_or_files():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def _codec_import_graph() -> dict[str, set[str]]:
+    """Module-level imports between the modules of logway.codecs ("kafka.records" -> {"kafka.record_set", ...})."""
+    root = Path(__file__).resolve().parent.parent / "codecs"
+    names = {".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__").removesuffix("__init__")
+             : p for p in root.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in names.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        edges = graph.setdefault(name, set())
+        for node in ast.parse(path.read_text()).body:  # lazy imports inside functions cannot form a cycle
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] if package else [])
+                    base = ".".join(p for p in (base, node.module or "") if p)
+                elif (node.module or "").startswith("logway.codecs"):
+                    base = node.module.removeprefix("logway.codecs").lstrip(".")
+                else:
+                    continue
+                for alias in node.names:
+                    target = f"{base}.{alias.name}" if base else alias.name
+                    edges.add(target if target in names else base)
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.startswith("logway.codecs."):
+                        edges.add(alias.name.removeprefix("logway.codecs."))
+        edges.discard(name)
+    return graph
+
+
+def test_codec_modules_import_only_downward():
+    """No import circle between the modules of logway.codecs (records <-> legacy, bundle <-> chunk were two)."""
+    graph = _codec_import_graph()
+    assert graph["kafka.legacy"] >= {"kafka.records", "kafka.record_set"} and "kafka.legacy" not in graph[
+        "kafka.records"]
+    assert "tank.message_set" in graph["tank.chunk"] and "tank.bundle" not in graph["tank.chunk"]
+    assert not any(name.startswith("kafka") for name in graph["tank.bundle"] | graph["tank.message_set"])
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+
+    def visit(name: str, path: list[str]) -> None:
+        state[name] = 1
+        for target in sorted(graph.get(name, ())):
+            if state.get(target) == 1:
+                raise AssertionError(f"import circle: {' -> '.join(path[path.index(target):] + [target])}")
+            if target not in state:
+                visit(target, path + [target])
+        state[name] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
+
+
+def test_compression_is_shared_and_the_old_module_path_is_a_transitional_re_export():
+    from logway.codecs.kafka import compression as old_path
+
+    for name in compression.__all__:
+        assert getattr(old_path, name) is getattr(compression, name), name
+    assert compression.snappy_decompress_raw(compression.snappy_compress_raw(b"tank" * 100)) == b"tank" * 100
+    with pytest.raises(RecordFormatError, match="message set does not decompress"):
+        compression.snappy_decompress_raw(b"\x10garbage!", "message set")

@@ -4,7 +4,9 @@ Every captured request is parsed and its fields asserted; every captured respons
 and compared byte for byte (the broker-set values — bundle timestamps, Status startup_ts and
 open_partitions_time — are inputs taken from the capture); the captured requests are rebuilt by our client
 encoder too. Frames are fed whole, one byte at a time and with trailing bytes. Bundles are checked against the
-spec §7.5 vectors, and `TankFormat` against the same entries.
+spec §7.5 vectors, and `TankFormat` against the same entries. The payload layouts (`requests`/`responses`,
+declared once with `schema`) are checked for the bounds and grammar they compute, and the transitional
+aliases of the connection (`send_chunks`, `ping_bytes`) until they are removed.
 """
 
 from __future__ import annotations
@@ -64,7 +66,11 @@ from logway.codecs.tank import (
     valid_topic_name,
     wrap,
 )
+from logway.codecs.tank import requests as tank_requests
+from logway.codecs.tank import responses as tank_responses
+from logway.codecs.tank import schema
 from logway.codecs.tank.varint import Truncated
+from logway.codecs.tank.wire import Reader
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "tank"
 FRAMES = json.loads((FIXTURES / "frames.json").read_text())
@@ -182,7 +188,8 @@ def test_varint_bounds():
 
 def test_ping_on_accept_is_what_the_broker_sent():
     captured = {bytes.fromhex(f["hex"]) for s in SECTIONS.values() for f in s if f["type"] == 3}
-    assert captured == {TankServerConnection.ping_bytes()} == {PING}
+    assert captured == {TankServerConnection().send(PingEvent())} == {TankClientConnection().send(PingEvent())} == {
+        PING}
 
 
 def test_parse_produce_requests():
@@ -399,7 +406,6 @@ def test_every_captured_response_is_covered():
                          ids=[f"{s}.{i}" for s, i, _ in CAPTURED_RESPONSES])
 def test_responses_are_byte_exact(section, index, built):
     assert TankServerConnection().send(built) == response(section, index)
-    assert b"".join(TankServerConnection().send_chunks(built)) == response(section, index)
 
 
 @pytest.mark.parametrize("section, index, built", CAPTURED_RESPONSES,
@@ -495,19 +501,18 @@ def test_consume_encoder_keeps_deferred_chunks_and_counts_them():
     deferred = FileRange(chunk_b)
     mixed = ConsumeResponse(1, [ConsumeTopicResult("t", [_part(0, 0, 1, 5, chunk_a), _part(1, 0, 6, 25, deferred),
                                                          _part(2, 0, 1, 1, memoryview(chunk_a))])])
-    pieces = TankServerConnection().send_chunks(mixed)
+    assert isinstance(expected, bytes)  # in-memory chunks of a few bytes: one piece
+    pieces = TankServerConnection().send(mixed)
     assert len(pieces) == 3 and pieces[1] is deferred  # header + chunk_a coalesced, the range, then chunk_a
     assert isinstance(pieces[0], bytes) and pieces[0].endswith(chunk_a)
     assert b"".join(p.data if p is deferred else bytes(p) for p in pieces) == expected
     assert struct.unpack_from("<I", pieces[0], 1)[0] == len(expected) - 5
-    with pytest.raises(LocalProtocolError, match="send_chunks"):
-        TankServerConnection().send(mixed)
 
 
 def test_consume_encoder_passes_large_byte_chunks_through_and_checks_deferred_lengths():
     big = bytes(100_000)
-    pieces = TankServerConnection().send_chunks(_consume(1, "t", _part(0, 0, 1, 1, big), _part(1, 0, 1, 1, b"ab")))
-    assert pieces[1] is big and pieces[2] == b"ab" and len(pieces) == 3
+    pieces = TankServerConnection().send(_consume(1, "t", _part(0, 0, 1, 1, big), _part(1, 0, 1, 1, b"ab")))
+    assert pieces[1] is big and pieces[2] == b"ab" and len(pieces) == 3  # a big chunk is not copied
 
     class NoLength:
         pass
@@ -517,11 +522,85 @@ def test_consume_encoder_passes_large_byte_chunks_through_and_checks_deferred_le
 
     for bad in (NoLength(), BoolLength()):
         with pytest.raises(LocalProtocolError, match="length"):
-            TankServerConnection().send_chunks(_consume(1, "t", _part(0, 0, 1, 1, bad)))
+            TankServerConnection().send(_consume(1, "t", _part(0, 0, 1, 1, bad)))
     with pytest.raises(LocalProtocolError, match="boundary"):
         TankServerConnection().send(_consume(1, "t", _part(0, 0x01, 0, 1, b"xx")))
     with pytest.raises(LocalProtocolError, match="err_flags"):
         TankServerConnection().send(_consume(1, "t", _part(0, 0x02)))
+
+
+def test_transitional_aliases_still_work():
+    """Removed once gateway/ and clients/ use send(): until then they keep their old behaviour."""
+    assert TankServerConnection.ping_bytes() == TankServerConnection().ping_bytes() == PING
+    server = TankServerConnection()
+    status = StatusResponse(1, 2, 3)
+    assert server.send_chunks(status) == [server.send(status)]
+    small = _consume(1, "t", _part(0, 0, 1, 1, b"ab"))
+    assert server.send_chunks(small) == [server.send(small)]
+    deferred = FileRange(b"xyz")
+    pieces = server.send_chunks(_consume(1, "t", _part(0, 0, 1, 1, deferred)))
+    assert len(pieces) == 2 and pieces[1] is deferred
+
+
+# ------------------------------------------------------------------------------------------ layouts
+
+
+def test_layouts_compute_their_bounds_and_grammar():
+    assert tank_requests.CONSUME_PARTITION.min_size == 14 and tank_requests.CONSUME_TOPIC.min_size == 2
+    assert tank_requests.PRODUCE_TOPIC.min_size == 2 and tank_requests.PRODUCE_PARTITION.size == 2
+    assert tank_responses.PARTITION_BOUNDS.min_size == 16 and tank_responses.TOPOLOGY_NODE.min_size == 5
+    assert (tank_responses.TOPIC_INFO.min_size, tank_responses.TOPIC_INFO_CLUSTER.min_size) == (4, 5)
+    assert tank_responses.CHUNK.struct.format == "<QQI" and tank_responses.CONSUME_PARTITION_HEAD.size == 3
+    assert repr(tank_requests.RELOAD_CONF_REQUEST) == (
+        "<ReloadConfRequest: request_id u32, topic str8, partition u16>")
+    assert "[flags u8 if client_version >= 3]" in repr(tank_requests.CONSUME_REQUEST)
+    assert "[open_partitions u32, open_partitions_time u32, startup_ts u32, [version u32]]" in repr(
+        tank_responses.STATUS_RESPONSE)
+    # every declared layout of both modules renders its grammar
+    for module in (tank_requests, tank_responses):
+        for name in module.__all__:
+            value = getattr(module, name)
+            if isinstance(value, schema.Layout):
+                assert value.grammar and repr(value).startswith("<"), name
+
+
+def test_layouts_parse_and_build_the_same_bytes():
+    layout = schema.fields(a=schema.U8, name=schema.STR8, b=schema.U32, title="thing")
+    data = layout.pack(7, "tv", 300)
+    assert data == b"\x07\x02tv" + struct.pack("<I", 300)
+    assert layout.values(Reader(data, "T")) == (7, "tv", 300)
+    with pytest.raises(RemoteProtocolError, match="T: thing b needs 4 bytes, 3 left"):
+        layout.values(Reader(data[:-1], "T"))
+    with pytest.raises(RemoteProtocolError, match="thing name needs 2 bytes, 1 left"):
+        layout.values(Reader(b"\x07\x02t", "T"))
+    node = TopologyNode(1, 0, 2, Endpoint("1.2.3.4", 5))
+    with pytest.raises(LocalProtocolError, match="only with flags & 1"):  # a strict When refuses what it drops
+        tank_responses.TOPOLOGY_NODE.build(node, [])
+    with pytest.raises(LocalProtocolError, match="go together"):  # an Optional is all or nothing
+        tank_responses.STATUS_RESPONSE.build(StatusResponse(1, 1, 1, open_partitions=1), [])
+    with pytest.raises(LocalProtocolError, match="only with"):
+        TankServerConnection().send(DiscoverPartitionsResponse(1, "t", [PartitionBounds(0, 0, 0xFD)]))
+    with pytest.raises(LocalProtocolError):
+        TankServerConnection().send(DiscoverPartitionsResponse(1, "t", [PartitionBounds(U64_MAX, U64_MAX)]))
+    with pytest.raises(LocalProtocolError):
+        TankClientConnection().send(DiscoverTopicsRequest(1, 256))
+    assert parse_one(TankClientConnection().send(DiscoverTopicsRequest(1, 0))) == DiscoverTopicsRequest(1, 0)
+
+
+def test_cluster_aware_topic_lists_carry_a_replication_factor():
+    built = DiscoverTopicsResponse(5, [TopicInfo("a", 3, True, None)], cluster_aware=True)
+    client = TankClientConnection()
+    client.receive_data(TankServerConnection().send(built))
+    assert client.next_event() == DiscoverTopicsResponse(5, [TopicInfo("a", 3, True, 0)], cluster_aware=True)
+
+
+def test_server_and_client_send_only_their_own_events():
+    with pytest.raises(LocalProtocolError):
+        TankServerConnection().send(StatusRequest(1))
+    with pytest.raises(LocalProtocolError):
+        TankClientConnection().send(StatusResponse(1, 1, 1))
+    with pytest.raises(LocalProtocolError):
+        TankClientConnection().send(b"raw bytes")
 
 
 # ------------------------------------------------------------------------------------------ error paths

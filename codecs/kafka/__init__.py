@@ -3,10 +3,12 @@
 - `records`: RecordBatch v2 encode/decode and `KafkaFormat`, the storage adapter for topics stored as Kafka
   batches (validate + stamp, no record decoding).
 - `legacy`: legacy MessageSets (magic 0/1; Produce < v3, Fetch < v4): decode, conversion to a RecordBatch v2,
-  and encode for old fetchers.
-- `compression`: Kafka codec ids 0–4 (none, gzip, snappy raw/xerial, lz4 frame, zstd), bounded decompression.
-- `connection`: the wire protocol, h11-style: `KafkaServerConnection` (bytes in, `KafkaRequest` events out,
-  `encode_response()` frames the answer, deferred record sets included), `KafkaClientConnection` (our client).
+  and encode for old fetchers. It builds on `records`; what both formats share is in `record_set`.
+- Compression (codec ids 0–4: none, gzip, snappy raw/xerial, lz4 frame, zstd; bounded decompression) is shared
+  with TANK in `logway.codecs.compression`; `CODEC_NAMES`, `compress`, ... are re-exported here.
+- `connection`: the wire protocol in the codec contract of `logway.codecs` (`receive_data`, `next_event`,
+  `send`): `KafkaServerConnection` (bytes in, `KafkaRequest` events out, `send(KafkaResponse)` frames the answer
+  in the remembered request's version, deferred record sets included), `KafkaClientConnection` (our client).
 - `api`: one dataclass per request/response body and nested struct, one schema per (key, version) layout, and
   `api.registry` (`API_KEYS`, `SUPPORTED`: every key from version 0 to its highest non-flexible version).
 - `primitives`: Kafka's wire types as bounded `construct` constructs, and `schema()`, which declares a layout.
@@ -17,7 +19,7 @@ No sockets, no clock, no files: callers pass bytes in and get bytes or plain obj
 
 from __future__ import annotations
 
-from .compression import CODEC_NAMES, MAX_DECOMPRESSED_SIZE, compress, decompress
+from ..compression import CODEC_NAMES, MAX_DECOMPRESSED_SIZE, compress, decompress
 from .records import (
     BATCH_HEADER_SIZE,
     MAX_RECORDS_PER_BATCH,
@@ -29,7 +31,7 @@ from .records import (
     iter_batches,
     parse_header,
 )
-from .legacy import decode_message_set, encode_message_set, message_set_to_batch, record_set_magic  # after .records
+from .legacy import decode_message_set, encode_message_set, message_set_to_batch, record_set_magic
 
 __all__ = [
     "BATCH_HEADER_SIZE",

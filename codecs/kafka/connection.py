@@ -1,10 +1,14 @@
 """The Kafka wire protocol's sans-I/O connections: framing, headers, and (key, version) dispatch to the schemas.
 
-Server side, `KafkaServerConnection` is fed bytes with `receive_data()` (b"" = EOF) and yields `KafkaRequest`
-events from `next_event()` (or `NEED_DATA`, or `CLOSED` after a clean EOF); `encode_response(request, body)`
-frames the answer in the layout of the request's version. Client side, `KafkaClientConnection.send_request()`
-frames a request and remembers its (key, version) by correlation id, so `next_event()` can parse the response
-(`KafkaResponse`). Responses go out in request order; the gateway keeps that order, the codec does not reorder.
+Both classes follow the codec contract of `logway.codecs` (`receive_data`, `next_event`, `send`; see the package
+docstring). Server side, `KafkaServerConnection.next_event()` yields `KafkaRequest` events and remembers, by
+correlation id, the (api_key, api_version, unsupported_version) of every request that expects an answer (a FIFO
+per id, so a client that reuses an id while one is pending still works; a Produce with acks=0 is not remembered:
+it gets no answer). `send(KafkaResponse(correlation_id=..., body=...))` then frames the body in that request's
+version layout and forgets it. Client side, `KafkaClientConnection.send(KafkaRequest(...))` frames a request
+(assigning the next correlation id when the event has none) and remembers its (key, version), so `next_event()`
+can parse the response (`KafkaResponse`). Responses go out in request order; the gateway keeps that order, the
+codec does not reorder.
 
 Framing: `int32 size` + request header v1 (`api_key int16, api_version int16, correlation_id int32, client_id`
 nullable int16 string) + body; responses are `int32 size` + `correlation_id int32` (header v0) + body. Every
@@ -12,8 +16,8 @@ version we implement is non-flexible, so no tagged fields anywhere.
 
 SASL with a v0 SaslHandshake (clients before Kafka 1.0): the tokens that follow travel as raw frames, `int32
 size` + token with no header. After answering such a handshake the gateway calls `expect_sasl_token()`: the
-next frame is returned as a `SaslToken` event, and `encode_sasl_token()` frames the answer the same way. The
-client side mirrors it with `send_sasl_token()`.
+next frame is returned as a `SaslToken` event, and `send(SaslToken(data))` frames the answer the same way. The
+client side mirrors it: `send(SaslToken(data))`, whose answer comes back as a `SaslToken` event.
 
 Errors split by blame (all `RemoteProtocolError`s are fatal: Kafka closes the connection on a request it cannot
 parse or does not implement, and a stream with a bad frame cannot be trusted):
@@ -22,21 +26,22 @@ parse or does not implement, and a stream with a bad frame cannot be trusted):
   is buffered; EOF inside a frame; a header without a client_id;
 - an api key or version outside `SUPPORTED`: `code=35` (UNSUPPORTED_VERSION) ... except ApiVersions (key 18):
   clients send v3 (librdkafka) or v4 (kafka-python) first, in flexible header v2. We read the fixed header
-  prefix and client_id, ignore the rest, and return a `KafkaRequest` with `unsupported_version=True`;
-  `encode_response` then answers in the v0 body layout with error 35 and the full key list, and the client
-  retries at a version we list (spec §2). Any ApiVersions answer with a non-zero error uses the v0 layout;
+  prefix and client_id, ignore the rest, and return a `KafkaRequest` with `unsupported_version=True`; its
+  answer is then sent in the v0 body layout with error 35 and the full key list, and the client retries at a
+  version we list (spec §2). Any ApiVersions answer with a non-zero error uses the v0 layout;
 - a malformed body (truncated, a length or count beyond the frame, invalid UTF-8, bytes left over after the
   body): `code=42` (INVALID_REQUEST).
 
 When the header could be read, the error also carries `api_key`, `api_version` and `correlation_id` attributes.
-`LocalProtocolError` means we misused the codec (a body of the wrong type, a value out of range).
+`LocalProtocolError` means we misused the codec: a body of the wrong type, a value out of range, a response to
+a correlation id with no pending request, a raw SASL token the peer did not send one for.
 """
 
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import construct as c
 
@@ -89,33 +94,38 @@ _API_VERSIONS_KEY = api_versions.API_KEY
 
 @dataclass(slots=True)
 class KafkaRequest:
-    """One request: its header fields and the parsed body (the request dataclass of `api_key`).
+    """One request: its header fields and the body (the request dataclass of `api_key`).
 
-    `unsupported_version` is True only for an ApiVersions request at a version we do not implement (v3/v4 from
-    modern clients): `body` is then an empty `ApiVersionsRequest` and the answer is the v0 fallback.
+    Parsed by the server (every field set) or sent by our client: there `correlation_id=None` lets the codec
+    assign the next id, and `client_id` defaults to "logway".
+    `unsupported_version` is True only for an ApiVersions request the server parsed at a version we do not
+    implement (v3/v4 from modern clients): `body` is then an empty `ApiVersionsRequest` and the answer is the v0
+    fallback.
     """
 
     api_key: int
     api_version: int
-    correlation_id: int
-    client_id: str | None
-    body: Any
+    correlation_id: int | None = None
+    client_id: str | None = "logway"
+    body: Any = None
     unsupported_version: bool = False
 
     @property
     def expects_response(self) -> bool:
         """False for a Produce with acks=0: Kafka sends no response at all for those."""
-        return not (self.api_key == 0 and getattr(self.body, "acks", 1) == 0)
+        return _expects_response(self.api_key, self.body)
 
 
 @dataclass(slots=True)
 class KafkaResponse:
-    """One response as our client sees it: parsed with the (key, version) of the request it answers."""
+    """One response. Our client parses it with the (key, version) of the request it answers and fills every
+    field; the server builds it with `correlation_id` and `body` only (the codec remembers the request's key and
+    version; when given, they must match)."""
 
     correlation_id: int
-    api_key: int
-    api_version: int
-    body: Any
+    api_key: int | None = None
+    api_version: int | None = None
+    body: Any = None
 
 
 @dataclass(slots=True)
@@ -125,30 +135,47 @@ class SaslToken:
     data: bytes
 
 
+class _Pending(NamedTuple):
+    """What the server remembers of a request until it is answered: how to lay out the answer."""
+
+    api_key: int
+    api_version: int
+    unsupported_version: bool
+
+
+def _expects_response(api_key: int, body: Any) -> bool:
+    return not (api_key == 0 and getattr(body, "acks", 1) == 0)
+
+
 # ------------------------------------------------------------------------------------------- encoding
 
-def encode_response(request: KafkaRequest, body: Any) -> list[Any]:
-    """Frame `body` as the response to `request`: [bytes | deferred, ...] to send in order.
+def _frame_response(correlation_id: int, api_key: int, api_version: int, unsupported_version: bool,
+                    body: Any) -> list[Any]:
+    """Frame `body` as the answer to a request (key, version, unsupported_version): [bytes | deferred, ...].
 
     The int32 size covers the deferred objects' `length`s. Adjacent bytes are coalesced: a Fetch response with
     one deferred record set is [bytes, deferred, bytes] (or [bytes, deferred] when it is the last field).
     For an ApiVersions request at an unsupported version the body is always the v0 layout with
     UNSUPPORTED_VERSION and the full key list (`body` may be None; its `api_keys`, when non-empty, are kept).
     """
-    if request.unsupported_version:
+    if unsupported_version:
         keys = getattr(body, "api_keys", None) or api_versions_response().api_keys
         body = api_versions.ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=keys)
         schema = api_versions.RESPONSE_V0
-    elif request.api_key == _API_VERSIONS_KEY and getattr(body, "error_code", 0):
+    elif api_key == _API_VERSIONS_KEY and getattr(body, "error_code", 0):
         # Clients read an ApiVersions error in the v0 layout: kafka-python decodes v0 whenever error_code != 0,
         # the Java client retries v0 when the versioned parse fails. So any error answer uses v0.
         schema = api_versions.RESPONSE_V0
     else:
         try:
-            schema = response_schema(request.api_key, request.api_version)
+            schema = response_schema(api_key, api_version)
         except KeyError as exc:
             raise LocalProtocolError(str(exc)) from None
-    stream = FrameWriter(_I32.pack(0) + _I32.pack(request.correlation_id))  # size patched below; header v0
+    try:
+        header = _I32.pack(0) + _I32.pack(correlation_id)  # size patched below; response header v0
+    except struct.error as exc:
+        raise LocalProtocolError(f"correlation id {correlation_id!r}: {exc}") from None
+    stream = FrameWriter(header)
     try:
         deferred = build_chunks(schema, body, stream)
     except (c.ConstructError, TypeError, ValueError, AttributeError) as exc:
@@ -172,6 +199,26 @@ def encode_response(request: KafkaRequest, body: Any) -> list[Any]:
     return chunks
 
 
+def _raw_token(data: Any) -> bytes:
+    """A raw SASL token frame: int32 size + the token, no header."""
+    try:
+        token = bytes(data)
+    except TypeError as exc:
+        raise LocalProtocolError(f"a SASL token must be bytes-like: {exc}") from None
+    if len(token) > _INT32_MAX:
+        raise LocalProtocolError(f"a SASL token of {len(token)} bytes does not fit an int32 size")
+    return _I32.pack(len(token)) + token
+
+
+# transitional alias: removed once gateway/ and clients/ use send()
+def encode_response(request: KafkaRequest, body: Any) -> list[Any]:
+    """Frame `body` as the response to `request` (which need not be remembered by any connection): the pieces
+    `KafkaServerConnection.send` would return, always as a list."""
+    return _frame_response(request.correlation_id, request.api_key, request.api_version,
+                           request.unsupported_version, body)
+
+
+# transitional alias: removed once gateway/ and clients/ use send()
 def encode_response_bytes(request: KafkaRequest, body: Any) -> bytes:
     """Frame `body` as the response to `request`, all in memory (no deferred record sets allowed)."""
     chunks = encode_response(request, body)
@@ -220,12 +267,30 @@ class _Receiver(ReceiveBuffer):
 
 
 class KafkaServerConnection(_Receiver):
-    """The broker end of one Kafka connection (see the module docstring)."""
+    """The broker end of one Kafka connection, in the codec contract of `logway.codecs`.
+
+    - `receive_data(data)`; `next_event()` -> `KafkaRequest` (or `SaslToken` once `expect_sasl_token()` was
+      called), `NEED_DATA` or `CLOSED`; raises `RemoteProtocolError` (always fatal; see the module docstring).
+    - `send(KafkaResponse(correlation_id, body=...))` -> `bytes`, or a `list` of pieces when the body holds
+      deferred record sets (a Fetch response's file slices); laid out in the version of the pending request
+      with that correlation id, which is then forgotten. `send(SaslToken(data))` -> `bytes`, answering the raw
+      token received last.
+
+    Memory: one small tuple per request read and not yet answered; the caller decides how many that is (the
+    gateway reads the next request only after answering the previous one).
+    """
 
     def __init__(self, max_request_bytes: int = MAX_REQUEST_BYTES) -> None:
         super().__init__(max_request_bytes, MIN_REQUEST_SIZE, "request")
         self.max_request_bytes = max_request_bytes
         self._raw_token = False
+        self._tokens_to_answer = 0  # raw SASL tokens received and not answered yet
+        self._pending: dict[int, list[_Pending]] = {}  # correlation id -> requests waiting, oldest first
+
+    @property
+    def pending(self) -> int:
+        """How many requests read by `next_event` still wait for their response."""
+        return sum(len(queue) for queue in self._pending.values())
 
     def expect_sasl_token(self) -> None:
         """The next frame is a raw SASL token (a v0 SaslHandshake was answered), returned as `SaslToken`."""
@@ -237,17 +302,58 @@ class KafkaServerConnection(_Receiver):
             frame = self._next_frame(min_frame=0)
             if isinstance(frame, bytes):
                 self._raw_token = False
+                self._tokens_to_answer += 1
                 return SaslToken(frame)
             return frame
         frame = self._next_frame()
         if frame is NEED_DATA or frame is CLOSED:
             return frame
-        return self._parse_request(frame)
+        request = self._parse_request(frame)
+        if _expects_response(request.api_key, request.body):
+            pending = _Pending(request.api_key, request.api_version, request.unsupported_version)
+            queue = self._pending.get(request.correlation_id)
+            if queue is None:
+                self._pending[request.correlation_id] = [pending]
+            else:
+                queue.append(pending)
+        return request
 
-    @staticmethod
-    def encode_sasl_token(data: bytes) -> bytes:
-        """A raw SASL token frame (the answer to a `SaslToken`)."""
-        return _I32.pack(len(data)) + data
+    def send(self, event: KafkaResponse | SaslToken) -> bytes | list[Any]:
+        """Frame a response (or a raw SASL token); see the class docstring. Raises LocalProtocolError on misuse."""
+        if type(event) is KafkaResponse:
+            return self._send_response(event)
+        if type(event) is SaslToken:
+            if not self._tokens_to_answer:
+                raise LocalProtocolError("no raw SASL token from the client waits for an answer")
+            frame = _raw_token(event.data)
+            self._tokens_to_answer -= 1
+            return frame
+        if type(event) is KafkaRequest:
+            raise LocalProtocolError("a Kafka server cannot send a KafkaRequest")
+        raise LocalProtocolError(f"not a Kafka event: {event!r}")
+
+    def _send_response(self, response: KafkaResponse) -> bytes | list[Any]:
+        cid = response.correlation_id
+        queue = self._pending.get(cid)
+        if not queue:
+            raise LocalProtocolError(f"no request with correlation id {cid!r} waits for a response")
+        key, version, unsupported = queue[0]
+        if (response.api_key is not None and response.api_key != key) or (
+                response.api_version is not None and response.api_version != version):
+            raise LocalProtocolError(f"correlation id {cid} answers api key {key} v{version}, not "
+                                     f"api key {response.api_key} v{response.api_version}")
+        chunks = _frame_response(cid, key, version, unsupported, response.body)
+        self._forget(cid)  # only once the answer could be framed: a caller may fix the body and send again
+        if len(chunks) == 1:
+            return chunks[0]
+        return chunks
+
+    def _forget(self, cid: int) -> None:
+        queue = self._pending.get(cid)
+        if queue:
+            del queue[0]
+            if not queue:
+                del self._pending[cid]
 
     def _parse_request(self, frame: bytes) -> KafkaRequest:
         key, version, cid = _PREFIX.unpack_from(frame, 0)
@@ -281,45 +387,89 @@ class KafkaServerConnection(_Receiver):
                               ErrorCode.INVALID_REQUEST, **info)
         return KafkaRequest(key, version, cid, client_id, body)
 
+    # transitional alias: removed once gateway/ and clients/ use send()
     def encode_response(self, request: KafkaRequest, body: Any) -> list[Any]:
-        """Same as the module-level `encode_response`."""
-        return encode_response(request, body)
+        """The module-level `encode_response`; forgets `request` if it was pending."""
+        chunks = encode_response(request, body)
+        self._forget_answered(request)
+        return chunks
 
+    # transitional alias: removed once gateway/ and clients/ use send()
     def encode_response_bytes(self, request: KafkaRequest, body: Any) -> bytes:
-        """Same as the module-level `encode_response_bytes`."""
-        return encode_response_bytes(request, body)
+        """The module-level `encode_response_bytes`; forgets `request` if it was pending."""
+        data = encode_response_bytes(request, body)
+        self._forget_answered(request)
+        return data
+
+    # transitional alias: removed once gateway/ and clients/ use send()
+    def encode_sasl_token(self, data: bytes) -> bytes:
+        """`send(SaslToken(data))`, without checking that a token waits for an answer."""
+        if self._tokens_to_answer:
+            self._tokens_to_answer -= 1
+        return _raw_token(data)
+
+    def _forget_answered(self, request: KafkaRequest) -> None:
+        queue = self._pending.get(request.correlation_id)
+        if queue and queue[0] == (request.api_key, request.api_version, request.unsupported_version):
+            self._forget(request.correlation_id)
 
 
 class KafkaClientConnection(_Receiver):
-    """The client end of one Kafka connection: frames requests, parses responses by correlation id."""
+    """The client end of one Kafka connection, in the codec contract of `logway.codecs`.
+
+    - `send(KafkaRequest(api_key, api_version, body=...))` -> `bytes`: frames the request (header v1) with its
+      `correlation_id`, or the next one of the connection's counter when it is None, and remembers its (key,
+      version) unless no response will come (Produce with acks=0). `send(SaslToken(data))` -> `bytes`: a raw
+      token (after a v0 SaslHandshake); its answer comes back as a `SaslToken` event.
+    - `receive_data(data)`; `next_event()` -> `KafkaResponse` (every field set) or `SaslToken`, `NEED_DATA` or
+      `CLOSED`; raises `RemoteProtocolError` (fatal) on a bad response or an unknown correlation id.
+    """
 
     def __init__(self, max_response_bytes: int = MAX_RESPONSE_BYTES) -> None:
         super().__init__(max_response_bytes, MIN_RESPONSE_SIZE, "response")
         self._next_correlation_id = 0
-        self._pending: dict[int, tuple[int, int]] = {}  # correlation id -> (api key, api version)
+        self._pending: dict[int, list[tuple[int, int]]] = {}  # correlation id -> [(api key, api version)]
         self._raw_tokens = 0  # raw SASL token answers expected before the next response
-
-    def send_sasl_token(self, data: bytes) -> bytes:
-        """Frame a raw SASL token (after a v0 SaslHandshake); its answer comes back as a `SaslToken` event."""
-        self._raw_tokens += 1
-        return _I32.pack(len(data)) + data
 
     @property
     def pending(self) -> int:
         """How many sent requests still wait for their response."""
-        return len(self._pending)
+        return sum(len(queue) for queue in self._pending.values())
 
-    def send_request(self, api_key: int, api_version: int, body: Any, *, client_id: str | None = "logway") -> bytes:
-        """Frame one request (header v1); remember its (key, version) unless no response will come (acks=0)."""
+    @property
+    def next_correlation_id(self) -> int:
+        """The id the next `send` of a `KafkaRequest` without one will use."""
+        return self._next_correlation_id
+
+    def send(self, event: KafkaRequest | SaslToken) -> bytes:
+        """Frame a request or a raw SASL token; see the class docstring. Raises LocalProtocolError on misuse."""
+        if type(event) is KafkaRequest:
+            return self._send_request(event)
+        if type(event) is SaslToken:
+            frame = _raw_token(event.data)
+            self._raw_tokens += 1
+            return frame
+        if type(event) is KafkaResponse:
+            raise LocalProtocolError("a Kafka client cannot send a KafkaResponse")
+        raise LocalProtocolError(f"not a Kafka event: {event!r}")
+
+    def _send_request(self, request: KafkaRequest) -> bytes:
+        api_key, api_version, body = request.api_key, request.api_version, request.body
         try:
             schema = request_schema(api_key, api_version)
         except KeyError as exc:
             raise LocalProtocolError(str(exc)) from None
-        cid = self._next_correlation_id
-        self._next_correlation_id = 0 if cid == _INT32_MAX else cid + 1
+        cid = request.correlation_id
+        if cid is None:
+            cid = self._next_correlation_id
+            advance = True
+        elif type(cid) is not int or not -(_INT32_MAX + 1) <= cid <= _INT32_MAX:
+            raise LocalProtocolError(f"correlation id {cid!r} is not an int32")
+        else:
+            advance = False
         stream = FrameWriter(b"\0\0\0\0")  # size patched below
         try:
-            REQUEST_HEADER_V1.build_stream(RequestHeader(api_key, api_version, cid, client_id), stream)
+            REQUEST_HEADER_V1.build_stream(RequestHeader(api_key, api_version, cid, request.client_id), stream)
             schema.build_stream(body, stream)
         except (c.ConstructError, TypeError, ValueError, AttributeError) as exc:
             raise LocalProtocolError(f"cannot encode {type(body).__name__}: {exc}") from exc
@@ -327,9 +477,21 @@ class KafkaClientConnection(_Receiver):
         if size > _INT32_MAX:
             raise LocalProtocolError("request too large for an int32 size")
         stream.patch_int32(0, size)
-        if not (api_key == 0 and getattr(body, "acks", 1) == 0):
-            self._pending[cid] = (api_key, api_version)
+        if advance:
+            self._next_correlation_id = 0 if cid == _INT32_MAX else cid + 1
+        if _expects_response(api_key, body):
+            self._pending.setdefault(cid, []).append((api_key, api_version))
         return stream.getvalue()
+
+    # transitional alias: removed once gateway/ and clients/ use send()
+    def send_request(self, api_key: int, api_version: int, body: Any, *, client_id: str | None = "logway") -> bytes:
+        """`send(KafkaRequest(api_key, api_version, None, client_id, body))`."""
+        return self._send_request(KafkaRequest(api_key, api_version, None, client_id, body))
+
+    # transitional alias: removed once gateway/ and clients/ use send()
+    def send_sasl_token(self, data: bytes) -> bytes:
+        """`send(SaslToken(data))`."""
+        return self.send(SaslToken(data))
 
     def next_event(self) -> KafkaResponse | SaslToken | Any:
         """The next response, NEED_DATA, or CLOSED; raises RemoteProtocolError (fatal) on a bad one."""
@@ -340,13 +502,15 @@ class KafkaClientConnection(_Receiver):
             self._raw_tokens -= 1
             return SaslToken(frame)
         (cid,) = _I32.unpack_from(frame, 0)
-        try:
-            key, version = self._pending.pop(cid)
-        except KeyError:
-            raise self._fatal(f"response with unknown correlation id {cid}", correlation_id=cid) from None
+        queue = self._pending.get(cid)
+        if not queue:
+            raise self._fatal(f"response with unknown correlation id {cid}", correlation_id=cid)
+        key, version = queue.pop(0)
+        if not queue:
+            del self._pending[cid]
         schema = response_schema(key, version)
         if key == _API_VERSIONS_KEY and version > 0 and len(frame) >= 6 and _I16.unpack_from(frame, 4)[0]:
-            schema = api_versions.RESPONSE_V0  # an ApiVersions error comes in the v0 layout (see encode_response)
+            schema = api_versions.RESPONSE_V0  # an ApiVersions error comes in the v0 layout (see _frame_response)
         reader = FrameReader(frame)
         reader.pos = 4
         try:
@@ -358,4 +522,3 @@ class KafkaClientConnection(_Receiver):
             raise self._fatal(f"{reader.remaining()} bytes left over after the response body "
                               f"(api key {key} v{version})", correlation_id=cid, api_key=key, api_version=version)
         return KafkaResponse(cid, key, version, body)
-

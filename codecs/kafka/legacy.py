@@ -2,7 +2,7 @@
 
 Pure functions over bytes, like `records` (RecordBatch v2), on which they build: a legacy set is decoded into
 `Record`s, converted into one RecordBatch v2 for storage (`message_set_to_batch`), or encoded back for an old
-fetcher (`encode_message_set`).
+fetcher (`encode_message_set`). What both formats share, `record_set_magic` included, is in `record_set`.
 
 Legacy message::
 
@@ -23,17 +23,13 @@ from typing import Iterator, Sequence
 
 from ..errors import RecordFormatError
 from ..records import Record
-from .compression import decompress
-from .records import (
-    _CODEC_MASK,
-    _INT32,
-    _INT64,
-    _MAGIC_POS,
-    _TIMESTAMP_TYPE_BIT,
-    MAX_RECORDS_PER_BATCH,
-    NO_TIMESTAMP,
-    encode_batch,
-)
+from ..compression import decompress
+from .record_set import CODEC_MASK as _CODEC_MASK
+from .record_set import INT32 as _INT32
+from .record_set import INT64 as _INT64
+from .record_set import MAX_RECORDS_PER_BATCH, NO_TIMESTAMP, record_set_magic
+from .record_set import TIMESTAMP_TYPE_BIT as _TIMESTAMP_TYPE_BIT
+from .records import encode_batch
 
 __all__ = [
     "record_set_magic",
@@ -51,13 +47,6 @@ _LEGACY_HEAD = struct.Struct(">IBb")  # crc, magic, attributes
 _MESSAGE_V0_HEAD = struct.Struct(">bbi")  # magic, attributes, keyLength
 _MESSAGE_V1_HEAD = struct.Struct(">bbqi")  # magic, attributes, timestamp, keyLength
 _MESSAGE_PREFIX = struct.Struct(">qiI")  # offset, size, crc
-
-
-def record_set_magic(buf: bytes | bytearray | memoryview) -> int:
-    """The magic of the first entry of a record set (byte 16 for both formats): 0/1 legacy, 2 RecordBatch."""
-    if len(buf) <= _MAGIC_POS:
-        raise RecordFormatError(f"record set of {len(buf)} bytes is too short to carry a magic byte")
-    return buf[_MAGIC_POS]
 
 
 def _iter_messages(mv: memoryview, allow_partial: bool) -> Iterator[tuple]:

@@ -14,7 +14,8 @@ RecordBatch v2 layout (all big-endian; see `BATCH_HEADER`)::
             keyLength varint (-1 = null) | key | valueLength varint (-1 = null) | value |
             headerCount varint | (headerKeyLength varint, key utf-8, headerValueLength varint (-1 = null), value)*
 
-Legacy MessageSets (magic 0/1, Produce < v3, Fetch < v4) are in `legacy`; their names are re-exported here.
+Legacy MessageSets (magic 0/1, Produce < v3, Fetch < v4) are in `legacy`, which builds on this module; what the
+two formats share (attribute bits, the magic byte, the record-count bound) is in `record_set`.
 
 Every length and count read from the wire is checked against the bytes that remain before anything is sliced
 or allocated; see the bound constants below.
@@ -30,8 +31,16 @@ from crc32c import crc32c
 
 from ..errors import RecordFormatError
 from ..records import Record
+from ..compression import CODEC_NAMES, compress, decompress
 from ..varint import decode_varint, decode_varlong, encode_varint, encode_varlong, zigzag_table
-from .compression import CODEC_NAMES, compress, decompress
+from .record_set import CODEC_MASK as _CODEC_MASK
+from .record_set import CONTROL_BIT as _CONTROL_BIT
+from .record_set import INT32 as _INT32
+from .record_set import INT64 as _INT64
+from .record_set import MAGIC_POS as _MAGIC_POS
+from .record_set import MAX_RECORDS_PER_BATCH, NO_TIMESTAMP
+from .record_set import TIMESTAMP_TYPE_BIT as _TIMESTAMP_TYPE_BIT
+from .record_set import TRANSACTIONAL_BIT as _TRANSACTIONAL_BIT
 
 __all__ = [
     "BATCH_HEADER",
@@ -49,11 +58,6 @@ __all__ = [
     "decode_batch",
     "iter_batches",
     "decode_records",
-    # re-exported from `legacy` (see the end of this module)
-    "record_set_magic",
-    "decode_message_set",
-    "message_set_to_batch",
-    "encode_message_set",
     "KafkaFormat",
 ]
 
@@ -70,12 +74,6 @@ BATCH_OVERHEAD = BATCH_HEADER_SIZE - LOG_OVERHEAD  # 49
 #: CRC-32C covers the batch from the attributes field to its end.
 CRC_START = 21
 MAGIC_V2 = 2
-_MAGIC_POS = 16
-
-#: Bound on recordsCount. Producers cap a batch at batch.size (16 KiB–1 MiB), i.e. at most tens of thousands
-#: of records; each decoded `Record` costs ~150 bytes of Python objects, so a million records (~150 MB) is
-#: already far beyond any real batch. Larger claims are rejected before any decoding.
-MAX_RECORDS_PER_BATCH = 1_000_000
 #: Smallest encoded record: length, attributes, timestampDelta, offsetDelta, keyLength, valueLength and
 #: headerCount, one byte each. recordsCount * MIN_RECORD_SIZE must fit in the (decompressed) record bytes.
 MIN_RECORD_SIZE = 7
@@ -84,18 +82,9 @@ MIN_RECORD_HEADER_SIZE = 2
 
 TIMESTAMP_CREATE_TIME = 0
 TIMESTAMP_LOG_APPEND_TIME = 1
-#: Kafka's "no timestamp" (magic 0 messages; decoded as `Record.timestamp = None`).
-NO_TIMESTAMP = -1
-
-_CODEC_MASK = 0x07
-_TIMESTAMP_TYPE_BIT = 0x08
-_TRANSACTIONAL_BIT = 0x10
-_CONTROL_BIT = 0x20
 
 # scan() reads only what the log engine needs: baseOffset, batchLength, magic, lastOffsetDelta, maxTimestamp.
 _SCAN = struct.Struct(">qi4xb6xi8xq")
-_INT64 = struct.Struct(">q")
-_INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
 _BASE_AND_LAST_DELTA = struct.Struct(">q15xi")  # baseOffset at 0, lastOffsetDelta at 23
 
@@ -574,7 +563,3 @@ class KafkaFormat:
                 return r.offset + shift
         return None
 
-
-# Legacy MessageSets (magic 0/1) live in `legacy`, which builds on this module, hence the import at the end
-# (the package `__init__` imports this module first). Re-exported for callers that import them from here.
-from .legacy import decode_message_set, encode_message_set, message_set_to_batch, record_set_magic  # noqa: E402

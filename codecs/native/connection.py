@@ -1,9 +1,10 @@
 """The native protocol's sans-I/O connection: u32 framing over the shared receive buffer (`codecs.stream`).
 
-`NativeConnection(role)` is fed bytes with `receive_data()`, yields events from `next_event()` (or `NEED_DATA`,
-or `CLOSED` after a clean EOF) and turns events into frames with `send()`. A server parses requests and sends
-responses; a client does the reverse. The JSON <-> event mapping it applies to each frame is in `wire`; the wire
-schema (and our extensions to the seed) is described in the package docstring, `logway/codecs/native/__init__.py`.
+`NativeConnection(role)` follows the codec contract of `logway.codecs`: it is fed bytes with `receive_data()`,
+yields events from `next_event()` (or `NEED_DATA`, or `CLOSED` after a clean EOF) and turns events into frames
+with `send()` (always `bytes`). A server parses requests and sends responses; a client does the reverse. The
+JSON <-> event mapping it applies to each frame is in `wire`; the wire schema (and our extensions to the seed)
+is described in the package docstring, `logway/codecs/native/__init__.py`.
 
 Errors split by blame: `RemoteProtocolError` when the peer's bytes are wrong (`fatal=True` when the stream can
 no longer be framed: oversized length, EOF inside a frame; the connection then stays broken), and
@@ -45,7 +46,14 @@ Role = Literal["server", "client"]
 
 
 class NativeConnection(ReceiveBuffer):
-    """One end of a native-protocol byte stream (see the module docstring)."""
+    """One end of a native-protocol byte stream, in the codec contract of `logway.codecs`.
+
+    - server: `next_event()` -> a request event of `native.events` (`ProduceRequest`, `FetchRequest`, ...,
+      `AuthRequest`), `NEED_DATA` or `CLOSED`; `send(response event)` -> `bytes` (one frame).
+    - client: `send(request event)` -> `bytes`; `next_event()` -> a response event (`ProduceResponse`, ...,
+      `ErrorResponse`).
+    A non-fatal `RemoteProtocolError` (bad JSON, unknown type) leaves the stream usable: answer it and go on.
+    """
 
     _truncated_header = "truncated frame: EOF after {got} of {need} length-prefix bytes"
 

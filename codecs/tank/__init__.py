@@ -1,15 +1,18 @@
 """Sans-I/O codec for the TANK 4.0 protocol (see /work/shared/specs/tank.md) and the TANK bundle record format.
 
-No sockets, no clock, no files, no trio, no storage. Modules:
+No sockets, no clock, no files, no trio, no storage. Modules, lowest first (each imports only those above it):
 
 - `varint`: TANK's varuint32 (unsigned LEB128, at most 5 bytes, bounded).
-- `bundle`: bundles (spec §7) — `encode_bundle`, `decode_bundle`, `choose_codec`, `wrap`, `parse_bundle_header`
-  — and `TankFormat`, the storage adapter for topics stored as `varint bundle_len | bundle` entries.
+- `message_set`: the bundle layout (spec §7), `parse_bundle_header`, `wrap`, and the message-set walk.
+- `bundle`: `encode_bundle`, `decode_bundle`, `choose_codec`, and `TankFormat`, the storage adapter for topics
+  stored as `varint bundle_len | bundle` entries. Snappy comes from the shared `logway.codecs.compression`.
 - `chunk`: Consume chunks as a client reads them — `iter_chunk`, the header-only `count_messages`, and
   `decode_chunk` (seqs and filtering as the C++ client).
 - `messages`: request/response dataclasses, message type ids, error codes, config and topic-name rules.
-- `wire`: the bounded payload reader and pack helpers; `requests` / `responses`: every payload layout.
-- `connection`: framing; `TankServerConnection` (broker side) and `TankClientConnection` (client side).
+- `wire`: the bounded payload reader, pack helpers, the frame header; `schema`: declarative little-endian
+  layouts; `requests` / `responses`: every payload layout, declared once and both parsed and built from it.
+- `connection`: framing; `TankServerConnection` (broker side) and `TankClientConnection` (client side), in the
+  codec contract of `logway.codecs` (`receive_data`, `next_event`, `send`).
 
 Sequence numbers are TANK's (the first message of a partition is seq 1); logway offsets are `seq - 1`.
 """

@@ -3,7 +3,8 @@
 A partition's chunk in a Consume response is a byte range of a segment file. Its first bundle starts at the
 response's `base_seqnum` (or carries its own seqs when the broker flagged 0xfe: a sparse first bundle); each
 later bundle continues from the previous one (`base + count`, or `last_seq + 1` after a sparse bundle). The last
-entry may be cut short (the protocol allows it; TANK 4.0 and logway always send whole bundles).
+entry may be cut short (the protocol allows it; TANK 4.0 and logway always send whole bundles). This module
+builds on `message_set` (the bundle layout and reader), not on `bundle`.
 
 - `iter_chunk`: the entries, as views, the truncated last one flagged.
 - `count_messages`: the fast path for consumers that only need counts and the next seq: bundle headers only,
@@ -20,12 +21,12 @@ from typing import Iterator, NamedTuple
 
 from ..errors import RecordFormatError
 from ..records import Record
-from .bundle import (
-    _SLOW_FLAGS,
+from .message_set import (
     CODEC_NONE,
+    SLOW_FLAGS,
     UINT64_MAX,
     BundleHeader,
-    _message_set_bytes,
+    message_set_bytes,
     parse_bundle_header,
     walk_messages,
 )
@@ -102,7 +103,7 @@ def count_messages(chunk, base_seqnum: int | None = None, *, min_seq: int = 0,
         count = (flags >> 2) & 0x0F
         if not count and p + 1 < end and buf[p + 1] < 0x80:  # a one-byte count varint (16..127 messages)
             count = buf[p + 1]
-        if count and not flags & _SLOW_FLAGS:  # the usual headers: plain bundle, codec 0 or 1
+        if count and not flags & SLOW_FLAGS:  # the usual headers: plain bundle, codec 0 or 1
             sparse = False
         else:
             try:
@@ -140,7 +141,7 @@ def _walk(buf: bytes, p: int, end: int, hdr: BundleHeader, base: int, partial: b
     if hdr.codec == CODEC_NONE:
         walk_messages(buf, start, end, hdr, base, out, partial)
     else:
-        msgs = _message_set_bytes(buf, hdr, start, end)
+        msgs = message_set_bytes(buf, hdr, start, end)
         walk_messages(msgs, 0, len(msgs), hdr, base, out)
     return out
 

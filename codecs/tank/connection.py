@@ -1,16 +1,17 @@
 """TANK's sans-I/O connections: framing over the shared receive buffer (`codecs.stream`), and the role's encoders.
 
-Every frame is `msg_type u8 | length u32 LE | payload`. `TankServerConnection` (the broker side) is fed bytes with
-`receive_data()` (b"" = EOF), yields request dataclasses from `next_event()` (or `NEED_DATA`, or `CLOSED` after
-a clean EOF) and encodes responses: `send()` -> bytes, `send_chunks()` -> pieces for a Consume response whose
-chunks may be deferred file ranges. `ping_bytes()` is the 5-byte Ping a broker writes right after accept.
-`TankClientConnection` is the reverse: it encodes requests and parses responses, skipping the broker's Pings;
-it remembers pending Produce requests, because a Produce response is matched to its request by position.
+Both classes follow the codec contract of `logway.codecs` (`receive_data`, `next_event`, `send`). Every frame
+is `msg_type u8 | length u32 LE | payload` (`wire.FRAME_HEADER`); the payloads are laid out in `requests` and
+`responses`. `TankServerConnection` (the broker side) yields request dataclasses and sends responses, and its
+greeting: `send(PingEvent())` is the 5-byte Ping a broker writes right after accept. `TankClientConnection` is
+the reverse: it sends requests and parses responses, skipping the broker's Pings; it remembers pending Produce
+requests, because a Produce response is matched to its request by position.
 
 Errors split by blame. The peer's bytes: `RemoteProtocolError(fatal=True)` for a length over `max_frame`
 (256 MiB, as TANK), an unknown type (including 0x04 RegReplica and 0x09 ConsumePeer for a standalone
 broker), a malformed or truncated payload, or EOF inside a frame — TANK closes the connection in all these
-cases, and the connection stays broken. Our misuse: `LocalProtocolError` (a value the wire cannot carry).
+cases, and the connection stays broken. Our misuse: `LocalProtocolError` (an event this end cannot send, a
+value the wire cannot carry).
 """
 
 from __future__ import annotations
@@ -20,19 +21,23 @@ from typing import Any
 
 from ..errors import LocalProtocolError, RemoteProtocolError
 from ..stream import CLOSED, NEED_DATA, ReceiveBuffer
-from .messages import ConsumeResponse, MsgType, ProduceRequest
+from .messages import ConsumeResponse, MsgType, PingEvent, ProduceRequest
 from .requests import REQUEST_TYPES, encode_request, parse_request
 from .responses import RESPONSE_TYPES, encode_consume_response, encode_response, parse_response
+from .wire import FRAME_HEADER
 
 __all__ = ["NEED_DATA", "CLOSED", "MAX_FRAME_BYTES", "PING_FRAME", "TankServerConnection", "TankClientConnection"]
 
 #: TANK refuses (and disconnects) a frame whose length is over 256 MiB; checked before the body is buffered.
 MAX_FRAME_BYTES = 256 * 1024 * 1024
-#: The broker's greeting: a Ping with an empty payload, written as soon as a connection is accepted.
-PING_FRAME = b"\x03\x00\x00\x00\x00"
-_HEADER = struct.Struct("<BI")
-_HEADER_SIZE = _HEADER.size
+_HEADER_SIZE = FRAME_HEADER.size
 _U32_MAX = 0xFFFFFFFF
+#: Up to this many payload pieces, their lengths are summed first so header and payload are joined in one copy
+#: (a Produce request of a few hundred big bundles); beyond it, summing costs more than copying the (then
+#: many small) pieces twice.
+_SINGLE_COPY_PIECES = 1024
+#: The broker's greeting: a Ping with an empty payload, written as soon as a connection is accepted.
+PING_FRAME = FRAME_HEADER.pack(MsgType.PING, 0)
 
 
 class _Framing(ReceiveBuffer):
@@ -55,7 +60,7 @@ class _Framing(ReceiveBuffer):
         available = len(buf) - pos
         if available < _HEADER_SIZE:
             return self._short_header(available, _HEADER_SIZE)
-        msg_type, length = _HEADER.unpack_from(buf, pos)
+        msg_type, length = FRAME_HEADER.unpack_from(buf, pos)
         if msg_type not in self._accepted:  # refused before the body is waited for
             raise self._fatal(f"unknown {self._what} type {msg_type:#04x}")
         if length > self.max_frame:
@@ -75,13 +80,20 @@ class _Framing(ReceiveBuffer):
 
     @staticmethod
     def _frame(msg_type: int, pieces: list) -> bytes:
+        """Header and payload pieces joined; a Produce request of big bundles is copied a single time."""
         try:
-            payload = b"".join(pieces)
+            if len(pieces) <= _SINGLE_COPY_PIECES:
+                length = sum(map(len, pieces))  # bytes, bytearray, byte memoryviews (anything else: see below)
+                if length <= _U32_MAX:
+                    frame = b"".join([FRAME_HEADER.pack(msg_type, length), *pieces])
+                    if len(frame) == _HEADER_SIZE + length:
+                        return frame
+            payload = b"".join(pieces)  # many small pieces, or a memoryview of wider items (len() counted items)
         except TypeError as exc:
             raise LocalProtocolError(f"unencodable payload piece: {exc}") from None
         if len(payload) > _U32_MAX:
             raise LocalProtocolError(f"payload of {len(payload)} bytes does not fit a frame")
-        return _HEADER.pack(msg_type, len(payload)) + payload
+        return FRAME_HEADER.pack(msg_type, len(payload)) + payload
 
 
 def _encoding(fn, *args):
@@ -93,15 +105,20 @@ def _encoding(fn, *args):
 
 
 class TankServerConnection(_Framing):
-    """The broker's end of a TANK connection (see the module docstring)."""
+    """The broker's end of a TANK connection, in the codec contract of `logway.codecs`.
+
+    - `receive_data(data)`; `next_event()` -> a request dataclass of `messages` (`ProduceRequest`,
+      `ConsumeRequest`, `DiscoverPartitionsRequest`, `CreateTopicRequest`, `ReloadConfRequest`, `StatusRequest`,
+      `DiscoverTopicsRequest`, `DiscoverTopologyRequest`, or `PingEvent` for a client's Ping: drop it),
+      `NEED_DATA` or `CLOSED`.
+    - `send(PingEvent())` -> `PING_FRAME`, the greeting to write right after accept (TankGo and the Java client
+      wait for it); `send(response)` -> `bytes`, except for a `ConsumeResponse` whose frame is more than one
+      piece: then the `list` of pieces, its chunks placed where they belong (deferred file ranges, and in-memory
+      chunks over `responses.COALESCE_LIMIT`, which are passed through uncopied).
+    """
 
     _accepted = REQUEST_TYPES
     _what = "request"
-
-    @staticmethod
-    def ping_bytes() -> bytes:
-        """`03 00000000`: write it right after accept (TankGo and the Java client wait for it)."""
-        return PING_FRAME
 
     def next_event(self) -> Any:
         """The next request dataclass (a `PingEvent` for a client's Ping: drop it), NEED_DATA or CLOSED."""
@@ -110,26 +127,43 @@ class TankServerConnection(_Framing):
             return frame
         return self._parse(parse_request, *frame)
 
-    def send(self, response: Any) -> bytes:
-        """One response frame as bytes. A ConsumeResponse must then hold only bytes-like chunks."""
-        if isinstance(response, ConsumeResponse):
-            pieces = self.send_chunks(response)
-            if not all(isinstance(p, (bytes, bytearray, memoryview)) for p in pieces):
-                raise LocalProtocolError("this ConsumeResponse has deferred chunks: use send_chunks()")
-            return b"".join(pieces)
-        msg_type, pieces = _encoding(encode_response, response)
+    def send(self, event: Any) -> bytes | list:
+        """One frame: bytes, or a Consume response's pieces (see the class docstring)."""
+        if isinstance(event, ConsumeResponse):
+            pieces = _encoding(encode_consume_response, event)
+            if len(pieces) == 1 and isinstance(pieces[0], bytes):
+                return pieces[0]
+            return pieces
+        if type(event) is PingEvent:
+            return PING_FRAME
+        msg_type, pieces = _encoding(encode_response, event)
         return self._frame(msg_type, pieces)
 
+    # transitional alias: removed once gateway/ and clients/ use send()
     def send_chunks(self, response: Any) -> list:
-        """Any response as pieces to send in order: bytes, and a Consume response's deferred chunks (objects
-        with an int `.length`, sent with os.sendfile) exactly where their bytes belong."""
+        """`send(response)`, always as a list of pieces."""
         if isinstance(response, ConsumeResponse):
             return _encoding(encode_consume_response, response)
         return [self.send(response)]
 
+    # transitional alias: removed once gateway/ and clients/ use send()
+    @staticmethod
+    def ping_bytes() -> bytes:
+        """`send(PingEvent())`."""
+        return PING_FRAME
+
 
 class TankClientConnection(_Framing):
-    """A client's end of a TANK connection: encodes requests, parses responses, skips the broker's Pings."""
+    """A client's end of a TANK connection, in the codec contract of `logway.codecs`.
+
+    - `send(request)` -> `bytes`: a request dataclass of `messages`, or `PingEvent()`. A `ProduceRequest` is
+      remembered until its response arrives (`forget(request_id)` drops it).
+    - `receive_data(data)`; `next_event()` -> a response dataclass (`ProduceResponse`, `ConsumeResponse`,
+      `DiscoverPartitionsResponse`, `CreateTopicResponse`, `ReloadConfResponse`, `StatusResponse`,
+      `DiscoverTopicsResponse`, `DiscoverTopologyResponse`), `NEED_DATA` or `CLOSED`; the broker's Pings are
+      counted in `pings_received` and skipped. A Produce response for no pending request raises a non-fatal
+      `RemoteProtocolError`.
+    """
 
     _accepted = RESPONSE_TYPES
     _what = "response"
@@ -165,4 +199,3 @@ class TankClientConnection(_Framing):
     def forget(self, request_id: int) -> None:
         """Drop a pending Produce request (e.g. after a client-side timeout)."""
         self._pending_produce.pop(request_id, None)
-

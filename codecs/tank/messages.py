@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, NamedTuple
 
-from .bundle import wrap
+from .message_set import wrap
 
 __all__ = [
     "MsgType",

@@ -1,30 +1,28 @@
-"""TANK request payloads: parsed by the broker (`parse_request`), built by clients (`encode_request`).
+"""TANK request payloads (spec §§4-6): their layouts, parsed by the broker (`parse_request`) and built by clients
+(`encode_request`) from the same declarations (`schema`; `repr(LAYOUT)` prints a layout's fields).
 
-Layouts (spec §§4-6; all integers little-endian)::
+Messages, by layout name::
 
     Produce 0x01 / ProduceWithSeqnum 0x05:
-        client_version u16, request_id u32, client_id str8, required_acks u8, ack_timeout u32, topics_cnt u8,
-        topics_cnt x (name str8, partitions_cnt u8,
-                      partitions_cnt x (partition u16, bundle_len varint, [base_seqnum u64 if 0x05], bundle))
-    Consume 0x02:
-        client_version u16, request_id u32, client_id str8, max_wait_ms u64, min_bytes u32,
-        [flags u8 if client_version >= 3], topics_cnt u8,
-        topics_cnt x (name str8, partitions_cnt u8, partitions_cnt x (partition u16, seq u64, fetch_size u32))
+        PRODUCE_HEAD, topics_cnt u8 x (PRODUCE_TOPIC, partitions_cnt x
+            (PRODUCE_PARTITION, bundle_len varint, [BASE_SEQNUM if 0x05], bundle))
+    Consume 0x02:            CONSUME_REQUEST (CONSUME_TOPIC, CONSUME_PARTITION)
     Ping 0x03:               (empty)
-    DiscoverPartitions 0x06: request_id u32, topic str8, [partition u16]* (none = all partitions)
-    CreateTopic 0x07:        request_id u32, topic str8, partitions u16, config_len varint, config text
-    ReloadConf 0x08:         request_id u32, topic str8, partition u16
-    Status 0x0a:             request_id u32
-    DiscoverTopics 0x0b:     request_id u32, [flags u8]
-    DiscoverTopology 0x0c:   request_id u32, [flags u8]
+    DiscoverPartitions 0x06: DISCOVER_PARTITIONS_REQUEST (no partition ids = all partitions)
+    CreateTopic 0x07:        CREATE_TOPIC_REQUEST
+    ReloadConf 0x08:         RELOAD_CONF_REQUEST
+    Status 0x0a:             STATUS_REQUEST
+    DiscoverTopics 0x0b:     DISCOVER_TOPICS_REQUEST
+    DiscoverTopology 0x0c:   DISCOVER_TOPOLOGY_REQUEST
 
-Like TANK, the parsers read what the layout says and ignore bytes after it (except DiscoverPartitions, whose
-optional list runs to the end of the payload).
+Produce is walked by hand around its layouts: the wire groups entries into runs of one topic while
+`ProduceRequest.entries` is flat, and each parsed 0x01 entry keeps a view of `bundle_len | bundle` (its stored
+form). Like TANK, the parsers read what the layout says and ignore bytes after it (except DiscoverPartitions,
+whose optional list runs to the end of the payload).
 """
 
 from __future__ import annotations
 
-import struct
 from typing import Any, Callable
 
 from ..errors import LocalProtocolError
@@ -43,107 +41,84 @@ from .messages import (
     ReloadConfRequest,
     StatusRequest,
 )
+from .schema import BYTES8, STR8, U8, U16, U32, U64, VARBYTES, Array, Optional, Rest, When, fields, record
 from .varint import encode_varint
-from .wire import U16, U64, Reader, malformed, pack_str8
+from .wire import Reader, malformed, runs
 
-__all__ = ["REQUEST_TYPES", "parse_request", "encode_request"]
+__all__ = [
+    "REQUEST_TYPES",
+    "CONSUME_FLAGS_VERSION",
+    "parse_request",
+    "encode_request",
+    "PRODUCE_HEAD",
+    "PRODUCE_TOPIC",
+    "PRODUCE_PARTITION",
+    "BASE_SEQNUM",
+    "CONSUME_PARTITION",
+    "CONSUME_TOPIC",
+    "CONSUME_REQUEST",
+    "DISCOVER_PARTITIONS_REQUEST",
+    "CREATE_TOPIC_REQUEST",
+    "RELOAD_CONF_REQUEST",
+    "STATUS_REQUEST",
+    "DISCOVER_TOPICS_REQUEST",
+    "DISCOVER_TOPOLOGY_REQUEST",
+]
 
-_PRODUCE_HEAD = struct.Struct("<HI")  # client_version, request_id
-_PRODUCE_ACKS = struct.Struct("<BI")  # required_acks, ack_timeout
-_CONSUME_WAIT = struct.Struct("<QI")  # max_wait_ms, min_bytes
-_CONSUME_PART = struct.Struct("<HQI")  # partition, seq_num, fetch_size
-_RID = struct.Struct("<I")
-#: Smallest encodings, for bounding counts before looping: a topic is str8 (1) + partitions_cnt (1); a produce
-#: partition is id (2) + bundle_len varint (1) [+ base_seqnum (8)]; a consume partition is 14 bytes.
-_MIN_TOPIC = 2
-_MIN_PRODUCE_PART = 3
-_MIN_CONSUME_PART = _CONSUME_PART.size
-#: ConsumeFlags flags byte appears from this client_version on.
+#: ConsumeRequest's flags byte appears from this client_version on (Java sends 0, TankGo 1, the C++ client 2).
 CONSUME_FLAGS_VERSION = 3
 
+# --- layouts --------------------------------------------------------------------------------------------------
+
+PRODUCE_HEAD = fields(client_version=U16, request_id=U32, client_id=BYTES8, required_acks=U8, ack_timeout=U32,
+                      topics_cnt=U8)
+PRODUCE_TOPIC = fields(name=STR8, partitions_cnt=U8, title="topic")
+PRODUCE_PARTITION = fields(partition=U16)
+BASE_SEQNUM = fields(base_seqnum=U64)
+#: The smallest `bundle_len` varint: with PRODUCE_PARTITION (and BASE_SEQNUM) it bounds partitions_cnt.
+_MIN_VARINT = 1
+
+CONSUME_PARTITION = record(ConsumePartition, partition=U16, seq_num=U64, fetch_size=U32)
+CONSUME_TOPIC = record(ConsumeTopic, name=STR8, partitions=Array(U8, CONSUME_PARTITION), title="topic")
+CONSUME_REQUEST = record(
+    ConsumeRequest, client_version=U16, request_id=U32, client_id=BYTES8, max_wait_ms=U64, min_bytes=U32,
+    flags=When(f"client_version >= {CONSUME_FLAGS_VERSION}",
+               lambda get: get("client_version") >= CONSUME_FLAGS_VERSION, flags=U8),
+    topics=Array(U8, CONSUME_TOPIC))
+DISCOVER_PARTITIONS_REQUEST = record(DiscoverPartitionsRequest, request_id=U32, topic=STR8, partitions=Rest(U16))
+CREATE_TOPIC_REQUEST = record(CreateTopicRequest, request_id=U32, topic=STR8, partitions=U16,
+                              config_text=VARBYTES)
+RELOAD_CONF_REQUEST = record(ReloadConfRequest, request_id=U32, topic=STR8, partition=U16)
+STATUS_REQUEST = record(StatusRequest, request_id=U32)
+DISCOVER_TOPICS_REQUEST = record(DiscoverTopicsRequest, request_id=U32, flags=Optional(flags=U8))
+DISCOVER_TOPOLOGY_REQUEST = record(DiscoverTopologyRequest, request_id=U32, flags=Optional(flags=U8))
 
 # --- parsing (broker side) ------------------------------------------------------------------------------------
 
 
 def _parse_produce(r: Reader, with_seqnum: bool) -> ProduceRequest:
-    client_version = r.u16("client_version")
-    request_id = r.u32("request_id")
-    client_id = r.bytes8("client_id")
-    required_acks = r.u8("required_acks")
-    ack_timeout = r.u32("ack_timeout")
-    topics_cnt = r.count(r.u8("topics_cnt"), _MIN_TOPIC, "topics")
-    min_part = _MIN_PRODUCE_PART + (8 if with_seqnum else 0)
+    client_version, request_id, client_id, required_acks, ack_timeout, topics_cnt = PRODUCE_HEAD.values(r)
+    r.count(topics_cnt, PRODUCE_TOPIC.min_size, "topics")
+    min_part = PRODUCE_PARTITION.size + _MIN_VARINT + (BASE_SEQNUM.size if with_seqnum else 0)
+    unpack_partition, partition_size = PRODUCE_PARTITION.struct.unpack_from, PRODUCE_PARTITION.size
     entries: list[ProduceEntry] = []
-    view = r.view
+    append = entries.append
+    view, buf = r.view, r.buf
     for _ in range(topics_cnt):
-        topic = r.str8("topic name")
-        parts = r.count(r.u8("partitions_cnt"), min_part, f"partitions of {topic!r}")
-        for _ in range(parts):
-            partition = r.u16("partition")
-            start = r.pos
+        topic, partitions_cnt = PRODUCE_TOPIC.values(r)
+        r.count(partitions_cnt, min_part, f"partitions of {topic!r}")
+        for _ in range(partitions_cnt):
+            pos = r.pos
+            if r.end - pos < partition_size:
+                r.need(partition_size, "partition")  # raises
+            (partition,) = unpack_partition(buf, pos)
+            start = r.pos = pos + partition_size
             bundle_len = r.varint("bundle_len")
-            base = r.u64("base_seqnum") if with_seqnum else None
+            base = BASE_SEQNUM.values(r)[0] if with_seqnum else None
             bundle = r.take(bundle_len, f"bundle of {topic}/{partition}")
             entry = None if with_seqnum else view[start:r.pos]
-            entries.append(ProduceEntry(topic, partition, bundle, base, entry))
+            append(ProduceEntry(topic, partition, bundle, base, entry))
     return ProduceRequest(request_id, entries, with_seqnum, client_version, client_id, required_acks, ack_timeout)
-
-
-def _parse_consume(r: Reader) -> ConsumeRequest:
-    client_version = r.u16("client_version")
-    request_id = r.u32("request_id")
-    client_id = r.bytes8("client_id")
-    max_wait = r.u64("max_wait_ms")
-    min_bytes = r.u32("min_bytes")
-    flags = r.u8("flags") if client_version >= CONSUME_FLAGS_VERSION else 0
-    topics_cnt = r.count(r.u8("topics_cnt"), _MIN_TOPIC, "topics")
-    topics: list[ConsumeTopic] = []
-    unpack = _CONSUME_PART.unpack_from
-    for _ in range(topics_cnt):
-        name = r.str8("topic name")
-        n = r.count(r.u8("partitions_cnt"), _MIN_CONSUME_PART, f"partitions of {name!r}")
-        pos = r.pos
-        parts = [ConsumePartition(*unpack(r.buf, pos + i * _MIN_CONSUME_PART)) for i in range(n)]
-        r.pos = pos + n * _MIN_CONSUME_PART
-        topics.append(ConsumeTopic(name, parts))
-    return ConsumeRequest(request_id, max_wait, min_bytes, topics, client_version, client_id, flags)
-
-
-def _parse_discover_partitions(r: Reader) -> DiscoverPartitionsRequest:
-    request_id = r.u32("request_id")
-    topic = r.str8("topic")
-    if not r.remaining:
-        return DiscoverPartitionsRequest(request_id, topic, None)
-    if r.remaining % 2:
-        raise malformed(f"{r.what}: partition list of {r.remaining} bytes is not a list of u16")
-    ids = [v for (v,) in U16.iter_unpack(r.take(r.remaining, "partitions"))]
-    return DiscoverPartitionsRequest(request_id, topic, ids)
-
-
-def _parse_create_topic(r: Reader) -> CreateTopicRequest:
-    request_id = r.u32("request_id")
-    topic = r.str8("topic")
-    partitions = r.u16("partitions")
-    config = bytes(r.take(r.varint("config_len"), "config"))
-    return CreateTopicRequest(request_id, topic, partitions, config)
-
-
-def _parse_reload_conf(r: Reader) -> ReloadConfRequest:
-    return ReloadConfRequest(r.u32("request_id"), r.str8("topic"), r.u16("partition"))
-
-
-def _parse_status(r: Reader) -> StatusRequest:
-    return StatusRequest(r.u32("request_id"))
-
-
-def _parse_discover_topics(r: Reader) -> DiscoverTopicsRequest:
-    request_id = r.u32("request_id")
-    return DiscoverTopicsRequest(request_id, r.u8("flags") if r.remaining else 0)
-
-
-def _parse_discover_topology(r: Reader) -> DiscoverTopologyRequest:
-    request_id = r.u32("request_id")
-    return DiscoverTopologyRequest(request_id, r.u8("flags") if r.remaining else 0)
 
 
 #: What a standalone broker accepts. 0x04 (obsolete RegReplica) and 0x09 (ConsumePeer) are not here: TANK
@@ -151,14 +126,14 @@ def _parse_discover_topology(r: Reader) -> DiscoverTopologyRequest:
 _PARSERS: dict[int, Callable[[Reader], Any]] = {
     MsgType.PRODUCE: lambda r: _parse_produce(r, False),
     MsgType.PRODUCE_WITH_SEQNUM: lambda r: _parse_produce(r, True),
-    MsgType.CONSUME: _parse_consume,
+    MsgType.CONSUME: CONSUME_REQUEST.parse,
     MsgType.PING: lambda r: PingEvent(),
-    MsgType.DISCOVER_PARTITIONS: _parse_discover_partitions,
-    MsgType.CREATE_TOPIC: _parse_create_topic,
-    MsgType.RELOAD_CONF: _parse_reload_conf,
-    MsgType.STATUS: _parse_status,
-    MsgType.DISCOVER_TOPICS: _parse_discover_topics,
-    MsgType.DISCOVER_TOPOLOGY: _parse_discover_topology,
+    MsgType.DISCOVER_PARTITIONS: DISCOVER_PARTITIONS_REQUEST.parse,
+    MsgType.CREATE_TOPIC: CREATE_TOPIC_REQUEST.parse,
+    MsgType.RELOAD_CONF: RELOAD_CONF_REQUEST.parse,
+    MsgType.STATUS: STATUS_REQUEST.parse,
+    MsgType.DISCOVER_TOPICS: DISCOVER_TOPICS_REQUEST.parse,
+    MsgType.DISCOVER_TOPOLOGY: DISCOVER_TOPOLOGY_REQUEST.parse,
 }
 REQUEST_TYPES = frozenset(_PARSERS)
 
@@ -174,84 +149,55 @@ def parse_request(msg_type: int, payload: bytes) -> Any:
 # --- encoding (client side) ------------------------------------------------------------------------------------
 
 
-def _group(items, key) -> list[tuple[Any, list]]:
-    """Consecutive runs of items with the same key (the wire groups partitions by topic this way)."""
-    runs: list[tuple[Any, list]] = []
-    for item in items:
-        k = key(item)
-        if runs and runs[-1][0] == k:
-            runs[-1][1].append(item)
-        else:
-            runs.append((k, [item]))
-    return runs
-
-
-def _count(n: int, field: str, limit: int = 255) -> bytes:
+def _count(n: int, field: str, limit: int = 255) -> int:
     if n > limit:
         raise LocalProtocolError(f"{n} {field} do not fit in one request (at most {limit})")
-    return bytes((n,))
+    return n
 
 
-def _encode_produce(req: ProduceRequest) -> tuple[int, list]:
-    out = [_PRODUCE_HEAD.pack(req.client_version, req.request_id), pack_str8(req.client_id, "client_id"),
-           _PRODUCE_ACKS.pack(req.required_acks, req.ack_timeout)]
-    runs = _group(req.entries, lambda e: e.topic)
-    out.append(_count(len(runs), "topic runs"))
-    for topic, entries in runs:
-        out.append(pack_str8(topic, "topic"))
-        out.append(_count(len(entries), f"partitions of {topic!r}"))
+def _encode_produce(req: ProduceRequest, out: list) -> int:
+    topic_runs = runs(req.entries, lambda e: e.topic)
+    PRODUCE_HEAD.build_values((req.client_version, req.request_id, req.client_id, req.required_acks,
+                               req.ack_timeout, _count(len(topic_runs), "topic runs")), out)
+    pack_partition, pack_seqnum = PRODUCE_PARTITION.struct.pack, BASE_SEQNUM.struct.pack
+    for topic, entries in topic_runs:
+        PRODUCE_TOPIC.build_values((topic, _count(len(entries), f"partitions of {topic!r}")), out)
         for e in entries:
-            out.append(U16.pack(e.partition))
+            out.append(pack_partition(e.partition))
             out.append(encode_varint(len(e.bundle)))
             if req.with_seqnum:
                 if e.base_seqnum is None:
                     raise LocalProtocolError(f"ProduceWithSeqnum entry {topic}/{e.partition} needs base_seqnum")
-                out.append(U64.pack(e.base_seqnum))
+                out.append(pack_seqnum(e.base_seqnum))
             out.append(e.bundle)
-    return (MsgType.PRODUCE_WITH_SEQNUM if req.with_seqnum else MsgType.PRODUCE), out
+    return MsgType.PRODUCE_WITH_SEQNUM if req.with_seqnum else MsgType.PRODUCE
 
 
-def _encode_consume(req: ConsumeRequest) -> tuple[int, list]:
-    out = [_PRODUCE_HEAD.pack(req.client_version, req.request_id), pack_str8(req.client_id, "client_id"),
-           _CONSUME_WAIT.pack(req.max_wait_ms, req.min_bytes)]
-    if req.client_version >= CONSUME_FLAGS_VERSION:
-        out.append(bytes((req.flags,)))
-    out.append(_count(len(req.topics), "topics"))
-    for t in req.topics:
-        out.append(pack_str8(t.name, "topic"))
-        out.append(_count(len(t.partitions), f"partitions of {t.name!r}"))
-        out.extend(_CONSUME_PART.pack(p.partition, p.seq_num, p.fetch_size) for p in t.partitions)
-    return MsgType.CONSUME, out
+def _layout(msg_type: int, layout) -> Callable[[Any, list], int]:
+    def encode(req: Any, out: list) -> int:
+        layout.build(req, out)
+        return msg_type
+    return encode
 
 
-def _encode_simple(req: Any) -> tuple[int, list]:
-    if not hasattr(req, "request_id"):
-        raise LocalProtocolError(f"not a TANK request: {req!r}")
-    rid = _RID.pack(req.request_id)
-    if isinstance(req, DiscoverPartitionsRequest):
-        ids = [U16.pack(p) for p in req.partitions or ()]
-        return MsgType.DISCOVER_PARTITIONS, [rid, pack_str8(req.topic, "topic"), *ids]
-    if isinstance(req, CreateTopicRequest):
-        config = bytes(req.config_text)
-        return MsgType.CREATE_TOPIC, [rid, pack_str8(req.topic, "topic"), U16.pack(req.partitions),
-                                      encode_varint(len(config)), config]
-    if isinstance(req, ReloadConfRequest):
-        return MsgType.RELOAD_CONF, [rid, pack_str8(req.topic, "topic"), U16.pack(req.partition)]
-    if isinstance(req, StatusRequest):
-        return MsgType.STATUS, [rid]
-    if isinstance(req, DiscoverTopicsRequest):
-        return MsgType.DISCOVER_TOPICS, [rid, bytes((req.flags,))]
-    if isinstance(req, DiscoverTopologyRequest):
-        return MsgType.DISCOVER_TOPOLOGY, [rid, bytes((req.flags,))]
-    raise LocalProtocolError(f"not a TANK request: {req!r}")
+_ENCODERS: dict[type, Callable[[Any, list], int]] = {
+    ProduceRequest: _encode_produce,
+    ConsumeRequest: _layout(MsgType.CONSUME, CONSUME_REQUEST),
+    PingEvent: lambda req, out: MsgType.PING,
+    DiscoverPartitionsRequest: _layout(MsgType.DISCOVER_PARTITIONS, DISCOVER_PARTITIONS_REQUEST),
+    CreateTopicRequest: _layout(MsgType.CREATE_TOPIC, CREATE_TOPIC_REQUEST),
+    ReloadConfRequest: _layout(MsgType.RELOAD_CONF, RELOAD_CONF_REQUEST),
+    StatusRequest: _layout(MsgType.STATUS, STATUS_REQUEST),
+    DiscoverTopicsRequest: _layout(MsgType.DISCOVER_TOPICS, DISCOVER_TOPICS_REQUEST),
+    DiscoverTopologyRequest: _layout(MsgType.DISCOVER_TOPOLOGY, DISCOVER_TOPOLOGY_REQUEST),
+}
 
 
 def encode_request(req: Any) -> tuple[int, list]:
     """(msg_type, payload pieces) for a request dataclass; the connection adds the frame header."""
-    if isinstance(req, ProduceRequest):
-        return _encode_produce(req)
-    if isinstance(req, ConsumeRequest):
-        return _encode_consume(req)
-    if isinstance(req, PingEvent):
-        return MsgType.PING, []
-    return _encode_simple(req)
+    encoder = _ENCODERS.get(type(req))
+    if encoder is None:
+        raise LocalProtocolError(f"not a TANK request: {req!r}")
+    out: list = []
+    msg_type = encoder(req, out)
+    return msg_type, out

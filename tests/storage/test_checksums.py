@@ -1,0 +1,109 @@
+"""Side checksums of formats without their own (TANK bundles): written with each append, checked by recovery, rebuilt
+for old partitions, and an unverifiable segment emptied."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from .helpers import batch, bundle, tank_engine, tank_values
+
+
+def test_tank_segments_keep_a_crc_per_bundle(tmp_path):
+    from crc32c import crc32c
+    from logway.storage.checksums import ENTRY as CRC_ENTRY
+
+    eng = tank_engine(tmp_path)
+    plog = eng.create_topic("t", 1, {"format": "tank"}).partitions[0]
+    bundles = [bundle(b"a"), bundle(b"bb", b"cc"), bundle(b"d" * 300)]
+    for b in bundles:
+        plog.append(b)
+    seg = plog.segments[-1]
+    with open(seg.checksums.path, "rb") as f:
+        entries = list(CRC_ENTRY.iter_unpack(f.read()))
+    positions = [0, len(bundles[0]), len(bundles[0]) + len(bundles[1])]
+    assert entries == [(p, crc32c(b)) for p, b in zip(positions, bundles)]
+    kafka = eng.create_topic("k", 1).partitions[0]
+    kafka.append(batch(1))
+    assert kafka.segments[-1].checksums is None  # Kafka batches carry their own CRC
+    assert not os.path.exists(kafka.segments[-1].log_path[:-4] + ".checksums")
+    eng.close()
+
+
+@pytest.mark.parametrize("damage", ["bundle-without-checksum", "checksum-mismatch", "checksum-file-torn"])
+def test_recovery_cuts_a_tank_bundle_its_checksum_does_not_vouch_for(tmp_path, damage):
+    eng = tank_engine(tmp_path)
+    plog = eng.create_topic("t", 1, {"format": "tank"}).partitions[0]
+    plog.append(bundle(b"acked-1"))
+    plog.append(bundle(b"acked-2"))
+    seg = plog.segments[-1]
+    log_path, crc_path = seg.log_path, seg.checksums.path
+    good = seg.size
+    if damage == "bundle-without-checksum":
+        extra = bundle(b"data reached the disk, its checksum did not")
+    else:
+        plog.append(bundle(b"the last one"))
+    eng.close(clean=False)
+    if damage == "bundle-without-checksum":
+        with open(log_path, "ab") as f:  # a whole, well-formed bundle: only the missing checksum betrays it
+            f.write(extra)
+    elif damage == "checksum-mismatch":
+        with open(log_path, "r+b") as f:  # same length, different bytes: a plausible garbage bundle
+            f.seek(good)
+            data = bytearray(f.read())
+            data[-1] ^= 0x20
+            f.seek(good)
+            f.write(data)
+    else:
+        os.truncate(crc_path, os.path.getsize(crc_path) - 3)
+    damaged_size = os.path.getsize(log_path)
+    eng = tank_engine(tmp_path)
+    plog = eng.partition("t", 0)
+    assert tank_values(plog) == [b"acked-1", b"acked-2"]
+    assert plog.log_end_offset == 2 and plog.recovery.truncated_bytes == damaged_size - good > 0
+    assert os.path.getsize(crc_path) == 2 * 8
+    plog.append(bundle(b"after"))
+    assert tank_values(plog) == [b"acked-1", b"acked-2", b"after"]
+    eng.close()
+
+
+def test_a_tank_partition_from_an_older_logway_gets_its_checksums_rebuilt(tmp_path, caplog):
+    eng = tank_engine(tmp_path, segment_bytes=1024)
+    plog = eng.create_topic("t", 1, {"format": "tank"}).partitions[0]
+    while len(plog.segments) < 3:
+        plog.append(bundle(b"x" * 100))
+    want = tank_values(plog)
+    n = plog.log_end_offset
+    eng.close()
+    pdir = os.path.join(tmp_path, "topics", "t", "0")
+    for name in os.listdir(pdir):
+        if name.endswith(".checksums"):
+            os.unlink(os.path.join(pdir, name))
+    eng = tank_engine(tmp_path, segment_bytes=1024)
+    plog = eng.partition("t", 0)
+    assert plog.log_end_offset == n and plog.recovery.truncated_bytes == 0
+    assert sorted(n for n in os.listdir(pdir) if n.endswith(".checksums")) == sorted(
+        n[:-4] + ".checksums" for n in os.listdir(pdir) if n.endswith(".log"))
+    assert "rebuilding it from the data" in caplog.text
+    eng.close(clean=False)
+    eng = tank_engine(tmp_path, segment_bytes=1024)  # and the rebuilt checksums vouch for the data
+    assert eng.partition("t", 0).log_end_offset == n and eng.partition("t", 0).recovery.truncated_bytes == 0
+    assert tank_values(eng.partition("t", 0)) == want and len(want) == n
+    eng.close()
+
+
+def test_a_new_tank_segment_whose_checksum_file_never_reached_the_disk_is_emptied(tmp_path, caplog):
+    eng = tank_engine(tmp_path, segment_bytes=1024)
+    plog = eng.create_topic("t", 1, {"format": "tank"}).partitions[0]
+    while len(plog.segments) < 2:
+        plog.append(bundle(b"y" * 100))
+    frozen_end = plog.segments[0].next_offset
+    active = plog.segments[-1]
+    eng.close(clean=False)
+    os.unlink(active.checksums.path)  # its name was never synced; the data file's was (or persisted anyway)
+    eng = tank_engine(tmp_path, segment_bytes=1024)
+    plog = eng.partition("t", 0)
+    assert plog.log_end_offset == frozen_end and plog.recovery.truncated_bytes == active.size
+    assert "cannot be verified" in caplog.text
+    eng.close()

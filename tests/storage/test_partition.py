@@ -1,0 +1,162 @@
+"""A partition log: reopening, rolling by size and age, retention, a hole in the middle, and visibility (readers see
+only synced records when reads need a sync)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from logway.storage import LogEngine, OffsetOutOfRange, TopicConfig
+
+from .helpers import FORMATS, Clock, all_offsets, batch, open_engine, values
+
+
+def test_reopen_continues_offsets(tmp_path):
+    eng = open_engine(tmp_path, segment_bytes=4096)
+    plog = eng.create_topic("t", 2).partitions[1]
+    for _ in range(40):
+        plog.append(batch(5, size=30))
+    eng.close()
+    eng = open_engine(tmp_path, segment_bytes=4096)
+    assert eng.clean_start
+    plog = eng.partition("t", 1)
+    assert plog.log_end_offset == 200 and len(plog.segments) > 1
+    assert plog.append(batch(1)).base_offset == 200
+    assert all_offsets(plog) == list(range(201))
+    assert eng.partition("t", 0).log_end_offset == 0
+    eng.close()
+
+
+def test_roll_by_size(tmp_path):
+    eng = open_engine(tmp_path, segment_bytes=1024)
+    plog = eng.create_topic("t", 1).partitions[0]
+    b = batch(3, size=40)
+    for _ in range(30):
+        plog.append(b)
+    per_seg = 1024 // len(b)
+    assert len(plog.segments) == -(-30 // per_seg)
+    for seg in plog.segments:
+        assert seg.size <= 1024
+        assert os.path.basename(seg.log_path) == f"{seg.base_offset:020d}.log"
+    assert [s.base_offset for s in plog.segments] == [i * per_seg * 3 for i in range(len(plog.segments))]
+    eng.close()
+
+
+def test_roll_by_age(tmp_path):
+    clock = Clock()
+    eng = open_engine(tmp_path, clock, segment_ms=1000)
+    plog = eng.create_topic("t", 1).partitions[0]
+    plog.append(batch(1))
+    clock.ms += 999
+    plog.append(batch(1))
+    assert len(plog.segments) == 1
+    clock.ms += 1
+    plog.append(batch(1))
+    assert [s.base_offset for s in plog.segments] == [0, 2]
+    eng.close()
+
+
+def test_retention_by_size_deletes_whole_old_segments_never_the_active(tmp_path):
+    eng = open_engine(tmp_path, segment_bytes=1024, retention_bytes=2500)
+    plog = eng.create_topic("t", 1).partitions[0]
+    for _ in range(40):
+        plog.append(batch(3, size=40))
+    before = len(plog.segments)
+    deleted = plog.enforce_retention()
+    assert deleted == before - len(plog.segments) > 0
+    assert plog.size_bytes <= 2500 + plog.segments[-1].size
+    assert plog.log_start_offset == plog.segments[0].base_offset > 0
+    assert plog.log_end_offset == 120
+    with pytest.raises(OffsetOutOfRange):
+        plog.read(0, 100)
+    assert all_offsets(plog) == list(range(plog.log_start_offset, 120))
+    # Files of deleted segments are gone.
+    names = sorted(os.listdir(plog.directory))
+    assert f"{0:020d}.log" not in names
+    # retention_bytes 0 keeps only the active segment.
+    eng.close()
+    eng = open_engine(tmp_path, segment_bytes=1024, retention_bytes=0)
+    plog = eng.partition("t", 0)
+    plog.enforce_retention()
+    assert len(plog.segments) == 1 and plog.log_start_offset == plog.segments[0].base_offset
+    eng.close()
+
+
+def test_retention_by_age(tmp_path):
+    clock = Clock()
+    eng = open_engine(tmp_path, clock, segment_bytes=1024, retention_ms=60_000)
+    plog = eng.create_topic("t", 1).partitions[0]
+    for i in range(30):  # record timestamps advance with the clock
+        plog.append(batch(3, size=40, ts=clock.ms))
+        clock.ms += 10_000
+    n = len(plog.segments)
+    deleted = plog.enforce_retention()
+    assert deleted > 0 and len(plog.segments) == n - deleted
+    for seg in plog.segments[:-1]:
+        assert clock.ms - seg.max_timestamp <= 60_000
+    clock.ms += 10 ** 9
+    plog.enforce_retention()
+    assert len(plog.segments) == 1  # the active one stays, however old
+    eng.close()
+
+
+def test_corrupt_frozen_segment_keeps_the_consistent_prefix(tmp_path):
+    eng = open_engine(tmp_path, segment_bytes=1024)
+    plog = eng.create_topic("t", 1).partitions[0]
+    for _ in range(30):
+        plog.append(batch(3, size=40))
+    second = plog.segments[1]
+    n = len(plog.segments)
+    assert n > 3
+    eng.close()
+    with open(second.log_path, "r+b") as f:  # tear the tail of a frozen segment
+        f.truncate(second.size - 7)
+    eng = open_engine(tmp_path, segment_bytes=1024)
+    plog = eng.partition("t", 0)
+    assert len(plog.segments) == 2 and plog.recovery.segments_dropped == n - 2
+    assert plog.log_end_offset == second.next_offset - 3  # the torn batch of 3 records is gone
+    assert all_offsets(plog) == list(range(plog.log_end_offset))
+    end = plog.log_end_offset
+    assert plog.append(batch(1)).base_offset == end
+    eng.close()
+
+
+def test_reads_need_sync_hides_appends_until_synced(tmp_path):
+    eng = LogEngine(tmp_path, FORMATS, TopicConfig(segment_bytes=4096), clock=Clock(), reads_need_sync=True)
+    plog = eng.create_topic("t", 1).partitions[0]
+    plog.append(batch(3))
+    assert (plog.log_end_offset, plog.high_watermark, plog.durable_offset) == (3, 0, 0)
+    assert plog.read(0, 1 << 20) is None  # appended, not yet visible: nothing to read (not an error)
+    assert plog.offset_for_timestamp(0) is None
+    with pytest.raises(OffsetOutOfRange) as exc:
+        plog.read(4, 1)  # past the log end: an error naming the end a client may know
+    assert exc.value.log_end == 0
+    hw, segment, size = plog.watermark()
+    plog.sync()
+    assert plog.high_watermark == 3 and [r.offset for r in values(plog)] == [0, 1, 2]
+    assert plog.watermark()[1] is segment and plog.watermark()[2] > size
+    while len(plog.segments) == 1:  # roll, unsynced: the new segment stays invisible, the old one readable
+        plog.append(batch(5, size=200))
+    assert plog.read(plog.segments[-1].base_offset, 1) is None
+    assert [r.offset for r in values(plog, 0, 100)][:3] == [0, 1, 2]
+    plog.sync()
+    assert plog.high_watermark == plog.log_end_offset and all_offsets(plog) == list(range(plog.log_end_offset))
+    eng.close()
+
+
+def test_without_reads_need_sync_every_append_is_visible_at_once(tmp_path):
+    eng = open_engine(tmp_path)
+    plog = eng.create_topic("t", 1).partitions[0]
+    plog.append(batch(2))
+    assert plog.high_watermark == 2 and plog.durable_offset == 0 and len(values(plog)) == 2
+    eng.close()
+
+
+def test_an_unclean_open_makes_what_recovery_kept_durable_and_visible(tmp_path):
+    eng = LogEngine(tmp_path, FORMATS, TopicConfig(), clock=Clock(), reads_need_sync=True)
+    eng.create_topic("t", 1).partitions[0].append(batch(4))
+    eng.close(clean=False)  # a crash: appended, never synced
+    eng = LogEngine(tmp_path, FORMATS, TopicConfig(), clock=Clock(), reads_need_sync=True)
+    plog = eng.partition("t", 0)
+    assert plog.durable_offset == plog.high_watermark == 4 and len(values(plog)) == 4
+    eng.close()
