@@ -1,168 +1,366 @@
-"""Gateway configuration: embedded YAML defaults, overridden by a YAML file, then `LOGWAY_*` environment
-variables, then `--set key=value` command-line flags (each layer wins over the one before).
+"""Gateway configuration: the schema, declared once as dataclasses, and the layering that fills it.
 
-Environment variables name a key path with `__` between levels: `LOGWAY_STORAGE__FLUSH=always`,
-`LOGWAY_LISTENERS__NATIVE__PORT=9999`. Values are parsed as YAML scalars (`true`, `123`, `1.5`, text).
-Unknown keys are refused with the key's path, so a typo never silently does nothing.
+Layers, each winning over the one before: the embedded defaults, a YAML file, `LOGWAY_*` environment variables,
+`--set key=value` flags. Environment variables name a key path with `__` between levels:
+`LOGWAY_STORAGE__FLUSH=always`, `LOGWAY_LISTENERS__NATIVE__PORT=9999`. Values are parsed as YAML scalars
+(`true`, `123`, `1.5`), except that a text setting stays text. Unknown keys are refused with the key's path, so a
+typo never silently does nothing.
+
+The dataclasses below are the schema. Every field is declared with one of the helpers, which carry its default,
+its description and its checks in the field's metadata:
+
+    max_connections: int = setting(1024, "across all listeners; further connections are closed at once",
+                                   minimum=1)
+    tls: TlsSettings = section(TlsSettings, "the certificate of every listener with tls: true")
+
+From the declarations come the embedded defaults (`DEFAULT_YAML`, one comment per key), the checks of a merged
+tree (`load_config`: types, minimums and maximums, allowed values) and README's table (`config_doc`).
 """
 
 from __future__ import annotations
 
 import copy
+import enum
+import json
 import os
-from dataclasses import dataclass
-from typing import Any, Mapping
+import typing
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Callable, Iterator, Mapping
 
 import yaml
 
 from logway.storage import InvalidConfig, TopicConfig
 
-DEFAULT_YAML = """\
-# logway — embedded default configuration. Any key can be overridden by a file (--config), the environment
-# (LOGWAY_SECTION__KEY=value) or a flag (--set section.key=value).
-data_dir: ./data
+from .durability import Flush
 
-listeners:                 # one listener per protocol; only enabled ones are started
-  native:
-    enabled: true
-    host: 127.0.0.1
-    port: 9898
-    tls: false             # serve TLS (the certificate in tls:) instead of plain TCP
-  kafka:                   # the Kafka wire protocol
-    enabled: true
-    host: 127.0.0.1
-    port: 9092
-    tls: false             # serve TLS (the certificate in tls:) instead of plain TCP
-  tank:                    # the TANK 4.0 protocol
-    enabled: true
-    host: 127.0.0.1
-    port: 11011
-    tls: false             # serve TLS (the certificate in tls:) instead of plain TCP
-
-tls:                       # the certificate of every listener with tls: true
-  cert_file: ""            # PEM certificate (chain)
-  key_file: ""             # PEM private key, unencrypted (keep it readable by the gateway only)
-
-auth:                      # off by default; TANK has no authentication in its protocol (see README threat model)
-  kafka_sasl_plain: false  # Kafka clients must authenticate with SASL/PLAIN as one of auth.users
-  users: {}                # user name: password (e.g. LOGWAY_AUTH__USERS__ALICE=secret); use with TLS
-  native_token: ""         # when set, native clients must first send {"Auth": {"token": ...}} with this token
-
-storage:
-  flush: interval          # none | interval | always (acknowledge only after fdatasync, with group commit)
-  flush_interval_ms: 1000  # with flush: interval
-  segment_bytes: 1073741824
-  segment_ms: 604800000    # 7 days
-  retention_bytes: -1      # per partition; -1 = unlimited
-  retention_ms: 604800000  # 7 days; -1 = forever
-  retention_check_interval_ms: 60000
-  index_interval_bytes: 4096
-  max_batch_bytes: 10485760
-
-limits:
-  max_connections: 1024         # across all listeners; further connections are closed at once
-  max_connections_per_ip: 256   # from one client address
-  max_frame_bytes: 10485760     # native protocol frame limit (the seed's 10 MiB)
-  idle_timeout_ms: 600000       # close a connection that sends nothing for this long
-  request_timeout_ms: 30000     # a frame that started must be complete within this (slow clients are dropped)
-  max_waiters: 10000            # long-polls parked at once across the gateway
-  max_wait_ms: 30000            # cap on a long-poll fetch's max_wait_ms
-  max_fetch_bytes: 52428800     # cap on a fetch's max_bytes
-
-kafka:
-  advertised_host: ""              # host Kafka clients are told to connect to; "" = the listener's host
-  advertised_port: 0               # 0 = the port the Kafka listener actually bound
-  auto_create_topics: true         # Metadata requests that allow it create unknown topics
-  default_partitions: 1            # partitions of auto-created topics and of CreateTopics with -1
-  max_request_bytes: 104857600     # Kafka's socket.request.max.bytes: larger requests close the connection
-  group_initial_rebalance_delay_ms: 0   # wait for more members before the first rebalance of an empty group
-  group_min_session_timeout_ms: 1000
-  group_max_session_timeout_ms: 1800000
-
-shutdown_timeout_ms: 5000       # in-flight requests may finish for this long after SIGINT/SIGTERM
-log_level: INFO
-"""
-
-FLUSH_POLICIES = ("none", "interval", "always")
-#: Mappings whose keys are the user's own (not config keys): merged and set without the unknown-key check.
-FREE_FORM = {"auth.users"}
+MiB = 1024 * 1024
 
 
 class ConfigError(Exception):
     """The configuration is invalid; the message names the key."""
 
 
+# ---- the declaration helpers -------------------------------------------------------------------------------------
+# Field metadata: "kind" (value | section | keyed | flat | key | derived), "doc" (one line: the YAML comment and
+# README's meaning), "more" (README only), and the checks: "minimum", "maximum", "choices", "expects" (the words
+# after "must be" in the error), "nonempty", "normalize" (applied before the checks), "check" (called with the
+# parsed value and the key path; returns the value or raises ConfigError).
+
+def setting(default: Any, doc: str, *, more: str = "", minimum: int | None = None, maximum: int | None = None,
+            choices: tuple[str, ...] | None = None, expects: str | None = None, nonempty: bool = False,
+            normalize: Callable[[Any], Any] | None = None, check: Callable[[Any, str], Any] | None = None) -> Any:
+    """One key with a scalar value (bool, int, text, an enum) or a free-form mapping (its keys are the user's)."""
+    meta = {"kind": "value", "doc": doc, "more": more, "minimum": minimum, "maximum": maximum, "choices": choices,
+            "expects": expects, "nonempty": nonempty, "normalize": normalize, "check": check}
+    if isinstance(default, dict):
+        return field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def section(cls: type, doc: str) -> Any:
+    """A nested mapping whose keys are the fields of the dataclass `cls`."""
+    return field(default_factory=cls, metadata={"kind": "section", "doc": doc, "more": ""})
+
+
+def keyed(cls: type, doc: str, entries: Mapping[str, tuple[str, Mapping[str, Any]]]) -> Any:
+    """A mapping with a fixed set of keys, each a `cls` section: `entries` maps key → (its doc, its defaults).
+    The key itself fills the field of `cls` declared with `key()`."""
+    name = next(f.name for f in fields(cls) if f.metadata.get("kind") == "key")
+    return field(default_factory=lambda: {k: cls(**{name: k}, **over) for k, (_, over) in entries.items()},
+                 metadata={"kind": "keyed", "doc": doc, "more": "", "of": cls,
+                           "keys": {k: d for k, (d, _) in entries.items()}})
+
+
+def flattened(cls: type, doc: str, docs: Mapping[str, str], *,
+              check: Callable[[Any, str], Any] | None = None) -> Any:
+    """Fields of another dataclass (with its own defaults) written as keys of the enclosing section: `docs` names
+    the fields that are settings, with their descriptions; the others keep `cls`'s defaults."""
+    return field(default_factory=cls, metadata={"kind": "flat", "doc": doc, "more": "", "docs": dict(docs),
+                                                "check": check})
+
+
+def key(doc: str) -> Any:
+    """Not a setting: the key this section is found under (filled by `keyed`)."""
+    return field(metadata={"kind": "key", "doc": doc})
+
+
+def derived(doc: str, *, factory: Callable[[], Any]) -> Any:
+    """Not a setting: filled by `load_config` itself."""
+    return field(default_factory=factory, metadata={"kind": "derived", "doc": doc})
+
+
+# ---- the schema ----------------------------------------------------------------------------------------------------
+
 @dataclass(frozen=True, slots=True)
 class ListenerConfig:
-    protocol: str
-    enabled: bool
-    host: str
-    port: int
-    tls: bool = False
+    protocol: str = key("the protocol this listener serves: its key under listeners")
+    enabled: bool = setting(True, "start this listener")
+    host: str = setting("127.0.0.1", "address to listen on", expects="a host name or address", nonempty=True)
+    port: int = setting(0, "TCP port; 0 picks a free port", minimum=0, maximum=65535)
+    tls: bool = setting(False, "serve TLS (the certificate in tls:) instead of plain TCP",
+                        more="(TLS 1.2+; the handshake must finish within `limits.request_timeout_ms`)")
+
+
+def _valid_topic_defaults(value: TopicConfig, where: str) -> TopicConfig:
+    try:
+        return value.validate()
+    except InvalidConfig as exc:
+        raise ConfigError(f"{where}: {exc}") from None
 
 
 @dataclass(frozen=True, slots=True)
 class StorageSettings:
-    flush: str
-    flush_interval_ms: int
-    retention_check_interval_ms: int
-    topic_defaults: TopicConfig
+    flush: Flush = setting(Flush.INTERVAL, "when an acknowledged write reaches the disk",
+                           more=". `none`: the OS writes back; `interval`: fdatasync every `flush_interval_ms`; "
+                                "`always`: a produce or commit is acknowledged only after fdatasync (concurrent "
+                                "writers share one sync — group commit) and readers see only synced records. "
+                                "What each promises: [Durability](#durability)")
+    flush_interval_ms: int = setting(1000, "with flush: interval, how often everything is fdatasynced", minimum=1)
+    retention_check_interval_ms: int = setting(60000, "how often retention runs", minimum=1)
+    topic_defaults: TopicConfig = flattened(TopicConfig, "defaults of every topic (its own config overrides them)", {
+        "segment_bytes": "roll the active segment at this size",
+        "segment_ms": "roll the active segment once it is this old",
+        "retention_bytes": "per partition: delete whole old segments (never the active one) beyond this size; "
+                           "-1 = unlimited",
+        "retention_ms": "delete whole segments older than this (never the active one); -1 = forever",
+        "index_interval_bytes": "one sparse index entry per this many bytes of batches",
+        "max_batch_bytes": "the largest batch an append accepts",
+    }, check=_valid_topic_defaults)
 
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    max_connections: int
-    max_connections_per_ip: int
-    max_frame_bytes: int
-    idle_timeout_ms: int
-    request_timeout_ms: int
-    max_waiters: int
-    max_wait_ms: int
-    max_fetch_bytes: int
+    max_connections: int = setting(1024, "across all listeners; further connections are closed at once", minimum=1)
+    max_connections_per_ip: int = setting(256, "from one client address", minimum=1)
+    max_frame_bytes: int = setting(10 * MiB, "native protocol frame limit, checked before anything is allocated",
+                                   more="(Kafka: `kafka.max_request_bytes`; TANK: 256 MiB)", minimum=1)
+    idle_timeout_ms: int = setting(600000, "close a connection that sends nothing for this long", minimum=1)
+    request_timeout_ms: int = setting(30000, "a frame that started must be complete within this, however slowly "
+                                             "it trickles in", more="(slow-loris clients are dropped)", minimum=1)
+    max_waiters: int = setting(10000, "long-polls parked at once across the gateway",
+                               more="; beyond it a fetch answers at once", minimum=1)
+    max_wait_ms: int = setting(30000, "cap on a long-poll fetch's max_wait_ms", minimum=1)
+    max_fetch_bytes: int = setting(50 * MiB, "cap on a fetch's max_bytes", minimum=1)
 
 
 @dataclass(frozen=True, slots=True)
 class KafkaSettings:
-    advertised_host: str
-    advertised_port: int
-    auto_create_topics: bool
-    default_partitions: int
-    max_request_bytes: int
-    group_initial_rebalance_delay_ms: int
-    group_min_session_timeout_ms: int
-    group_max_session_timeout_ms: int
+    advertised_host: str = setting("", "the host Metadata and FindCoordinator tell Kafka clients to connect to; "
+                                       "\"\" = the listener's host", expects="a host name or \"\"")
+    advertised_port: int = setting(0, "0 = the port the Kafka listener actually bound", minimum=0)
+    auto_create_topics: bool = setting(True, "Metadata requests that allow it create unknown topics")
+    default_partitions: int = setting(1, "partitions of auto-created topics and of CreateTopics with -1", minimum=1)
+    max_request_bytes: int = setting(100 * MiB, "Kafka's socket.request.max.bytes: larger requests close the "
+                                                "connection", minimum=1024)
+    group_initial_rebalance_delay_ms: int = setting(
+        0, "wait for more members before the first rebalance of an empty group", minimum=0)
+    group_min_session_timeout_ms: int = setting(1000, "the shortest consumer session timeout accepted", minimum=1)
+    group_max_session_timeout_ms: int = setting(1800000, "the longest consumer session timeout accepted", minimum=1)
 
 
 @dataclass(frozen=True, slots=True)
 class TlsSettings:
-    cert_file: str
-    key_file: str
+    cert_file: str = setting("", "PEM certificate (chain)", expects="a file path or \"\"")
+    key_file: str = setting("", "PEM private key, unencrypted (keep it readable by the gateway only)",
+                            expects="a file path or \"\"")
+
+
+def _valid_users(users: dict, where: str) -> dict[str, str]:
+    for name, password in users.items():
+        if not isinstance(name, str) or not name or "\0" in name:
+            raise ConfigError(f"{where}: {name!r} is not a valid user name")
+        if not isinstance(password, str) or not password:
+            raise ConfigError(f"{where}.{name} must be a non-empty password (quote numbers in YAML)")
+    return users
 
 
 @dataclass(frozen=True, slots=True)
 class AuthSettings:
-    kafka_sasl_plain: bool
-    users: dict[str, str]
-    native_token: str
+    kafka_sasl_plain: bool = setting(False, "Kafka clients must authenticate with SASL/PLAIN as one of auth.users")
+    users: dict[str, str] = setting({}, "user name: password (e.g. LOGWAY_AUTH__USERS__alice=secret); use with TLS",
+                                    more="(the name keeps its case)", expects="a mapping of user name to password",
+                                    check=_valid_users)
+    native_token: str = setting("", "when set, native clients must first send {\"Auth\": {\"token\": ...}} with "
+                                    "this token")
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
 @dataclass(frozen=True, slots=True)
 class Config:
-    data_dir: str
-    listeners: dict[str, ListenerConfig]
-    storage: StorageSettings
-    limits: Limits
-    kafka: KafkaSettings
-    shutdown_timeout_ms: int
-    log_level: str
-    raw: dict[str, Any]
-    tls: TlsSettings = TlsSettings("", "")
-    auth: AuthSettings = AuthSettings(False, {}, "")
+    data_dir: str = setting("./data", "where topics and committed offsets live", more="(also `--data-dir DIR`)",
+                            expects="a path", nonempty=True)
+    listeners: dict[str, ListenerConfig] = keyed(ListenerConfig, "one listener per protocol; only enabled ones are "
+                                                                 "started", {
+        "native": ("the native JSON protocol", {"port": 9898}),
+        "kafka": ("the Kafka wire protocol", {"port": 9092}),
+        "tank": ("the TANK 4.0 protocol", {"port": 11011}),
+    })
+    tls: TlsSettings = section(TlsSettings, "the certificate of every listener with tls: true")
+    auth: AuthSettings = section(AuthSettings, "off by default; TANK has no authentication in its protocol (see "
+                                               "README threat model)")
+    storage: StorageSettings = section(StorageSettings, "the log on disk: durability, segments, retention")
+    limits: Limits = section(Limits, "bounds that keep one client from exhausting the gateway")
+    kafka: KafkaSettings = section(KafkaSettings, "the Kafka protocol: what clients are told, topics, groups")
+    shutdown_timeout_ms: int = setting(5000, "in-flight requests may finish for this long after SIGINT/SIGTERM",
+                                       minimum=0)
+    log_level: str = setting("INFO", "how much the gateway logs", choices=LOG_LEVELS,
+                             normalize=lambda value: str(value).upper())
+    raw: dict[str, Any] = derived("the merged tree, as `logway serve --print-config` shows it", factory=dict)
+
+
+def _check_whole(cfg: Config) -> Config:
+    """The checks that involve more than one section."""
+    uses_tls = [name for name, lc in cfg.listeners.items() if lc.enabled and lc.tls]
+    if uses_tls and not (cfg.tls.cert_file and cfg.tls.key_file):
+        raise ConfigError(f"listeners {', '.join(uses_tls)} have tls: true but tls.cert_file and tls.key_file "
+                          "are not both set")
+    if cfg.auth.kafka_sasl_plain and not cfg.auth.users:
+        raise ConfigError("auth.kafka_sasl_plain is true but auth.users is empty: no client could log in")
+    return cfg
+
+
+# ---- reading the declarations ------------------------------------------------------------------------------------
+
+def hints(cls: type) -> dict[str, Any]:
+    """The field types of a schema dataclass, resolved."""
+    return typing.get_type_hints(cls)
+
+
+def choices_of(hint: Any, meta: Mapping[str, Any]) -> tuple[str, ...] | None:
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return tuple(member.value for member in hint)
+    return meta.get("choices")
+
+
+def describe(name: str, hint: Any, meta: Mapping[str, Any], value: Any) -> str:
+    """A key's one-line description: its allowed values, its default in readable units, its doc."""
+    parts = []
+    allowed = choices_of(hint, meta)
+    if allowed:
+        parts.append(" | ".join(allowed))
+    readable = readable_default(name, value)
+    if readable:
+        parts.append(readable)
+    parts.append(meta["doc"])
+    return "; ".join(parts)
+
+
+_UNITS = {"_bytes": ((1024 ** 3, "GiB"), (MiB, "MiB"), (1024, "KiB")),
+          "_ms": ((86400000, "days"), (3600000, "h"), (60000, "min"), (1000, "s"))}
+
+
+def readable_default(name: str, value: Any) -> str:
+    """`604800000` for a key ending in _ms reads "7 days", `10485760` for one ending in _bytes "10 MiB"."""
+    for suffix, units in _UNITS.items():
+        if name.endswith(suffix) and isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            for size, unit in units:
+                if value % size == 0:
+                    count = value // size
+                    return f"{count} {unit[:-1] if unit == 'days' and count == 1 else unit}"
+    return ""
+
+
+def settings(cls: type | None = None, prefix: str = "") -> Iterator[tuple[str, Any, Mapping[str, Any]]]:
+    """(dotted key, type, metadata) of every setting that holds a value, each key of a keyed section apart."""
+    cls = cls or Config
+    types = hints(cls)
+    for f in fields(cls):
+        kind, hint, path = f.metadata["kind"], types[f.name], prefix + f.name
+        if kind == "section":
+            yield from settings(hint, path + ".")
+        elif kind == "keyed":
+            for k in f.metadata["keys"]:
+                yield from settings(f.metadata["of"], f"{path}.{k}.")
+        elif kind == "flat":
+            inner = hints(hint)
+            yield from ((prefix + n, inner[n], {"doc": doc}) for n, doc in f.metadata["docs"].items())
+        elif kind == "value":
+            yield path, hint, f.metadata
+
+
+# ---- the embedded defaults ---------------------------------------------------------------------------------------
+
+YAML_HEADER = """\
+# logway — embedded default configuration. Any key can be overridden by a file (--config), the environment
+# (LOGWAY_SECTION__KEY=value) or a flag (--set section.key=value).
+"""
+
+
+def yaml_value(value: Any) -> str:
+    """A default as YAML text: `true`, `1024`, `./data`, `""`, `{}`."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, enum.Enum):
+        value = value.value
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        plain = value and "#" not in value and ": " not in value and yaml.safe_load(value) == value
+        return value if plain else json.dumps(value)
+    if isinstance(value, dict):
+        return json.dumps(value) if value else "{}"
+    raise TypeError(f"no YAML form for {value!r}")
+
+
+def _yaml_lines(obj: Any, indent: int) -> list[tuple[str, str]]:
+    """(line, comment) pairs for the settings of the dataclass instance `obj`; a comment-only line has no text."""
+    out: list[tuple[str, str]] = []
+    pad = " " * indent
+    types = hints(type(obj))
+    after_section = False
+    for f in fields(obj):
+        kind, meta, value = f.metadata["kind"], f.metadata, getattr(obj, f.name)
+        if kind in ("key", "derived"):
+            continue
+        if indent == 0 and (kind in ("section", "keyed") or after_section):
+            out.append(("", ""))
+        after_section = kind in ("section", "keyed")
+        if kind == "section":
+            out.append((f"{pad}{f.name}:", meta["doc"]))
+            out += _yaml_lines(value, indent + 2)
+        elif kind == "keyed":
+            out.append((f"{pad}{f.name}:", meta["doc"]))
+            for k, item in value.items():
+                out.append((f"{pad}  {k}:", meta["keys"][k]))
+                out += _yaml_lines(item, indent + 4)
+        elif kind == "flat":
+            out.append(("", f"{pad}# {meta['doc']}:"))
+            inner = hints(types[f.name])
+            for n, doc in meta["docs"].items():
+                default = getattr(value, n)
+                out.append((f"{pad}{n}: {yaml_value(default)}", describe(n, inner[n], {"doc": doc}, default)))
+        else:
+            out.append((f"{pad}{f.name}: {yaml_value(value)}", describe(f.name, types[f.name], meta, value)))
+    return out
+
+
+def render_yaml(cfg: Config) -> str:
+    """`cfg` as a commented YAML file: every key with its value and its description."""
+    lines = _yaml_lines(cfg, 0)
+    column = max(len(text) for text, _ in lines) + 2
+    body = []
+    for text, comment in lines:
+        if not text:
+            body.append(comment)
+        else:
+            body.append(f"{text.ljust(column)}# {comment}")
+    return YAML_HEADER + "\n".join(body) + "\n"
+
+
+DEFAULT_YAML = render_yaml(Config())
+#: Mappings whose keys are the user's own (not config keys): merged and set without the unknown-key check.
+FREE_FORM = frozenset(path for path, hint, _ in settings() if typing.get_origin(hint) is dict)
+#: Settings whose values are text: a value from the environment or `--set` stays as written ("0123" is no number).
+TEXT_KEYS = frozenset(path for path, hint, _ in settings() if isinstance(hint, type) and issubclass(hint, str))
 
 
 def defaults() -> dict[str, Any]:
     return yaml.safe_load(DEFAULT_YAML)
 
+
+# ---- layering ----------------------------------------------------------------------------------------------------
 
 def load_config(path: str | None = None, *, env: Mapping[str, str] | None = None,
                 overrides: list[str] | tuple[str, ...] = ()) -> Config:
@@ -180,36 +378,36 @@ def load_config(path: str | None = None, *, env: Mapping[str, str] | None = None
             raise ConfigError(f"config file {path} must hold a mapping at the top level")
         _merge(tree, loaded, "")
     env = os.environ if env is None else env
-    for key, value in sorted(env.items()):
-        if key.startswith("LOGWAY_") and key not in ("LOGWAY_VENV",):
-            parts = key[len("LOGWAY_"):].split("__")
+    for name, value in sorted(env.items()):
+        if name.startswith("LOGWAY_") and name not in ("LOGWAY_VENV",):
+            parts = name[len("LOGWAY_"):].split("__")
             dotted = ".".join(p.lower() for p in parts)
             free = next((f for f in FREE_FORM if dotted.startswith(f + ".")), None)
             if free:  # a user's own key keeps its case (a user name)
                 dotted = free + "." + ".".join(parts[free.count(".") + 1:])
-            _set_path(tree, dotted, value, f"environment variable {key}")
+            _set_path(tree, dotted, value, f"environment variable {name}")
     for item in overrides:
         dotted, sep, value = item.partition("=")
         if not sep:
             raise ConfigError(f"--set expects key.path=value, got {item!r}")
         _set_path(tree, dotted.strip(), value, f"--set {item}")
-    return _build(tree)
+    return _check_whole(_parse(Config, tree, "", raw=copy.deepcopy(tree)))
 
 
 def _merge(base: dict, update: dict, prefix: str) -> None:
-    for key, value in update.items():
-        where = f"{prefix}{key}"
+    for name, value in update.items():
+        where = f"{prefix}{name}"
         if prefix.rstrip(".") in FREE_FORM:
-            base[key] = value
+            base[name] = value
             continue
-        if key not in base:
+        if name not in base:
             raise ConfigError(f"unknown config key {where!r}")
-        if isinstance(base[key], dict):
+        if isinstance(base[name], dict):
             if not isinstance(value, dict):
                 raise ConfigError(f"config key {where!r} must be a mapping")
-            _merge(base[key], value, where + ".")
+            _merge(base[name], value, where + ".")
         else:
-            base[key] = value
+            base[name] = value
 
 
 def _set_path(tree: dict, dotted: str, text: str, source: str) -> None:
@@ -224,7 +422,7 @@ def _set_path(tree: dict, dotted: str, text: str, source: str) -> None:
         if i == len(parts) - 1:
             if isinstance(node[part], dict):
                 raise ConfigError(f"{source}: {dotted!r} is a section, not a value")
-            if isinstance(node[part], str):  # a text setting stays text: a token "0123" is not the number 123
+            if dotted in TEXT_KEYS:  # a text setting stays text: a token "0123" is not the number 123
                 node[part] = text
                 return
             try:
@@ -235,96 +433,60 @@ def _set_path(tree: dict, dotted: str, text: str, source: str) -> None:
             node = node[part]
 
 
-def _int(tree: dict, key: str, where: str, *, minimum: int | None = None) -> int:
-    value = tree[key]
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{where}{key} must be an integer, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise ConfigError(f"{where}{key} must be >= {minimum}, got {value}")
-    return value
+# ---- checking a merged tree against the schema ---------------------------------------------------------------------
+
+def _parse(cls: type, tree: Mapping[str, Any], where: str, **given: Any) -> Any:
+    """An instance of the schema dataclass `cls` from its subtree, every key checked; `where` is the key prefix."""
+    types = hints(cls)
+    values = dict(given)
+    for f in fields(cls):
+        kind, meta, hint, path = f.metadata["kind"], f.metadata, types[f.name], where + f.name
+        if kind in ("key", "derived"):
+            continue
+        if kind == "section":
+            value = _parse(hint, tree[f.name], path + ".")
+        elif kind == "keyed":
+            key_field = next(g.name for g in fields(meta["of"]) if g.metadata["kind"] == "key")
+            value = {k: _parse(meta["of"], tree[f.name][k], f"{path}.{k}.", **{key_field: k}) for k in meta["keys"]}
+        elif kind == "flat":
+            inner = hints(hint)
+            value = replace(f.default_factory(),
+                            **{n: _value(inner[n], {}, tree[n], where + n) for n in meta["docs"]})
+            path = where.rstrip(".")
+        else:
+            value = _value(hint, meta, tree[f.name], path)
+        if meta.get("check"):
+            value = meta["check"](value, path)
+        values[f.name] = value
+    return cls(**values)
 
 
-def _build(tree: dict) -> Config:
-    raw = copy.deepcopy(tree)
-    listeners = {}
-    for proto, section in tree["listeners"].items():
-        where = f"listeners.{proto}."
-        if not isinstance(section["enabled"], bool):
-            raise ConfigError(f"{where}enabled must be true or false")
-        if not isinstance(section["host"], str) or not section["host"]:
-            raise ConfigError(f"{where}host must be a host name or address")
-        port = _int(section, "port", where, minimum=0)
-        if port > 65535:
-            raise ConfigError(f"{where}port must be <= 65535")
-        if not isinstance(section["tls"], bool):
-            raise ConfigError(f"{where}tls must be true or false")
-        listeners[proto] = ListenerConfig(proto, section["enabled"], section["host"], port, section["tls"])
-    st = tree["storage"]
-    if st["flush"] not in FLUSH_POLICIES:
-        raise ConfigError(f"storage.flush must be one of {', '.join(FLUSH_POLICIES)}, got {st['flush']!r}")
-    try:
-        topic_defaults = TopicConfig(
-            segment_bytes=_int(st, "segment_bytes", "storage."),
-            segment_ms=_int(st, "segment_ms", "storage."),
-            retention_bytes=_int(st, "retention_bytes", "storage."),
-            retention_ms=_int(st, "retention_ms", "storage."),
-            index_interval_bytes=_int(st, "index_interval_bytes", "storage."),
-            max_batch_bytes=_int(st, "max_batch_bytes", "storage."),
-        ).validate()
-    except InvalidConfig as exc:
-        raise ConfigError(f"storage: {exc}") from None
-    storage = StorageSettings(st["flush"], _int(st, "flush_interval_ms", "storage.", minimum=1),
-                              _int(st, "retention_check_interval_ms", "storage.", minimum=1), topic_defaults)
-    lim = tree["limits"]
-    limits = Limits(*(_int(lim, k, "limits.", minimum=1) for k in
-                      ("max_connections", "max_connections_per_ip", "max_frame_bytes", "idle_timeout_ms",
-                       "request_timeout_ms", "max_waiters", "max_wait_ms", "max_fetch_bytes")))
-    kt = tree["kafka"]
-    if not isinstance(kt["advertised_host"], str):
-        raise ConfigError("kafka.advertised_host must be a host name or \"\"")
-    if not isinstance(kt["auto_create_topics"], bool):
-        raise ConfigError("kafka.auto_create_topics must be true or false")
-    kafka = KafkaSettings(kt["advertised_host"], _int(kt, "advertised_port", "kafka.", minimum=0),
-                          kt["auto_create_topics"], _int(kt, "default_partitions", "kafka.", minimum=1),
-                          _int(kt, "max_request_bytes", "kafka.", minimum=1024),
-                          _int(kt, "group_initial_rebalance_delay_ms", "kafka.", minimum=0),
-                          _int(kt, "group_min_session_timeout_ms", "kafka.", minimum=1),
-                          _int(kt, "group_max_session_timeout_ms", "kafka.", minimum=1))
-    if not isinstance(tree["data_dir"], str) or not tree["data_dir"]:
-        raise ConfigError("data_dir must be a path")
-    level = str(tree["log_level"]).upper()
-    if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
-        raise ConfigError(f"log_level must be DEBUG, INFO, WARNING or ERROR, got {tree['log_level']!r}")
-    return Config(tree["data_dir"], listeners, storage, limits, kafka,
-                  _int(tree, "shutdown_timeout_ms", "", minimum=0), level, raw, _tls(tree["tls"], listeners),
-                  _auth(tree["auth"]))
+def _value(hint: Any, meta: Mapping[str, Any], given: Any, path: str) -> Any:
+    value = meta["normalize"](given) if meta.get("normalize") else given
+    expects = meta.get("expects")
+    allowed = choices_of(hint, meta)
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        pass  # the allowed values below are the check
+    elif hint is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{path} must be {expects or 'true or false'}")
+    elif hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{path} must be an integer, got {given!r}")
+        if meta.get("minimum") is not None and value < meta["minimum"]:
+            raise ConfigError(f"{path} must be >= {meta['minimum']}, got {value}")
+        if meta.get("maximum") is not None and value > meta["maximum"]:
+            raise ConfigError(f"{path} must be <= {meta['maximum']}, got {value}")
+    elif isinstance(hint, type) and issubclass(hint, str):
+        if not isinstance(value, str) or (meta.get("nonempty") and not value):
+            raise ConfigError(f"{path} must be {expects or 'text (quote it in YAML)'}")
+    elif typing.get_origin(hint) is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{path} must be {expects or 'a mapping'}")
+        value = dict(value)
+    else:
+        raise TypeError(f"{path}: no check for settings of type {hint!r}")
+    if allowed and value not in allowed:
+        raise ConfigError(f"{path} must be one of {', '.join(allowed)}, got {given!r}")
+    return hint(value) if isinstance(hint, type) and issubclass(hint, enum.Enum) else value
 
-
-def _tls(section: dict, listeners: dict[str, ListenerConfig]) -> TlsSettings:
-    for key in ("cert_file", "key_file"):
-        if not isinstance(section[key], str):
-            raise ConfigError(f"tls.{key} must be a file path or \"\"")
-    users = [name for name, lc in listeners.items() if lc.enabled and lc.tls]
-    if users and not (section["cert_file"] and section["key_file"]):
-        raise ConfigError(f"listeners {', '.join(users)} have tls: true but tls.cert_file and tls.key_file "
-                          "are not both set")
-    return TlsSettings(section["cert_file"], section["key_file"])
-
-
-def _auth(section: dict) -> AuthSettings:
-    if not isinstance(section["kafka_sasl_plain"], bool):
-        raise ConfigError("auth.kafka_sasl_plain must be true or false")
-    users = section["users"]
-    if not isinstance(users, dict):
-        raise ConfigError("auth.users must be a mapping of user name to password")
-    for name, password in users.items():
-        if not isinstance(name, str) or not name or "\0" in name:
-            raise ConfigError(f"auth.users: {name!r} is not a valid user name")
-        if not isinstance(password, str) or not password:
-            raise ConfigError(f"auth.users.{name} must be a non-empty password (quote numbers in YAML)")
-    if section["kafka_sasl_plain"] and not users:
-        raise ConfigError("auth.kafka_sasl_plain is true but auth.users is empty: no client could log in")
-    token = section["native_token"]
-    if not isinstance(token, str):
-        raise ConfigError("auth.native_token must be text (quote it in YAML)")
-    return AuthSettings(section["kafka_sasl_plain"], dict(users), token)

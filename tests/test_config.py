@@ -1,10 +1,21 @@
-"""Configuration layering (embedded defaults ← file ← environment ← --set) and its errors."""
+"""Configuration layering (embedded defaults ← file ← environment ← --set), its errors, and the schema declared
+once: the embedded YAML and README's table are generated from the dataclasses of gateway/config.py."""
 
 from __future__ import annotations
 
-import pytest
+import ast
+import dataclasses
+import re
+from pathlib import Path
 
-from logway.gateway.config import ConfigError, load_config
+import pytest
+import yaml
+
+from logway.gateway.config import (DEFAULT_YAML, Config, ConfigError, StorageSettings, defaults, hints,
+                                   load_config)
+from logway.gateway.config_doc import BEGIN, readme_table, table_in
+from logway.gateway.durability import Flush
+from logway.storage import TopicConfig
 
 
 def test_embedded_defaults():
@@ -59,3 +70,103 @@ def test_bad_file(tmp_path):
         load_config(str(tmp_path / "missing.yaml"), env={})
     with pytest.raises(ConfigError, match="unknown config key"):
         load_config(None, env={"LOGWAY_NOPE": "1"})
+
+
+# ---- the schema is declared once: the embedded YAML, the checks and README's table all come from it -----------------
+
+def schema_classes(cls=Config):
+    """Every dataclass of the schema, `Config` first."""
+    found = [cls]
+    for f in dataclasses.fields(cls):
+        kind = f.metadata["kind"]
+        if kind == "section":
+            found += schema_classes(hints(cls)[f.name])
+        elif kind == "keyed":
+            found += schema_classes(f.metadata["of"])
+    return found
+
+
+def test_the_embedded_yaml_loads_into_exactly_the_dataclass_defaults():
+    cfg = load_config(None, env={})
+    assert dataclasses.replace(cfg, raw={}) == Config()
+    assert cfg.raw == yaml.safe_load(DEFAULT_YAML) == defaults()
+    assert load_config(None, env={}, overrides=["storage.flush=always"]).storage.flush is Flush.ALWAYS
+
+
+def test_every_setting_has_a_doc_and_every_yaml_key_a_comment():
+    for cls in schema_classes():
+        for f in dataclasses.fields(cls):
+            assert f.metadata.get("doc", "").strip(), f"{cls.__name__}.{f.name} has no doc"
+            assert f.metadata["kind"] in ("value", "section", "keyed", "flat", "key", "derived"), \
+                f"{cls.__name__}.{f.name} is not declared with a helper of gateway/config.py"
+            if f.metadata["kind"] == "keyed":
+                assert all(doc.strip() for doc in f.metadata["keys"].values()), f"{cls.__name__}.{f.name}"
+            if f.metadata["kind"] == "flat":
+                inner = {g.name for g in dataclasses.fields(hints(cls)[f.name])}
+                assert set(f.metadata["docs"]) <= inner, f"{cls.__name__}.{f.name} names unknown fields"
+                assert all(doc.strip() for doc in f.metadata["docs"].values())
+    # A storage field added to TopicConfig must be documented here (or deliberately left out, like format).
+    flat = next(f for f in dataclasses.fields(StorageSettings) if f.metadata["kind"] == "flat")
+    assert {f.name for f in dataclasses.fields(TopicConfig)} - set(flat.metadata["docs"]) == {"format"}
+    for line in DEFAULT_YAML.splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            assert "  # " in line, f"DEFAULT_YAML line without a comment: {line!r}"
+
+
+def test_readme_configuration_table_is_the_generated_one():
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    assert table_in(readme) == readme_table(), (
+        "README.md's configuration table differs from the schema in gateway/config.py; regenerate it with\n"
+        "    python -m logway.gateway.config_doc --update-readme README.md\n"
+        "(or print it with: python -m logway.gateway.config_doc --readme)")
+    section = readme[readme.index("## Configuration\n"):]
+    assert section.index(BEGIN) < section.index("\n## "), "the generated table belongs to ## Configuration"
+
+
+def test_flush_is_an_enum_owned_by_durability():
+    assert [m.value for m in Flush] == ["none", "interval", "always"]
+    assert Flush.ALWAYS == "always" and Flush("interval") is Flush.INTERVAL
+    assert Config().storage.flush is Flush.INTERVAL
+    source = (Path(__file__).resolve().parent.parent / "gateway" / "durability.py").read_text()
+    imported = {n.module for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Import) for a in n.names}
+    assert not any(name and name.endswith("config") for name in imported), imported
+
+
+def test_text_settings_stay_text_whatever_an_earlier_layer_wrote(tmp_path):
+    path = tmp_path / "logway.yaml"
+    path.write_text("auth:\n  native_token: 7\n")  # unquoted: a number in the file ...
+    with pytest.raises(ConfigError, match="auth.native_token must be text"):
+        load_config(str(path), env={})
+    cfg = load_config(str(path), env={"LOGWAY_AUTH__NATIVE_TOKEN": "007"}, overrides=["log_level=debug"])
+    assert cfg.auth.native_token == "007" and cfg.log_level == "DEBUG"  # ... but the environment's text stays text
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["log_level=loud"], "log_level must be one of DEBUG, INFO, WARNING, ERROR, got 'loud'"),
+    (["listeners.kafka.enabled=maybe"], "listeners.kafka.enabled must be true or false"),
+    (["listeners.tank.host="], "listeners.tank.host must be a host name or address"),
+    (["kafka.max_request_bytes=100"], "kafka.max_request_bytes must be >= 1024, got 100"),
+    (["tls.cert_file=1"], None),  # text stays text: "1" is a path
+    (["data_dir="], "data_dir must be a path"),
+    (["auth.kafka_sasl_plain=true"], "auth.users is empty"),
+    (["listeners.native.tls=true"], "listeners native have tls: true but tls.cert_file"),
+])
+def test_checks_come_from_the_declarations(overrides, message):
+    if message is None:
+        load_config(None, env={}, overrides=overrides)
+        return
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(None, env={}, overrides=overrides)
+
+
+def test_bad_values_in_a_file_name_the_key(tmp_path):
+    path = tmp_path / "logway.yaml"
+    for text, message in [("storage:\n  flush: [always]\n", "storage.flush must be one of none, interval, always"),
+                          ("auth:\n  users: [alice]\n", "config key 'auth.users' must be a mapping"),
+                          ("auth:\n  users:\n    alice: 1234\n", "auth.users.alice must be a non-empty password"),
+                          ("listeners: 3\n", "config key 'listeners' must be a mapping"),
+                          ("storage:\n  segment_ms: 0\n", "storage: segment_ms must be positive")]:
+        path.write_text(text)
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            load_config(str(path), env={})
