@@ -1,2 +1,13 @@
-"""logway.bench — tooling that runs against a gateway from the outside: benchmarks and the harnesses that break
-things on purpose (`powerfs`, a file system that forgets what was never synced). The gateway never imports it."""
+"""logway.bench — tooling that runs against a gateway from the outside: the benchmarks of `logway bench <name>`
+and the harnesses that break things on purpose. Nothing in the gateway, storage, codecs or pipeline imports it.
+
+Modules:
+
+- `registry`: `Benchmark(name, help, arguments, run)` and the collection behind `logway bench <name>` (each
+  benchmark module below declares its `BENCHMARKS`);
+- `storage` (storage-append), `native` (native-produce, native-fetch, native), `tank` (tank-produce, tank-consume,
+  tank-tail), `spark` (spark-read), `load` (load), `chaos` (chaos: the crash-restart checker), `powerloss`
+  (powerloss: the same with power cuts);
+- `launcher`: `GatewayProcess`, a `logway serve` child on ephemeral ports (benchmarks and tests);
+- `powerfs`: a FUSE file system that forgets what was never synced; `proc`: what /proc says about a process.
+"""

@@ -43,7 +43,6 @@ import stat
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable

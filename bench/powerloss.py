@@ -1,5 +1,5 @@
 """Power cuts under load (`logway bench powerloss`, tests/test_powerloss.py): the crash-restart checker of
-`logway.gateway.bench_chaos` with the kill followed by a power cut.
+`logway.bench.chaos` with the kill followed by a power cut.
 
 The gateway's data directory lives on a `PowerFS` mount (logway.bench.powerfs), which keeps only what was synced.
 Each cycle runs producers of every protocol (native, TANK, idempotent Kafka) and a Kafka consumer group that
@@ -23,16 +23,17 @@ What is checked depends on the flush policy:
 
 from __future__ import annotations
 
+import argparse
 import os
 from dataclasses import dataclass, field
 
-from logway.gateway.bench_chaos import (ChaosConfig, ChaosReport, ChaosRun, CycleSummary,
-                                        _KafkaProducer, read_partition)
-from logway.pipeline.client import ClientConfig, LogwayClient
+from logway.clients.kafka import KafkaClient, KafkaConfig
 
+from .chaos import ChaosConfig, ChaosReport, ChaosRun, CycleSummary, _KafkaProducer, read_partition
 from .powerfs import DATA_MODES, ENTRY_MODES, PowerFSMount
+from .registry import Benchmark
 
-__all__ = ["PowerLossConfig", "PowerLossRun", "PowerLossReport", "run_powerloss_bench", "add_powerloss_arguments"]
+__all__ = ["BENCHMARKS", "PowerLossConfig", "PowerLossRun", "PowerLossReport", "run", "add_arguments"]
 
 
 @dataclass(slots=True)
@@ -171,8 +172,8 @@ class PowerLossRun(ChaosRun):
         ledger, problems = self.ledger, summary.violations
         window = self.window
         host, port = gw.addresses["kafka"]
-        with LogwayClient(ClientConfig(host, port, client_id="powerloss-checker", request_timeout=30,
-                                       retries=0)) as client:
+        with KafkaClient(KafkaConfig(host, port, client_id="powerloss-checker", timeout=30,
+                                     retries=0)) as client:
             committed = self.committed_offsets(client)
             for tp in self.partitions:
                 _, end, records = read_partition(client, tp, problems)
@@ -213,7 +214,7 @@ class PowerLossRun(ChaosRun):
                         ledger.commit_times[tp] = [(self.killed_at, ledger.commits[tp])]
 
 
-def run_powerloss_bench(args) -> int:
+def run(args: argparse.Namespace) -> int:
     """`logway bench powerloss`: print every cycle and the figures; exit status 1 on any violation (and, for the
     flush: none control, when nothing was lost)."""
     config = PowerLossConfig(cycles=args.cycles, seed=args.seed, min_run=args.min_run, max_run=args.max_run,
@@ -238,17 +239,20 @@ def run_powerloss_bench(args) -> int:
     return 1 if config.flush == "none" and not report.lost else 0
 
 
-def add_powerloss_arguments(parser) -> None:
-    parser.add_argument("--cycles", type=int, default=20, help="power cuts (default 20)")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cycles", type=int, default=20, help="power cuts")
     parser.add_argument("--flush", choices=("always", "interval", "none"), default="always",
-                        help="the gateway's storage.flush (default always; none is the control that must lose)")
+                        help="the gateway's storage.flush (none is the control that must lose)")
     parser.add_argument("--flush-interval-ms", type=int, default=200,
-                        help="storage.flush_interval_ms with --flush interval (default 200)")
-    parser.add_argument("--seed", type=int, default=1, help="seed of every random choice (default 1)")
+                        help="storage.flush_interval_ms with --flush interval")
+    parser.add_argument("--seed", type=int, default=1, help="seed of every random choice")
     parser.add_argument("--min-run", type=float, default=0.3, help="shortest run before a cut, seconds")
     parser.add_argument("--max-run", type=float, default=1.5, help="longest run before a cut, seconds")
-    parser.add_argument("--partitions", type=int, default=2, help="partitions per protocol's topic (default 2)")
-    parser.add_argument("--consumers", type=int, default=2, help="members of the Kafka group (default 2)")
-    parser.add_argument("--data-dir", default=None, help="keep the disk image and the logs here (default: a "
+    parser.add_argument("--partitions", type=int, default=2, help="partitions per protocol's topic")
+    parser.add_argument("--consumers", type=int, default=2, help="members of the Kafka group")
+    parser.add_argument("--data-dir", default=None, help="keep the disk image and the logs here (None: a "
                                                          "temporary directory, removed)")
 
+
+BENCHMARKS = [Benchmark("powerloss", "the chaos checker with a power cut after each kill, on a FUSE file system "
+                                     "that drops unsynced data", add_arguments, run)]

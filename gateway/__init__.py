@@ -1,13 +1,13 @@
 """logway.gateway — the only package with trio: listeners, per-connection pumps, dispatch, long-poll waits,
-group commit, configuration, the CLI and benchmarks.
+group commit and configuration. (Clients are `logway.clients`, the command `logway.cli`, benchmarks
+`logway.bench`: none of them is imported from here.)
 
-Public names: `Gateway` (server), `load_config`/`Config` (configuration), `NativeClient` (blocking client).
+Public names: `Gateway` (server), `load_config`/`Config`/`ConfigError` (configuration).
 """
 
-from .client import NativeClient, NativeError
 from .config import Config, ConfigError, load_config
 
-__all__ = ["Config", "ConfigError", "Gateway", "NativeClient", "NativeError", "load_config"]
+__all__ = ["Config", "ConfigError", "Gateway", "load_config"]
 
 
 def __getattr__(name: str):

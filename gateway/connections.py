@@ -51,10 +51,13 @@ class ConnectionRegistry:
     def count(self) -> int:
         return len(self._live)
 
-    def admit(self, protocol: str, stream: trio.SocketStream) -> Connection | None:
-        """A new connection, or None when a limit (total, per client address) or shutdown refuses it."""
+    def admit(self, protocol: str, stream: trio.abc.Stream) -> Connection | None:
+        """A new connection, or None when a limit (total, per client address) or shutdown refuses it. A stream
+        without a socket (an in-memory connection) counts as from "memory"."""
         try:
             host, port = stream.socket.getpeername()[:2]
+        except AttributeError:
+            host, port = "memory", 0
         except OSError:
             host, port = "?", 0
         if self._draining or len(self._live) >= self.limit or self._by_address.get(host, 0) >= self.per_address:

@@ -12,7 +12,6 @@ import logging
 
 import trio
 
-from logway.codecs.errors import RemoteProtocolError
 from logway.codecs.stream import CLOSED, NEED_DATA
 
 log = logging.getLogger("logway.gateway")
@@ -30,24 +29,12 @@ class RequestReader:
         self.request_timeout = limits.request_timeout_ms / 1000
         self._frame_deadline: float | None = None
 
-    async def next(self, on_error=None):
-        """The next event, or None when the connection is over (EOF, a timeout, or a fatal protocol error).
-
-        A protocol error goes to `on_error(exc)` when given (the native protocol answers even a fatal one)
-        and reading goes on unless it was fatal; without `on_error` every protocol error ends the connection.
-        """
+    async def next(self):
+        """The next event, or None when the connection is over (EOF or a timeout). A malformed request raises the
+        codec's RemoteProtocolError: the caller answers it or closes (after a fatal one the codec stays broken)."""
         codec = self.codec
         while True:
-            try:
-                event = codec.next_event()
-            except RemoteProtocolError as exc:
-                if on_error is None:
-                    log.info("%s: closing: %s", self.conn.peer, exc.message)
-                    return None
-                await on_error(exc)
-                if exc.fatal:
-                    return None
-                continue
+            event = codec.next_event()
             if event is NEED_DATA:
                 if not await self.feed():
                     return None

@@ -40,7 +40,12 @@ async def send_file_range(stream: trio.abc.SendStream, fd: int, offset: int, cou
 
 
 async def send_pieces(stream: trio.abc.SendStream, pieces) -> None:
-    """Send codec output: bytes as they are, file slices (objects with fileno/position/length) with sendfile."""
+    """Send a codec's output (`send(event)`): bytes as they are, or a list of bytes and file slices (objects with
+    fileno/position/length) in order, the slices with sendfile."""
+    if isinstance(pieces, (bytes, bytearray, memoryview)):
+        if pieces:
+            await stream.send_all(pieces)
+        return
     for piece in pieces:
         if isinstance(piece, (bytes, bytearray, memoryview)):
             if piece:

@@ -1,41 +1,39 @@
-"""Data pipelines on Spark: a PySpark data source for logway topics, and the Kafka client under it.
+"""Data pipelines on Spark: a PySpark data source for logway topics, a client of the gateway's Kafka listener.
 
 Public names:
 
 - `LogwayDataSource` (format "logway"), `register(spark)`, `spark_session(...)`: the Spark side (need the
   `logway[spark]` extra: pyspark >= 4.2 and pyarrow; imported on first use);
-- `ClientConfig`, `LogwayClient`, `Producer`: logway's own blocking Kafka client and idempotent producer
-  (codec from `logway.codecs.kafka`; no Spark needed);
+- `Producer`: an idempotent producer on `logway.clients.KafkaClient` (no Spark needed); the data source speaks
+  Kafka through that client (`logway.clients.kafka`), whose errors (`KafkaError`, `GatewayUnavailable`) reach
+  Spark jobs unchanged;
 - `require_java()`, `java_problem()`: the Java 17+ check Spark needs;
-- errors: `PipelineError` and its subclasses `OptionError`, `GatewayError`, `GatewayUnavailable`,
-  `DataLossError`, `JavaNotFound`.
+- errors: `PipelineError` and its subclasses `OptionError`, `DataLossError`, `JavaNotFound`.
 
-Modules: `client` (connections, requests, retries), `producer` (idempotent batches, Kafka partitioner),
-`options` (data source options), `ranges` (planning offset ranges), `pushdown` (filters -> ranges),
-`arrow` (RecordBatches -> Arrow), `fetcher` (one range as Arrow batches), `source` (the data source, batch
-reads), `stream` (streaming reads), `writer` (batch and streaming writes), `java`, `session`, `bench`
-(`logway bench spark-read`), `errors`.
+Modules: `producer` (idempotent batches, Kafka partitioner), `options` (data source options), `ranges` (planning
+offset ranges), `pushdown` (filters -> ranges), `arrow` (RecordBatches -> Arrow), `fetcher` (one range as Arrow
+batches), `source` (the data source, batch reads), `stream` (streaming reads), `writer` (batch and streaming
+writes), `java`, `session`, `errors`. The benchmark `logway bench spark-read` is `logway.bench.spark`.
 """
 
 from __future__ import annotations
 
-from .client import ClientConfig, LogwayClient
-from .errors import DataLossError, GatewayError, GatewayUnavailable, JavaNotFound, OptionError, PipelineError
+from .errors import DataLossError, JavaNotFound, OptionError, PipelineError
 from .java import java_problem, require_java
 from .producer import Producer
 
 __all__ = [
     "LogwayDataSource", "register", "spark_session",
-    "ClientConfig", "LogwayClient", "Producer",
+    "Producer",
     "require_java", "java_problem",
-    "PipelineError", "OptionError", "GatewayError", "GatewayUnavailable", "DataLossError", "JavaNotFound",
+    "PipelineError", "OptionError", "DataLossError", "JavaNotFound",
 ]
 
 _SPARK_NAMES = {"LogwayDataSource": "source", "register": "source", "spark_session": "session"}
 
 
 def __getattr__(name: str):
-    """The Spark-dependent names, imported on first use (so the client works without pyspark)."""
+    """The Spark-dependent names, imported on first use (so the producer works without pyspark)."""
     module = _SPARK_NAMES.get(name)
     if module is None:
         raise AttributeError(f"module 'logway.pipeline' has no attribute {name!r}")

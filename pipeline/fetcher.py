@@ -13,11 +13,12 @@ from typing import Iterator
 
 import pyarrow as pa
 
+from logway.clients.errors import KafkaError
+from logway.clients.kafka import EARLIEST, KafkaClient
 from logway.codecs.kafka.error_codes import ErrorCode
 
 from .arrow import decode, walk
-from .client import EARLIEST, LogwayClient
-from .errors import DataLossError, GatewayError, PipelineError
+from .errors import DataLossError, PipelineError
 from .ranges import OffsetRange
 
 __all__ = ["ReadStats", "read_range", "ARROW_BATCH_ROWS"]
@@ -53,7 +54,7 @@ def _data_lost(rng: OffsetRange, offset: int, log_start: int, log_end: int, fail
     return rng.end
 
 
-def read_range(client: LogwayClient, rng: OffsetRange, *, max_bytes: int, fail_on_data_loss: bool = True,
+def read_range(client: KafkaClient, rng: OffsetRange, *, max_bytes: int, fail_on_data_loss: bool = True,
                stats: ReadStats | None = None) -> Iterator[pa.RecordBatch]:
     """Yield the records of `rng` as Arrow batches in `arrow.ARROW_SCHEMA` (at most `ARROW_BATCH_ROWS` rows)."""
     stats = stats if stats is not None else ReadStats()
@@ -66,7 +67,7 @@ def read_range(client: LogwayClient, rng: OffsetRange, *, max_bytes: int, fail_o
                 result = client.receive_fetch(topic, partition, offset, max_bytes)
             else:
                 result = client.fetch(topic, partition, offset, max_bytes)
-        except GatewayError as exc:
+        except KafkaError as exc:
             if exc.code != ErrorCode.OFFSET_OUT_OF_RANGE:
                 raise
             prefetched = False

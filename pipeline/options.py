@@ -50,13 +50,16 @@ import re
 from dataclasses import dataclass
 from typing import Mapping
 
+from logway.clients.errors import AddressError
+from logway.clients.kafka import EARLIEST, LATEST, SECURITY_PROTOCOLS, KafkaConfig
 from logway.codecs.kafka.compression import CODEC_NAMES
 
-from .client import EARLIEST, LATEST, SECURITY_PROTOCOLS, ClientConfig
 from .errors import OptionError
 
 __all__ = ["ReadOptions", "WriteOptions", "OffsetSpec", "read_options", "write_options"]
 
+#: The client id of the data source's Kafka requests (what the gateway's logs show).
+CLIENT_ID = "logway-spark"
 DEFAULT_FETCH_MAX_BYTES = 8 * 1024 * 1024
 DEFAULT_BATCH_BYTES = 1024 * 1024
 #: Spark adds these itself (DataFrameWriter.save(path), writeStream's checkpoint, named queries).
@@ -92,7 +95,7 @@ class OffsetSpec:
 
 @dataclass(frozen=True, slots=True)
 class ReadOptions:
-    client: ClientConfig
+    client: KafkaConfig
     subscribe: tuple[str, ...] | None
     pattern: str | None
     assign: tuple[tuple[str, tuple[int, ...]], ...] | None
@@ -115,7 +118,7 @@ class ReadOptions:
 
 @dataclass(frozen=True, slots=True)
 class WriteOptions:
-    client: ClientConfig
+    client: KafkaConfig
     topic: str | None
     compression: int
     batch_bytes: int
@@ -232,7 +235,7 @@ def _offset_spec(opts: dict, which: str, default: int, specials: tuple[int, ...]
     return spec
 
 
-def _client(opts: dict) -> ClientConfig:
+def _client(opts: dict) -> KafkaConfig:
     """The gateway address and the security options, checked together."""
     protocol = str(opts.get("security.protocol", "PLAINTEXT")).strip().upper()
     if protocol not in SECURITY_PROTOCOLS:
@@ -248,10 +251,16 @@ def _client(opts: dict) -> ClientConfig:
         if sasl and not str(opts.get(name) or ""):
             raise OptionError(f"security.protocol {protocol} needs the option {name}")
     cafile = opts.get("ssl.cafile")
-    return ClientConfig.parse(opts.get("gateway", ""), security_protocol=protocol,
-                              ssl_cafile=None if cafile is None else str(cafile),
-                              ssl_check_hostname=_bool(opts, "ssl.checkhostname", True),
-                              sasl_username=opts.get("sasl.username"), sasl_password=opts.get("sasl.password"))
+    gateway = opts.get("gateway")
+    if not gateway or not isinstance(gateway, str):
+        raise OptionError("option 'gateway' is required: host:port of the logway gateway's Kafka listener")
+    try:
+        return KafkaConfig.parse(gateway, client_id=CLIENT_ID, security_protocol=protocol,
+                                 ssl_cafile=None if cafile is None else str(cafile),
+                                 ssl_check_hostname=_bool(opts, "ssl.checkhostname", True),
+                                 sasl_username=opts.get("sasl.username"), sasl_password=opts.get("sasl.password"))
+    except AddressError as exc:
+        raise OptionError(f"option gateway: {exc}") from None
 
 
 def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:

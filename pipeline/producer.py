@@ -1,4 +1,4 @@
-"""An idempotent producer on `LogwayClient`: records batched per partition, sequence-numbered, acks=all.
+"""An idempotent producer on `logway.clients.KafkaClient`: records batched per partition, sequence-numbered, acks=all.
 
 The producer asks the gateway for a producer id (InitProducerId) before its first batch. Every batch carries
 (producer id, epoch, base sequence), sequences counting records per partition from 0. When a connection breaks
@@ -9,7 +9,7 @@ at-least-once, as with Spark's Kafka sink; there are no transactions to make a t
 
 Partitioning follows Kafka's default so keyed records land where Java and kafka-python producers put them:
 murmur2(key) mod partitions; records without a key stick to one partition per topic until its batch is sent.
-Errors from the gateway raise `GatewayError` (topic, partition, code and the gateway's message).
+Errors from the gateway raise `KafkaError` (topic, partition, code and the gateway's message).
 """
 
 from __future__ import annotations
@@ -18,12 +18,11 @@ import random
 import time
 from typing import Sequence
 
+from logway.clients.errors import KafkaError
+from logway.clients.kafka import KafkaClient
 from logway.codecs.kafka.error_codes import ErrorCode
 from logway.codecs.kafka.records import MAX_RECORDS_PER_BATCH, encode_batch
 from logway.codecs.records import Record
-
-from .client import LogwayClient
-from .errors import GatewayError
 
 __all__ = ["Producer", "murmur2", "partition_for_key"]
 
@@ -66,7 +65,7 @@ def partition_for_key(key: bytes, partitions: int) -> int:
 class Producer:
     """Batches records per (topic, partition) and sends them as an idempotent producer (see the module doc)."""
 
-    def __init__(self, client: LogwayClient, *, batch_bytes: int = 1024 * 1024, compression: int = 0,
+    def __init__(self, client: KafkaClient, *, batch_bytes: int = 1024 * 1024, compression: int = 0,
                  clock=time.time, name: str | None = None) -> None:
         """`name` makes the producer replayable: the gateway gives every producer of that name the same id,
         and key-less records go to the same partitions in the same batches, so running the same writes again
@@ -93,7 +92,7 @@ class Producer:
         if count is None:
             counts = self.client.partition_counts([topic], auto_create=True)
             if topic not in counts:
-                raise GatewayError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "the topic does not exist", topic=topic,
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "the topic does not exist", topic=topic,
                                    operation="produce")
             count = self._partition_counts[topic] = counts[topic]
         return count

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from logway.clients.errors import KafkaError
+from logway.clients.kafka import LATEST, KafkaClient
 from logway.codecs.kafka.error_codes import ErrorCode
 
-from .client import LATEST, LogwayClient
-from .errors import GatewayError
 from .options import OffsetSpec, ReadOptions
 from .pushdown import Pushdown
 
@@ -37,7 +37,7 @@ class OffsetRange:
         return self.end - self.start
 
 
-def topic_partitions(client: LogwayClient, opts: ReadOptions, *, strict: bool) -> list[TopicPartition]:
+def topic_partitions(client: KafkaClient, opts: ReadOptions, *, strict: bool) -> list[TopicPartition]:
     """Selected partitions, sorted. `strict` (batch reads): a named topic or partition that does not exist is
     an error; otherwise (streaming) it is simply not there yet."""
     if opts.pattern is not None:
@@ -48,7 +48,7 @@ def topic_partitions(client: LogwayClient, opts: ReadOptions, *, strict: bool) -
     if strict:
         missing = [t for t in names if t not in counts]
         if missing:
-            raise GatewayError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "the topic does not exist",
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "the topic does not exist",
                                topic=missing[0], operation="metadata")
     if opts.subscribe is not None:
         return sorted((t, p) for t, n in counts.items() for p in range(n))
@@ -58,12 +58,12 @@ def topic_partitions(client: LogwayClient, opts: ReadOptions, *, strict: bool) -
             if p < counts.get(topic, 0):
                 out.append((topic, p))
             elif strict:
-                raise GatewayError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "assigned partition does not exist",
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "assigned partition does not exist",
                                    topic=topic, partition=p, operation="metadata")
     return sorted(out)
 
 
-def resolve(client: LogwayClient, tps: list[TopicPartition], spec: OffsetSpec) -> dict[TopicPartition, int]:
+def resolve(client: KafkaClient, tps: list[TopicPartition], spec: OffsetSpec) -> dict[TopicPartition, int]:
     """Concrete offsets for `spec` on every partition: a timestamp with no record that recent resolves to
     the log end (nothing to read), like a consumer seeking past the newest record."""
     out: dict[TopicPartition, int] = {}
@@ -83,7 +83,7 @@ def resolve(client: LogwayClient, tps: list[TopicPartition], spec: OffsetSpec) -
     return out
 
 
-def batch_ranges(client: LogwayClient, opts: ReadOptions, pushdown: Pushdown | None = None) -> list[OffsetRange]:
+def batch_ranges(client: KafkaClient, opts: ReadOptions, pushdown: Pushdown | None = None) -> list[OffsetRange]:
     """The [start, end) of every selected partition for a batch read (empty ranges left out)."""
     pushdown = pushdown or Pushdown()
     tps = [tp for tp in topic_partitions(client, opts, strict=True) if pushdown.keeps_partition(*tp)]

@@ -28,8 +28,9 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType, StructField, StructType,
                                TimestampType)
 
+from logway.clients.kafka import KafkaClient
+
 from .arrow import SPARK_SCHEMA
-from .client import LogwayClient
 from .errors import OptionError
 from .fetcher import ReadStats, read_range
 from .options import ReadOptions, read_options, write_options
@@ -73,7 +74,7 @@ def read_partition(opts: ReadOptions, partition, stats: ReadStats) -> Iterator[p
     """The rows of one planned range, as Arrow batches (a task of a batch or a streaming read)."""
     if not isinstance(partition, RangePartition):
         return  # nothing to read: Spark plans one InputPartition(None) when partitions() is empty
-    with LogwayClient(opts.client) as client:
+    with KafkaClient(opts.client) as client:
         yield from read_range(client, partition.range, max_bytes=opts.fetch_max_bytes,
                               fail_on_data_loss=opts.fail_on_data_loss, stats=stats)
 
@@ -87,7 +88,7 @@ class LogwayBatchReader(DataSourceReader):
         self.stats = ReadStats()  # what `read` fetched in this process (tests, benchmarks)
 
     def plan(self) -> list[OffsetRange]:
-        with LogwayClient(self.opts.client) as client:
+        with KafkaClient(self.opts.client) as client:
             ranges = batch_ranges(client, self.opts, self.pushdown)
         return split(ranges, self.opts.max_records_per_partition)
 

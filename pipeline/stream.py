@@ -22,7 +22,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
-from .client import EARLIEST, LATEST, LogwayClient
+from logway.clients.kafka import EARLIEST, LATEST, KafkaClient
+
 from .fetcher import ReadStats
 from .options import ReadOptions
 from .ranges import OffsetRange, resolve, split, topic_partitions
@@ -68,7 +69,7 @@ class LogwayStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def __init__(self, opts: ReadOptions) -> None:
         self.opts = opts
-        self._client: LogwayClient | None = None
+        self._client: KafkaClient | None = None
         self._target: dict[TopicPartition, int] | None = None
         self._latest: dict | None = None
         self.stats = ReadStats()
@@ -79,9 +80,9 @@ class LogwayStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return state
 
     @property
-    def client(self) -> LogwayClient:
+    def client(self) -> KafkaClient:
         if self._client is None:
-            self._client = LogwayClient(self.opts.client)
+            self._client = KafkaClient(self.opts.client)
         return self._client
 
     # -- offsets (driver) -----------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ Columns (by name, as in Spark's Kafka sink; others are ignored):
 
 Each Spark task writes through its own idempotent `Producer` (see `producer` for what that guarantees) and
 returns a `WriteResult`; the driver's commit has nothing left to do, since produced records are visible at once.
-A record the gateway refuses fails the task with the gateway's error (`GatewayError`: code, topic, partition,
+A record the gateway refuses fails the task with the gateway's error (`KafkaError`: code, topic, partition,
 message), and Spark reports it as the job's failure.
 """
 
@@ -28,7 +28,8 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 from pyspark.sql.types import (ArrayType, BinaryType, ByteType, IntegerType, LongType, ShortType, StringType,
                                StructType, TimestampNTZType, TimestampType)
 
-from .client import LogwayClient
+from logway.clients.kafka import KafkaClient
+
 from .errors import OptionError, PipelineError
 from .options import WriteOptions
 from .producer import Producer
@@ -120,7 +121,7 @@ def write_batches(opts: WriteOptions, batches: Iterator[pa.RecordBatch], *,
                   producer_name: str | None = None) -> WriteResult:
     """Produce every row of `batches` (the body of a write task); with `producer_name`, a replay of the same
     rows under the same name appends nothing again."""
-    with LogwayClient(opts.client) as client:
+    with KafkaClient(opts.client) as client:
         producer = Producer(client, batch_bytes=opts.batch_bytes, compression=opts.compression,
                             name=producer_name)
         for batch in batches:

@@ -67,6 +67,10 @@ class ReadSlice:
     def read(self) -> bytes:
         return self.segment.pread(self.position, self.length)
 
+    def head(self, n: int) -> bytes:
+        """The first `n` bytes of the range (a batch header, without reading the whole range)."""
+        return self.segment.pread(self.position, min(n, self.length))
+
 
 @dataclass(slots=True)
 class RecoveryReport:

@@ -1,4 +1,5 @@
-"""Shared test fixtures: an in-process gateway on ephemeral 127.0.0.1 ports and a small async native client."""
+"""Shared test fixtures: an in-process gateway on ephemeral 127.0.0.1 ports and the async native client the tests
+drive it with (`logway.clients.AsyncNativeClient`, answers unchecked)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from contextlib import asynccontextmanager
 import pytest
 import trio
 
+from logway.clients.native import AsyncNativeClient
 from logway.codecs import native as nv
+from logway.codecs.records import Record
 from logway.gateway.config import load_config
 from logway.gateway.server import Gateway
 
@@ -30,41 +33,22 @@ async def running_gateway(data_dir, *overrides: str):
             gw.request_shutdown()
 
 
-class AsyncNative:
-    """A trio client for the native protocol: one request at a time, like the real clients."""
+class AsyncNative(AsyncNativeClient):
+    """`logway.clients.AsyncNativeClient` as these tests use it: connected to an in-process `Gateway`, every answer
+    returned as it comes (an `ErrorResponse` or `CLOSED` is a value to assert on), `produce` giving the whole
+    `ProduceResponse`. One request at a time, like the real clients."""
 
-    def __init__(self, stream: trio.SocketStream) -> None:
-        self.stream = stream
-        self.codec = nv.NativeConnection("client")
+    def __init__(self, stream) -> None:
+        super().__init__(stream, raise_errors=False)
 
     @classmethod
     async def connect(cls, gw: Gateway) -> "AsyncNative":
         host, port = gw.addresses["native"]
         return cls(await trio.open_tcp_stream(host, port))
 
-    async def request(self, event):
-        await self.stream.send_all(self.codec.send(event))
-        return await self.receive()
-
-    async def receive(self):
-        while True:
-            event = self.codec.next_event()
-            if event is nv.NEED_DATA:
-                self.codec.receive_data(await self.stream.receive_some(1 << 20))
-                continue
-            return event
-
-    async def send_raw(self, data: bytes) -> None:
-        await self.stream.send_all(data)
-
     async def produce(self, topic, partition, values):
-        from logway.codecs.records import Record
-
         return await self.request(nv.ProduceRequest(topic, partition, [
             v if isinstance(v, Record) else Record(bytes(v)) for v in values]))
-
-    async def aclose(self) -> None:
-        await self.stream.aclose()
 
 
 @pytest.fixture

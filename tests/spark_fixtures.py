@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from logway.gateway.launcher import GatewayProcess
+from logway.bench.launcher import GatewayProcess
 from logway.pipeline.java import java_problem
 
 

@@ -11,14 +11,14 @@ import time
 
 import pytest
 
+from logway.bench.launcher import GatewayProcess
+from logway.bench.proc import rss_mib
+from logway.clients.native import NativeClient
+from logway.clients.tank import TankClient
 from logway.codecs.kafka.api import fetch as F
 from logway.codecs.kafka.connection import KafkaClientConnection
 from logway.codecs.native import FetchRequest, NativeConnection, PingRequest, PongResponse
 from logway.codecs.tank import TankClientConnection
-from logway.gateway.bench import rss_mib
-from logway.gateway.client import NativeClient
-from logway.gateway.launcher import GatewayProcess
-from logway.gateway.tank_client import TankClient
 
 #: The test fails if the gateway accepts this many pipelined request bytes without the client reading: its
 #: socket buffers (a few MiB at most on Linux) would have stopped a gateway that stops reading long before.

@@ -1,4 +1,4 @@
-"""The crash-restart checker (`logway.gateway.bench_chaos`) against a real gateway killed with SIGKILL 22 times:
+"""The crash-restart checker (`logway.bench.chaos`) against a real gateway killed with SIGKILL 22 times:
 producers over the native, TANK and Kafka (idempotent) protocols and a two-member Kafka consumer group, every
 check after every restart, then a graceful stop and a clean start. Also: the checker does fail when the log
 breaks a promise (it is not vacuous)."""
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from logway.gateway.bench_chaos import (GROUP, PROTOCOLS, TOPICS, ChaosConfig, ChaosReport, ChaosRun,
-                                        ChaosViolation, CycleSummary, Ledger, verify_partition)
+from logway.bench.chaos import (GROUP, PROTOCOLS, TOPICS, ChaosConfig, ChaosReport, ChaosRun, ChaosViolation,
+                                 CycleSummary, Ledger, verify_partition)
 
 CYCLES = 22
 

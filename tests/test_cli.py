@@ -5,12 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from logway.gateway.client import NativeClient
-from logway.gateway.launcher import GatewayProcess
+from logway.bench.launcher import GatewayProcess
+from logway.clients.native import NativeClient
 
 
 def logway(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "logway.gateway.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "logway.cli", *args], capture_output=True, text=True,
                           timeout=60)
 
 

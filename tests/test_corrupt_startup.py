@@ -1,7 +1,7 @@
 """Startup on a damaged data directory never crashes the gateway: each kind of damage is truncated, rebuilt or
 quarantined with a log line naming it, the good data before it stays readable, and the gateway serves.
 
-Real `logway serve` processes (gateway/launcher.py) with stderr captured. One clean-shutdown data directory is
+Real `logway serve` processes (bench/launcher.py) with stderr captured. One clean-shutdown data directory is
 built once; damage confined to one topic is applied to its own topic of one shared copy (one gateway start for
 all of them, then a second start that must find nothing left to repair); damage to the data directory itself
 gets a copy and a gateway of its own. Recovery after a clean shutdown is the demanding case: it trusts the most
@@ -20,8 +20,9 @@ from typing import Callable
 
 import pytest
 
-from logway.gateway.client import NativeClient, NativeError
-from logway.gateway.launcher import GatewayProcess
+from logway.bench.launcher import GatewayProcess
+from logway.clients.errors import NativeError
+from logway.clients.native import NativeClient
 from logway.storage.index import ENTRY, TIME_ENTRY
 
 from .kafka_wire import KafkaWireClient

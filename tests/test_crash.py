@@ -8,8 +8,8 @@ import random
 import threading
 import time
 
-from logway.gateway.client import NativeClient
-from logway.gateway.launcher import GatewayProcess
+from logway.bench.launcher import GatewayProcess
+from logway.clients.native import NativeClient
 
 
 def _producer(addr, tag, name, acked, stop, lock):

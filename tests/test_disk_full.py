@@ -11,11 +11,12 @@ import subprocess
 import pytest
 import trio
 
+from logway.bench.launcher import GatewayProcess
+from logway.clients.errors import NativeError
+from logway.clients.native import NativeClient
 from logway.codecs import native as nv
 from logway.codecs.kafka.api import offsets as ko
 from logway.codecs.records import Record
-from logway.gateway.client import NativeClient, NativeError
-from logway.gateway.launcher import GatewayProcess
 
 from .conftest import AsyncNative, running_gateway
 from .kafka_wire import KafkaWireClient

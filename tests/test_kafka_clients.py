@@ -18,10 +18,10 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
 
+from logway.bench.launcher import GatewayProcess
+from logway.clients.native import NativeClient
 from logway.codecs.kafka.records import parse_header
 from logway.codecs.records import Record
-from logway.gateway.client import NativeClient
-from logway.gateway.launcher import GatewayProcess
 
 pytestmark = pytest.mark.slow
 

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from logway.bench.launcher import GatewayProcess
+from logway.clients.native import NativeClient
 from logway.codecs.kafka.api import admin, fetch, metadata, offsets, produce
 from logway.codecs.kafka.api.api_versions import ApiVersionsRequest
 from logway.codecs.kafka.api.registry import SUPPORTED
 from logway.codecs.kafka.legacy import decode_message_set
 from logway.codecs.kafka.records import decode_records, encode_batch, parse_header
 from logway.codecs.records import Record
-from logway.gateway.client import NativeClient
-from logway.gateway.launcher import GatewayProcess
 
 from .kafka_wire import KafkaWireClient
 

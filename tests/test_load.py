@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from logway.gateway.bench_load import KINDS, PROTOCOLS, LoadSettings, run_load
+from logway.bench.load import KINDS, PROTOCOLS, LoadSettings, run_load
 
 
 @pytest.mark.slow

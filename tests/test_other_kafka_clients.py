@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from logway.gateway.client import NativeClient
-from logway.gateway.launcher import GatewayProcess
+from logway.bench.launcher import GatewayProcess
+from logway.clients.native import NativeClient
 
 pytestmark = pytest.mark.slow
 

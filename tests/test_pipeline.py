@@ -21,11 +21,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from logway.clients.errors import KafkaError
+from logway.clients.kafka import KafkaClient, KafkaConfig
+from logway.clients.native import NativeClient
 from logway.codecs.kafka.records import decode_records, encode_batch
 from logway.codecs.records import Record
-from logway.gateway.client import NativeClient
-from logway.pipeline import (ClientConfig, DataLossError, GatewayError, JavaNotFound, LogwayClient, OptionError,
-                             Producer)
+from logway.pipeline import DataLossError, JavaNotFound, OptionError, Producer
 from logway.pipeline.java import java_problem
 
 from .spark_fixtures import (kafka_address, logway_gateway, new_topic, read_rows, require_spark,  # noqa: F401
@@ -41,8 +42,8 @@ def ms(ts: dt.datetime) -> int:
     return round(ts.timestamp() * 1000)
 
 
-def client_for(address: str) -> LogwayClient:
-    return LogwayClient(ClientConfig.parse(address))
+def client_for(address: str) -> KafkaClient:
+    return KafkaClient(KafkaConfig.parse(address))
 
 
 # ============================================================================ without Spark: layering, Java, options
@@ -238,7 +239,7 @@ def test_client_metadata_offsets_and_fetch(kafka_address):
         assert result.high_watermark == 20
         values = [r.value for r in decode_records(result.records, min_offset=3)]
         assert values == [b"v%02d" % i for i in range(7, 40, 2)]
-        with pytest.raises(GatewayError, match="OFFSET_OUT_OF_RANGE") as err:
+        with pytest.raises(KafkaError, match="OFFSET_OUT_OF_RANGE") as err:
             client.fetch(topic, 0, 999, 1 << 20)
         assert (err.value.topic, err.value.partition) == (topic, 0)
         copy = pickle.loads(pickle.dumps(client))
@@ -309,7 +310,7 @@ def test_a_produce_retried_after_a_lost_answer_is_not_duplicated(logway_gateway,
         admin.create_topic(topic, 1)
     proxy = DroppingProxy(logway_gateway.addresses["kafka"], drop_key=0)
     try:
-        with LogwayClient(ClientConfig.parse(proxy.address, retry_backoff=0.01)) as client:
+        with KafkaClient(KafkaConfig.parse(proxy.address, retry_backoff=0.01)) as client:
             producer = Producer(client)
             for i in range(10):
                 producer.send(topic, b"r%d" % i, partition=0)
@@ -326,12 +327,12 @@ def test_a_produce_retried_after_a_lost_answer_is_not_duplicated(logway_gateway,
 
 def test_gateway_errors_carry_code_and_message(kafka_address):
     with client_for(kafka_address) as client:
-        with pytest.raises(GatewayError) as err:
+        with pytest.raises(KafkaError) as err:
             client.produce("no-such-topic-x", 0, encode_batch([Record(b"x")], default_timestamp=BASE_MS))
     assert err.value.code == 3 and "UNKNOWN_TOPIC_OR_PARTITION" in str(err.value)
     assert "no-such-topic-x" in str(err.value)
     assert pickle.loads(pickle.dumps(err.value)).code_name == "UNKNOWN_TOPIC_OR_PARTITION"
-    unreachable = LogwayClient(ClientConfig("127.0.0.1", 1, retries=1, retry_backoff=0.01, connect_timeout=1))
+    unreachable = KafkaClient(KafkaConfig("127.0.0.1", 1, retries=1, retry_backoff=0.01, connect_timeout=1))
     with pytest.raises(Exception, match="cannot reach the logway gateway at 127.0.0.1:1"):
         unreachable.partition_counts()
 
@@ -572,7 +573,7 @@ def test_write_then_read_back(spark, kafka_address):
 @pytest.fixture(scope="module")
 def secured_gateway(tmp_path_factory):
     """A second gateway with TLS and SASL/PLAIN on its Kafka listener."""
-    from logway.gateway.launcher import GatewayProcess
+    from logway.bench.launcher import GatewayProcess
 
     from .certs import self_signed
 
@@ -675,7 +676,7 @@ def test_a_retried_write_task_does_not_duplicate_records(kafka_address):
     topic = new_topic("retry")
     with client_for(kafka_address) as client:
         client.create_topic(topic, 3)
-    opts = WriteOptions(ClientConfig.parse(kafka_address), topic, 0, 4096)  # small batches: many of them
+    opts = WriteOptions(KafkaConfig.parse(kafka_address), topic, 0, 4096)  # small batches: many of them
 
     def rows():
         n = 2000

@@ -9,12 +9,12 @@ import os
 
 import pytest
 
+from logway.bench.chaos import PROTOCOLS, TOPICS
 from logway.bench.powerfs import DATA_MODES, ENTRY_MODES
 from logway.bench.powerloss import PowerLossConfig, PowerLossReport, PowerLossRun
 from logway.codecs.kafka.records import KafkaFormat, decode_records, encode_batch
 from logway.codecs.records import Record
 from logway.codecs.tank import TankFormat, decode_chunk, encode_bundle, wrap
-from logway.gateway.bench_chaos import PROTOCOLS, TOPICS
 from logway.storage import LogEngine, TopicConfig, UnknownTopic
 
 FORMATS = {"kafka": KafkaFormat(), "tank": TankFormat()}

@@ -11,6 +11,11 @@ import uuid
 
 import pytest
 
+from logway.bench.launcher import GatewayProcess
+from logway.clients.errors import GatewayUnavailable, KafkaError, NativeError
+from logway.clients.kafka import KafkaClient, KafkaConfig
+from logway.clients.native import NativeClient
+from logway.clients.tank import TankClient
 from logway.codecs import native as nv
 from logway.codecs.kafka.api import ApiVersionsRequest
 from logway.codecs.kafka.api import metadata as M
@@ -18,14 +23,9 @@ from logway.codecs.kafka.api import sasl as S
 from logway.codecs.kafka.connection import CLOSED, NEED_DATA, KafkaClientConnection, SaslToken
 from logway.codecs.kafka.error_codes import ErrorCode as E
 from logway.codecs.records import Record
-from logway.gateway.auth import check_plain
-from logway.gateway.client import NativeClient, NativeError
+from logway.gateway.protocols.kafka.sasl import check_plain
 from logway.gateway.config import ConfigError, load_config
-from logway.gateway.launcher import GatewayProcess
 from logway.gateway.server import Gateway
-from logway.gateway.tank_client import TankClient
-from logway.pipeline.client import ClientConfig, LogwayClient
-from logway.pipeline.errors import GatewayError, GatewayUnavailable
 
 from .certs import self_signed
 
@@ -410,8 +410,8 @@ def test_check_plain():
 
 # ------------------------------------------------------------------- the Spark data source's own Kafka client
 
-def pipeline_client(gw, certs, **settings) -> LogwayClient:
-    return LogwayClient(ClientConfig.parse(bootstrap(gw), retries=1, retry_backoff=0.01, **settings))
+def pipeline_client(gw, certs, **settings) -> KafkaClient:
+    return KafkaClient(KafkaConfig.parse(bootstrap(gw), retries=1, retry_backoff=0.01, **settings))
 
 
 def test_pipeline_client_over_tls_and_sasl(secured, certs):
@@ -420,7 +420,7 @@ def test_pipeline_client_over_tls_and_sasl(secured, certs):
     topic = topic_name()
     settings = dict(security_protocol="SASL_SSL", ssl_cafile=certs["server"][0], sasl_username=USER,
                     sasl_password=PASSWORD)
-    assert "s3cret" not in repr(ClientConfig.parse(bootstrap(secured), **settings))
+    assert "s3cret" not in repr(KafkaConfig.parse(bootstrap(secured), **settings))
     with pipeline_client(secured, certs, **settings) as client:
         client.create_topic(topic, 1)
         assert client.produce(topic, 0, encode_batch([Record(b"a"), Record(b"b")], default_timestamp=1)) == 0
@@ -431,7 +431,7 @@ def test_pipeline_client_over_tls_and_sasl(secured, certs):
 def test_pipeline_client_wrong_password_is_not_retried(secured, certs):
     client = pipeline_client(secured, certs, security_protocol="SASL_SSL", ssl_cafile=certs["server"][0],
                              sasl_username=USER, sasl_password="wrong")
-    with pytest.raises(GatewayError) as info:
+    with pytest.raises(KafkaError) as info:
         client.partition_counts()
     assert info.value.code == E.SASL_AUTHENTICATION_FAILED and client.requests == 2  # handshake + authenticate
 

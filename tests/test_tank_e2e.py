@@ -21,6 +21,10 @@ import uuid
 
 import pytest
 
+from logway.bench.launcher import GatewayProcess
+from logway.clients.errors import NativeError, TankBoundaryError, TankError
+from logway.clients.native import NativeClient
+from logway.clients.tank import UINT64_MAX, TankClient
 from logway.codecs.records import Record
 from logway.codecs.tank import (
     PING_FRAME,
@@ -39,9 +43,6 @@ from logway.codecs.tank import (
     iter_chunk,
     wrap,
 )
-from logway.gateway.client import NativeClient, NativeError
-from logway.gateway.launcher import GatewayProcess
-from logway.gateway.tank_client import UINT64_MAX, TankBoundaryError, TankClient, TankError
 
 MiB = 1024 * 1024
 TS = 1_795_284_759_461  # the capture's timestamp (ms)

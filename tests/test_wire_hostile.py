@@ -42,6 +42,9 @@ import construct as c
 import pytest
 import trio
 
+from logway.clients.kafka import KafkaClient, KafkaConfig
+from logway.clients.native import NativeClient
+from logway.clients.tank import TankClient
 from logway.codecs import native as nv
 from logway.codecs.kafka import legacy
 from logway.codecs.kafka import primitives as prim
@@ -247,69 +250,23 @@ def send_and_close(protocol: str, data: bytes, *, half_close: bool) -> bytes:
         s.close()
 
 
-class _Sock:
-    """One blocking connection to the module's gateway, closed on exit."""
+class NativeSock(NativeClient):
+    """A native connection to the module's gateway; answers come back unchecked (an Error is a value to assert on,
+    so is CLOSED)."""
 
-    sock: socket.socket
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-
-class NativeSock(_Sock):
     def __init__(self) -> None:
-        self.sock = connect("native")
-        self.codec = nv.NativeConnection("client")
-
-    def send_raw(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def receive(self):
-        while True:
-            event = self.codec.next_event()
-            if event is not NEED_DATA:
-                return event
-            try:
-                self.codec.receive_data(self.sock.recv(1 << 20))
-            except socket.timeout:
-                pytest.fail(f"no native answer within {TIMEOUT} s")
-            except ConnectionResetError:
-                self.codec.receive_data(b"")
-
-    def request(self, event):
-        self.send_raw(self.codec.send(event))
-        return self.receive()
+        super().__init__(*GW.addresses["native"], timeout=TIMEOUT, connect_timeout=TIMEOUT, raise_errors=False)
 
 
-class KafkaSock(_Sock):
+class KafkaSock(KafkaClient):
+    """A Kafka connection to the module's gateway: `call` returns the `KafkaResponse`, nothing is retried."""
+
     def __init__(self) -> None:
-        self.sock = connect("kafka")
-        self.codec = KafkaClientConnection()
-
-    def call(self, key: int, version: int, body):
-        self.sock.sendall(self.codec.send_request(key, version, body))
-        while True:
-            event = self.codec.next_event()
-            if event is NEED_DATA:
-                try:
-                    self.codec.receive_data(self.sock.recv(1 << 20))
-                except socket.timeout:
-                    pytest.fail(f"no Kafka answer within {TIMEOUT} s")
-                continue
-            if event is CLOSED:
-                raise ConnectionError("closed by the gateway")
-            return event
+        super().__init__(KafkaConfig(*GW.addresses["kafka"], connect_timeout=TIMEOUT, timeout=TIMEOUT, retries=0))
+        self.connect()
 
 
 def tank_client():
-    from logway.gateway.tank_client import TankClient
-
     return TankClient(*GW.addresses["tank"], timeout=TIMEOUT)
 
 

@@ -1,1 +1,96 @@
-"""The Kafka wire protocol: its session handler, group coordinator, producer state and SASL."""
+"""The Kafka wire protocol: `KafkaProtocol` for the registry, the per-connection `KafkaSession` (SASL), and the
+broker (`broker.KafkaBroker` and the API modules), the group coordinator (`coordinator`, `group_state`) and the
+idempotent producers' state (`producers`).
+
+Requests are served one at a time in arrival order, as Kafka brokers do (clients may pipeline several; the answers
+go out in request order). A Produce with acks=0 gets no answer. Fetch responses carry file ranges that the pump
+sends with `os.sendfile` between the bytes the codec built. A request that cannot be parsed, is too large or uses
+an unsupported API/version closes the connection (Kafka's behaviour); other connections are unaffected.
+
+With `auth.kafka_sasl_plain` a connection must authenticate first (`sasl.KafkaSasl`): SaslHandshake and
+SaslAuthenticate are answered by the session, not the broker, since they concern this connection only.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from logway.codecs.kafka.api.sasl import SASL_AUTHENTICATE_KEY, SASL_HANDSHAKE_KEY
+from logway.codecs.kafka.connection import KafkaResponse, KafkaServerConnection, SaslToken
+
+from ...pump import Close, Session
+from ..base import INFO, WARNING, Protocol
+from .broker import KafkaBroker
+from .coordinator import GroupCoordinator
+from .sasl import KafkaSasl
+
+log = logging.getLogger("logway.gateway.kafka")
+
+__all__ = ["KafkaProtocol", "KafkaSession"]
+
+
+class KafkaProtocol(Protocol):
+    name = "kafka"
+
+    def __init__(self, gateway) -> None:
+        super().__init__(gateway)
+        kc = self.config.kafka
+        self.coordinator = GroupCoordinator(initial_rebalance_delay_ms=kc.group_initial_rebalance_delay_ms,
+                                            min_session_timeout_ms=kc.group_min_session_timeout_ms,
+                                            max_session_timeout_ms=kc.group_max_session_timeout_ms)
+        listener = self.config.listeners[self.name]
+        self.broker = KafkaBroker(self.steps, self.config, self.coordinator, (listener.host, listener.port))
+
+    def codec(self) -> KafkaServerConnection:
+        return KafkaServerConnection(self.config.kafka.max_request_bytes)
+
+    def session(self, conn, codec) -> "KafkaSession":
+        return KafkaSession(conn, codec, self)
+
+    async def run(self) -> None:
+        await self.coordinator.run()
+
+    def listening(self, address: tuple[str, int]) -> None:
+        kc = self.config.kafka
+        self.broker.advertised = (kc.advertised_host or address[0], kc.advertised_port or address[1])
+
+    def security_notes(self):
+        auth = self.config.auth
+        if not auth.kafka_sasl_plain:
+            return []
+        notes = [(INFO, f"kafka listener requires SASL/PLAIN ({len(auth.users)} user(s))")]
+        if not self.config.listeners[self.name].tls:
+            notes.append((WARNING, "kafka listener takes SASL/PLAIN passwords without TLS: they cross the network "
+                                   "in clear text"))
+        return notes
+
+    def close(self) -> None:
+        self.coordinator.close()
+
+
+class KafkaSession(Session):
+    def __init__(self, conn, codec: KafkaServerConnection, protocol: KafkaProtocol) -> None:
+        super().__init__(conn, codec)
+        self.broker = protocol.broker
+        self.sasl = KafkaSasl(protocol.config.auth, conn.peer)
+
+    async def handle(self, request):
+        sasl = self.sasl
+        if isinstance(request, SaslToken):  # the raw token after a v0 handshake: success = an empty token back
+            # Kafka closes the connection on a failed v0 login.
+            return SaslToken(b"") if sasl.authenticate(request.data) else Close()
+        if not sasl.allows(request.api_key):
+            log.info("%s: closing: api key %d before SASL authentication", self.conn.peer, request.api_key)
+            return Close()
+        self.conn.client_id = request.client_id
+        close = False
+        if request.api_key == SASL_HANDSHAKE_KEY:
+            body, close = sasl.handshake(request.body)
+            if not close and request.api_version == 0:
+                self.codec.expect_sasl_token()
+        elif request.api_key == SASL_AUTHENTICATE_KEY:
+            body, close = sasl.authenticate_request(request.body)
+        else:
+            body = await self.broker.handle(request, self.conn)
+        reply = None if body is None else KafkaResponse(correlation_id=request.correlation_id, body=body)
+        return Close(reply) if close else reply

@@ -1,5 +1,5 @@
-"""The Kafka consumer-group coordinator, protocol-neutral: plain arguments in, small dataclasses and Kafka error
-codes out. The Kafka dispatcher converts wire types to these calls and the results back; no codec is imported.
+"""The Kafka consumer-group coordinator: plain arguments in, small dataclasses and Kafka error codes (the codec's
+one table) out. The group handlers (`groups.py`) convert wire types to these calls and the results back.
 
 Behaviour follows Kafka's `GroupCoordinator` (the broker side of JoinGroup / SyncGroup / Heartbeat / LeaveGroup /
 DescribeGroups / ListGroups, plus the member check of OffsetCommit):
@@ -45,26 +45,14 @@ from typing import Callable, Hashable
 
 import trio
 
+from logway.codecs.kafka.error_codes import ErrorCode as E
+
 from .group_state import Group, GroupState, JoinMember, Member
 
-log = logging.getLogger("logway.gateway.groups")
+log = logging.getLogger("logway.gateway.kafka.groups")
 
 __all__ = ["GroupCoordinator", "GroupDescription", "JoinResult", "JoinMember", "MemberDescription", "SyncResult"]
 
-# Kafka error codes this module answers with. Private on purpose: the Kafka codec keeps the one shared table
-# (codecs/kafka/error_codes.py); this module may not import a codec, and these numbers never change.
-NONE = 0
-COORDINATOR_NOT_AVAILABLE = 15
-NOT_COORDINATOR = 16
-ILLEGAL_GENERATION = 22
-INCONSISTENT_GROUP_PROTOCOL = 23
-INVALID_GROUP_ID = 24
-UNKNOWN_MEMBER_ID = 25
-INVALID_SESSION_TIMEOUT = 26
-REBALANCE_IN_PROGRESS = 27
-GROUP_ID_NOT_FOUND = 69
-MEMBER_ID_REQUIRED = 79
-FENCED_INSTANCE_ID = 82
 
 _PREPARING = GroupState.PREPARING_REBALANCE
 _COMPLETING = GroupState.COMPLETING_REBALANCE
@@ -326,13 +314,13 @@ class GroupCoordinator:
         group = self._groups.get(group_id)
         waiter = _Waiter(group, None)  # type: ignore[arg-type]
         if self.closed:
-            waiter.answer(_error_join(COORDINATOR_NOT_AVAILABLE, member_id))
+            waiter.answer(_error_join(E.COORDINATOR_NOT_AVAILABLE, member_id))
         elif not group_id:
-            waiter.answer(_error_join(INVALID_GROUP_ID, member_id))
+            waiter.answer(_error_join(E.INVALID_GROUP_ID, member_id))
         elif not self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms:
-            waiter.answer(_error_join(INVALID_SESSION_TIMEOUT, member_id))
+            waiter.answer(_error_join(E.INVALID_SESSION_TIMEOUT, member_id))
         elif group is None and member_id:
-            waiter.answer(_error_join(UNKNOWN_MEMBER_ID, member_id))
+            waiter.answer(_error_join(E.UNKNOWN_MEMBER_ID, member_id))
         else:
             if group is None:
                 group = self._groups[group_id] = Group(group_id)
@@ -352,11 +340,11 @@ class GroupCoordinator:
                          session_timeout_ms, rebalance_timeout_ms, client_id, client_host,
                          require_known_member_id: bool) -> None:
         if group.is_(GroupState.DEAD):
-            return waiter.answer(_error_join(COORDINATOR_NOT_AVAILABLE))
+            return waiter.answer(_error_join(E.COORDINATOR_NOT_AVAILABLE))
         if not group.supports_protocols(protocol_type, [name for name, _ in protocols]):
-            return waiter.answer(_error_join(INCONSISTENT_GROUP_PROTOCOL))
+            return waiter.answer(_error_join(E.INCONSISTENT_GROUP_PROTOCOL))
         new_id = f"{instance_id or client_id}-{uuid.uuid4()}"
-        if instance_id is not None:  # static members skip the MEMBER_ID_REQUIRED round trip (as Kafka)
+        if instance_id is not None:  # static members skip the E.MEMBER_ID_REQUIRED round trip (as Kafka)
             old_id = group.static_member_id(instance_id)
             if old_id is not None:
                 return self._replace_static_member(group, waiter, instance_id, old_id, new_id, protocols,
@@ -365,7 +353,7 @@ class GroupCoordinator:
         elif require_known_member_id:
             group.pending_members.add(new_id)
             self._schedule(("pending", group.group_id, new_id), session_timeout_ms / 1000)
-            return waiter.answer(_error_join(MEMBER_ID_REQUIRED, new_id))
+            return waiter.answer(_error_join(E.MEMBER_ID_REQUIRED, new_id))
         member = Member(new_id, instance_id, client_id, client_host, rebalance_timeout_ms, session_timeout_ms,
                         protocol_type, protocols)
         self._add_member_and_rebalance(group, member, waiter)
@@ -374,19 +362,19 @@ class GroupCoordinator:
                              session_timeout_ms, rebalance_timeout_ms, client_id, client_host,
                              member_id: str) -> None:
         if group.is_(GroupState.DEAD):
-            return waiter.answer(_error_join(COORDINATOR_NOT_AVAILABLE, member_id))
+            return waiter.answer(_error_join(E.COORDINATOR_NOT_AVAILABLE, member_id))
         if not group.supports_protocols(protocol_type, [name for name, _ in protocols]):
-            return waiter.answer(_error_join(INCONSISTENT_GROUP_PROTOCOL, member_id))
+            return waiter.answer(_error_join(E.INCONSISTENT_GROUP_PROTOCOL, member_id))
         if member_id in group.pending_members:
             member = Member(member_id, instance_id, client_id, client_host, rebalance_timeout_ms,
                             session_timeout_ms, protocol_type, protocols)
             self._deadlines.cancel(("pending", group.group_id, member_id))
             return self._add_member_and_rebalance(group, member, waiter)
         if group.is_static_member_fenced(instance_id, member_id):
-            return waiter.answer(_error_join(FENCED_INSTANCE_ID, member_id))
+            return waiter.answer(_error_join(E.FENCED_INSTANCE_ID, member_id))
         member = group.members.get(member_id)
         if member is None or (instance_id is not None and group.static_member_id(instance_id) is None):
-            return waiter.answer(_error_join(UNKNOWN_MEMBER_ID, member_id))
+            return waiter.answer(_error_join(E.UNKNOWN_MEMBER_ID, member_id))
         member.client_id, member.client_host = client_id, client_host
         member.session_timeout_ms, member.rebalance_timeout_ms = session_timeout_ms, rebalance_timeout_ms
         state = group.state
@@ -405,11 +393,11 @@ class GroupCoordinator:
             else:
                 self._update_member_and_rebalance(group, member, protocols, waiter)
         else:  # Empty: no member can be known
-            waiter.answer(_error_join(UNKNOWN_MEMBER_ID, member_id))
+            waiter.answer(_error_join(E.UNKNOWN_MEMBER_ID, member_id))
 
     def _join_answer(self, group: Group, member: Member, members: list[JoinMember],
                      leader: str | None = None) -> JoinResult:
-        return JoinResult(error_code=NONE, generation_id=group.generation_id,
+        return JoinResult(error_code=E.NONE, generation_id=group.generation_id,
                           protocol_name=group.protocol_name or "", leader=leader or group.leader_id or "",
                           member_id=member.member_id, members=members, protocol_type=group.protocol_type or "")
 
@@ -418,7 +406,7 @@ class GroupCoordinator:
         if old is not None and old is not waiter:
             # The same member joined again from elsewhere (client retry on a new connection): the newer request
             # gets the real answer, the older one is told to re-join.
-            old.answer(_error_join(REBALANCE_IN_PROGRESS, member.member_id))
+            old.answer(_error_join(E.REBALANCE_IN_PROGRESS, member.member_id))
         member.join_waiter = waiter
         waiter.member = member
         member.rejoined = True
@@ -442,10 +430,10 @@ class GroupCoordinator:
         member = group.members[old_id]
         # Fence the previous incarnation at once if it is parked.
         if member.join_waiter is not None:
-            member.join_waiter.answer(_error_join(FENCED_INSTANCE_ID, old_id))
+            member.join_waiter.answer(_error_join(E.FENCED_INSTANCE_ID, old_id))
             member.join_waiter = None
         if member.sync_waiter is not None:
-            member.sync_waiter.answer(SyncResult(FENCED_INSTANCE_ID))
+            member.sync_waiter.answer(SyncResult(E.FENCED_INSTANCE_ID))
             member.sync_waiter = None
         self._deadlines.cancel(("session", group.group_id, old_id))
         group.replace_static_member(instance_id, old_id, new_id)
@@ -472,7 +460,7 @@ class GroupCoordinator:
 
     def _prepare_rebalance(self, group: Group) -> None:
         if group.is_(_COMPLETING):  # parked SyncGroups must re-join
-            self._reset_assignments(group, REBALANCE_IN_PROGRESS)
+            self._reset_assignments(group, E.REBALANCE_IN_PROGRESS)
         was_empty = group.is_(GroupState.EMPTY)
         log.info("group %r: preparing to rebalance from %s, generation %d, %d member(s)", group.group_id,
                  group.state, group.generation_id, len(group.members))
@@ -535,12 +523,12 @@ class GroupCoordinator:
                 self._touch(group, member)
 
     def _remove_member(self, group: Group, member: Member) -> None:
-        """Drop a member, answering what it has parked (Kafka answers UNKNOWN_MEMBER_ID so a live client re-joins)."""
+        """Drop a member, answering what it has parked (Kafka answers E.UNKNOWN_MEMBER_ID so a live client re-joins)."""
         if member.join_waiter is not None:
-            member.join_waiter.answer(_error_join(UNKNOWN_MEMBER_ID))
+            member.join_waiter.answer(_error_join(E.UNKNOWN_MEMBER_ID))
             member.join_waiter = None
         if member.sync_waiter is not None:
-            member.sync_waiter.answer(SyncResult(UNKNOWN_MEMBER_ID))
+            member.sync_waiter.answer(SyncResult(E.UNKNOWN_MEMBER_ID))
             member.sync_waiter = None
         member.rejoined = False
         group.remove(member.member_id)
@@ -595,27 +583,27 @@ class GroupCoordinator:
         group = self._groups.get(group_id)
         waiter = _Waiter(group, None)  # type: ignore[arg-type]
         if self.closed:
-            code = COORDINATOR_NOT_AVAILABLE
+            code = E.COORDINATOR_NOT_AVAILABLE
         elif not group_id:
-            code = INVALID_GROUP_ID
+            code = E.INVALID_GROUP_ID
         elif group is None:
-            code = UNKNOWN_MEMBER_ID
+            code = E.UNKNOWN_MEMBER_ID
         elif group.is_(GroupState.DEAD):
-            code = COORDINATOR_NOT_AVAILABLE
+            code = E.COORDINATOR_NOT_AVAILABLE
         else:
             code = self._validate_current_member(group, member_id, instance_id)
-            if code == NONE:
+            if code == E.NONE:
                 if generation_id != group.generation_id:
-                    code = ILLEGAL_GENERATION
+                    code = E.ILLEGAL_GENERATION
                 elif protocol_type is not None and protocol_type != group.protocol_type:
-                    code = INCONSISTENT_GROUP_PROTOCOL
+                    code = E.INCONSISTENT_GROUP_PROTOCOL
                 elif protocol_name is not None and protocol_name != group.protocol_name:
-                    code = INCONSISTENT_GROUP_PROTOCOL
+                    code = E.INCONSISTENT_GROUP_PROTOCOL
                 elif group.is_(GroupState.EMPTY):
-                    code = UNKNOWN_MEMBER_ID
+                    code = E.UNKNOWN_MEMBER_ID
                 elif group.is_(_PREPARING):
-                    code = REBALANCE_IN_PROGRESS
-        if code != NONE:
+                    code = E.REBALANCE_IN_PROGRESS
+        if code != E.NONE:
             waiter.answer(SyncResult(code))
             return waiter
         member = group.members[member_id]
@@ -626,7 +614,7 @@ class GroupCoordinator:
         # CompletingRebalance: park, and if this is the leader, distribute.
         old = member.sync_waiter
         if old is not None:
-            old.answer(SyncResult(REBALANCE_IN_PROGRESS))  # superseded by this newer request
+            old.answer(SyncResult(E.REBALANCE_IN_PROGRESS))  # superseded by this newer request
         member.sync_waiter = waiter
         waiter.member = member
         if group.is_leader(member_id):
@@ -644,7 +632,7 @@ class GroupCoordinator:
 
     @staticmethod
     def _sync_answer(group: Group, member: Member) -> SyncResult:
-        return SyncResult(NONE, member.assignment, group.protocol_type, group.protocol_name)
+        return SyncResult(E.NONE, member.assignment, group.protocol_type, group.protocol_name)
 
     @staticmethod
     def _validate_current_member(group: Group, member_id: str, instance_id: str | None) -> int:
@@ -652,54 +640,54 @@ class GroupCoordinator:
         if instance_id is not None:
             current = group.static_member_id(instance_id)
             if current is None:
-                return UNKNOWN_MEMBER_ID
+                return E.UNKNOWN_MEMBER_ID
             if current != member_id:
-                return FENCED_INSTANCE_ID
-        return NONE if group.has(member_id) else UNKNOWN_MEMBER_ID
+                return E.FENCED_INSTANCE_ID
+        return E.NONE if group.has(member_id) else E.UNKNOWN_MEMBER_ID
 
     # -- Heartbeat, LeaveGroup, OffsetCommit --------------------------------------------------------
     def heartbeat(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None) -> int:
         if self.closed:
-            return COORDINATOR_NOT_AVAILABLE
+            return E.COORDINATOR_NOT_AVAILABLE
         if not group_id:
-            return INVALID_GROUP_ID
+            return E.INVALID_GROUP_ID
         group = self._groups.get(group_id)
         if group is None:
-            return UNKNOWN_MEMBER_ID
+            return E.UNKNOWN_MEMBER_ID
         if group.is_(GroupState.DEAD):
-            return COORDINATOR_NOT_AVAILABLE
+            return E.COORDINATOR_NOT_AVAILABLE
         if group.is_static_member_fenced(group_instance_id or None, member_id):
-            return FENCED_INSTANCE_ID
+            return E.FENCED_INSTANCE_ID
         member = group.members.get(member_id)
         if member is None:
-            return UNKNOWN_MEMBER_ID
+            return E.UNKNOWN_MEMBER_ID
         if generation_id != group.generation_id:
-            return ILLEGAL_GENERATION
+            return E.ILLEGAL_GENERATION
         if group.is_(GroupState.EMPTY):
-            return UNKNOWN_MEMBER_ID
+            return E.UNKNOWN_MEMBER_ID
         self._touch(group, member)
-        return REBALANCE_IN_PROGRESS if group.is_(_PREPARING) else NONE
+        return E.REBALANCE_IN_PROGRESS if group.is_(_PREPARING) else E.NONE
 
     def leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
         """LeaveGroup: (top-level code, one code per member). v3+ sends a member list; for v0–v2 (one member,
         no list) answer with the member's code. An empty member id with an instance id removes that static
         member (the admin path)."""
         if self.closed:
-            return COORDINATOR_NOT_AVAILABLE, []
+            return E.COORDINATOR_NOT_AVAILABLE, []
         if not group_id:
-            return INVALID_GROUP_ID, []
+            return E.INVALID_GROUP_ID, []
         group = self._groups.get(group_id)
         if group is None:
-            return NONE, [UNKNOWN_MEMBER_ID] * len(members)
+            return E.NONE, [E.UNKNOWN_MEMBER_ID] * len(members)
         if group.is_(GroupState.DEAD):
-            return COORDINATOR_NOT_AVAILABLE, []
+            return E.COORDINATOR_NOT_AVAILABLE, []
         codes = []
         for member_id, instance_id in members:
             instance_id = instance_id or None
             if not member_id:
                 current = group.static_member_id(instance_id)
                 if current is None:
-                    codes.append(UNKNOWN_MEMBER_ID)
+                    codes.append(E.UNKNOWN_MEMBER_ID)
                     continue
                 self._remove_member_and_update_group(group, group.members[current])
             elif member_id in group.pending_members:
@@ -709,40 +697,40 @@ class GroupCoordinator:
                     self._try_complete_join(group)
             else:
                 code = self._validate_current_member(group, member_id, instance_id)
-                if code != NONE:
+                if code != E.NONE:
                     codes.append(code)
                     continue
                 self._remove_member_and_update_group(group, group.members[member_id])
-            codes.append(NONE)
+            codes.append(E.NONE)
         self._maybe_forget(group)
-        return NONE, codes
+        return E.NONE, codes
 
     def validate_commit(self, group_id: str, generation_id: int, member_id: str,
                         group_instance_id: str | None) -> int:
         """May this OffsetCommit be written? Generation -1 with no member id is a standalone commit (a consumer
         with a group id but manual assignment): allowed while the group has no members. Otherwise the member
-        and generation must be current; CompletingRebalance answers REBALANCE_IN_PROGRESS. A successful member
+        and generation must be current; CompletingRebalance answers E.REBALANCE_IN_PROGRESS. A successful member
         commit counts as a heartbeat (as Kafka)."""
         if self.closed:
-            return COORDINATOR_NOT_AVAILABLE
+            return E.COORDINATOR_NOT_AVAILABLE
         group = self._groups.get(group_id)
         instance_id = group_instance_id or None
         if group is None:
             # Kafka: no group in memory and a generation means a member of a generation we no longer know.
-            return NONE if generation_id < 0 else ILLEGAL_GENERATION
+            return E.NONE if generation_id < 0 else E.ILLEGAL_GENERATION
         if group.is_(GroupState.DEAD):
-            return COORDINATOR_NOT_AVAILABLE
+            return E.COORDINATOR_NOT_AVAILABLE
         if generation_id >= 0 or member_id or instance_id is not None:
             code = self._validate_current_member(group, member_id, instance_id)
-            if code != NONE:
+            if code != E.NONE:
                 return code
             if generation_id != group.generation_id:
-                return ILLEGAL_GENERATION
+                return E.ILLEGAL_GENERATION
             if group.is_(_COMPLETING):
-                return REBALANCE_IN_PROGRESS
+                return E.REBALANCE_IN_PROGRESS
             self._touch(group, group.members[member_id])
-            return NONE
-        return NONE if group.is_(GroupState.EMPTY) else UNKNOWN_MEMBER_ID
+            return E.NONE
+        return E.NONE if group.is_(GroupState.EMPTY) else E.UNKNOWN_MEMBER_ID
 
     # -- DescribeGroups, ListGroups ------------------------------------------------------------------
     def describe_groups(self, group_ids: list[str]) -> list[GroupDescription]:
@@ -750,18 +738,18 @@ class GroupCoordinator:
         out = []
         for group_id in group_ids:
             if self.closed:
-                out.append(GroupDescription(COORDINATOR_NOT_AVAILABLE, group_id, "Dead", "", "", []))
+                out.append(GroupDescription(E.COORDINATOR_NOT_AVAILABLE, group_id, "Dead", "", "", []))
                 continue
             group = self._groups.get(group_id)
             if group is None:
-                out.append(GroupDescription(NONE, group_id, GroupState.DEAD.value, "", "", []))
+                out.append(GroupDescription(E.NONE, group_id, GroupState.DEAD.value, "", "", []))
                 continue
             stable = group.is_(GroupState.STABLE)
             members = [MemberDescription(
                 m.member_id, m.group_instance_id, m.client_id, m.client_host,
                 m.metadata(group.protocol_name) if stable and group.protocol_name else b"",
                 m.assignment if stable else b"") for m in group.members.values()]
-            out.append(GroupDescription(NONE, group_id, group.state.value, group.protocol_type or "",
+            out.append(GroupDescription(E.NONE, group_id, group.state.value, group.protocol_type or "",
                                         (group.protocol_name or "") if stable else "", members))
         return out
 
@@ -773,17 +761,17 @@ class GroupCoordinator:
 
     # -- shutdown -----------------------------------------------------------------------------------
     def close(self) -> None:
-        """Answer every parked caller with COORDINATOR_NOT_AVAILABLE, stop the timers; later calls get the same."""
+        """Answer every parked caller with E.COORDINATOR_NOT_AVAILABLE, stop the timers; later calls get the same."""
         if self.closed:
             return
         self.closed = True
         for group in self._groups.values():
             for member in group.members.values():
                 if member.join_waiter is not None:
-                    member.join_waiter.answer(_error_join(COORDINATOR_NOT_AVAILABLE, member.member_id))
+                    member.join_waiter.answer(_error_join(E.COORDINATOR_NOT_AVAILABLE, member.member_id))
                     member.join_waiter = None
                 if member.sync_waiter is not None:
-                    member.sync_waiter.answer(SyncResult(COORDINATOR_NOT_AVAILABLE))
+                    member.sync_waiter.answer(SyncResult(E.COORDINATOR_NOT_AVAILABLE))
                     member.sync_waiter = None
             group.transition_to(GroupState.DEAD)
         self._groups.clear()

@@ -1,1 +1,72 @@
-"""The native (RustLog-style JSON) protocol: its session handler and registry entry."""
+"""The native (RustLog-style length-prefixed JSON) protocol: `NativeProtocol` for the registry, the per-connection
+`NativeSession` (the optional access token) and `handler.NativeHandler` (the requests on the log).
+
+One request at a time per connection, answered in order (the protocol has no request ids). A frame that is not
+valid JSON or not a known request gets an `Error` answer and the connection stays open; a frame whose declared
+length exceeds `limits.max_frame_bytes` gets `max frame size exceeded` and the connection is closed, since the
+stream cannot be resynchronised.
+
+With `auth.native_token` set, the first request must be `Auth` with that token: any other request first, or a
+wrong token, is answered with an `Error` and the connection is closed. Without a token `Auth` always succeeds.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+
+from logway.codecs.native import AuthRequest, AuthResponse, ErrorResponse, NativeConnection
+
+from ...pump import Close, Session
+from ..base import INFO, Protocol
+from .handler import NativeHandler
+
+log = logging.getLogger("logway.gateway.native")
+
+__all__ = ["NativeProtocol", "NativeSession", "token_matches"]
+
+
+def token_matches(expected: str, given: str) -> bool:
+    """The shared token, compared in constant time."""
+    return hmac.compare_digest(expected.encode(), given.encode())
+
+
+class NativeProtocol(Protocol):
+    name = "native"
+
+    def __init__(self, gateway) -> None:
+        super().__init__(gateway)
+        self.handler = NativeHandler(self.steps, self.config)
+        self.token = self.config.auth.native_token
+
+    def codec(self) -> NativeConnection:
+        return NativeConnection("server", max_frame=self.config.limits.max_frame_bytes)
+
+    def session(self, conn, codec) -> "NativeSession":
+        return NativeSession(conn, codec, self)
+
+    def security_notes(self):
+        return [(INFO, "native listener requires its access token")] if self.token else []
+
+
+class NativeSession(Session):
+    def __init__(self, conn, codec, protocol: NativeProtocol) -> None:
+        super().__init__(conn, codec)
+        self.handler = protocol.handler
+        self.token = protocol.token
+        self.authenticated = not self.token
+
+    def protocol_error(self, exc):
+        return ErrorResponse(exc.message)  # answered; the pump closes after a fatal one
+
+    async def handle(self, event):
+        if isinstance(event, AuthRequest):
+            if self.token and not token_matches(self.token, event.token):
+                log.warning("%s: native authentication failed", self.conn.peer)
+                return Close(ErrorResponse("authentication failed: wrong token"))
+            self.authenticated = True
+            return AuthResponse(True)
+        if not self.authenticated:
+            log.info("%s: closing: %s before Auth", self.conn.peer, type(event).__name__)
+            return Close(ErrorResponse("authentication required: send Auth with the gateway's token first"))
+        return await self.handler.handle(event)

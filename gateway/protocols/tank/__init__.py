@@ -1,1 +1,66 @@
-"""The TANK 4.0 protocol: its session handler and registry entry."""
+"""The TANK 4.0 protocol: `TankProtocol` for the registry, the per-connection `TankSession` and
+`handler.TankHandler` (the requests on the log).
+
+On accept the broker sends a Ping (the session's greeting). Requests carry ids and answers may go out of order: a
+consume whose partitions are all at EOF is parked (answered later by the pump, several at once, up to
+`MAX_PARKED_PER_CONNECTION`) while later requests are answered. Malformed frames, 0x04 and unknown message types
+close the connection, as TANK does. TANK has no authentication: the listener logs a warning when the other
+protocols require some.
+"""
+
+from __future__ import annotations
+
+from logway.codecs.tank import ConsumeRequest, TankServerConnection
+from logway.codecs.tank.messages import PingEvent
+
+from ...pump import Park, Session
+from ..base import WARNING, Protocol
+from .handler import TankHandler
+
+__all__ = ["TankProtocol", "TankSession", "MAX_PARKED_PER_CONNECTION"]
+
+#: Long-polls one connection may have parked at once; further consumes are answered at once (as a timeout)
+#: so a client that never reads its answers cannot make the gateway hold unbounded state for it.
+MAX_PARKED_PER_CONNECTION = 256
+
+
+class TankProtocol(Protocol):
+    name = "tank"
+    max_parked = MAX_PARKED_PER_CONNECTION
+
+    def __init__(self, gateway) -> None:
+        super().__init__(gateway)
+        self.handler = TankHandler(self.steps)
+
+    def codec(self) -> TankServerConnection:
+        return TankServerConnection()
+
+    def session(self, conn, codec) -> "TankSession":
+        return TankSession(conn, codec, self.handler)
+
+    def security_notes(self):
+        auth = self.config.auth
+        if auth.kafka_sasl_plain or auth.native_token:
+            return [(WARNING, "tank listener is enabled but the TANK protocol has no authentication: any client that "
+                              "reaches it can read and write every topic (disable it or keep it on loopback)")]
+        return []
+
+
+class TankSession(Session):
+    def __init__(self, conn, codec, handler: TankHandler) -> None:
+        super().__init__(conn, codec)
+        self.handler = handler
+
+    def greeting(self) -> list:
+        return [PingEvent()]  # TankGo and the Java client wait for it
+
+    async def handle(self, event):
+        if isinstance(event, PingEvent):
+            return None  # a client's keep-alive: nothing to answer
+        if isinstance(event, ConsumeRequest):
+            response = await self.handler.consume_now(event)
+            if response is not None:
+                return response
+            watched = self.handler.park(event)  # in the same step as the EOF check: no append is missed
+            return Park(lambda: self.handler.poll(event, watched), lambda: self.handler.timeout_response(event))
+        return await self.handler.handle(event)

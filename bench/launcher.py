@@ -1,6 +1,7 @@
 """Start `logway serve` as a child process on ephemeral 127.0.0.1 ports and wait until it listens.
 
-Used by the benchmarks and by tests that must kill a real gateway process (`kill -9`).
+Used by the benchmarks and by tests that must kill a real gateway process (`kill -9`). The child is
+`python -m logway.cli serve` with the same interpreter, so it runs the code of this checkout.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import subprocess
 import sys
 import time
 
+__all__ = ["GatewayProcess"]
+
 
 class GatewayProcess:
     """A running `logway serve` child. `addresses` maps protocol → (host, port)."""
@@ -22,7 +25,7 @@ class GatewayProcess:
         run_dir = run_dir or data_dir + ".run"
         os.makedirs(run_dir, exist_ok=True)
         self.ready_file = os.path.join(run_dir, f"ready-{time.monotonic_ns()}.json")
-        cmd = [sys.executable, "-m", "logway.gateway.cli", "serve", "--data-dir", data_dir,
+        cmd = [sys.executable, "-m", "logway.cli", "serve", "--data-dir", data_dir,
                "--ready-file", self.ready_file, "--set", "listeners.native.port=0",
                "--set", "listeners.kafka.port=0", "--set", "listeners.tank.port=0"]
         for item in overrides:

@@ -2,9 +2,9 @@
 
 One gateway (`GatewayProcess`, a subprocess, fresh temporary data directory, 127.0.0.1 only) and, in this
 process, one trio run driving `--connections` TCP connections (default 1,000) spread evenly over the native,
-Kafka and TANK listeners. Each connection speaks its protocol through the sans-I/O client side of the codecs
-(`NativeConnection("client")`, `KafkaClientConnection`, `TankClientConnection`) over a non-blocking trio socket,
-one request at a time, and loops for `--seconds` (default 30) over three kinds of request:
+Kafka and TANK listeners. Each connection speaks its protocol through the trio clients of `logway.clients`
+(`AsyncNativeClient`, `AsyncKafkaClient`, `AsyncTankClient`), one request at a time, and loops for `--seconds`
+(default 30) over three kinds of request:
 
 - `produce`: 10 records of 100 bytes (native JSON records, a prebuilt Kafka RecordBatch, a prebuilt TANK bundle);
 - `fetch`: a read from the connection's own cursor, which walks its partition from offset 0 (native 4 KiB,
@@ -23,8 +23,8 @@ flight and, if it has not yet done every kind, one request of each missing kind;
 A probe measures the gateway's responsiveness under that load: every ~50 ms it sends a cheap request, native
 Ping and Kafka ApiVersions in turn, on connections of its own, and times the answer; every 20th time it opens
 a new connection instead and times connect + Ping (a client arriving during the load). It runs in a separate
-process with blocking sockets, so the time it measures is the gateway's, not the wait for this process's busy
-event loop. Every load connection (and the probe's) is answered once before the load starts — a Ping, an
+process with the blocking clients, so the time it measures is the gateway's, not the wait for this process's
+busy event loop. Every load connection (and the probe's) is answered once before the load starts — a Ping, an
 ApiVersions, TANK's greeting — so the load begins with every connection accepted by the gateway. With
 `--storm N` the probe also opens N native connections at once a third into the load (clients reconnecting
 together) and times each one's first Ping: how long arriving clients wait to be accepted while the gateway is
@@ -46,14 +46,22 @@ The client raises its RLIMIT_NOFILE soft limit to what the connections need.
 
 from __future__ import annotations
 
+import argparse
 import multiprocessing
 import os
 import random
-import resource
 import tempfile
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+
+from logway.clients.errors import ClientError, KafkaError, NativeError, TankError
+from logway.codecs.errors import RemoteProtocolError
+
+from .proc import proc_cpu_seconds, proc_status_mib, raise_fd_limit
+from .registry import Benchmark
+
+__all__ = ["BENCHMARKS", "LoadSettings", "LoadReport", "run_load", "PROTOCOLS", "KINDS"]
 
 KiB = 1024
 MiB = 1024 * 1024
@@ -84,29 +92,26 @@ PROBE_NEW_CONNECTION = "new native connection + Ping"
 STORM_TIMEOUT = 30.0
 #: Descriptors the client needs beyond one per connection (probe, gateway pipes, topics set-up, ...).
 FD_MARGIN = 64
-KAFKA_PRODUCE_VERSION = 8
-KAFKA_FETCH_VERSION = 11
-KAFKA_API_VERSIONS_VERSION = 2
 
 
-def add_load_arguments(parser) -> None:
-    """The options of `logway bench load` (the subparser is created by `bench.add_bench_arguments`)."""
-    parser.add_argument("--connections", type=int, default=1000, help="concurrent connections (default 1000)")
-    parser.add_argument("--seconds", type=float, default=30.0, help="length of the load (default 30)")
-    parser.add_argument("--partitions", type=int, default=8, help="partitions of each topic (default 8)")
-    parser.add_argument("--record-bytes", type=int, default=100)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--connections", type=int, default=1000, help="concurrent connections")
+    parser.add_argument("--seconds", type=float, default=30.0, help="length of the load")
+    parser.add_argument("--partitions", type=int, default=8, help="partitions of each topic")
+    parser.add_argument("--record-bytes", type=int, default=100, help="bytes of each produced record")
     parser.add_argument("--long-poll-ms", type=int, default=1000, help="max_wait_ms of the long-polls")
     parser.add_argument("--think-ms", type=float, default=0.0,
-                        help="pause of each connection between requests, uniform in [0, 2x] (default 0: closed loop)")
-    parser.add_argument("--probe-interval-ms", type=float, default=50.0)
+                        help="pause of each connection between requests, uniform in [0, 2x] (0: closed loop)")
+    parser.add_argument("--probe-interval-ms", type=float, default=50.0,
+                        help="how often the probe times a cheap request")
     parser.add_argument("--flush", default="interval", choices=("none", "interval", "always"),
-                        help="the gateway's storage.flush (default interval, the gateway's default)")
+                        help="the gateway's storage.flush (interval is the gateway's default)")
     parser.add_argument("--storm", type=int, default=0,
                         help="a third into the load, the probe opens this many new native connections at once and "
-                             "times each one's first Ping (clients reconnecting together); default 0 = none")
+                             "times each one's first Ping (clients reconnecting together); 0 = none")
 
 
-def run_load_bench(args) -> int:
+def run(args: argparse.Namespace) -> int:
     settings = LoadSettings(connections=args.connections, seconds=args.seconds, partitions=args.partitions,
                             record_bytes=args.record_bytes, long_poll_ms=args.long_poll_ms,
                             think_ms=args.think_ms, probe_interval_ms=args.probe_interval_ms, flush=args.flush,
@@ -114,6 +119,10 @@ def run_load_bench(args) -> int:
     report = run_load(settings)
     print(report.format())
     return 1 if report.problems() else 0
+
+
+BENCHMARKS = [Benchmark("load", "1,000 connections mixing produce, fetch and long-poll over the three protocols; "
+                                "errors, peak RSS, probe p99", add_arguments, run)]
 
 
 @dataclass
@@ -280,33 +289,6 @@ def _thin(samples: list, n: int) -> list:
     return [samples[round(i * step)] for i in range(n)]
 
 
-# -- /proc helpers ---------------------------------------------------------------------------------------------
-
-def proc_status_mib(pid: int, key: str) -> float:
-    """A `Vm…` line of /proc/<pid>/status in MiB (VmRSS: resident now, VmHWM: peak resident)."""
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def proc_cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process (/proc/<pid>/stat)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _raise_fd_limit(need: int) -> None:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft >= need:
-        return
-    if hard != resource.RLIM_INFINITY and hard < need:
-        raise SystemExit(f"logway bench load: {need} descriptors needed, the hard limit is {hard}")
-    resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
-
-
 # -- the run ---------------------------------------------------------------------------------------------------
 
 def run_load(settings: LoadSettings) -> LoadReport:
@@ -315,7 +297,7 @@ def run_load(settings: LoadSettings) -> LoadReport:
 
     if settings.connections < 1 or settings.seconds <= 0:
         raise SystemExit("logway bench load: --connections and --seconds must be positive")
-    _raise_fd_limit(settings.connections + FD_MARGIN)  # the storm's sockets are the probe process's
+    raise_fd_limit(settings.connections + FD_MARGIN, "logway bench load")  # the storm's sockets are the probe process's
     report = LoadReport(settings)
     with tempfile.TemporaryDirectory(prefix="logway-load-") as tmp:
         log_path = os.path.join(tmp, "gateway.log")
@@ -354,8 +336,8 @@ def run_load(settings: LoadSettings) -> LoadReport:
 
 def _create_topics(gw, partitions: int) -> None:
     """`load-kafka` through the native protocol (Kafka format, the default), `load-tank` through TANK."""
-    from .client import NativeClient
-    from .tank_client import TankClient
+    from logway.clients.native import NativeClient
+    from logway.clients.tank import TankClient
 
     with NativeClient(*gw.native, timeout=30) as client:
         client.create_topic(TOPICS["kafka"], partitions)
@@ -463,11 +445,11 @@ async def _sample_rss(pid: int, report: LoadReport, t0: float, scope) -> None:
 
 
 class _AnswerError(Exception):
-    """The gateway answered a request with an error (the connection stays usable)."""
+    """The gateway answered a request with something else than what was asked (the connection stays usable)."""
 
 
-class _Closed(Exception):
-    """The gateway closed the connection."""
+#: Answers that are errors: counted, and the connection goes on.
+_ERROR_ANSWERS = (_AnswerError, NativeError, KafkaError, TankError)
 
 
 class _Worker:
@@ -492,26 +474,22 @@ class _Worker:
     async def run(self) -> None:
         import trio
 
-        from logway.codecs.errors import RemoteProtocolError
-
         run = self.run_
-        stream = None
+        load = None
         try:
             async with run.connect_limiter:
                 with trio.fail_after(CONNECT_TIMEOUT):
                     t0 = time.perf_counter()
-                    stream = await trio.open_tcp_stream(*self.address)
-                    client = _CLIENTS[self.proto](stream, self)
-                    await client.handshake()  # answered: the gateway has accepted and serves this connection
+                    # answered once: the gateway has accepted and serves this connection
+                    load = await _LOADS[self.proto].open(self)
                     run.report.connect_latencies.append((time.perf_counter() - t0) * 1000)
-        except (OSError, trio.TooSlowError, trio.BrokenResourceError, _Closed, _AnswerError,
+        except (OSError, trio.TooSlowError, trio.BrokenResourceError, ClientError, _AnswerError,
                 RemoteProtocolError) as exc:
             run.report.connect_failures[self.proto] += 1
             run.error(self.proto, "connect", "connect failed", repr(exc))
             run.arrived()
-            if stream is not None:
-                with trio.CancelScope(shield=True):
-                    await trio.aclose_forcefully(stream)
+            if load is not None:
+                await load.close()
             return
         self.connected = True
         run.report.connections_by_protocol[self.proto] += 1
@@ -519,7 +497,7 @@ class _Worker:
         run.arrived()
         try:
             await run.go.wait()
-            await self._loop(client)
+            await self._loop(load)
         finally:
             run.live -= 1
             if not run.live and run.go.is_set():
@@ -527,14 +505,10 @@ class _Worker:
             try:
                 await self.may_close.wait()  # every connection stays open until the load is over
             finally:
-                with trio.move_on_after(2) as cleanup:
-                    cleanup.shield = True
-                    await stream.aclose()
+                await load.close()
 
-    async def _loop(self, client: "_Client") -> None:
+    async def _loop(self, load: "_Load") -> None:
         import trio
-
-        from logway.codecs.errors import RemoteProtocolError
 
         run = self.run_
         report = run.report
@@ -557,8 +531,8 @@ class _Worker:
             t0 = time.perf_counter()
             try:
                 with trio.fail_after(REQUEST_TIMEOUT + (wait if kind != "produce" else 0) + 1):
-                    records = await client.request(kind)
-            except _AnswerError as exc:
+                    records = await load.request(kind)
+            except _ERROR_ANSWERS as exc:
                 run.error(proto, kind, "error answer", str(exc))
                 self.busy = None
                 continue
@@ -566,7 +540,7 @@ class _Worker:
                 run.error(proto, kind, "timeout", f"no answer in {REQUEST_TIMEOUT:g} s beyond the request's wait")
                 self.busy = None
                 return
-            except (_Closed, OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            except (OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:  # ConnectionClosed too
                 run.error(proto, kind, "connection closed", repr(exc))
                 self.busy = None
                 return
@@ -588,16 +562,37 @@ class _Worker:
                 await trio.sleep(rng.uniform(0, 2 * think))
 
 
-# -- the three protocols' client sides ---------------------------------------------------------------------------
+# -- the three protocols' workloads, on the trio clients ------------------------------------------------------------
 
-class _Client:
-    """A connection's protocol state: `request(kind)` sends one request and returns the records it moved."""
+class _Load:
+    """A connection's workload: `request(kind)` sends one request and returns the records it moved."""
 
-    def __init__(self, stream, worker: _Worker) -> None:
-        self.stream = stream
+    def __init__(self, client, worker: _Worker) -> None:
+        self.client = client
         self.w = worker
         self.run_ = worker.run_
         self.long_poll_ms = self.run_.settings.long_poll_ms
+
+    @classmethod
+    async def open(cls, worker: _Worker) -> "_Load":
+        """Connect and get one answer (the protocol's cheapest request, or TANK's greeting)."""
+        import trio
+
+        client = await cls.connect(worker)
+        try:
+            await cls.handshake(client)
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await client.aclose()
+            raise
+        return cls(client, worker)
+
+    async def close(self) -> None:
+        import trio
+
+        with trio.move_on_after(2) as cleanup:
+            cleanup.shield = True
+            await self.client.aclose()
 
     async def request(self, kind: str) -> int:
         if kind == "produce":
@@ -606,116 +601,72 @@ class _Client:
             return await self.fetch()
         return await self.long_poll()
 
-    async def _exchange(self, frame: bytes):
-        """Send one request frame and return the next response event."""
-        await self.stream.send_all(frame)
-        codec = self.codec
-        while True:
-            event = codec.next_event()
-            if event is self.NEED_DATA:
-                codec.receive_data(await self.stream.receive_some(256 * KiB))
-                continue
-            if event is self.CLOSED:
-                raise _Closed("the gateway closed the connection")
-            return event
 
+class _NativeLoad(_Load):
+    @staticmethod
+    async def connect(worker: _Worker):
+        from logway.clients.native import AsyncNativeClient
 
-class _NativeClient(_Client):
-    def __init__(self, stream, worker: _Worker) -> None:
-        super().__init__(stream, worker)
-        from logway.codecs import native as nv
+        return await AsyncNativeClient.connect(*worker.address, connect_timeout=None)
 
-        self.nv = nv
-        self.codec = nv.NativeConnection("client")
-        self.NEED_DATA, self.CLOSED = nv.NEED_DATA, nv.CLOSED
-
-    async def handshake(self) -> None:
-        await self._call(self.nv.PingRequest(), self.nv.PongResponse)
-
-    async def _call(self, event, expect):
-        resp = await self._exchange(self.codec.send(event))
-        if isinstance(resp, self.nv.ErrorResponse):
-            raise _AnswerError(resp.message)
-        if not isinstance(resp, expect):
-            raise _AnswerError(f"unexpected answer {type(resp).__name__}")
-        return resp
+    @staticmethod
+    async def handshake(client) -> None:
+        await client.ping()
 
     async def produce(self) -> int:
         w = self.w
-        resp = await self._call(self.nv.ProduceRequest(w.topic, w.partition, self.run_.records),
-                                self.nv.ProduceResponse)
-        if len(resp.offsets) != RECORDS_PER_PRODUCE:
-            raise _AnswerError(f"{len(resp.offsets)} offsets for {RECORDS_PER_PRODUCE} records")
-        self.run_.seen_end(w.key, resp.offsets[-1] + 1)
-        return len(resp.offsets)
+        offsets = await self.client.produce(w.topic, w.partition, self.run_.records)
+        if len(offsets) != RECORDS_PER_PRODUCE:
+            raise _AnswerError(f"{len(offsets)} offsets for {RECORDS_PER_PRODUCE} records")
+        self.run_.seen_end(w.key, offsets[-1] + 1)
+        return len(offsets)
 
     async def fetch(self) -> int:
         w = self.w
-        resp = await self._call(self.nv.FetchRequest(w.topic, w.partition, w.cursor, FETCH_BYTES["native"]),
-                                self.nv.FetchResponse)
+        resp = await self.client.fetch(w.topic, w.partition, w.cursor, FETCH_BYTES["native"])
         w.cursor = resp.next_offset
         return len(resp.records)
 
     async def long_poll(self) -> int:
         w = self.w
         offset = self.run_.ends.get(w.key, 0)
-        resp = await self._call(self.nv.FetchRequest(w.topic, w.partition, offset, FETCH_BYTES["native"],
-                                                     None, self.long_poll_ms, 1), self.nv.FetchResponse)
+        resp = await self.client.fetch(w.topic, w.partition, offset, FETCH_BYTES["native"],
+                                       max_wait_ms=self.long_poll_ms, min_bytes=1)
         if resp.records:
             self.run_.seen_end(w.key, resp.next_offset)
         return len(resp.records)
 
 
-class _KafkaClient(_Client):
-    def __init__(self, stream, worker: _Worker) -> None:
-        super().__init__(stream, worker)
-        from logway.codecs.kafka import CLOSED, NEED_DATA, KafkaClientConnection, api
+class _KafkaLoad(_Load):
+    @staticmethod
+    async def connect(worker: _Worker):
+        from logway.clients.kafka import AsyncKafkaClient, KafkaConfig
 
-        self.api = api
-        self.codec = KafkaClientConnection()
-        self.NEED_DATA, self.CLOSED = NEED_DATA, CLOSED
+        client = AsyncKafkaClient(KafkaConfig(*worker.address, client_id="logway-load", connect_timeout=None,
+                                              timeout=None, retries=0))
+        await client.connect()
+        return client
 
-    async def _call(self, key: int, version: int, body):
-        resp = await self._exchange(self.codec.send_request(key, version, body, client_id="logway-load"))
-        return resp.body
-
-    async def handshake(self) -> None:
-        body = await self._call(18, KAFKA_API_VERSIONS_VERSION, self.api.ApiVersionsRequest())
-        if body.error_code:
-            raise _AnswerError(f"ApiVersions error_code {body.error_code}")
+    @staticmethod
+    async def handshake(client) -> None:
+        await client.api_versions()
 
     async def produce(self) -> int:
-        api, w = self.api, self.w
-        body = api.ProduceRequest(transactional_id=None, acks=1, timeout_ms=30000, topic_data=[
-            api.TopicProduceData(name=w.topic, partition_data=[
-                api.PartitionProduceData(index=w.partition, records=self.run_.kafka_batch)])])
-        resp = await self._call(0, KAFKA_PRODUCE_VERSION, body)
-        part = resp.responses[0].partition_responses[0]
-        if part.error_code:
-            raise _AnswerError(f"Produce error_code {part.error_code} {part.error_message or ''}")
-        self.run_.seen_end(w.key, part.base_offset + RECORDS_PER_PRODUCE)
+        w = self.w
+        base = await self.client.produce(w.topic, w.partition, self.run_.kafka_batch, acks=1)
+        self.run_.seen_end(w.key, base + RECORDS_PER_PRODUCE)
         return RECORDS_PER_PRODUCE
 
     async def _fetch(self, offset: int, max_wait_ms: int) -> tuple[int, int]:
         """(records at or after `offset`, the offset after the last whole batch, or `offset` when none)."""
         from logway.codecs.kafka.records import iter_batches, parse_header
 
-        api, w = self.api, self.w
-        size = FETCH_BYTES["kafka"]
-        body = api.FetchRequest(
-            replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1 if max_wait_ms else 0, max_bytes=size,
-            isolation_level=0, session_id=0, session_epoch=-1,
-            topics=[api.FetchTopic(topic=w.topic, partitions=[api.FetchPartition(
-                partition=w.partition, fetch_offset=offset, partition_max_bytes=size)])])
-        resp = await self._call(1, KAFKA_FETCH_VERSION, body)
-        if resp.error_code:
-            raise _AnswerError(f"Fetch error_code {resp.error_code}")
-        part = resp.responses[0].partitions[0]
-        if part.error_code:
-            raise _AnswerError(f"Fetch partition error_code {part.error_code}")
-        self.run_.seen_end(w.key, part.high_watermark)
+        w = self.w
+        result = await self.client.fetch(w.topic, w.partition, offset, FETCH_BYTES["kafka"],
+                                         max_wait_ms=max_wait_ms)
+        self.run_.seen_end(w.key, result.high_watermark)
         count, next_offset = 0, offset
-        for batch in iter_batches(part.records or b""):
+        for batch in iter_batches(result.records):
             h = parse_header(batch)
             last = h.base_offset + h.last_offset_delta
             count += max(0, last + 1 - max(h.base_offset, offset))
@@ -731,65 +682,43 @@ class _KafkaClient(_Client):
         return count
 
 
-class _TankClient(_Client):
-    def __init__(self, stream, worker: _Worker) -> None:
-        super().__init__(stream, worker)
-        from logway.codecs import tank
+class _TankLoad(_Load):
+    @staticmethod
+    async def connect(worker: _Worker):
+        from logway.clients.tank import AsyncTankClient
 
-        self.tank = tank
-        self.codec = tank.TankClientConnection()
-        self.NEED_DATA, self.CLOSED = tank.NEED_DATA, tank.CLOSED
-        self.next_id = 1
+        return await AsyncTankClient.connect(*worker.address, connect_timeout=None, client_id=b"logway-load",
+                                             wait_ping=False)
 
-    async def handshake(self) -> None:
-        """The broker's greeting Ping (sent on accept)."""
-        codec = self.codec
-        while True:
-            event = codec.next_event()  # skips (and counts) Pings
-            if event is self.NEED_DATA and codec.pings_received:
-                return
-            if event is self.NEED_DATA:
-                codec.receive_data(await self.stream.receive_some(64 * KiB))
-            elif event is self.CLOSED:
-                raise _Closed("the gateway closed the connection before its greeting Ping")
-            else:
-                raise _AnswerError(f"a {type(event).__name__} before the greeting Ping")
-
-    async def _call(self, request):
-        request.request_id = self.next_id
-        self.next_id += 1
-        resp = await self._exchange(self.codec.send(request))
-        if resp.request_id != request.request_id:
-            raise _AnswerError(f"answer to request {resp.request_id}, expected {request.request_id}")
-        return resp
+    @staticmethod
+    async def handshake(client) -> None:
+        await client.await_ping()  # the broker's greeting, sent on accept
 
     async def produce(self) -> int:
-        tank, w = self.tank, self.w
-        resp = await self._call(tank.ProduceRequest(0, [tank.ProduceEntry(w.topic, w.partition,
-                                                                          self.run_.tank_bundle)],
-                                                    client_id=b"logway-load"))
-        errors = [r.error for r in resp.results if r.error]
-        if errors or len(resp.results) != 1:
-            raise _AnswerError(f"Produce errors {errors} ({len(resp.results)} results)")
+        w = self.w
+        errors = await self.client.produce_many([(w.topic, w.partition, self.run_.tank_bundle)])
+        if len(errors) != 1 or any(errors):
+            raise _AnswerError(f"Produce errors {errors}")
         return RECORDS_PER_PRODUCE
 
     async def _consume(self, seq: int, max_wait_ms: int) -> tuple[int, int]:
         """(messages at or after `seq`, the seq to ask for next)."""
-        tank, w = self.tank, self.w
-        req = tank.ConsumeRequest(0, max_wait_ms, 1 if max_wait_ms else 0, [tank.ConsumeTopic(
-            w.topic, [tank.ConsumePartition(w.partition, seq, FETCH_BYTES["tank"])])])
-        resp = await self._call(req)
+        from logway.codecs.tank import ConsumeFlags, count_messages
+
+        w = self.w
+        resp = await self.client.consume({w.topic: [(w.partition, seq, FETCH_BYTES["tank"])]},
+                                         max_wait_ms=max_wait_ms, min_bytes=1 if max_wait_ms else 0)
         t = resp.topics[0]
         if t.unknown:
             raise _AnswerError(f"unknown topic {w.topic}")
         p = t.partitions[0]
-        if p.error not in (tank.ConsumeFlags.OK, tank.ConsumeFlags.SPARSE_FIRST):
+        if p.error not in (ConsumeFlags.OK, ConsumeFlags.SPARSE_FIRST):
             raise _AnswerError(f"Consume err_flags {p.error:#04x} at seq {seq}")
         hwm = p.high_water_mark
         self.run_.seen_end(w.key, hwm)  # TANK's last assigned seq = offset + 1 of the last message = log end
         if not len(p.chunk):
             return 0, seq
-        counted = tank.count_messages(p.chunk, p.base_seqnum, min_seq=seq, max_seq=hwm)
+        counted = count_messages(p.chunk, p.base_seqnum, min_seq=seq, max_seq=hwm)
         return counted.messages, counted.next_seq if counted.next_seq is not None else seq
 
     async def fetch(self) -> int:
@@ -802,7 +731,7 @@ class _TankClient(_Client):
         return count
 
 
-_CLIENTS = {"native": _NativeClient, "kafka": _KafkaClient, "tank": _TankClient}
+_LOADS = {"native": _NativeLoad, "kafka": _KafkaLoad, "tank": _TankLoad}
 
 
 # -- the probe: its own process, blocking sockets ----------------------------------------------------------------
@@ -847,52 +776,43 @@ def _probe_main(native_addr, kafka_addr, interval: float, ready, go, stop, sende
                 storm_at: float = 0.0) -> None:
     """Every `interval` s one cheap request, native Ping and Kafka ApiVersions in turn, each timed; every
     `PROBE_CONNECT_EVERY` ticks a new connection + Ping instead."""
-    import socket
-
+    from logway.clients.kafka import KafkaClient, KafkaConfig
+    from logway.clients.native import NativeClient
     from logway.codecs import native as nv
-    from logway.codecs.kafka import CLOSED, NEED_DATA, KafkaClientConnection, api
 
     latencies: dict[str, list[float]] = {"native Ping": [], "Kafka ApiVersions": []}
     errors: list[str] = []
 
+    def native_client():
+        return NativeClient(*native_addr, timeout=PROBE_TIMEOUT, connect_timeout=PROBE_TIMEOUT)
+
+    def kafka_client():
+        client = KafkaClient(KafkaConfig(*kafka_addr, client_id="logway-probe", connect_timeout=PROBE_TIMEOUT,
+                                         timeout=PROBE_TIMEOUT, retries=0))
+        client.connect()
+        return client
+
     class Endpoint:
-        def __init__(self, addr, make_codec) -> None:
-            self.addr = addr
-            self.make_codec = make_codec
-            self.sock = None
+        """A probe connection, opened again after an error."""
+
+        def __init__(self, open_client) -> None:
+            self.open_client = open_client
+            self.client = None
 
         def connect(self) -> None:
             self.close()
-            self.sock = socket.create_connection(self.addr, timeout=PROBE_TIMEOUT)
-            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self.codec = self.make_codec()
+            self.client = self.open_client()
 
         def close(self) -> None:
-            if self.sock is not None:
-                self.sock.close()
-                self.sock = None
-
-        def exchange(self, frame: bytes):
-            self.sock.sendall(frame)
-            while True:
-                event = self.codec.next_event()
-                if event is NEED_DATA or event is nv.NEED_DATA:
-                    self.codec.receive_data(self.sock.recv(65536))
-                    continue
-                if event is CLOSED or event is nv.CLOSED:
-                    raise ConnectionError("the gateway closed the probe's connection")
-                return event
+            if self.client is not None:
+                self.client.close()
+                self.client = None
 
     def ping(ep: Endpoint) -> None:
-        resp = ep.exchange(ep.codec.send(nv.PingRequest()))
-        if not isinstance(resp, nv.PongResponse):
-            raise RuntimeError(f"Ping answered {resp!r:.200}")
+        ep.client.ping()
 
     def api_versions(ep: Endpoint) -> None:
-        resp = ep.exchange(ep.codec.send_request(18, KAFKA_API_VERSIONS_VERSION, api.ApiVersionsRequest(),
-                                                 client_id="logway-probe"))
-        if resp.body.error_code:
-            raise RuntimeError(f"ApiVersions error_code {resp.body.error_code}")
+        ep.client.api_versions()
 
     def connect_and_ping(ep: Endpoint) -> None:
         ep.connect()
@@ -904,7 +824,7 @@ def _probe_main(native_addr, kafka_addr, interval: float, ready, go, stop, sende
     storm_latencies: list[float] = []
     storm_errors: list[str] = []
     if storm:
-        _raise_fd_limit(storm + FD_MARGIN)
+        raise_fd_limit(storm + FD_MARGIN, "logway bench load")
 
     def run_storm() -> None:
         """`storm` connections at once, a Ping on each, then each Pong read in turn (the probe pauses meanwhile)."""
@@ -913,15 +833,14 @@ def _probe_main(native_addr, kafka_addr, interval: float, ready, go, stop, sende
         eps = []
         try:
             for _ in range(storm):
-                ep = Endpoint(native_addr, lambda: nv.NativeConnection("client"))
+                ep = Endpoint(native_client)
                 ep.connect()
                 eps.append(ep)
             for ep in eps:
-                ep.sock.sendall(ep.codec.send(nv.PingRequest()))
+                ep.client.send(nv.PingRequest())
             for ep in eps:
                 try:
-                    ep.sock.settimeout(max(deadline - time.perf_counter(), 0.001))
-                    ping_answer = ep.exchange(b"")
+                    ping_answer = ep.client.receive(timeout=max(deadline - time.perf_counter(), 0.001))
                     if not isinstance(ping_answer, nv.PongResponse):
                         raise RuntimeError(f"Ping answered {ping_answer!r:.200}")
                     storm_latencies.append((time.perf_counter() - t0) * 1000)
@@ -934,9 +853,9 @@ def _probe_main(native_addr, kafka_addr, interval: float, ready, go, stop, sende
                 ep.close()
 
     latencies[PROBE_NEW_CONNECTION] = []
-    probes = [("native Ping", Endpoint(native_addr, lambda: nv.NativeConnection("client")), ping),
-              ("Kafka ApiVersions", Endpoint(kafka_addr, KafkaClientConnection), api_versions)]
-    fresh = (PROBE_NEW_CONNECTION, Endpoint(native_addr, lambda: nv.NativeConnection("client")), connect_and_ping)
+    probes = [("native Ping", Endpoint(native_client), ping),
+              ("Kafka ApiVersions", Endpoint(kafka_client), api_versions)]
+    fresh = (PROBE_NEW_CONNECTION, Endpoint(native_client), connect_and_ping)
     try:
         for _, ep, call in probes:
             ep.connect()
@@ -954,7 +873,7 @@ def _probe_main(native_addr, kafka_addr, interval: float, ready, go, stop, sende
                 i += 1
                 t0 = time.perf_counter()
                 try:
-                    if ep.sock is None and call is not connect_and_ping:
+                    if ep.client is None and call is not connect_and_ping:
                         ep.connect()
                     call(ep)
                     latencies[name].append((time.perf_counter() - t0) * 1000)

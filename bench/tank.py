@@ -1,4 +1,5 @@
-"""`logway bench tank-*`: the TANK protocol benchmarks (issue 4; targets in BENCHMARKS.md, never in tests).
+"""`logway bench tank-produce | tank-consume | tank-tail`: the TANK protocol (issue 4; targets in BENCHMARKS.md,
+never in tests).
 
 - `tank-produce`: 1,000,000 messages of 100 bytes in bundles of 8,196 (uncompressed, one partition), every
   Produce frame built before timing, then sent back to back on one connection (pipelined); the clock runs from
@@ -19,42 +20,52 @@ only, and stops it at the end; all socket waits are bounded by timeouts.
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import tempfile
 import threading
 import time
 
+from .proc import rss_mib
+from .registry import Benchmark
+
+__all__ = ["BENCHMARKS", "bench_produce_consume", "bench_tail"]
+
 MiB = 1024 * 1024
 TOPIC = "bench"
 
 
-def add_tank_arguments(sub) -> None:
-    """Register tank-produce, tank-consume and tank-tail on the `bench` subparsers."""
-    for name, text in (("tank-produce", "TANK produce: prebuilt uncompressed bundles, pipelined, one partition"),
-                       ("tank-consume", "TANK consume: read the produced messages back from seq 1")):
-        p = sub.add_parser(name, help=text + " (gateway in a subprocess)")
-        p.add_argument("--messages", type=int, default=1_000_000)
-        p.add_argument("--message-bytes", type=int, default=100)
-        p.add_argument("--bundle-messages", type=int, default=8196, help="messages per bundle (default 8196)")
-        p.add_argument("--bundles-per-request", type=int, default=1,
-                       help="Produce entries (bundles of the same partition) per request (default 1)")
-        p.add_argument("--codec", type=int, default=0, choices=(0, 1), help="0 none (default), 1 snappy")
-        p.add_argument("--flush", default="none", choices=("none", "interval", "always"))
-        p.add_argument("--runs", type=int, default=1, help="repeat on fresh gateways and report each run")
-        if name == "tank-consume":
-            p.add_argument("--fetch-size", type=int, default=64 * MiB,
-                           help="fetch_size per Consume request in bytes (default 64 MiB, TANK's clamp)")
-    t = sub.add_parser("tank-tail", help="TANK tailing consumer: produce→consume latency of a long-poll")
-    t.add_argument("--samples", type=int, default=2000)
-    t.add_argument("--warmup", type=int, default=100, help="samples taken first and not counted")
-    t.add_argument("--message-bytes", type=int, default=32)
-    t.add_argument("--gap-ms", type=float, default=1.0,
-                   help="pause between the consumer's long-poll and the produce, so the poll is parked")
-    t.add_argument("--flush", default="none", choices=("none", "interval", "always"))
+def add_produce_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of tank-produce (and, with --fetch-size, tank-consume)."""
+    parser.add_argument("--messages", type=int, default=1_000_000, help="messages to produce")
+    parser.add_argument("--message-bytes", type=int, default=100, help="bytes of each message's value")
+    parser.add_argument("--bundle-messages", type=int, default=8196, help="messages per bundle")
+    parser.add_argument("--bundles-per-request", type=int, default=1,
+                        help="Produce entries (bundles of the same partition) per request")
+    parser.add_argument("--codec", type=int, default=0, choices=(0, 1), help="bundle codec: 0 none, 1 snappy")
+    parser.add_argument("--flush", default="none", choices=("none", "interval", "always"),
+                        help="the gateway's storage.flush")
+    parser.add_argument("--runs", type=int, default=1, help="repeat on fresh gateways and report each run")
 
 
-def run_tank_bench(args) -> int:
+def add_consume_arguments(parser: argparse.ArgumentParser) -> None:
+    add_produce_arguments(parser)
+    parser.add_argument("--fetch-size", type=int, default=64 * MiB,
+                        help="fetch_size per Consume request in bytes (64 MiB: TANK's clamp)")
+
+
+def add_tail_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--samples", type=int, default=2000, help="produce→consume samples counted")
+    parser.add_argument("--warmup", type=int, default=100, help="samples taken first and not counted")
+    parser.add_argument("--message-bytes", type=int, default=32, help="bytes of each message's value")
+    parser.add_argument("--gap-ms", type=float, default=1.0,
+                        help="pause between the consumer's long-poll and the produce, so the poll is parked")
+    parser.add_argument("--flush", default="none", choices=("none", "interval", "always"),
+                        help="the gateway's storage.flush")
+
+
+def run(args: argparse.Namespace) -> int:
     if args.bench == "tank-tail":
         bench_tail(args.samples, args.warmup, args.message_bytes, args.gap_ms, args.flush)
         return 0
@@ -62,6 +73,17 @@ def run_tank_bench(args) -> int:
         bench_produce_consume(args.messages, args.message_bytes, args.bundle_messages, args.bundles_per_request,
                               args.codec, args.flush, consume_fetch_size=getattr(args, "fetch_size", None))
     return 0
+
+
+_GATEWAY = " (gateway in a subprocess)"
+BENCHMARKS = [
+    Benchmark("tank-produce", "TANK produce: prebuilt uncompressed bundles, pipelined, one partition" + _GATEWAY,
+              add_produce_arguments, run),
+    Benchmark("tank-consume", "TANK consume: read the produced messages back from seq 1" + _GATEWAY,
+              add_consume_arguments, run),
+    Benchmark("tank-tail", "TANK tailing consumer: produce→consume latency of a long-poll" + _GATEWAY,
+              add_tail_arguments, run),
+]
 
 
 # -- helpers ---------------------------------------------------------------------------------------------------
@@ -95,7 +117,7 @@ class _Gateway:
 
 
 def _client(gw, timeout: float = 60.0):
-    from .tank_client import TankClient
+    from logway.clients.tank import TankClient
 
     return TankClient(*gw.addresses["tank"], timeout=timeout)
 
@@ -150,12 +172,6 @@ def _produce(client, frames: list[tuple[int, bytes]], timeout: float = 120.0) ->
     return time.perf_counter() - t0
 
 
-def _rss(pid: int) -> float:
-    from .bench import rss_mib
-
-    return rss_mib(pid)
-
-
 # -- tank-produce / tank-consume ---------------------------------------------------------------------------------
 
 def bench_produce_consume(messages: int, message_bytes: int, bundle_messages: int, bundles_per_request: int,
@@ -166,9 +182,9 @@ def bench_produce_consume(messages: int, message_bytes: int, bundle_messages: in
             raise SystemExit(f"logway bench: CreateTopic answered error {err}")
         frames, nbundles, nbytes = _build_produce_frames(client, messages, message_bytes, bundle_messages,
                                                          bundles_per_request, codec)
-        rss0 = _rss(gw.pid)
+        rss0 = rss_mib(gw.pid)
         elapsed = _produce(client, frames)
-        rss1 = _rss(gw.pid)
+        rss1 = rss_mib(gw.pid)
         bounds = client.discover_partitions(TOPIC)
         hwm = bounds[0].high_water_mark if bounds else -1
         if hwm != messages:
@@ -206,23 +222,22 @@ def _consume(client, gw, messages: int, fetch_size: int, rss_before: float) -> N
     print(f"tank-consume: {total:,} messages ({received / MiB:.1f} MiB of chunks) read from seq 1 in "
           f"{requests} requests of fetch_size {fetch_size / MiB:g} MiB in {elapsed:.3f} s")
     print(f"  throughput: {total / elapsed:,.0f} msgs/s ({received / elapsed / MiB:,.0f} MiB/s)")
-    print(f"  gateway RSS: {rss_before:.1f} MiB before, {_rss(gw.pid):.1f} MiB after")
+    print(f"  gateway RSS: {rss_before:.1f} MiB before, {rss_mib(gw.pid):.1f} MiB after")
 
 
 # -- tank-tail ---------------------------------------------------------------------------------------------------
 
 def bench_tail(samples: int, warmup: int, message_bytes: int, gap_ms: float, flush: str) -> None:
+    from logway.clients.tank import consume_request
     from logway.codecs.records import Record
     from logway.codecs.tank import ConsumeFlags, ProduceEntry, ProduceRequest, count_messages, encode_bundle
-
-    from .tank_client import TankClient
 
     with _Gateway(flush) as gw, _client(gw) as producer, _client(gw) as consumer:
         err = producer.create_topic(TOPIC, 1)
         if err:
             raise SystemExit(f"logway bench: CreateTopic answered error {err}")
         payload = os.urandom(message_bytes)
-        rss0 = _rss(gw.pid)
+        rss0 = rss_mib(gw.pid)
         latencies = []
         missed = 0
         max_wait_ms = 2_000  # a missed wake-up costs this much (and is reported)
@@ -231,7 +246,7 @@ def bench_tail(samples: int, warmup: int, message_bytes: int, gap_ms: float, flu
         for i in range(warmup + samples):
             bundle = encode_bundle([Record(payload, None, time.time_ns() // 1_000_000)], codec=0)
             prid, pframe = producer.prepare(ProduceRequest(0, [ProduceEntry(TOPIC, 0, bundle)]))
-            request = TankClient.consume_request({TOPIC: [(0, seq, 1 * MiB)]}, max_wait_ms=max_wait_ms)
+            request = consume_request({TOPIC: [(0, seq, 1 * MiB)]}, max_wait_ms=max_wait_ms)
             crid = consumer.send(request)
             if gap:
                 time.sleep(gap)
@@ -269,4 +284,4 @@ def bench_tail(samples: int, warmup: int, message_bytes: int, gap_ms: float, flu
               f"p99 {pct(0.99):.3f} ms, max {latencies[-1]:.3f} ms, mean {statistics.fmean(latencies):.3f} ms")
         print(f"  long polls answered empty by the timer although the message had been produced (missed "
               f"wake-ups, each costing up to {max_wait_ms / 1000:g} s): {missed}")
-        print(f"  gateway RSS: {rss0:.1f} MiB before, {_rss(gw.pid):.1f} MiB after")
+        print(f"  gateway RSS: {rss0:.1f} MiB before, {rss_mib(gw.pid):.1f} MiB after")

@@ -8,11 +8,12 @@ Each run is `df.write.format("noop")`, which makes Spark materialise every colum
 / wall-clock seconds of the Spark job. `--vary` draws value sizes uniformly from 50 %..150 % of `--record-bytes`
 instead of a fixed size.
 
-`add_arguments(parser)` declares the flags, `run(args)` runs the benchmark and returns an exit status.
+Needs the `logway[spark]` extra and Java 17+ (imported when it runs, not when `logway bench` builds its parser).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import random
 import shutil
@@ -21,20 +22,23 @@ import subprocess
 import tempfile
 import time
 
-__all__ = ["add_arguments", "run"]
+from .registry import Benchmark
+
+__all__ = ["BENCHMARKS", "add_arguments", "run"]
 
 TOPIC = "spark-bench"
 
 
-def add_arguments(parser) -> None:
-    parser.add_argument("--records", type=int, default=5_000_000, help="records to read (default 5,000,000)")
-    parser.add_argument("--record-bytes", type=int, default=100, help="value size in bytes (default 100)")
-    parser.add_argument("--partitions", type=int, default=4, help="topic partitions (default 4)")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--records", type=int, default=5_000_000, help="records to read")
+    parser.add_argument("--record-bytes", type=int, default=100, help="value size in bytes")
+    parser.add_argument("--partitions", type=int, default=4, help="topic partitions")
     parser.add_argument("--batch-records", type=int, default=1000, help="records per produced RecordBatch")
-    parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
-    parser.add_argument("--runs", type=int, default=3, help="timed reads after the warm-up (default 3)")
+    parser.add_argument("--master", default="local[2]", help="Spark master")
+    parser.add_argument("--runs", type=int, default=3, help="timed reads after the warm-up")
     parser.add_argument("--vary", action="store_true", help="value sizes from 50%% to 150%% of --record-bytes")
-    parser.add_argument("--fetch-max-bytes", type=int, default=None, help="the reader's fetchMaxBytes option")
+    parser.add_argument("--fetch-max-bytes", type=int, default=None,
+                        help="the reader's fetchMaxBytes option (None: the data source's default)")
 
 
 def _fill(client, partitions: int, records: int, record_bytes: int, batch_records: int, vary: bool) -> None:
@@ -63,11 +67,11 @@ def _fill(client, partitions: int, records: int, record_bytes: int, batch_record
             sent += n
 
 
-def run(args) -> int:
-    from logway.gateway.launcher import GatewayProcess
+def run(args: argparse.Namespace) -> int:
+    from logway.clients.kafka import KafkaClient, KafkaConfig
+    from logway.pipeline.session import spark_session
 
-    from .client import ClientConfig, LogwayClient
-    from .session import spark_session
+    from .launcher import GatewayProcess
 
     tmp = tempfile.mkdtemp(prefix="logway-spark-bench-")
     gateway = GatewayProcess(os.path.join(tmp, "data"), "storage.flush=none", "log_level=WARNING",
@@ -75,7 +79,7 @@ def run(args) -> int:
     try:
         host, port = gateway.addresses["kafka"]
         address = f"{host}:{port}"
-        with LogwayClient(ClientConfig(host, port)) as client:
+        with KafkaClient(KafkaConfig(host, port)) as client:
             client.create_topic(TOPIC, args.partitions)
             t0 = time.perf_counter()
             _fill(client, args.partitions, args.records, args.record_bytes, args.batch_records, args.vary)
@@ -116,14 +120,4 @@ def run(args) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def main(argv=None) -> int:
-    """`python -m logway.pipeline.bench [flags]`, until the CLI registers `logway bench spark-read`."""
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="logway bench spark-read", description=__doc__.split("\n")[0])
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+BENCHMARKS = [Benchmark("spark-read", "read 5,000,000 records into Spark (local[2])", add_arguments, run)]

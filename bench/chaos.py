@@ -42,14 +42,15 @@ checks:
 `ChaosReport.raise_for_violations()` raises `ChaosViolation`. `verify_partition` is the pure check of one
 partition's records against the `Ledger` of what the clients were told.
 
-The checker is a client of the gateway in another process: it speaks Kafka through `logway.pipeline`'s blocking
-client (no Kafka library), the native and TANK protocols through `gateway.client` and `gateway.tank_client`, and
-only `logway bench` imports it. Its own numbers come from `random.Random(seed)`: the run lengths and the decision
-to tear are the same for a seed; what is torn depends on where the clients were when the kill came.
+The checker is a client of the gateway in another process: it speaks every protocol through the blocking clients
+of `logway.clients` (no Kafka library), and only `logway bench` and the tests import it. Its own numbers come
+from `random.Random(seed)`: the run lengths and the decision to tear are the same for a seed; what is torn
+depends on where the clients were when the kill came.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import random
@@ -62,6 +63,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from logway.clients.errors import GatewayUnavailable, KafkaError, NativeError, TankError
+from logway.clients.kafka import EARLIEST, LATEST, KafkaClient, KafkaConfig
+from logway.clients.native import NativeClient
+from logway.clients.tank import TankClient
 from logway.codecs.errors import RemoteProtocolError
 from logway.codecs.kafka.api import groups as G
 from logway.codecs.kafka.api import offsets as O
@@ -69,15 +74,12 @@ from logway.codecs.kafka.error_codes import ErrorCode
 from logway.codecs.kafka.records import KafkaFormat, decode_batch, decode_records, encode_batch
 from logway.codecs.records import Record
 from logway.codecs.tank import TankFormat, decode_bundle, decode_varint, encode_bundle, wrap
-from logway.pipeline.client import EARLIEST, LATEST, ClientConfig, LogwayClient
-from logway.pipeline.errors import GatewayError, GatewayUnavailable
 
-from .client import NativeClient, NativeError
 from .launcher import GatewayProcess
-from .tank_client import TankClient, TankError
+from .registry import Benchmark
 
-__all__ = ["ChaosConfig", "ChaosRun", "ChaosReport", "CycleSummary", "ChaosViolation", "Ledger",
-           "verify_partition", "PROTOCOLS", "TOPICS", "GROUP"]
+__all__ = ["BENCHMARKS", "ChaosConfig", "ChaosRun", "ChaosReport", "CycleSummary", "ChaosViolation", "Ledger",
+           "verify_partition", "read_partition", "PROTOCOLS", "TOPICS", "GROUP"]
 
 PROTOCOLS = ("native", "tank", "kafka")
 TOPICS = {"native": "chaos-native", "tank": "chaos-tank", "kafka": "chaos-kafka"}
@@ -321,7 +323,7 @@ def verify_partition(ledger: Ledger, tp: tuple[str, int], log_start: int, log_en
     return out
 
 
-def read_partition(client: LogwayClient, tp: tuple[str, int],
+def read_partition(client: KafkaClient, tp: tuple[str, int],
                    problems: list[str]) -> tuple[int, int, list[tuple[int, bytes]]]:
     """(log start, log end, [(offset, payload)]) of a whole partition, read over Kafka (ListOffsets, Fetch)."""
     start = client.list_offsets({tp: EARLIEST})[tp]
@@ -433,9 +435,9 @@ class _KafkaProducer(_Producer):
     def produce_loop(self, gw, stop, cycle):
         ledger, pause = self.run.ledger, self.run.config.pause
         host, port = gw.addresses["kafka"]
-        config = ClientConfig(host, port, client_id=f"chaos-producer-{self.tp[1]}", connect_timeout=5,
-                              request_timeout=10, retries=0)
-        with LogwayClient(config) as client:
+        config = KafkaConfig(host, port, client_id=f"chaos-producer-{self.tp[1]}", connect_timeout=5,
+                              timeout=10, retries=0)
+        with KafkaClient(config) as client:
             if self.producer_id is None:
                 self.producer_id, self.epoch = client.init_producer_id()
                 ledger.producer_id(self.producer_id)
@@ -453,7 +455,7 @@ class _KafkaProducer(_Producer):
                 ledger.sending(self, "kafka", self.tp, payloads)  # fresh or replayed: in flight until answered
                 try:
                     base = client.produce(self.tp[0], self.tp[1], batch, acks=-1)
-                except GatewayError as exc:
+                except KafkaError as exc:
                     ledger.violation(f"idempotent produce to {self.tp} (sequence {self.sequence}) refused: {exc}")
                     return
                 if base < 0:
@@ -484,10 +486,10 @@ class _GroupConsumer:
 
     def main(self, gw: GatewayProcess, stop: threading.Event) -> None:
         host, port = gw.addresses["kafka"]
-        config = ClientConfig(host, port, client_id=f"chaos-consumer-{self.index}", connect_timeout=5,
-                              request_timeout=15, retries=0)
+        config = KafkaConfig(host, port, client_id=f"chaos-consumer-{self.index}", connect_timeout=5,
+                              timeout=15, retries=0)
         try:
-            with LogwayClient(config) as client:
+            with KafkaClient(config) as client:
                 member_id = ""
                 while not stop.is_set():
                     member_id, generation, assignment = self._join(client, member_id)
@@ -498,7 +500,7 @@ class _GroupConsumer:
         except Exception as exc:
             self.run.ledger.violation(f"group consumer {self.index}: {type(exc).__name__}: {exc}")
 
-    def _join(self, client: LogwayClient, member_id: str):
+    def _join(self, client: KafkaClient, member_id: str):
         topics = sorted(TOPICS.values())
         meta = json.dumps(topics).encode()
         while True:
@@ -513,7 +515,7 @@ class _GroupConsumer:
                 member_id = ""
                 continue
             if resp.error_code != ErrorCode.NONE:
-                raise GatewayError(resp.error_code, operation="join group")
+                raise KafkaError(resp.error_code, operation="join group")
             break
         member_id, generation = resp.member_id, resp.generation_id
         assignments = []
@@ -529,7 +531,7 @@ class _GroupConsumer:
         if sync.error_code in _REJOIN:
             return (member_id if sync.error_code != ErrorCode.UNKNOWN_MEMBER_ID else ""), None, []
         if sync.error_code != ErrorCode.NONE:
-            raise GatewayError(sync.error_code, operation="sync group")
+            raise KafkaError(sync.error_code, operation="sync group")
         assignment = [tuple(x) for x in json.loads(sync.assignment)] if sync.assignment else []
         return member_id, generation, assignment
 
@@ -543,7 +545,7 @@ class _GroupConsumer:
                 pos = positions[tp]
                 try:
                     result = client.fetch(tp[0], tp[1], pos, _CONSUMER_FETCH_BYTES)
-                except GatewayError as exc:
+                except KafkaError as exc:
                     if not (self.run.lossy and exc.code == ErrorCode.OFFSET_OUT_OF_RANGE):
                         raise
                     # A flush policy that may lose the last records after a power cut may also keep a commit
@@ -571,7 +573,7 @@ class _GroupConsumer:
             if beat.error_code in _REJOIN:
                 return
             if beat.error_code != ErrorCode.NONE:
-                raise GatewayError(beat.error_code, operation="heartbeat")
+                raise KafkaError(beat.error_code, operation="heartbeat")
 
     def _committed(self, client, assignment: list) -> dict:
         by_topic: dict[str, list[int]] = {}
@@ -583,7 +585,7 @@ class _GroupConsumer:
         for t in resp.topics:
             for p in t.partitions:
                 if p.error_code != ErrorCode.NONE:
-                    raise GatewayError(p.error_code, topic=t.name, partition=p.partition_index,
+                    raise KafkaError(p.error_code, topic=t.name, partition=p.partition_index,
                                        operation="offset fetch")
                 positions[(t.name, p.partition_index)] = max(p.committed_offset, 0)
         return positions
@@ -604,7 +606,7 @@ class _GroupConsumer:
                 elif p.error_code in _REJOIN:
                     ok = False
                 else:
-                    raise GatewayError(p.error_code, topic=t.name, partition=p.partition_index,
+                    raise KafkaError(p.error_code, topic=t.name, partition=p.partition_index,
                                        operation="offset commit")
         return ok
 
@@ -660,7 +662,7 @@ class ChaosRun:
     def _create_topics(self, gw: GatewayProcess) -> None:
         cfg = self.config
         host, port = gw.addresses["kafka"]
-        with LogwayClient(ClientConfig(host, port, client_id="chaos-admin")) as client:
+        with KafkaClient(KafkaConfig(host, port, client_id="chaos-admin")) as client:
             for proto in ("native", "kafka"):
                 client.create_topic(TOPICS[proto], cfg.partitions, configs={"segment.bytes": str(cfg.segment_bytes)})
         with TankClient(*gw.addresses["tank"]) as tank:
@@ -800,7 +802,7 @@ class ChaosRun:
             in_flight = list(ledger.in_flight.items())
             ledger.in_flight.clear()
         host, port = gw.addresses["kafka"]
-        checker = LogwayClient(ClientConfig(host, port, client_id="chaos-checker", request_timeout=30, retries=0))
+        checker = KafkaClient(KafkaConfig(host, port, client_id="chaos-checker", timeout=30, retries=0))
         contents: dict[tuple[str, int], dict[bytes, int]] = {}
         for tp in self.partitions:
             log_start, log_end, records = read_partition(checker, tp, problems)
@@ -871,7 +873,7 @@ class ChaosRun:
                 problems.append(f"{key}: the checker tore {n} bytes onto the tail but recovery reported {got}")
         return summary
 
-    def committed_offsets(self, client: LogwayClient) -> dict[tuple[str, int], int]:
+    def committed_offsets(self, client: KafkaClient) -> dict[tuple[str, int], int]:
         """The group's committed offset of every partition (-1: none), over Kafka OffsetFetch."""
         resp = client.request(O.OFFSET_FETCH_KEY, 5, O.OffsetFetchRequest(group_id=GROUP, topics=[
             O.OffsetFetchRequestTopic(name=TOPICS[p], partition_indexes=list(range(self.config.partitions)))
@@ -894,7 +896,7 @@ class ChaosRun:
     def _checked(summary: CycleSummary, check: Callable[[], object]) -> None:
         try:
             check()
-        except (*_GONE, GatewayError, NativeError, TankError) as exc:
+        except (*_GONE, KafkaError, NativeError, TankError) as exc:
             summary.violations.append(f"checking after the restart failed: {type(exc).__name__}: {exc}")
 
     def run(self) -> ChaosReport:
@@ -963,7 +965,20 @@ class ChaosRun:
         """Undo `setup` after the run (nothing to undo here)."""
 
 
-def run_chaos_bench(args) -> int:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cycles", type=int, default=50, help="kill -9 / restart cycles")
+    parser.add_argument("--seed", type=int, default=1, help="seed of every random choice")
+    parser.add_argument("--min-run", type=float, default=0.3, help="shortest run before a kill, seconds")
+    parser.add_argument("--max-run", type=float, default=1.5, help="longest run before a kill, seconds")
+    parser.add_argument("--partitions", type=int, default=2, help="partitions per protocol's topic")
+    parser.add_argument("--consumers", type=int, default=2, help="members of the Kafka group")
+    parser.add_argument("--torn-tail-probability", type=float, default=0.3,
+                        help="chance per restart of tearing a partition's tail and the offset store's")
+    parser.add_argument("--data-dir", default=None, help="keep the data and gateway logs here (None: a "
+                                                         "temporary directory, removed)")
+
+
+def run(args: argparse.Namespace) -> int:
     """`logway bench chaos`: print every cycle and the figures; exit status 1 on any violation."""
     config = ChaosConfig(cycles=args.cycles, seed=args.seed, min_run=args.min_run, max_run=args.max_run,
                          partitions=args.partitions, consumers=args.consumers,
@@ -974,14 +989,5 @@ def run_chaos_bench(args) -> int:
     return 1 if report.violations else 0
 
 
-def add_chaos_arguments(parser) -> None:
-    parser.add_argument("--cycles", type=int, default=50, help="kill -9 / restart cycles (default 50)")
-    parser.add_argument("--seed", type=int, default=1, help="seed of every random choice (default 1)")
-    parser.add_argument("--min-run", type=float, default=0.3, help="shortest run before a kill, seconds")
-    parser.add_argument("--max-run", type=float, default=1.5, help="longest run before a kill, seconds")
-    parser.add_argument("--partitions", type=int, default=2, help="partitions per protocol's topic (default 2)")
-    parser.add_argument("--consumers", type=int, default=2, help="members of the Kafka group (default 2)")
-    parser.add_argument("--torn-tail-probability", type=float, default=0.3,
-                        help="chance per restart of tearing a partition's tail and the offset store's (default 0.3)")
-    parser.add_argument("--data-dir", default=None, help="keep the data and gateway logs here (default: a "
-                                                         "temporary directory, removed)")
+BENCHMARKS = [Benchmark("chaos", "kill -9 the gateway at random moments under producers of every protocol and a "
+                                 "consumer group; check after restarts", add_arguments, run)]

@@ -1,0 +1,40 @@
+"""What the benchmarks read about a process from Linux's /proc: resident memory, its peak, CPU time; and the
+descriptor limit a benchmark with many connections raises for itself."""
+
+from __future__ import annotations
+
+import os
+import resource
+
+__all__ = ["rss_mib", "proc_status_mib", "proc_cpu_seconds", "raise_fd_limit"]
+
+
+def proc_status_mib(pid: int | str, key: str) -> float:
+    """A `Vm…` line of /proc/<pid>/status in MiB (VmRSS: resident now, VmHWM: peak resident); NaN if absent."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def rss_mib(pid: int | None = None) -> float:
+    """Current resident set size in MiB of `pid` (default: this process)."""
+    return proc_status_mib(pid or "self", "VmRSS")
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process (/proc/<pid>/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def raise_fd_limit(need: int, who: str = "logway bench") -> None:
+    """Raise this process's RLIMIT_NOFILE soft limit to `need` descriptors (exits if the hard limit is lower)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft >= need:
+        return
+    if hard != resource.RLIM_INFINITY and hard < need:
+        raise SystemExit(f"{who}: {need} descriptors needed, the hard limit is {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))

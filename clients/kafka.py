@@ -1,0 +1,597 @@
+"""logway's own Kafka client, blocking (`KafkaClient`) and trio (`AsyncKafkaClient`), on the codec's client side
+(`logway.codecs.kafka.KafkaClientConnection`). No Kafka library is needed.
+
+Both flavours have the same calls (the async ones are awaited); each typed call is written once, as an operation
+generator both flavours drive (`blocking.drive`, `trio_io.drive`)::
+
+    c = KafkaClient(KafkaConfig.parse("127.0.0.1:9092", client_id="me", security_protocol="PLAINTEXT"))
+    c.create_topic("events", 3, configs={"retention.ms": "3600000"})   # -> True (False: it existed)
+    c.partition_counts(["events"])                                     # -> {"events": 3}
+    c.list_offsets({("events", 0): EARLIEST, ("events", 1): LATEST})   # -> {(topic, partition): offset}
+    pid, epoch = c.init_producer_id()
+    c.produce("events", 0, record_batch_bytes, acks=-1)               # -> base offset
+    c.fetch("events", 0, offset, 1 << 20, max_wait_ms=0)              # -> FetchResult(records, hwm, log start)
+    c.send_fetch(...); c.receive_fetch(...)                           # one fetch ahead while decoding the last
+    c.delete_topic("events"); c.api_versions()
+    c.request(api_key, version, body)                                 # any API: the response body
+
+    async with AsyncKafkaClient(config) as c: await c.produce(...)
+
+- `KafkaConfig` is a small frozen dataclass of plain values: it pickles (the Spark data source sends it into every
+  task);
+- a client opens its connection lazily, on the first request (or `connect()`), in whatever process uses it;
+  pickling a blocking client carries only its config (an unpickled client reconnects on its first request);
+- `request` (and every typed call) is retried on connection errors (connect refused, reset, EOF, timeout, a
+  garbled answer) with a fresh connection, `KafkaConfig.retries` times. The request is re-sent unchanged: the
+  typed calls are reads, admin requests answered by an error when repeated, and produce batches carrying an
+  idempotent producer's (id, epoch, sequence), which the gateway answers with their original offset instead of
+  appending them twice;
+- a Kafka error code in an answer raises `KafkaError` with the gateway's message; a gateway that cannot be reached
+  raises `GatewayUnavailable`.
+
+Security: `security_protocol` SSL / SASL_SSL wraps the connection in TLS (trusting `ssl_cafile`, or the system's
+store), SASL_PLAINTEXT / SASL_SSL log in with SASL/PLAIN (SaslHandshake v1 + SaslAuthenticate) right after
+connecting, on every new connection. A refused login raises `KafkaError` and an untrusted certificate
+`GatewayUnavailable` at once: neither is retried.
+
+Low level, for tests and benchmarks (on the current connection, never retried): `send(api_key, version, body) ->
+correlation id` and `receive()` (the next event as it is: a `KafkaResponse`, a `SaslToken`, or `CLOSED`) pipeline
+requests (answers come in request order); `call(api_key, version, body)` is one exchange returning the
+`KafkaResponse`; `prepare(...)` encodes a request without sending it, `send_raw(bytes)`, `send_sasl_token(data)`,
+`send_eof()`, `closed_by_peer(timeout)`; `produce_answer(...)` returns a partition's produce answer unchecked.
+"""
+
+from __future__ import annotations
+
+import ssl
+import time
+from dataclasses import dataclass, field
+from typing import Any, Generator, NamedTuple
+
+from logway.codecs.errors import RemoteProtocolError
+from logway.codecs.kafka.api import admin, api_versions, fetch, list_offsets, metadata, produce, sasl
+from logway.codecs.kafka.connection import CLOSED, KafkaClientConnection, KafkaRequest, SaslToken
+from logway.codecs.kafka.error_codes import ErrorCode
+
+from .address import format_address, parse_address, tls_context
+from .blocking import BlockingClient, BlockingStream
+from .blocking import drive as drive_blocking
+from .errors import ConnectionClosed, GatewayUnavailable, KafkaError
+from .trio_io import TrioClient, TrioStream
+from .trio_io import drive as drive_trio
+
+__all__ = ["KafkaConfig", "KafkaClient", "AsyncKafkaClient", "FetchResult", "EARLIEST", "LATEST",
+           "DEFAULT_PORT", "SECURITY_PROTOCOLS"]
+
+DEFAULT_PORT = 9092
+#: ListOffsets timestamps with a special meaning (Kafka's): the log start and the log end (next offset).
+EARLIEST = -2
+LATEST = -1
+#: Bytes asked from the connection per read: large, since fetch responses are megabytes.
+RECEIVE_BYTES = 4 * 1024 * 1024
+#: API versions we speak: the highest non-flexible ones the gateway implements.
+V_PRODUCE, V_FETCH, V_LIST_OFFSETS, V_METADATA, V_API_VERSIONS = 8, 11, 5, 7, 2
+V_CREATE_TOPICS, V_DELETE_TOPICS, V_INIT_PRODUCER_ID = 4, 3, 1
+V_SASL = 1  # SaslHandshake v1 then SaslAuthenticate v1
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+#: Errors after which a request is sent again on a fresh connection (TimeoutError and resets are OSErrors).
+_RETRYABLE = (OSError, ConnectionError, RemoteProtocolError)
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaConfig:
+    """Where the gateway's Kafka listener is and how patient to be. Plain values only: it is pickled."""
+
+    host: str
+    port: int = DEFAULT_PORT
+    client_id: str = "logway"
+    connect_timeout: float | None = 10.0
+    timeout: float | None = 60.0  # seconds for each answer (a long-polling fetch gets its wait on top)
+    retries: int = 5
+    retry_backoff: float = 0.2  # seconds before the first retry, doubled for each further one
+    security_protocol: str = "PLAINTEXT"  # one of SECURITY_PROTOCOLS
+    ssl_cafile: str | None = None  # PEM certificates to trust (None: the system's store)
+    ssl_check_hostname: bool = True
+    sasl_username: str | None = None
+    sasl_password: str | None = field(default=None, repr=False)
+
+    @property
+    def tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def sasl(self) -> bool:
+        return self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+    @classmethod
+    def parse(cls, address: str, **settings) -> "KafkaConfig":
+        """`host:port` (`[v6addr]:port` for IPv6; the port defaults to 9092) plus any field by keyword;
+        raises `AddressError` for an address that is not one."""
+        return cls(*parse_address(address, DEFAULT_PORT), **settings)
+
+    @property
+    def address(self) -> str:
+        return format_address(self.host, self.port)
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        return tls_context(self.ssl_cafile, self.ssl_check_hostname) if self.tls else None
+
+
+@dataclass(slots=True)
+class FetchResult:
+    """One partition's fetch answer: whole RecordBatches (the first may start before the offset asked for)."""
+
+    records: bytes
+    high_watermark: int
+    log_start_offset: int
+
+
+# -- operations: written once, driven by both flavours -----------------------------------------------------------
+
+class Call(NamedTuple):
+    """One request an operation yields; it is sent back the response body (None when `answered` is False)."""
+
+    api_key: int
+    version: int
+    body: Any
+    extra_wait: float = 0.0  # seconds the gateway may hold the answer (a long-polling fetch)
+    answered: bool = True  # False for a Produce with acks=0: no answer ever comes
+
+
+Operation = Generator[Call, Any, Any]
+
+
+def _login(username: str | None, password: str | None) -> Operation:
+    answer = yield Call(sasl.SASL_HANDSHAKE_KEY, V_SASL, sasl.SaslHandshakeRequest("PLAIN"))
+    if answer.error_code != ErrorCode.NONE:
+        raise KafkaError(answer.error_code, f"the gateway offers {answer.mechanisms}", operation="SASL handshake")
+    token = b"\0" + (username or "").encode() + b"\0" + (password or "").encode()
+    answer = yield Call(sasl.SASL_AUTHENTICATE_KEY, V_SASL, sasl.SaslAuthenticateRequest(token))
+    if answer.error_code != ErrorCode.NONE:
+        raise KafkaError(answer.error_code, answer.error_message, operation="SASL authentication")
+
+
+def _api_versions() -> Operation:
+    answer = yield Call(api_versions.API_KEY, V_API_VERSIONS, api_versions.ApiVersionsRequest())
+    if answer.error_code != ErrorCode.NONE:
+        raise KafkaError(answer.error_code, operation="api versions")
+    return answer
+
+
+def _partition_counts(topics: list[str] | None, auto_create: bool) -> Operation:
+    body = metadata.MetadataRequest(
+        topics=None if topics is None else [metadata.MetadataRequestTopic(name=t) for t in topics],
+        allow_auto_topic_creation=auto_create)
+    resp = yield Call(metadata.API_KEY, V_METADATA, body)
+    counts = {}
+    for t in resp.topics:
+        if t.error_code == ErrorCode.NONE:
+            counts[t.name] = len(t.partitions)
+        elif t.error_code not in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_TOPIC_EXCEPTION):
+            raise KafkaError(t.error_code, topic=t.name, operation="metadata")
+    return counts
+
+
+def _list_offsets(wanted: dict[tuple[str, int], int]) -> Operation:
+    by_topic: dict[str, list] = {}
+    for (topic, partition), ts in wanted.items():
+        by_topic.setdefault(topic, []).append(list_offsets.ListOffsetsPartition(partition_index=partition,
+                                                                                timestamp=ts))
+    body = list_offsets.ListOffsetsRequest(
+        replica_id=-1, isolation_level=0,
+        topics=[list_offsets.ListOffsetsTopic(name=t, partitions=ps) for t, ps in by_topic.items()])
+    resp = yield Call(list_offsets.API_KEY, V_LIST_OFFSETS, body)
+    out = {}
+    for t in resp.topics:
+        for p in t.partitions:
+            if p.error_code != ErrorCode.NONE:
+                raise KafkaError(p.error_code, topic=t.name, partition=p.partition_index, operation="list offsets")
+            out[(t.name, p.partition_index)] = p.offset
+    missing = set(wanted) - set(out)
+    if missing:
+        topic, partition = sorted(missing)[0]
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "no answer for this partition", topic=topic,
+                         partition=partition, operation="list offsets")
+    return out
+
+
+def _fetch_call(topic: str, partition: int, offset: int, max_bytes: int, max_wait_ms: int = 0,
+                min_bytes: int | None = None) -> Call:
+    body = fetch.FetchRequest(
+        replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=(1 if max_wait_ms > 0 else 0) if min_bytes is None
+        else min_bytes, max_bytes=max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
+        topics=[fetch.FetchTopic(topic=topic, partitions=[fetch.FetchPartition(
+            partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes)])])
+    return Call(fetch.API_KEY, V_FETCH, body, extra_wait=max_wait_ms / 1000)
+
+
+def _fetch_result(resp, topic: str, partition: int) -> FetchResult:
+    if resp.error_code != ErrorCode.NONE:
+        raise KafkaError(resp.error_code, topic=topic, partition=partition, operation="fetch")
+    for t in resp.responses:
+        for p in t.partitions:
+            if p.error_code != ErrorCode.NONE:
+                raise KafkaError(p.error_code, topic=topic, partition=partition, operation="fetch")
+            return FetchResult(p.records or b"", p.high_watermark, p.log_start_offset)
+    raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "the answer holds no partition", topic=topic,
+                     partition=partition, operation="fetch")
+
+
+def _fetch(topic: str, partition: int, offset: int, max_bytes: int, max_wait_ms: int,
+           min_bytes: int | None) -> Operation:
+    resp = yield _fetch_call(topic, partition, offset, max_bytes, max_wait_ms, min_bytes)
+    return _fetch_result(resp, topic, partition)
+
+
+def _init_producer_id(name: str | None) -> Operation:
+    resp = yield Call(admin.INIT_PRODUCER_ID_KEY, V_INIT_PRODUCER_ID,
+                      admin.InitProducerIdRequest(transactional_id=name, transaction_timeout_ms=60000))
+    if resp.error_code != ErrorCode.NONE:
+        raise KafkaError(resp.error_code, operation="init producer id")
+    return resp.producer_id, resp.producer_epoch
+
+
+def _produce_answer(topic: str, partition: int, batch: bytes, acks: int, timeout_ms: int) -> Operation:
+    body = produce.ProduceRequest(transactional_id=None, acks=acks, timeout_ms=timeout_ms, topic_data=[
+        produce.TopicProduceData(name=topic, partition_data=[
+            produce.PartitionProduceData(index=partition, records=batch)])])
+    resp = yield Call(produce.API_KEY, V_PRODUCE, body, answered=acks != 0)
+    return None if resp is None else resp.responses[0].partition_responses[0]
+
+
+def _produce(topic: str, partition: int, batch: bytes, acks: int, timeout_ms: int) -> Operation:
+    part = yield from _produce_answer(topic, partition, batch, acks, timeout_ms)
+    if part is None:  # acks=0: nothing comes back
+        return -1
+    if part.error_code not in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
+        message = part.error_message or "; ".join(
+            e.batch_index_error_message for e in part.record_errors if e.batch_index_error_message) or None
+        raise KafkaError(part.error_code, message, topic=topic, partition=partition, operation="produce")
+    return part.base_offset
+
+
+def _create_topic(name: str, partitions: int, exist_ok: bool, configs: dict[str, str] | None) -> Operation:
+    topic = admin.CreatableTopic(name=name, num_partitions=partitions, replication_factor=-1, assignments=[],
+                                 configs=[admin.CreatableTopicConfig(name=k, value=v)
+                                          for k, v in (configs or {}).items()])
+    resp = yield Call(admin.CREATE_TOPICS_KEY, V_CREATE_TOPICS,
+                      admin.CreateTopicsRequest(topics=[topic], timeout_ms=30000, validate_only=False))
+    result = resp.topics[0]
+    if result.error_code == ErrorCode.TOPIC_ALREADY_EXISTS and exist_ok:
+        return False
+    if result.error_code != ErrorCode.NONE:
+        raise KafkaError(result.error_code, result.error_message, topic=name, operation="create topic")
+    return True
+
+
+def _delete_topic(name: str) -> Operation:
+    resp = yield Call(admin.DELETE_TOPICS_KEY, V_DELETE_TOPICS,
+                      admin.DeleteTopicsRequest(topic_names=[name], timeout_ms=30000))
+    code = resp.responses[0].error_code
+    if code != ErrorCode.NONE:
+        raise KafkaError(code, topic=name, operation="delete topic")
+
+
+def _encode(codec: KafkaClientConnection, api_key: int, version: int, body: Any,
+            client_id: str) -> tuple[int, bytes]:
+    """(correlation id, frame) of one request: the codec numbers it, and remembers its (key, version) to parse
+    the answer."""
+    cid = codec.next_correlation_id
+    return cid, codec.send(KafkaRequest(api_key, version, None, client_id, body))
+
+
+def _untrusted(config: KafkaConfig, exc: BaseException) -> GatewayUnavailable:
+    return GatewayUnavailable(f"the logway gateway at {config.address} presented a certificate that is not "
+                              f"trusted (option ssl.cafile): {exc}")
+
+
+def _unreachable(config: KafkaConfig, attempts: int, exc: BaseException) -> GatewayUnavailable:
+    return GatewayUnavailable(f"cannot reach the logway gateway at {config.address} (Kafka listener) after "
+                              f"{attempts} attempts: {exc}")
+
+
+def _answer(event: Any) -> Any:
+    if event is CLOSED:
+        raise ConnectionClosed("the gateway closed the connection")
+    return event
+
+
+# -- blocking ----------------------------------------------------------------------------------------------------
+
+class KafkaClient(BlockingClient):
+    """A blocking Kafka client for one gateway (see the module docstring). Not thread-safe."""
+
+    receive_bytes = RECEIVE_BYTES
+
+    def __init__(self, config: KafkaConfig) -> None:
+        self.config = config
+        self.timeout = config.timeout
+        self.stream: BlockingStream | None = None  # opened on the first request
+        self.codec: KafkaClientConnection | None = None
+        self.requests = 0  # requests written, every connection and retry included
+
+    # -- pickling: the config only; connections stay in the process that opened them ---------------------------
+    def __getstate__(self):
+        return {"config": self.config}
+
+    def __setstate__(self, state) -> None:
+        self.__init__(state["config"])
+
+    @property
+    def _sock(self):
+        """The socket of the open connection, None when none is open."""
+        return None if self.stream is None else self.stream.sock
+
+    def close(self) -> None:
+        stream, self.stream, self.codec = self.stream, None, None
+        if stream is not None:
+            stream.close()
+
+    # -- the connection ---------------------------------------------------------------------------------------
+    def connect(self) -> None:
+        """Open the connection now (and log in), unless one is open; otherwise the first request does."""
+        if self.stream is not None:
+            return
+        cfg = self.config
+        self.stream = BlockingStream.connect(cfg.host, cfg.port, connect_timeout=cfg.connect_timeout,
+                                             timeout=cfg.timeout, ssl_context=cfg.ssl_context())
+        self.codec = KafkaClientConnection()
+        if cfg.sasl:
+            try:
+                drive_blocking(_login(cfg.sasl_username, cfg.sasl_password), self._exchange)
+            except BaseException:
+                self.close()
+                raise
+
+    def prepare(self, api_key: int, version: int, body: Any) -> tuple[int, bytes]:
+        """(correlation id, frame) of one request, not sent (write it with `send_raw`; `receive` parses the
+        answer). Opens the connection if needed: the frame belongs to its codec."""
+        self.connect()
+        return _encode(self.codec, api_key, version, body, self.config.client_id)
+
+    def send(self, api_key: int, version: int, body: Any) -> int:
+        """Write one request on the current connection (opened if needed); its correlation id."""
+        cid, frame = self.prepare(api_key, version, body)
+        self.stream.send_all(frame)
+        self.requests += 1
+        return cid
+
+    def send_sasl_token(self, data: bytes) -> None:
+        """A raw SASL token frame (after a v0 SaslHandshake); its answer arrives as a `SaslToken`."""
+        self.connect()
+        self.stream.send_all(self.codec.send(SaslToken(data)))
+
+    def receive(self, *, timeout: float | None = None) -> Any:
+        """The next event as it comes: a `KafkaResponse`, a `SaslToken`, or `CLOSED`."""
+        if self.stream is None:
+            raise ConnectionClosed("not connected")
+        return self.next_event(self._deadline(timeout))
+
+    def call(self, api_key: int, version: int, body: Any, *, timeout: float | None = None) -> Any:
+        """One request and its `KafkaResponse` on the current connection: never retried."""
+        self.send(api_key, version, body)
+        return _answer(self.receive(timeout=timeout))
+
+    def _exchange(self, call: Call) -> Any:
+        """One operation step on the current connection: the answer's body (None when none comes)."""
+        self.send(call.api_key, call.version, call.body)
+        if not call.answered:
+            return None
+        timeout = None if self.timeout is None else self.timeout + call.extra_wait
+        return _answer(self.receive(timeout=timeout)).body
+
+    def _attempt(self, call: Call) -> Any:
+        """`_exchange` with the retries of the module docstring."""
+        cfg = self.config
+        attempts = max(cfg.retries, 0) + 1
+        for attempt in range(attempts):
+            try:
+                self.connect()
+                return self._exchange(call)
+            except ssl.SSLCertVerificationError as exc:  # will not change on a retry
+                self.close()
+                raise _untrusted(cfg, exc) from exc
+            except _RETRYABLE as exc:
+                self.close()
+                if attempt + 1 >= attempts or not call.answered:
+                    raise _unreachable(cfg, attempt + 1, exc) from exc
+                time.sleep(cfg.retry_backoff * (2 ** attempt))
+        raise AssertionError("unreachable")
+
+    def request(self, api_key: int, version: int, body: Any, *, extra_wait: float = 0.0) -> Any:
+        """Send one request and return the parsed response body, retrying on connection errors (see the module
+        docstring): every request this client makes on its own is safe to repeat."""
+        return self._attempt(Call(api_key, version, body, extra_wait))
+
+    def _run(self, operation: Operation) -> Any:
+        return drive_blocking(operation, self._attempt)
+
+    # -- typed requests ---------------------------------------------------------------------------------------
+    def api_versions(self) -> api_versions.ApiVersionsResponse:
+        return self._run(_api_versions())
+
+    def partition_counts(self, topics: list[str] | None = None, *, auto_create: bool = False) -> dict[str, int]:
+        """{topic: number of partitions} for `topics` (None = every topic). Unknown topics are left out, unless
+        `auto_create` and the gateway's `kafka.auto_create_topics` create them (as for any Kafka producer)."""
+        return self._run(_partition_counts(topics, auto_create))
+
+    def list_offsets(self, wanted: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """{(topic, partition): timestamp} -> {(topic, partition): offset}, in one request.
+
+        Timestamp `LATEST` (-1) gives the log end (next offset), `EARLIEST` (-2) the log start, any other the
+        first offset whose record timestamp is >= it, or -1 when no record is that recent.
+        """
+        return self._run(_list_offsets(wanted))
+
+    def fetch(self, topic: str, partition: int, offset: int, max_bytes: int, *, max_wait_ms: int = 0,
+              min_bytes: int | None = None) -> FetchResult:
+        """Whole batches from `offset` on, about `max_bytes` (at least one batch when there is one); with
+        `max_wait_ms` a long poll until `min_bytes` (default 1) arrived."""
+        return self._run(_fetch(topic, partition, offset, max_bytes, max_wait_ms, min_bytes))
+
+    def send_fetch(self, topic: str, partition: int, offset: int, max_bytes: int) -> bool:
+        """Send a fetch without waiting for its answer (a prefetch); False if it could not be sent."""
+        call = _fetch_call(topic, partition, offset, max_bytes)
+        try:
+            self.send(call.api_key, call.version, call.body)
+            return True
+        except _RETRYABLE:
+            self.close()
+            return False
+
+    def receive_fetch(self, topic: str, partition: int, offset: int, max_bytes: int) -> FetchResult:
+        """The answer to `send_fetch` (same arguments); on a broken connection the fetch is simply re-sent."""
+        try:
+            resp = _answer(self.receive()).body
+        except _RETRYABLE:
+            self.close()
+            return self.fetch(topic, partition, offset, max_bytes)
+        return _fetch_result(resp, topic, partition)
+
+    def init_producer_id(self, name: str | None = None) -> tuple[int, int]:
+        """An idempotent producer's (id, epoch): a new one, or with `name` the stable id the gateway keeps for
+        that name (sent as the transactional id; logway has no transactions), so a replay is recognised."""
+        return self._run(_init_producer_id(name))
+
+    def produce(self, topic: str, partition: int, batch: bytes, *, acks: int = -1, timeout_ms: int = 30000) -> int:
+        """Append one encoded RecordBatch; returns its base offset (-1 with acks=0)."""
+        return self._run(_produce(topic, partition, batch, acks, timeout_ms))
+
+    def produce_answer(self, topic: str, partition: int, batch: bytes, *, acks: int = -1,
+                       timeout_ms: int = 30000):
+        """The partition's `PartitionProduceResponse` as the gateway sent it (None with acks=0): no check."""
+        return self._run(_produce_answer(topic, partition, batch, acks, timeout_ms))
+
+    def create_topic(self, name: str, partitions: int = 1, *, exist_ok: bool = True,
+                     configs: dict[str, str] | None = None) -> bool:
+        """Create a topic; False when it already existed (and `exist_ok`)."""
+        return self._run(_create_topic(name, partitions, exist_ok, configs))
+
+    def delete_topic(self, name: str) -> None:
+        self._run(_delete_topic(name))
+
+
+# -- trio --------------------------------------------------------------------------------------------------------
+
+class AsyncKafkaClient(TrioClient):
+    """The trio twin of `KafkaClient`: the same calls, awaited; `async with` closes it."""
+
+    receive_bytes = RECEIVE_BYTES
+
+    def __init__(self, config: KafkaConfig) -> None:
+        self.config = config
+        self.timeout = config.timeout
+        self.transport: TrioStream | None = None  # opened on the first request
+        self.codec: KafkaClientConnection | None = None
+        self.requests = 0  # requests written, every connection and retry included
+
+    async def aclose(self) -> None:
+        transport, self.transport, self.codec = self.transport, None, None
+        if transport is not None:
+            import trio
+
+            with trio.CancelScope(shield=True):
+                await transport.aclose()
+
+    async def connect(self) -> None:
+        """Open the connection now (and log in), unless one is open; otherwise the first request does."""
+        if self.transport is not None:
+            return
+        cfg = self.config
+        self.transport = await TrioStream.connect(cfg.host, cfg.port, connect_timeout=cfg.connect_timeout,
+                                                  ssl_context=cfg.ssl_context())
+        self.codec = KafkaClientConnection()
+        if cfg.sasl:
+            try:
+                await drive_trio(_login(cfg.sasl_username, cfg.sasl_password), self._exchange)
+            except BaseException:
+                await self.aclose()
+                raise
+
+    async def prepare(self, api_key: int, version: int, body: Any) -> tuple[int, bytes]:
+        await self.connect()
+        return _encode(self.codec, api_key, version, body, self.config.client_id)
+
+    async def send(self, api_key: int, version: int, body: Any) -> int:
+        cid, frame = await self.prepare(api_key, version, body)
+        await self.transport.send_all(frame)
+        self.requests += 1
+        return cid
+
+    async def send_sasl_token(self, data: bytes) -> None:
+        await self.connect()
+        await self.transport.send_all(self.codec.send(SaslToken(data)))
+
+    async def receive(self, *, timeout: float | None = None) -> Any:
+        if self.transport is None:
+            raise ConnectionClosed("not connected")
+        return await self.next_event(self._deadline(timeout))
+
+    async def call(self, api_key: int, version: int, body: Any, *, timeout: float | None = None) -> Any:
+        await self.send(api_key, version, body)
+        return _answer(await self.receive(timeout=timeout))
+
+    async def _exchange(self, call: Call) -> Any:
+        await self.send(call.api_key, call.version, call.body)
+        if not call.answered:
+            return None
+        timeout = None if self.timeout is None else self.timeout + call.extra_wait
+        return _answer(await self.receive(timeout=timeout)).body
+
+    async def _attempt(self, call: Call) -> Any:
+        import trio
+
+        cfg = self.config
+        attempts = max(cfg.retries, 0) + 1
+        for attempt in range(attempts):
+            try:
+                await self.connect()
+                return await self._exchange(call)
+            except ssl.SSLCertVerificationError as exc:
+                await self.aclose()
+                raise _untrusted(cfg, exc) from exc
+            except (*_RETRYABLE, trio.BrokenResourceError) as exc:
+                await self.aclose()
+                if attempt + 1 >= attempts or not call.answered:
+                    raise _unreachable(cfg, attempt + 1, exc) from exc
+                await trio.sleep(cfg.retry_backoff * (2 ** attempt))
+        raise AssertionError("unreachable")
+
+    async def request(self, api_key: int, version: int, body: Any, *, extra_wait: float = 0.0) -> Any:
+        return await self._attempt(Call(api_key, version, body, extra_wait))
+
+    async def _run(self, operation: Operation) -> Any:
+        return await drive_trio(operation, self._attempt)
+
+    # -- typed requests ---------------------------------------------------------------------------------------
+    async def api_versions(self) -> api_versions.ApiVersionsResponse:
+        return await self._run(_api_versions())
+
+    async def partition_counts(self, topics: list[str] | None = None, *,
+                               auto_create: bool = False) -> dict[str, int]:
+        return await self._run(_partition_counts(topics, auto_create))
+
+    async def list_offsets(self, wanted: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        return await self._run(_list_offsets(wanted))
+
+    async def fetch(self, topic: str, partition: int, offset: int, max_bytes: int, *, max_wait_ms: int = 0,
+                    min_bytes: int | None = None) -> FetchResult:
+        return await self._run(_fetch(topic, partition, offset, max_bytes, max_wait_ms, min_bytes))
+
+    async def init_producer_id(self, name: str | None = None) -> tuple[int, int]:
+        return await self._run(_init_producer_id(name))
+
+    async def produce(self, topic: str, partition: int, batch: bytes, *, acks: int = -1,
+                      timeout_ms: int = 30000) -> int:
+        return await self._run(_produce(topic, partition, batch, acks, timeout_ms))
+
+    async def produce_answer(self, topic: str, partition: int, batch: bytes, *, acks: int = -1,
+                             timeout_ms: int = 30000):
+        return await self._run(_produce_answer(topic, partition, batch, acks, timeout_ms))
+
+    async def create_topic(self, name: str, partitions: int = 1, *, exist_ok: bool = True,
+                           configs: dict[str, str] | None = None) -> bool:
+        return await self._run(_create_topic(name, partitions, exist_ok, configs))
+
+    async def delete_topic(self, name: str) -> None:
+        await self._run(_delete_topic(name))

@@ -1,0 +1,272 @@
+"""The native protocol's client, blocking (`NativeClient`) and trio (`AsyncNativeClient`), on the codec's client
+side (`logway.codecs.native.NativeConnection("client")`).
+
+Both flavours have the same calls (the async ones are awaited); each typed call is written once, as an operation
+generator both flavours drive (`blocking.drive`, `trio_io.drive`)::
+
+    c = NativeClient("127.0.0.1", 9898, timeout=30, ssl_context=None, token=None)
+    c.create_topic("orders", 3); c.produce("orders", 0, [b"a", Record(b"b", key=b"k")])  # -> [0, 1]
+    c.fetch("orders", 0, 0, 1 << 20, group_id=None, max_wait_ms=0, min_bytes=0)       # -> FetchResponse
+    c.commit("orders", 0, "g", 2); c.committed("orders", 0, "g")                     # -> True, 2
+    c.list_topics(); c.describe_topic("orders"); c.delete_topic("orders"); c.ping()
+
+    c = await AsyncNativeClient.connect("127.0.0.1", 9898)   # or AsyncNativeClient(trio_stream)
+
+Errors: an `Error` answer raises `NativeError` (its `message`), a closed connection `ConnectionClosed`, a frame
+that breaks the protocol the codec's `RemoteProtocolError`; `TimeoutError` when no answer comes within `timeout`
+seconds (a long-polling fetch gets its `max_wait_ms` on top). With `raise_errors=False`, `request` returns
+`ErrorResponse` and `CLOSED` as they come instead (the typed calls always raise).
+
+Low level, for tests and benchmarks: `send(event)` writes one request and `receive()` returns the next event as
+it is (a response, an `ErrorResponse`, or `CLOSED`), so several requests can be pipelined (answers come in
+order); `prepare(event)` encodes a frame without sending it, `send_raw(bytes)` writes any bytes, `send_eof()`
+half-closes, `closed_by_peer(timeout)` tells whether the gateway hung up; `sock` / `stream` is what lies beneath.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Generator, Iterable
+
+from logway.codecs import native as nv
+from logway.codecs.errors import RemoteProtocolError
+from logway.codecs.records import Record
+
+from .blocking import BlockingClient, BlockingStream
+from .blocking import drive as drive_blocking
+from .errors import ConnectionClosed, NativeError
+from .trio_io import TrioClient, TrioStream
+from .trio_io import drive as drive_trio
+
+__all__ = ["NativeClient", "AsyncNativeClient", "DEFAULT_PORT"]
+
+DEFAULT_PORT = 9898
+DEFAULT_FETCH_BYTES = 1024 * 1024
+
+Operation = Generator[Any, Any, Any]
+
+
+# -- operations: written once, driven by both flavours (each yields a request and gets its checked answer) --------
+
+def _records(records: Iterable[bytes | Record]) -> list[Record]:
+    return [r if isinstance(r, Record) else Record(bytes(r)) for r in records]
+
+
+def _produce(topic: str, partition: int, records: Iterable[bytes | Record]) -> Operation:
+    return (yield nv.ProduceRequest(topic, partition, _records(records))).offsets
+
+
+def _fetch(topic: str, partition: int, offset: int, max_bytes: int, group_id: str | None, max_wait_ms: int,
+           min_bytes: int) -> Operation:
+    return (yield nv.FetchRequest(topic, partition, offset, max_bytes, group_id, max_wait_ms, min_bytes))
+
+
+def _commit(topic: str, partition: int, group_id: str, offset: int, metadata: str) -> Operation:
+    return (yield nv.OffsetCommitRequest(topic, partition, group_id, offset, metadata)).success
+
+
+def _committed(topic: str, partition: int, group_id: str) -> Operation:
+    return (yield nv.OffsetFetchRequest(topic, partition, group_id)).offset
+
+
+def _create_topic(topic: str, partitions: int) -> Operation:
+    return (yield nv.CreateTopicRequest(topic, partitions)).created
+
+
+def _delete_topic(topic: str) -> Operation:
+    return (yield nv.DeleteTopicRequest(topic)).deleted
+
+
+def _list_topics() -> Operation:
+    return (yield nv.ListTopicsRequest()).topics
+
+
+def _describe_topic(topic: str) -> Operation:
+    return (yield nv.DescribeTopicRequest(topic))
+
+
+def _ping() -> Operation:
+    answer = yield nv.PingRequest()
+    if not isinstance(answer, nv.PongResponse):
+        raise RemoteProtocolError(f"a Ping answered with {answer!r:.200}")
+
+
+def _authenticate(token: str) -> Operation:
+    yield nv.AuthRequest(token)
+
+
+def _timeout(timeout: float | None, event: Any) -> float | None:
+    """A long-polling fetch may be answered only after its wait: the timeout starts after it."""
+    wait = getattr(event, "max_wait_ms", 0)
+    return timeout if timeout is None or not wait else timeout + wait / 1000
+
+
+def _checked(event: Any) -> Any:
+    if isinstance(event, nv.ErrorResponse):
+        raise NativeError(event.message)
+    if event is nv.CLOSED:
+        raise ConnectionClosed("the gateway closed the connection")
+    return event
+
+
+# -- blocking ----------------------------------------------------------------------------------------------------
+
+class NativeClient(BlockingClient):
+    """A blocking native-protocol client over one connection (see the module docstring). Not thread-safe."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = DEFAULT_PORT, *, timeout: float | None = 30.0,
+                 connect_timeout: float | None = 10.0, ssl_context=None, server_hostname: str | None = None,
+                 token: str | None = None, raise_errors: bool = True) -> None:
+        """Connect (over TLS with `ssl_context`) and, with `token`, authenticate before anything else."""
+        self.timeout = timeout
+        self.raise_errors = raise_errors
+        self.stream = BlockingStream.connect(host, port, connect_timeout=connect_timeout, timeout=timeout,
+                                             ssl_context=ssl_context, server_hostname=server_hostname)
+        self.codec = nv.NativeConnection("client")
+        if token is not None:
+            try:
+                self.authenticate(token)
+            except BaseException:
+                self.close()
+                raise
+
+    # -- low level --------------------------------------------------------------------------------------------
+    def prepare(self, event: Any) -> bytes:
+        """The frame of one request, not sent (write it later with `send_raw`)."""
+        return self.codec.send(event)
+
+    def send(self, event: Any) -> None:
+        """Write one request; `receive()` returns its answer (answers come in request order)."""
+        self.stream.send_all(self.codec.send(event))
+
+    def receive(self, *, timeout: float | None = None) -> Any:
+        """The next event as it comes: a response, an `ErrorResponse`, or `CLOSED`."""
+        return self.next_event(self._deadline(timeout))
+
+    def request(self, event: Any, *, timeout: float | None = None) -> Any:
+        """Send one request and return its answer (errors raised unless `raise_errors` is off)."""
+        self.send(event)
+        answer = self.receive(timeout=_timeout(self.timeout if timeout is None else timeout, event))
+        return _checked(answer) if self.raise_errors else answer
+
+    def _exchange(self, event: Any) -> Any:
+        self.send(event)
+        return _checked(self.receive(timeout=_timeout(self.timeout, event)))
+
+    def _run(self, operation: Operation) -> Any:
+        return drive_blocking(operation, self._exchange)
+
+    # -- requests ---------------------------------------------------------------------------------------------
+    def produce(self, topic: str, partition: int, records: Iterable[bytes | Record]) -> list[int]:
+        """Append records (bytes or `Record`s with key / timestamp); their offsets."""
+        return self._run(_produce(topic, partition, records))
+
+    def fetch(self, topic: str, partition: int, offset: int, max_bytes: int = DEFAULT_FETCH_BYTES, *,
+              group_id: str | None = None, max_wait_ms: int = 0, min_bytes: int = 0) -> nv.FetchResponse:
+        return self._run(_fetch(topic, partition, offset, max_bytes, group_id, max_wait_ms, min_bytes))
+
+    def commit(self, topic: str, partition: int, group_id: str, offset: int, metadata: str = "") -> bool:
+        return self._run(_commit(topic, partition, group_id, offset, metadata))
+
+    def committed(self, topic: str, partition: int, group_id: str) -> int | None:
+        return self._run(_committed(topic, partition, group_id))
+
+    def create_topic(self, topic: str, partitions: int = 1) -> bool:
+        return self._run(_create_topic(topic, partitions))
+
+    def delete_topic(self, topic: str) -> bool:
+        return self._run(_delete_topic(topic))
+
+    def list_topics(self) -> list[nv.TopicSummary]:
+        return self._run(_list_topics())
+
+    def describe_topic(self, topic: str) -> nv.DescribeTopicResponse:
+        return self._run(_describe_topic(topic))
+
+    def ping(self) -> None:
+        self._run(_ping())
+
+    def authenticate(self, token: str) -> None:
+        """The `Auth` request (the first request on a gateway with `auth.native_token`)."""
+        self._run(_authenticate(token))
+
+
+# -- trio --------------------------------------------------------------------------------------------------------
+
+class AsyncNativeClient(TrioClient):
+    """The trio twin of `NativeClient`: the same calls, awaited. `timeout` defaults to None (use cancel scopes)."""
+
+    def __init__(self, stream, *, timeout: float | None = None, raise_errors: bool = True) -> None:
+        """Over an open trio stream (a `trio.SocketStream`, `trio.SSLStream`, or a `TrioStream`)."""
+        self.transport = stream if isinstance(stream, TrioStream) else TrioStream(stream)
+        self.timeout = timeout
+        self.raise_errors = raise_errors
+        self.codec = nv.NativeConnection("client")
+
+    @classmethod
+    async def connect(cls, host: str = "127.0.0.1", port: int = DEFAULT_PORT, *, timeout: float | None = None,
+                      connect_timeout: float | None = 10.0, ssl_context=None, server_hostname: str | None = None,
+                      token: str | None = None, raise_errors: bool = True) -> "AsyncNativeClient":
+        transport = await TrioStream.connect(host, port, connect_timeout=connect_timeout, ssl_context=ssl_context,
+                                             server_hostname=server_hostname)
+        client = cls(transport, timeout=timeout, raise_errors=raise_errors)
+        if token is not None:
+            try:
+                await client.authenticate(token)
+            except BaseException:
+                await client.aclose()
+                raise
+        return client
+
+    # -- low level --------------------------------------------------------------------------------------------
+    def prepare(self, event: Any) -> bytes:
+        return self.codec.send(event)
+
+    async def send(self, event: Any) -> None:
+        await self.transport.send_all(self.codec.send(event))
+
+    async def receive(self, *, timeout: float | None = None) -> Any:
+        return await self.next_event(self._deadline(timeout))
+
+    async def request(self, event: Any, *, timeout: float | None = None) -> Any:
+        await self.send(event)
+        answer = await self.receive(timeout=_timeout(self.timeout if timeout is None else timeout, event))
+        return _checked(answer) if self.raise_errors else answer
+
+    async def _exchange(self, event: Any) -> Any:
+        await self.send(event)
+        return _checked(await self.receive(timeout=_timeout(self.timeout, event)))
+
+    async def _run(self, operation: Operation) -> Any:
+        return await drive_trio(operation, self._exchange)
+
+    # -- requests ---------------------------------------------------------------------------------------------
+    async def produce(self, topic: str, partition: int, records: Iterable[bytes | Record]) -> list[int]:
+        return await self._run(_produce(topic, partition, records))
+
+    async def fetch(self, topic: str, partition: int, offset: int, max_bytes: int = DEFAULT_FETCH_BYTES, *,
+                    group_id: str | None = None, max_wait_ms: int = 0, min_bytes: int = 0) -> nv.FetchResponse:
+        return await self._run(_fetch(topic, partition, offset, max_bytes, group_id, max_wait_ms, min_bytes))
+
+    async def commit(self, topic: str, partition: int, group_id: str, offset: int, metadata: str = "") -> bool:
+        return await self._run(_commit(topic, partition, group_id, offset, metadata))
+
+    async def committed(self, topic: str, partition: int, group_id: str) -> int | None:
+        return await self._run(_committed(topic, partition, group_id))
+
+    async def create_topic(self, topic: str, partitions: int = 1) -> bool:
+        return await self._run(_create_topic(topic, partitions))
+
+    async def delete_topic(self, topic: str) -> bool:
+        return await self._run(_delete_topic(topic))
+
+    async def list_topics(self) -> list[nv.TopicSummary]:
+        return await self._run(_list_topics())
+
+    async def describe_topic(self, topic: str) -> nv.DescribeTopicResponse:
+        return await self._run(_describe_topic(topic))
+
+    async def ping(self) -> None:
+        await self._run(_ping())
+
+    async def authenticate(self, token: str) -> None:
+        await self._run(_authenticate(token))

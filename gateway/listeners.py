@@ -1,0 +1,137 @@
+"""Listening: a protocol's listener bound with `open_tcp_listeners`, connections taken from the backlog in batches,
+admitted against the connection limits, wrapped in TLS when the listener asks for it, and served by the pump.
+
+A listener with `tls: true` wraps each accepted connection in a trio SSL stream; the handshake must finish within
+`limits.request_timeout_ms` (a client that stalls it is dropped like any slow client).
+"""
+
+from __future__ import annotations
+
+import errno
+import ipaddress
+import logging
+import socket
+
+import trio
+
+from .connections import Connection, ConnectionRegistry
+from .pump import serve_connection
+
+log = logging.getLogger("logway.gateway")
+
+#: How a connection ends when the client goes away: not an error worth a traceback.
+_PEER_GONE = (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError)
+
+
+async def listen(protocol, listener_config, connections: ConnectionRegistry, limits, ssl_context,
+                 conn_nursery: trio.Nursery, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """Bind `protocol`'s listener, report the bound (host, port), and serve its connections in `conn_nursery`."""
+    name = protocol.name
+    sockets = await trio.open_tcp_listeners(listener_config.port, host=listener_config.host)
+    sockname = sockets[0].socket.getsockname()
+    task_status.started((sockname[0], sockname[1]))
+
+    async def accepted(stream: trio.SocketStream) -> None:
+        conn = connections.admit(name, stream)
+        if conn is None:
+            log.warning("%s: connection limit reached (%d in all, %d per address); closing a new connection",
+                        name, connections.limit, connections.per_address)
+            await stream.aclose()
+            return
+        await serve(stream, conn, protocol, connections, limits, ssl_context)
+
+    async with trio.open_nursery() as accepting:
+        for sock in sockets:
+            accepting.start_soon(_serve_backlog, sock, accepted, conn_nursery)
+
+
+async def serve(stream: trio.abc.Stream, conn: Connection, protocol, connections: ConnectionRegistry,
+                limits, ssl_context=None) -> None:
+    """Serve one admitted connection with the pump until it ends (after a TLS handshake when `ssl_context` is
+    given), then release and close it. A peer that goes away is not an error; anything else is logged, and never
+    reaches the other connections."""
+    try:
+        with conn.scope:
+            if ssl_context is not None:
+                tls = await _tls_handshake(stream, ssl_context, conn, limits.request_timeout_ms / 1000)
+                if tls is None:
+                    return
+                stream = tls
+            await serve_connection(stream, conn, protocol, limits)
+    except _PEER_GONE:
+        pass
+    except ExceptionGroup as group:  # the pump's nursery (parked answers) reports the peer leaving as a group
+        rest = group.subgroup(lambda e: not isinstance(e, (*_PEER_GONE, ExceptionGroup)))
+        if rest is not None:
+            log.error("%s: connection handler crashed", protocol.name, exc_info=rest)
+    except Exception:
+        log.exception("%s: connection handler crashed", protocol.name)
+    finally:
+        connections.release(conn)
+        await _close(stream, conn)
+
+
+async def _close(stream: trio.abc.Stream, conn: Connection) -> None:
+    with trio.move_on_after(1) as cleanup:
+        cleanup.shield = True
+        try:
+            await stream.aclose()
+        except Exception as exc:  # e.g. a TLS close_notify to a peer that vanished: nothing to do
+            log.debug("%s: closing: %r", conn.peer, exc)
+
+
+async def _tls_handshake(tcp: trio.SocketStream, context, conn: Connection, timeout: float) -> trio.SSLStream | None:
+    """The TLS stream over `tcp`, or None when the client failed or stalled the handshake (it is closed)."""
+    stream = trio.SSLStream(tcp, context, server_side=True)
+    with trio.move_on_after(timeout):
+        try:
+            await stream.do_handshake()
+            return stream
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            log.info("%s: TLS handshake failed: %s", conn.peer, exc.__cause__ or exc)
+            return None
+    log.info("%s: TLS handshake not complete in time", conn.peer)
+    return None
+
+
+#: Connections taken from a listening socket's backlog per wake-up. trio's own accept loop takes one per scheduler
+#: pass: a dozen a second when a thousand busy connections share the loop, so clients arriving under load waited
+#: for seconds (`logway bench load --storm`).
+ACCEPT_BATCH = 256
+#: accept() failures that mean "out of resources": pause instead of spinning (trio's SocketListener does the same).
+_ACCEPT_RESOURCE_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
+#: accept() failures that concern only the connection being accepted (it was reset before we took it).
+_ACCEPT_SKIP_ERRNOS = {errno.ECONNABORTED, errno.EPROTO, errno.EPERM}
+
+
+async def _serve_backlog(listener: trio.SocketListener, accepted, nursery: trio.Nursery) -> None:
+    """Accept connections on `listener` in batches and start `accepted(stream)` for each in `nursery`."""
+    raw = socket.socket(fileno=listener.socket.detach())
+    raw.setblocking(False)
+    try:
+        while True:
+            await trio.lowlevel.wait_readable(raw)
+            for _ in range(ACCEPT_BATCH):
+                try:
+                    sock, _ = raw.accept()
+                except BlockingIOError:
+                    break
+                except OSError as exc:
+                    if exc.errno in _ACCEPT_SKIP_ERRNOS:
+                        continue
+                    if exc.errno not in _ACCEPT_RESOURCE_ERRNOS:
+                        raise
+                    log.error("accept failed: %s; pausing for 100 ms", exc)
+                    await trio.sleep(0.1)
+                    break
+                nursery.start_soon(accepted, trio.SocketStream(trio.socket.from_stdlib_socket(sock)))
+    finally:
+        trio.lowlevel.notify_closing(raw)
+        raw.close()
+
+
+def is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"

@@ -1,0 +1,82 @@
+"""The Kafka APIs of committed offsets: OffsetCommit (checked against the group's generation and member, written
+to the shared offset store, synced with `flush: always`) and OffsetFetch."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from logway.codecs.kafka.api import offsets as O
+from logway.codecs.kafka.error_codes import ErrorCode as E
+from logway.storage.offsets import MAX_METADATA_BYTES
+
+from ...errors import FAILURES, ErrorKind, kind_of
+from .errors import error_code
+from .records import NO_OFFSET
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .broker import KafkaBroker
+
+log = logging.getLogger("logway.gateway.kafka")
+
+
+async def offset_commit(broker: "KafkaBroker", body, version, conn):
+    generation = body.generation_id_or_member_epoch if version >= 1 else -1
+    code = broker.coordinator.validate_commit(body.group_id, generation, body.member_id,
+                                              body.group_instance_id) if body.group_id else E.INVALID_GROUP_ID
+    offsets = broker.engine.offsets
+    topics = []
+    wrote = False
+    for t in body.topics:
+        parts = []
+        for p in t.partitions:
+            err = code
+            if err == E.NONE:
+                try:
+                    broker.engine.partition(t.name, p.partition_index)
+                    offsets.commit(body.group_id, t.name, p.partition_index, p.committed_offset,
+                                   p.committed_metadata or "")
+                    wrote = True
+                except ValueError:  # what the offset store refuses to hold
+                    if len((p.committed_metadata or "").encode("utf-8", "replace")) > MAX_METADATA_BYTES:
+                        err = E.OFFSET_METADATA_TOO_LARGE
+                    else:
+                        err = E.INVALID_COMMIT_OFFSET_SIZE if p.committed_offset >= 0 else E.INVALID_REQUEST
+                except FAILURES as exc:
+                    if kind_of(exc) in (ErrorKind.UNKNOWN_TOPIC, ErrorKind.UNKNOWN_PARTITION):
+                        err = error_code(exc)
+                    else:  # e.g. a full disk: not stored, retriable
+                        log.error("offset commit for group %r failed: %s", body.group_id, exc)
+                        err = E.COORDINATOR_NOT_AVAILABLE
+            parts.append(O.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=err))
+        topics.append(O.OffsetCommitResponseTopic(name=t.name, partitions=parts))
+    if wrote:
+        try:
+            await broker.steps.sync_offsets()
+        except OSError:  # not durable: none of this request's commits is acknowledged
+            for t in topics:
+                for p in t.partitions:
+                    if p.error_code == E.NONE:
+                        p.error_code = E.COORDINATOR_NOT_AVAILABLE
+    return O.OffsetCommitResponse(throttle_time_ms=0, topics=topics)
+
+
+async def offset_fetch(broker: "KafkaBroker", body, version, conn):
+    offsets = broker.engine.offsets
+    if body.topics is None:
+        by_topic: dict[str, list] = {}
+        for (topic, partition), c in sorted(offsets.fetch_group(body.group_id).items()):
+            by_topic.setdefault(topic, []).append(partition)
+        wanted = sorted(by_topic.items())
+    else:
+        wanted = [(t.name, t.partition_indexes) for t in body.topics]
+    topics = []
+    for name, partitions in wanted:
+        parts = []
+        for p in partitions:
+            c = offsets.fetch(body.group_id, name, p)
+            parts.append(O.OffsetFetchResponsePartition(
+                partition_index=p, committed_offset=c.offset if c else NO_OFFSET, committed_leader_epoch=-1,
+                metadata=c.metadata if c else "", error_code=E.NONE))
+        topics.append(O.OffsetFetchResponseTopic(name=name, partitions=parts))
+    return O.OffsetFetchResponse(throttle_time_ms=0, topics=topics, error_code=E.NONE)

@@ -1,0 +1,233 @@
+"""The Kafka APIs that move records: Produce, Fetch and ListOffsets.
+
+Produce: a `kafka`-format topic stores the client's RecordBatches as sent (CRC checked by the storage adapter,
+base offset stamped), legacy MessageSets (Produce v0–v2) are converted up, other formats get the records
+re-encoded; idempotent producers' retries are answered with their original offset (`producers`). Fetch reads
+through the shared read step (the stored bytes sent with sendfile when the topic is `kafka` and the version ≥ 4)
+and parks in the shared long-poll step until `min_bytes` arrived or `max_wait_ms` passed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+import trio
+
+from logway.codecs.errors import RecordFormatError
+from logway.codecs.kafka import legacy
+from logway.codecs.kafka.api import fetch as F
+from logway.codecs.kafka.api import list_offsets as L
+from logway.codecs.kafka.api import produce as P
+from logway.codecs.kafka.error_codes import ErrorCode as E
+from logway.codecs.kafka.records import BATCH_HEADER_SIZE, iter_batches, parse_header
+from logway.storage import PartitionLog
+
+from ...errors import FAILURES
+from ...formats import KAFKA, MESSAGE_SET_V0, MESSAGE_SET_V1
+from .errors import PRODUCE_ERRORS, error_code
+from .producers import BatchSeq
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .broker import KafkaBroker
+
+log = logging.getLogger("logway.gateway.kafka")
+
+__all__ = ["produce", "fetch", "list_offsets", "NO_OFFSET", "LATEST", "EARLIEST"]
+
+#: Kafka's "no offset" / "no timestamp".
+NO_OFFSET = -1
+LATEST = -1
+EARLIEST = -2
+#: Fetch bounds applied to client values (a client may ask for up to 2 GiB).
+MAX_FETCH_WAIT_MS = 60_000
+
+
+# -- Produce ---------------------------------------------------------------------------------------------
+async def produce(broker: "KafkaBroker", body, version, conn):
+    if body.acks not in (0, 1, -1):
+        return _produce_errors(body, E.INVALID_REQUIRED_ACKS)
+    durable = body.acks == -1
+    responses = []
+    for td in body.topic_data:
+        parts = []
+        for pd in td.partition_data:
+            parts.append(await _produce_partition(broker, td.name, pd.index, pd.records, durable))
+        responses.append(P.TopicProduceResponse(name=td.name, partition_responses=parts))
+    if body.acks == 0:
+        return None
+    return P.ProduceResponse(responses=responses, throttle_time_ms=0)
+
+
+def _produce_errors(body, code):
+    if body.acks == 0:
+        return None
+    return P.ProduceResponse(throttle_time_ms=0, responses=[
+        P.TopicProduceResponse(name=td.name, partition_responses=[
+            P.PartitionProduceResponse(index=pd.index, error_code=code, base_offset=NO_OFFSET,
+                                       log_append_time_ms=-1, log_start_offset=-1)
+            for pd in td.partition_data])
+        for td in body.topic_data])
+
+
+async def _produce_partition(broker: "KafkaBroker", topic: str, partition: int, records, durable: bool):
+    def answer(code, base=NO_OFFSET, start=-1, message=None):
+        return P.PartitionProduceResponse(index=partition, error_code=code, base_offset=base,
+                                          log_append_time_ms=-1, log_start_offset=start, error_message=message)
+
+    try:
+        plog = broker.engine.partition(topic, partition)
+    except FAILURES as exc:
+        return answer(error_code(exc))
+    if not records:
+        return answer(E.CORRUPT_MESSAGE, message="empty record set")
+    data = bytes(records) if not isinstance(records, bytes) else records
+    try:
+        if len(data) > 16 and data[16] < 2:  # legacy MessageSet (magic 0/1, Produce < 3): convert up
+            data = legacy.message_set_to_batch(data, int(time.time() * 1000))
+            if not data:
+                return answer(E.CORRUPT_MESSAGE, message="empty message set")
+        headers = [parse_header(b) for b in iter_batches(data) if len(b) >= BATCH_HEADER_SIZE]
+    except RecordFormatError as exc:
+        return answer(E.CORRUPT_MESSAGE, message=str(exc))
+    idempotent = [h for h in headers if h.producer_id >= 0]
+    state = await broker.producers.get(plog) if idempotent else None
+    if state is not None:
+        code, original = state.check(BatchSeq.of(idempotent[0]))
+        if code != E.NONE:
+            return answer(code, start=plog.log_start_offset)
+        if original is not None:  # a retry of a batch already in the log: its original offset, no append
+            return answer(E.NONE, base=original, start=plog.log_start_offset)
+    steps = broker.steps
+    try:
+        if plog.fmt is not KAFKA:  # e.g. a TANK topic: the records re-encoded; headers refused, never dropped
+            data = plog.fmt.encode(KAFKA.decode(data, first_offset=0, min_offset=0),
+                                   now_ms=int(time.time() * 1000), max_batch_bytes=plog.config.max_batch_bytes)
+        result = steps.append(plog, data)
+    except FAILURES as exc:
+        code = error_code(exc, PRODUCE_ERRORS)
+        if code == E.KAFKA_STORAGE_ERROR:  # e.g. disk full: nothing was appended, the client may retry
+            log.error("append to %s-%d failed: %s", topic, partition, exc)
+            return answer(code, message=f"storage error: {exc.strerror or exc}")
+        if code == E.INVALID_RECORD:
+            return answer(code, message=f"topic {topic} ({plog.fmt.name} format): {exc}")
+        return answer(code, message=str(exc))
+    if state is not None:  # recorded before any wait, so a retry arriving meanwhile is recognised
+        offset = result.base_offset
+        for h in headers:
+            if h.producer_id >= 0:
+                state.record(BatchSeq.of(h, offset))
+            offset += h.last_offset_delta + 1
+    if durable:
+        try:
+            await steps.make_durable(plog)
+        except OSError as exc:
+            return answer(E.UNKNOWN_SERVER_ERROR, message=f"fdatasync failed: {exc.strerror or exc}")
+    return answer(E.NONE, base=result.base_offset, start=plog.log_start_offset)
+
+
+# -- Fetch -----------------------------------------------------------------------------------------------
+async def fetch(broker: "KafkaBroker", body, version, conn):
+    limits = broker.config.limits
+    wait = min(max(body.max_wait_ms, 0), limits.max_wait_ms, MAX_FETCH_WAIT_MS) / 1000
+    min_bytes = max(body.min_bytes, 0)
+    max_bytes = body.max_bytes if version >= 3 and body.max_bytes > 0 else limits.max_fetch_bytes
+    max_bytes = min(max_bytes, limits.max_fetch_bytes)
+    as_ = KAFKA if version >= 4 else MESSAGE_SET_V1 if version >= 2 else MESSAGE_SET_V0
+
+    async def build():
+        responses, total = await _fetch_once(broker, body, version, max_bytes, as_)
+        return responses, total >= min_bytes or wait <= 0 or total < 0
+
+    keys = [(t.topic, p.partition) for t in body.topics for p in t.partitions]
+    responses = await broker.steps.long_poll(keys, trio.current_time() + wait, build)
+    return F.FetchResponse(throttle_time_ms=0, error_code=E.NONE, session_id=0, responses=responses)
+
+
+async def _fetch_once(broker: "KafkaBroker", body, version, max_bytes, as_):
+    """Build the per-partition answers; total = record bytes included (-1 when an error must go out now)."""
+    responses = []
+    total = 0
+    errors = False
+    for t in body.topics:
+        parts = []
+        for p in t.partitions:
+            pd = F.PartitionData(partition_index=p.partition, error_code=E.NONE, high_watermark=-1,
+                                 last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
+                                 preferred_read_replica=-1, records=b"")
+            parts.append(pd)
+            try:
+                plog = broker.engine.partition(t.topic, p.partition)
+            except FAILURES as exc:
+                pd.error_code = error_code(exc)
+                errors = True
+                continue
+            end = plog.high_watermark
+            pd.high_watermark = pd.last_stable_offset = end
+            pd.log_start_offset = plog.log_start_offset
+            pd.aborted_transactions = [] if version >= 4 else None
+            budget = min(p.partition_max_bytes, max_bytes - total)
+            if budget <= 0 and total > 0:
+                continue
+            try:
+                read = await broker.steps.read(plog, p.fetch_offset, max(budget, 1), as_)
+            except FAILURES as exc:  # out of range, or stored records this answer cannot be built from
+                if isinstance(exc, RecordFormatError):
+                    log.warning("fetch %s-%d at %d: cannot convert the stored records: %s", t.topic,
+                                p.partition, p.fetch_offset, exc)
+                pd.error_code = error_code(exc)
+                errors = True
+                continue
+            if read is None:
+                continue
+            if read.slice.length > budget and total > 0:
+                continue  # only the first partition with data may exceed the limits (KIP-74)
+            pd.records = read.data  # a file range (sent with os.sendfile) or transcoded bytes
+            total += read.size
+        responses.append(F.FetchableTopicResponse(topic=t.topic, partitions=parts))
+    return responses, (-1 if errors else total)
+
+
+# -- ListOffsets -----------------------------------------------------------------------------------------
+async def list_offsets(broker: "KafkaBroker", body, version, conn):
+    topics = []
+    for t in body.topics:
+        parts = []
+        for p in t.partitions:
+            r = L.ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=E.NONE,
+                                               timestamp=-1, offset=NO_OFFSET, leader_epoch=0,
+                                               old_style_offsets=[])
+            parts.append(r)
+            try:
+                plog = broker.engine.partition(t.name, p.partition_index)
+                if p.timestamp == LATEST:
+                    offset = plog.high_watermark
+                elif p.timestamp == EARLIEST:
+                    offset = plog.log_start_offset
+                else:
+                    found = await broker.steps.in_thread(_record_at_timestamp, plog, p.timestamp)
+                    offset, r.timestamp = found if found is not None else (NO_OFFSET, -1)
+            except FAILURES as exc:
+                if isinstance(exc, RecordFormatError):
+                    log.warning("ListOffsets %s-%d: cannot decode the stored records: %s", t.name,
+                                p.partition_index, exc)
+                r.error_code = error_code(exc)
+                continue
+            r.offset = offset
+            r.old_style_offsets = [offset] if offset >= 0 else []
+        topics.append(L.ListOffsetsTopicResponse(name=t.name, partitions=parts))
+    return L.ListOffsetsResponse(throttle_time_ms=0, topics=topics)
+
+
+def _record_at_timestamp(plog: PartitionLog, timestamp: int) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record whose timestamp is >= timestamp (runs in a worker thread)."""
+    offset = plog.offset_for_timestamp(timestamp)
+    if offset is None:
+        return None
+    rng = plog.read(offset, 1)
+    records = plog.fmt.decode(rng.read(), first_offset=rng.first_offset, min_offset=offset) if rng else ()
+    for rec in records:
+        return rec.offset, rec.timestamp if rec.timestamp is not None else -1
+    return offset, -1
+

@@ -1,0 +1,156 @@
+"""The native protocol's requests on the shared log: `NativeHandler.handle(event) -> response event`.
+
+Storage failures become the seed's error texts (`partition not found: …`, `offset out of range: …`) through one
+table (`_ERRORS`, by `ErrorKind`); a fetch with `max_wait_ms` parks in the shared long-poll step until enough
+payload arrived.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import trio
+
+from logway.codecs.native import events as nev
+from logway.storage import UnknownTopic
+
+from ...errors import FAILURES, ErrorKind, kind_of
+from ...formats import RECORDS
+from ...steps import Steps
+
+log = logging.getLogger("logway.gateway.native")
+
+
+def _partition_not_found(exc, ev) -> str:
+    return f"partition not found: topic={ev.topic}, partition={getattr(ev, 'partition', 0)}"
+
+
+def _storage_error(exc, ev) -> str:
+    return f"storage error: {exc}"
+
+
+#: ErrorKind -> the answer's text (exc, request) -> str.
+_ERRORS = {
+    ErrorKind.UNKNOWN_TOPIC: _partition_not_found,
+    ErrorKind.UNKNOWN_PARTITION: _partition_not_found,
+    ErrorKind.OFFSET_OUT_OF_RANGE: lambda exc, ev: (f"offset out of range: offset={ev.offset}, "
+                                                    f"log_start_offset={exc.log_start}, log_end_offset={exc.log_end}"),
+    ErrorKind.TOPIC_EXISTS: lambda exc, ev: f"topic already exists: {ev.topic}",
+    ErrorKind.INVALID_TOPIC_NAME: lambda exc, ev: f"invalid topic name: {exc}",
+    ErrorKind.INVALID_PARTITIONS: lambda exc, ev: f"invalid request: {exc}",
+    ErrorKind.INVALID_CONFIG: lambda exc, ev: f"invalid request: {exc}",
+    ErrorKind.BATCH_TOO_LARGE: lambda exc, ev: f"record too large: {exc}",
+    ErrorKind.UNSUPPORTED_RECORD: lambda exc, ev: f"invalid record: {exc}",  # refused, never dropped
+    ErrorKind.STORAGE_FAILURE: lambda exc, ev: f"storage error: {exc.strerror or exc}",
+}
+
+
+class NativeHandler:
+    def __init__(self, steps: Steps, config) -> None:
+        self.steps = steps
+        self.engine = steps.engine
+        self.limits = config.limits
+        self._handlers = {
+            nev.ProduceRequest: self._produce,
+            nev.FetchRequest: self._fetch,
+            nev.OffsetCommitRequest: self._commit,
+            nev.OffsetFetchRequest: self._offset_fetch,
+            nev.CreateTopicRequest: self._create_topic,
+            nev.DeleteTopicRequest: self._delete_topic,
+            nev.ListTopicsRequest: self._list_topics,
+            nev.DescribeTopicRequest: self._describe_topic,
+            nev.PingRequest: self._ping,
+        }
+
+    async def handle(self, event):
+        handler = self._handlers.get(type(event))
+        if handler is None:
+            return nev.ErrorResponse(f"unsupported request: {type(event).__name__}")
+        try:
+            return await handler(event)
+        except FAILURES as exc:
+            kind = kind_of(exc)
+            if kind is ErrorKind.STORAGE_FAILURE:
+                log.error("I/O error serving %s: %s", type(event).__name__, exc)
+            return nev.ErrorResponse(_ERRORS.get(kind, _storage_error)(exc, event))
+
+    async def _produce(self, ev: nev.ProduceRequest):
+        plog = self.engine.partition(ev.topic, ev.partition)
+        if not ev.records:
+            return nev.ProduceResponse([])
+        data = plog.fmt.encode(ev.records, now_ms=int(time.time() * 1000), max_batch_bytes=plog.config.max_batch_bytes)
+        result = self.steps.append(plog, data)
+        await self.steps.make_durable(plog)
+        return nev.ProduceResponse(list(range(result.base_offset, result.last_offset + 1)))
+
+    async def _fetch(self, ev: nev.FetchRequest):
+        plog = self.engine.partition(ev.topic, ev.partition)
+        start = ev.offset
+        if ev.group_id is not None:
+            committed = self.engine.offsets.fetch(ev.group_id, ev.topic, ev.partition)
+            if committed is not None and committed.offset > start:
+                start = committed.offset
+        if start > plog.high_watermark:
+            return nev.FetchResponse([], plog.high_watermark)
+        max_bytes = min(max(ev.max_bytes, 0), self.limits.max_fetch_bytes)
+        wait = min(ev.max_wait_ms, self.limits.max_wait_ms) / 1000
+        min_bytes = max(ev.min_bytes, 1)
+
+        async def build():
+            records, next_offset = await self._read_records(plog, start, max_bytes)
+            enough = wait <= 0 or (records and sum(len(r.value or b"") for r in records) >= min_bytes)
+            return nev.FetchResponse(records, next_offset), enough
+
+        return await self.steps.long_poll([(ev.topic, ev.partition)], trio.current_time() + wait, build)
+
+    async def _read_records(self, plog, start: int, max_bytes: int):
+        end = plog.high_watermark  # before the read: a sync in a worker thread may move it meanwhile
+        read = await self.steps.read(plog, start, max_bytes, RECORDS)
+        if read is None:
+            return [], max(start, end)
+        records = read.data
+        total = 0
+        for i, rec in enumerate(records):
+            total += len(rec.value or b"")
+            if total > max_bytes and i > 0:
+                del records[i:]
+                break
+        return records, records[-1].offset + 1 if records else read.slice.end_offset
+
+    async def _commit(self, ev: nev.OffsetCommitRequest):
+        self.engine.partition(ev.topic, ev.partition)
+        try:
+            await self.steps.commit_offset(ev.group_id, ev.topic, ev.partition, ev.offset, ev.metadata)
+        except ValueError as exc:  # what the offset store refuses to hold (empty or overlong group, metadata)
+            return nev.ErrorResponse(f"invalid request: {exc}")
+        return nev.OffsetCommitResponse(True)
+
+    async def _offset_fetch(self, ev: nev.OffsetFetchRequest):
+        self.engine.partition(ev.topic, ev.partition)
+        committed = self.engine.offsets.fetch(ev.group_id, ev.topic, ev.partition)
+        return nev.OffsetFetchResponse(committed.offset if committed is not None else None)
+
+    async def _create_topic(self, ev: nev.CreateTopicRequest):
+        await self.steps.in_thread(self.engine.create_topic, ev.topic, ev.partitions)
+        return nev.CreateTopicResponse(True)
+
+    async def _delete_topic(self, ev: nev.DeleteTopicRequest):
+        try:
+            await self.steps.in_thread(self.engine.delete_topic, ev.topic)
+        except UnknownTopic:
+            return nev.ErrorResponse(f"topic not found: {ev.topic}")
+        return nev.DeleteTopicResponse(True)
+
+    async def _list_topics(self, ev: nev.ListTopicsRequest):
+        return nev.ListTopicsResponse([nev.TopicSummary(t.name, len(t.partitions)) for t in self.engine.topics()])
+
+    async def _describe_topic(self, ev: nev.DescribeTopicRequest):
+        topic = self.engine.topics_by_name.get(ev.topic)
+        if topic is None:
+            return nev.ErrorResponse(f"topic not found: {ev.topic}")
+        return nev.DescribeTopicResponse(topic.name, [
+            nev.PartitionSummary(p.partition, p.log_start_offset, p.high_watermark) for p in topic.partitions])
+
+    async def _ping(self, ev: nev.PingRequest):
+        return nev.PongResponse()

@@ -1,0 +1,303 @@
+"""The TANK 4.0 requests on the shared log, as a standalone TANK broker answers them (see docs/protocols/tank.md).
+
+Sequence numbers are offsets + 1. A consume of a `tank`-format topic is a byte range of a segment file (sent with
+`os.sendfile`); other formats are transcoded into bundles by the shared read step. A consume whose partitions are
+all at EOF parks (`poll`, in the shared long-poll step) until appends bring `min_bytes` or the normalised timer
+expires; what it waits for is measured from the partitions' watermarks, without reads.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+
+import trio
+
+from logway.codecs.tank import (ConsumeFlags, ConsumePartitionResult, ConsumeResponse, ConsumeTopicResult,
+                                CreateTopicError, CreateTopicRequest, CreateTopicResponse,
+                                DiscoverPartitionsRequest, DiscoverPartitionsResponse, DiscoverTopicsRequest,
+                                DiscoverTopicsResponse, DiscoverTopologyRequest, DiscoverTopologyResponse,
+                                ProduceError, ProduceRequest, ProduceResponse, ProduceResult, ReloadConfError,
+                                ReloadConfRequest, ReloadConfResponse, StatusRequest, StatusResponse,
+                                decode_bundle, encode_bundle, parse_bundle_header, wrap)
+from logway.codecs.tank.messages import PartitionBounds, TopicInfo, valid_topic_name
+from logway.storage import PartitionLog
+
+from ...errors import FAILURES, ErrorKind, kind_of
+from ...formats import TANK
+from ...steps import Steps
+
+log = logging.getLogger("logway.gateway.tank")
+
+UINT64_MAX = 2**64 - 1
+#: TANK clamps fetch_size and min_bytes to this.
+MAX_FETCH = 64 * 1024 * 1024
+#: TANK's long-poll timer: capped at one hour, rounded up to 64 ms with a 320 ms floor, expiry on 128 ms steps.
+MAX_WAIT_MS, WAIT_STEP_MS, MIN_WAIT_MS, EXPIRY_STEP_MS = 3_600_000, 64, 320, 128
+VERSION = 400
+#: TANK config keys we honour, with the factor to our units; the others are accepted and ignored (TANK-only
+#: features such as compaction or per-message flushing), as TANK ignores keys it does not know.
+_CONFIG = {"log.retention.bytes": ("retention_bytes", 1), "log.retention.secs": ("retention_ms", 1000),
+           "log.segment.bytes": ("segment_bytes", 1), "log.index.interval.bytes": ("index_interval_bytes", 1),
+           "log.roll.secs": ("segment_ms", 1000), "log.roll.jitter.secs": ("segment_ms", 1000)}
+#: ErrorKind -> Produce answer (anything else: SYSTEM_ERROR).
+_PRODUCE_ERRORS = {ErrorKind.INVALID_OFFSET: ProduceError.INVALID_SEQNUM}
+#: ErrorKind -> CreateTopic answer (anything else: INVALID_REQUEST).
+_CREATE_ERRORS = {ErrorKind.TOPIC_EXISTS: CreateTopicError.ALREADY_EXISTS,
+                  ErrorKind.INVALID_CONFIG: CreateTopicError.INVALID_CONFIG,
+                  ErrorKind.STORAGE_FAILURE: CreateTopicError.SYSTEM_ERROR}
+
+
+def normalised_expiry(now_s: float, max_wait_ms: int) -> float:
+    """The trio time at which a parked consume times out, as TANK computes it."""
+    wait = min(max_wait_ms, MAX_WAIT_MS)
+    wait = max(math.ceil(wait / WAIT_STEP_MS) * WAIT_STEP_MS, MIN_WAIT_MS)
+    return math.ceil((now_s * 1000 + wait) / EXPIRY_STEP_MS) * EXPIRY_STEP_MS / 1000
+
+
+class TankHandler:
+    def __init__(self, steps: Steps) -> None:
+        self.steps = steps
+        self.engine = steps.engine
+        self.started = int(time.time())
+        self._handlers = {
+            ProduceRequest: self._produce, DiscoverPartitionsRequest: self._discover_partitions,
+            CreateTopicRequest: self._create_topic, ReloadConfRequest: self._reload_conf,
+            StatusRequest: self._status, DiscoverTopicsRequest: self._discover_topics,
+            DiscoverTopologyRequest: self._discover_topology,
+        }
+
+    async def handle(self, request):
+        return await self._handlers[type(request)](request)
+
+    # -- positions ---------------------------------------------------------------------------------------
+    @staticmethod
+    def bounds(plog: PartitionLog) -> tuple[int, int]:
+        """(first available seq, last assigned seq) of what readers see; (0, 0) for an empty partition."""
+        end = plog.high_watermark
+        return (plog.first_offset + 1 if end > plog.log_start_offset else 0), end
+
+    # -- produce -----------------------------------------------------------------------------------------
+    async def _produce(self, req: ProduceRequest) -> ProduceResponse:
+        results = []
+        touched: dict[int, PartitionLog] = {}
+        for entry in req.entries:
+            topic = self.engine.topics_by_name.get(entry.topic)
+            if topic is None:
+                results.append(ProduceResult(entry.topic, entry.partition, ProduceError.UNKNOWN_TOPIC))
+                continue
+            if not 0 <= entry.partition < len(topic.partitions):
+                results.append(ProduceResult(entry.topic, entry.partition, ProduceError.UNKNOWN_PARTITION))
+                continue
+            plog = topic.partitions[entry.partition]
+            error = self._append(plog, entry, req.with_seqnum)
+            if error == ProduceError.OK:
+                touched[id(plog)] = plog
+            results.append(ProduceResult(entry.topic, entry.partition, error))
+        for plog in touched.values():
+            try:
+                await self.steps.make_durable(plog)
+            except OSError:
+                results = [r if (r.topic, r.partition) != (plog.topic, plog.partition)
+                           else ProduceResult(r.topic, r.partition, ProduceError.SYSTEM_ERROR) for r in results]
+        return ProduceResponse(req.request_id, results)
+
+    def _append(self, plog: PartitionLog, entry, with_seqnum: bool) -> int:
+        try:
+            header = parse_bundle_header(entry.bundle)
+            explicit_first = header.first_seq if header.sparse else entry.base_seqnum if with_seqnum else None
+            if explicit_first is not None and explicit_first <= plog.log_end_offset:
+                return ProduceError.INVALID_SEQNUM  # at or below the last assigned seq
+            if plog.fmt is TANK:
+                data = entry.stored()
+                if with_seqnum and not header.sparse:
+                    # TANK trusts base_seqnum but stores no seqs (its readers then disagree); store it sparse.
+                    records, _ = decode_bundle(entry.bundle, entry.base_seqnum)
+                    data = wrap(encode_bundle(records, codec=header.codec,
+                                              sparse_seqs=[r.offset + 1 for r in records]))
+            else:
+                records, _ = decode_bundle(entry.bundle, explicit_first or plog.log_end_offset + 1)
+                if explicit_first is not None and any(r.offset != plog.log_end_offset + i
+                                                      for i, r in enumerate(records)):
+                    # A Kafka-format log cannot hold gaps inside its batches: only contiguous seqs are accepted.
+                    return ProduceError.INVALID_SEQNUM
+                data = plog.fmt.encode(records, now_ms=int(time.time() * 1000),
+                                       max_batch_bytes=plog.config.max_batch_bytes)
+            self.steps.append(plog, data)
+        except (*FAILURES, ValueError) as exc:  # ValueError: a bundle that does not decode
+            kind = kind_of(exc)
+            if kind is ErrorKind.STORAGE_FAILURE:
+                log.error("produce to %s-%d failed: %s", plog.topic, plog.partition, exc)
+            elif kind not in _PRODUCE_ERRORS:
+                log.info("produce to %s-%d refused: %s", plog.topic, plog.partition, exc)
+            return _PRODUCE_ERRORS.get(kind, ProduceError.SYSTEM_ERROR)
+        return ProduceError.OK
+
+    # -- consume -----------------------------------------------------------------------------------------
+    async def consume_now(self, req) -> ConsumeResponse | None:
+        """The immediate answer, or None when every partition is at EOF and the request may wait."""
+        topics = []
+        ready = req.max_wait_ms == 0
+        for t in req.topics:
+            topic = self.engine.topics_by_name.get(t.name)
+            if topic is None:
+                topics.append(ConsumeTopicResult(t.name, unknown=True, requested_count=len(t.partitions)))
+                ready = True
+                continue
+            parts = []
+            for p in t.partitions:
+                if not 0 <= p.partition < len(topic.partitions):
+                    parts.append(ConsumePartitionResult(p.partition, ConsumeFlags.UNKNOWN_PARTITION))
+                    ready = True
+                    continue
+                result, has_answer = await self._consume_partition(topic.partitions[p.partition], p)
+                parts.append(result)
+                ready = ready or has_answer
+            topics.append(ConsumeTopicResult(t.name, parts))
+        return ConsumeResponse(req.request_id, topics) if ready else None
+
+    async def _consume_partition(self, plog: PartitionLog, p) -> tuple[ConsumePartitionResult, bool]:
+        first, last = self.bounds(plog)
+        seq = first if p.seq_num == 0 else p.seq_num
+        if seq in (0, UINT64_MAX) or seq == last + 1:  # at EOF
+            return ConsumePartitionResult(p.partition, ConsumeFlags.OK, first, last, b""), False
+        if seq > last + 1 or seq < first:
+            return ConsumePartitionResult(p.partition, ConsumeFlags.BOUNDARY, 0, last, b"", first), True
+        return await self._chunk(plog, p.partition, seq - 1, min(p.fetch_size, MAX_FETCH), last), True
+
+    async def _chunk(self, plog: PartitionLog, partition: int, offset: int, max_bytes: int, last: int):
+        try:
+            read = await self.steps.read(plog, offset, max(max_bytes, 1), TANK)
+        except FAILURES as exc:
+            # A stored batch whose records cannot be decoded (the produce path checks only its header and CRC),
+            # or a record TANK cannot carry (a key over 255 bytes): this partition's answer is a system error,
+            # the connection and the request's other partitions are served as usual.
+            log.warning("consume of %s-%d at offset %d refused: %s", plog.topic, partition, offset, exc)
+            return ConsumePartitionResult(partition, ConsumeFlags.SYSTEM_ERROR, 0, last, b"")
+        if read is None:
+            return ConsumePartitionResult(partition, ConsumeFlags.OK, 0, last, b"")
+        if read.zero_copy:
+            info = TANK.scan(memoryview(read.slice.head(TANK.header_size)), 0)
+            if info is not None and info[1] is not None:  # the first bundle is sparse: it names its own seq
+                return ConsumePartitionResult(partition, ConsumeFlags.SPARSE_FIRST, None, last, read.data)
+            return ConsumePartitionResult(partition, ConsumeFlags.OK, read.slice.first_offset + 1, last, read.data)
+        if not read.records:
+            return ConsumePartitionResult(partition, ConsumeFlags.OK, 0, last, b"")
+        return ConsumePartitionResult(partition, ConsumeFlags.OK, read.records[0].offset + 1, last, read.data)
+
+    def park(self, req) -> list:
+        """What a consume that must wait watches: (topic, log, partition, offset at EOF, watermark segment, its
+        size) per partition. Taken in the same step as the EOF check, so an append that follows the request is
+        never missed."""
+        watched = []
+        for t in req.topics:
+            topic = self.engine.topics_by_name[t.name]
+            for p in t.partitions:
+                plog = topic.partitions[p.partition]
+                end, segment, size = plog.watermark()
+                watched.append((t.name, plog, p.partition, end, segment, size))
+        return watched
+
+    async def poll(self, req, watched: list) -> ConsumeResponse:
+        """A consume whose partitions are all at EOF: answer on min_bytes appended or on the timer."""
+        min_bytes = max(min(req.min_bytes, MAX_FETCH), 1)
+
+        async def build():
+            if self._captured(watched) >= min_bytes:
+                return await self._wake_response(req, watched), True
+            return self._timeout_response(req, watched), False
+
+        keys = [(w[0], w[2]) for w in watched]
+        return await self.steps.long_poll(keys, normalised_expiry(trio.current_time(), req.max_wait_ms), build)
+
+    @staticmethod
+    def _captured(watched) -> int:
+        """Bytes appended to the watched partitions since they were parked, from their watermarks (no reads). A
+        roll of a watched partition counts as enough: it forces the answer, as in TANK."""
+        total = 0
+        for _, plog, _, _, segment, size in watched:
+            _, now_segment, now_size = plog.watermark()
+            total += now_size - size if now_segment is segment else MAX_FETCH
+        return total
+
+    async def _wake_response(self, req, watched) -> ConsumeResponse:
+        topics: dict[str, list] = {}
+        for name, plog, partition, start, *_ in watched:
+            _, last = self.bounds(plog)
+            if plog.high_watermark <= start:
+                result = ConsumePartitionResult(partition, ConsumeFlags.OK, 0, last, b"")
+            else:
+                result = await self._chunk(plog, partition, start, MAX_FETCH, last)  # not limited by fetch_size
+            topics.setdefault(name, []).append(result)
+        return ConsumeResponse(req.request_id, [ConsumeTopicResult(n, parts) for n, parts in topics.items()])
+
+    def timeout_response(self, req) -> ConsumeResponse:
+        """The answer a parked consume gets when its timer expires, given at once."""
+        return self._timeout_response(req, self.park(req))
+
+    def _timeout_response(self, req, watched) -> ConsumeResponse:
+        topics: dict[str, list] = {}
+        for name, plog, partition, *_ in watched:
+            topics.setdefault(name, []).append(
+                ConsumePartitionResult(partition, ConsumeFlags.OK, 0, self.bounds(plog)[1], b""))
+        return ConsumeResponse(req.request_id, [ConsumeTopicResult(n, parts) for n, parts in topics.items()])
+
+    # -- the other requests ------------------------------------------------------------------------------
+    async def _discover_partitions(self, req) -> DiscoverPartitionsResponse:
+        topic = self.engine.topics_by_name.get(req.topic)
+        if topic is None:
+            return DiscoverPartitionsResponse(req.request_id, req.topic, [])
+        wanted = range(len(topic.partitions)) if req.partitions is None else req.partitions
+        out = []
+        for p in wanted:
+            if 0 <= p < len(topic.partitions):
+                out.append(PartitionBounds(*self.bounds(topic.partitions[p])))
+            else:
+                out.append(PartitionBounds(UINT64_MAX, UINT64_MAX, 0xFB))
+        return DiscoverPartitionsResponse(req.request_id, req.topic, out)
+
+    async def _create_topic(self, req) -> CreateTopicResponse:
+        def answer(err):
+            return CreateTopicResponse(req.request_id, req.topic, err)
+
+        if not valid_topic_name(req.topic) or req.partitions < 1:
+            return answer(CreateTopicError.INVALID_REQUEST)
+        if req.config_errors:
+            return answer(CreateTopicError.INVALID_CONFIG)
+        overrides: dict = {"format": TANK.name}
+        for key, value in req.config.items():
+            if key in _CONFIG:
+                name, factor = _CONFIG[key]
+                try:
+                    overrides[name] = int(value) * factor
+                except ValueError:
+                    return answer(CreateTopicError.INVALID_CONFIG)
+        try:
+            await self.steps.in_thread(self.engine.create_topic, req.topic, req.partitions, overrides)
+        except FAILURES as exc:
+            return answer(_CREATE_ERRORS.get(kind_of(exc), CreateTopicError.INVALID_REQUEST))
+        return answer(CreateTopicError.OK)
+
+    async def _reload_conf(self, req) -> ReloadConfResponse:
+        topic = self.engine.topics_by_name.get(req.topic)
+        if topic is None:
+            err = ReloadConfError.UNKNOWN_TOPIC
+        elif not 0 <= req.partition < len(topic.partitions):
+            err = ReloadConfError.UNKNOWN_PARTITION
+        else:
+            err = ReloadConfError.OK  # configuration lives in topic.json and is always current
+        return ReloadConfResponse(req.request_id, req.topic, req.partition, err)
+
+    async def _status(self, req) -> StatusResponse:
+        topics = self.engine.topics()
+        partitions = sum(len(t.partitions) for t in topics)
+        return StatusResponse(req.request_id, len(topics), partitions, open_partitions=partitions,
+                              open_partitions_time=0, startup_ts=self.started, version=VERSION)
+
+    async def _discover_topics(self, req) -> DiscoverTopicsResponse:
+        return DiscoverTopicsResponse(req.request_id, [TopicInfo(t.name, len(t.partitions))
+                                                       for t in self.engine.topics()])
+
+    async def _discover_topology(self, req) -> DiscoverTopologyResponse:
+        return DiscoverTopologyResponse(req.request_id, None)

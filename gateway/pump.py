@@ -1,0 +1,131 @@
+"""The one connection pump: socket bytes → codec events → the protocol's session → codec → socket, for every
+protocol. A protocol plugs in with a `Session` (one per connection) and three small hooks:
+
+- `greeting()`: events sent as soon as the connection is accepted (TANK's Ping);
+- `handle(event)` -> an event to send, `None` (nothing to send: Kafka acks=0, a client's Ping), `Close(event)`
+  (send it, then close: failed authentication), or `Park(wait, now)`: an answer that comes later (a TANK long-poll
+  at the log end). The pump runs `wait()` in the connection's nursery and goes on reading; its answer goes out
+  when ready — out of order, under a send lock. Past the protocol's `max_parked` the pump answers `now()` instead;
+- `protocol_error(exc)` -> the answer to a malformed request (the native protocol answers and keeps reading unless
+  the stream can no longer be framed), or `None`: close (Kafka and TANK close on a bad request).
+
+Authentication is the session's business: it answers or closes before it lets a request through. Requests are
+read one at a time (`reading.RequestReader`: idle and slow-request timeouts), so a client that does not read its
+answers is not read from either (back-pressure); graceful shutdown drains through `Connection.end_request()`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+import trio
+
+from logway.codecs.errors import RemoteProtocolError
+
+from .connections import Connection
+from .reading import RequestReader
+from .sendfile import send_pieces
+
+log = logging.getLogger("logway.gateway")
+
+__all__ = ["Close", "Park", "Session", "serve_connection"]
+
+
+@dataclass(slots=True)
+class Close:
+    """Send `event` (if any) and close the connection."""
+
+    event: Any = None
+
+
+@dataclass(slots=True)
+class Park:
+    """An answer that comes later: `wait()` produces it (in the connection's nursery); `now()` is the answer to
+    give at once instead when the connection has too many parked already."""
+
+    wait: Callable[[], Awaitable[Any]]
+    now: Callable[[], Any]
+
+
+class Session:
+    """One connection's state in a protocol (see the module docstring). `conn` is the live `Connection`, `codec`
+    the connection's server-side codec."""
+
+    def __init__(self, conn: Connection, codec) -> None:
+        self.conn = conn
+        self.codec = codec
+
+    def greeting(self) -> list:
+        return []
+
+    async def handle(self, event) -> Any:
+        raise NotImplementedError
+
+    def protocol_error(self, exc: RemoteProtocolError) -> Any:
+        return None
+
+
+class Outbox:
+    """Encodes events and writes them whole, one at a time (answers of parked requests may interleave)."""
+
+    def __init__(self, stream: trio.abc.SendStream, codec) -> None:
+        self.stream = stream
+        self.codec = codec
+        self._lock = trio.Lock()
+
+    async def send(self, event) -> None:
+        async with self._lock:
+            await send_pieces(self.stream, self.codec.send(event))
+
+
+async def serve_connection(stream: trio.abc.Stream, conn: Connection, protocol, limits) -> None:
+    """Serve one connection of `protocol` (a `logway.gateway.protocols.Protocol`) until it closes."""
+    codec = protocol.codec()
+    session = protocol.session(conn, codec)
+    reader = RequestReader(stream, codec, conn, limits)
+    out = Outbox(stream, codec)
+    max_parked = protocol.max_parked
+
+    async def answer_later(park: Park) -> None:
+        try:
+            await out.send(await park.wait())
+        finally:
+            conn.end_request()
+
+    for event in session.greeting():
+        await out.send(event)
+    async with trio.open_nursery() as parked:
+        try:
+            while True:
+                try:
+                    event = await reader.next()
+                except RemoteProtocolError as exc:
+                    answer = session.protocol_error(exc)
+                    if answer is None:
+                        log.info("%s: closing: %s", conn.peer, exc.message)
+                        return
+                    log.debug("%s: protocol error: %s", conn.peer, exc.message)
+                    await out.send(answer)
+                    if exc.fatal:
+                        return
+                    continue
+                if event is None:
+                    return
+                conn.start_request()
+                reply = await session.handle(event)
+                if type(reply) is Park:
+                    if conn.inflight <= max_parked:
+                        parked.start_soon(answer_later, reply)
+                        continue
+                    reply = reply.now()
+                closing = type(reply) is Close
+                if closing:
+                    reply = reply.event
+                if reply is not None:
+                    await out.send(reply)
+                if not conn.end_request() or closing:
+                    return
+        finally:
+            parked.cancel_scope.cancel()
