@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 from crc32c import crc32c
 
 from logway.codecs.errors import RecordFormatError
-from logway.codecs.kafka.compression import decompress
+from logway.codecs.compression import decompress
 from logway.codecs.kafka.records import (BATCH_HEADER, BATCH_HEADER_SIZE, BATCH_OVERHEAD, MAGIC_V2,
                                          MAX_RECORDS_PER_BATCH, MIN_RECORD_SIZE, decode_batch)
 

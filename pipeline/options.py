@@ -52,7 +52,7 @@ from typing import Mapping
 
 from logway.clients.errors import AddressError
 from logway.clients.kafka import EARLIEST, LATEST, SECURITY_PROTOCOLS, KafkaConfig
-from logway.codecs.kafka.compression import CODEC_NAMES
+from logway.codecs.compression import CODEC_NAMES
 
 from .errors import OptionError
 

@@ -16,7 +16,7 @@ from logway.bench.proc import rss_mib
 from logway.clients.native import NativeClient
 from logway.clients.tank import TankClient
 from logway.codecs.kafka.api import fetch as F
-from logway.codecs.kafka.connection import KafkaClientConnection
+from logway.codecs.kafka.connection import KafkaClientConnection, KafkaRequest
 from logway.codecs.native import FetchRequest, NativeConnection, PingRequest, PongResponse
 from logway.codecs.tank import TankClientConnection
 
@@ -41,7 +41,7 @@ def _kafka_requests(n: int) -> bytes:
     codec = KafkaClientConnection()
     body = F.FetchRequest(max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, topics=[
         F.FetchTopic("bp", [F.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])])
-    return b"".join(codec.send_request(1, 11, body) for _ in range(n))
+    return b"".join(codec.send(KafkaRequest(1, 11, body=body)) for _ in range(n))
 
 
 def _native_requests(n: int) -> bytes:

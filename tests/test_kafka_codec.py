@@ -4,8 +4,7 @@
   distinct non-default value, once with lists/strings and once with nulls where the version allows them) go
   through the client and server connections (`send` / `next_event`, the codec contract) and come back equal.
 - The contract: the server remembers each request's (key, version) by correlation id (a FIFO per id) and
-  answers `KafkaResponse(correlation_id, body=...)` in that layout; misuse is a LocalProtocolError. The
-  transitional aliases (`encode_response`, `send_request`, ...) are checked until they are removed.
+  answers `KafkaResponse(correlation_id, body=...)` in that layout; misuse is a LocalProtocolError.
 - kafka-python cross-checks: its JSON-driven `kafka.protocol` messages (Kafka's message definitions) must list
   the same fields in the same order for each version, encode our samples to the very same bytes, and decode our
   responses to the same values; its older hand-written `kafka.protocol.old` schemas must encode the same bytes
@@ -37,8 +36,7 @@ from logway.codecs.kafka import primitives as prim
 from logway.codecs.kafka.api import registry
 from logway.codecs.kafka.api.registry import SUPPORTED, request_schema, response_schema
 from logway.codecs.kafka.connection import (CLOSED, MAX_REQUEST_BYTES, NEED_DATA, KafkaClientConnection,
-                                            KafkaRequest, KafkaResponse, KafkaServerConnection, SaslToken,
-                                            encode_response, encode_response_bytes)
+                                            KafkaRequest, KafkaResponse, KafkaServerConnection, SaslToken)
 from logway.codecs.kafka.error_codes import ErrorCode
 
 WIRE = Path(__file__).resolve().parent.parent / "fixtures" / "kafka" / "wire"
@@ -807,36 +805,6 @@ def test_client_sends_an_explicit_correlation_id_without_moving_its_counter():
     server.receive_data(client.send(KafkaRequest(12, 0, 99, body=api.HeartbeatRequest())))
     server.receive_data(client.send(KafkaRequest(12, 0, body=api.HeartbeatRequest())))
     assert [e.correlation_id for e in drain(server)] == [99, 0] and client.next_correlation_id == 1
-
-
-def test_transitional_aliases_still_work():
-    """Removed once gateway/ and clients/ use send(): until then they must keep their old behaviour."""
-    client, server = KafkaClientConnection(), KafkaServerConnection()
-    frame_ = client.send_request(3, 1, api.MetadataRequest(topics=None), client_id="old")
-    server.receive_data(frame_)
-    request = server.next_event()
-    assert (request.correlation_id, request.client_id) == (0, "old") and client.pending == 1
-    body = api.MetadataResponse(controller_id=3)
-    expected = KafkaServerConnection()
-    expected.receive_data(frame_)
-    expected.next_event()
-    expected = expected.send(KafkaResponse(0, body=body))
-    assert server.encode_response(request, body) == [expected] and server.pending == 0  # forgets it
-    server.receive_data(client.send_request(3, 1, api.MetadataRequest(topics=None)))
-    assert server.encode_response_bytes(server.next_event(), body)[4:8] == b"\0\0\0\1" and server.pending == 0
-    # the module-level functions need no remembered request
-    assert encode_response(request, body) == [expected] and encode_response_bytes(request, body) == expected
-    fetch = KafkaRequest(1, 11, 5, "c", api.FetchRequest())
-    assert [type(p).__name__ for p in encode_response(fetch, fetch_response(FileSlice(b"x")))] == [
-        "bytes", "FileSlice"]
-    with pytest.raises(LocalProtocolError):
-        encode_response_bytes(fetch, fetch_response(FileSlice(b"x")))
-    with pytest.raises(LocalProtocolError):
-        encode_response(KafkaRequest(3, 9, 5, "c", api.MetadataRequest()), api.MetadataResponse())
-    assert server.encode_sasl_token(b"tok") == b"\0\0\0\3tok"  # unchecked, as before
-    assert client.send_sasl_token(b"tok") == b"\0\0\0\3tok"
-    client.receive_data(b"\0\0\0\0")
-    assert client.next_event() == SaslToken(b"")
 
 
 def test_client_rejects_an_unexpected_correlation_id_and_leftover_bytes():

@@ -743,13 +743,3 @@ def test_codec_modules_import_only_downward():
     for name in sorted(graph):
         if name not in state:
             visit(name, [name])
-
-
-def test_compression_is_shared_and_the_old_module_path_is_a_transitional_re_export():
-    from logway.codecs.kafka import compression as old_path
-
-    for name in compression.__all__:
-        assert getattr(old_path, name) is getattr(compression, name), name
-    assert compression.snappy_decompress_raw(compression.snappy_compress_raw(b"tank" * 100)) == b"tank" * 100
-    with pytest.raises(RecordFormatError, match="message set does not decompress"):
-        compression.snappy_decompress_raw(b"\x10garbage!", "message set")

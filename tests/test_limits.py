@@ -11,7 +11,7 @@ import trio
 from logway.codecs import native as nv
 from logway.codecs.kafka.api import ApiVersionsRequest
 from logway.codecs.kafka.api import fetch as F
-from logway.codecs.kafka.connection import NEED_DATA, KafkaClientConnection
+from logway.codecs.kafka.connection import NEED_DATA, KafkaClientConnection, KafkaRequest
 
 from .conftest import AsyncNative, running_gateway
 
@@ -74,7 +74,7 @@ async def test_connections_per_address(tmp_path):
 
 
 async def _kafka_call(stream: trio.SocketStream, codec: KafkaClientConnection, key: int, version: int, body):
-    await stream.send_all(codec.send_request(key, version, body))
+    await stream.send_all(codec.send(KafkaRequest(key, version, body=body)))
     while (event := codec.next_event()) is NEED_DATA:
         codec.receive_data(await stream.receive_some(1 << 16))
     return event.body

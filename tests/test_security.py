@@ -20,7 +20,7 @@ from logway.codecs import native as nv
 from logway.codecs.kafka.api import ApiVersionsRequest
 from logway.codecs.kafka.api import metadata as M
 from logway.codecs.kafka.api import sasl as S
-from logway.codecs.kafka.connection import CLOSED, NEED_DATA, KafkaClientConnection, SaslToken
+from logway.codecs.kafka.connection import CLOSED, NEED_DATA, KafkaClientConnection, KafkaRequest, SaslToken
 from logway.codecs.kafka.error_codes import ErrorCode as E
 from logway.codecs.records import Record
 from logway.gateway.protocols.kafka.sasl import check_plain
@@ -194,12 +194,12 @@ class RawKafka:
                 return event
 
     def call(self, key: int, version: int, body):
-        self.sock.sendall(self.codec.send_request(key, version, body))
+        self.sock.sendall(self.codec.send(KafkaRequest(key, version, body=body)))
         event = self._next()
         return event if event is CLOSED else event.body
 
     def token(self, data: bytes):
-        self.sock.sendall(self.codec.send_sasl_token(data))
+        self.sock.sendall(self.codec.send(SaslToken(data)))
         return self._next()
 
     def closed(self) -> bool:

@@ -5,8 +5,7 @@ and compared byte for byte (the broker-set values — bundle timestamps, Status 
 open_partitions_time — are inputs taken from the capture); the captured requests are rebuilt by our client
 encoder too. Frames are fed whole, one byte at a time and with trailing bytes. Bundles are checked against the
 spec §7.5 vectors, and `TankFormat` against the same entries. The payload layouts (`requests`/`responses`,
-declared once with `schema`) are checked for the bounds and grammar they compute, and the transitional
-aliases of the connection (`send_chunks`, `ping_bytes`) until they are removed.
+declared once with `schema`) are checked for the bounds and grammar they compute.
 """
 
 from __future__ import annotations
@@ -527,19 +526,6 @@ def test_consume_encoder_passes_large_byte_chunks_through_and_checks_deferred_le
         TankServerConnection().send(_consume(1, "t", _part(0, 0x01, 0, 1, b"xx")))
     with pytest.raises(LocalProtocolError, match="err_flags"):
         TankServerConnection().send(_consume(1, "t", _part(0, 0x02)))
-
-
-def test_transitional_aliases_still_work():
-    """Removed once gateway/ and clients/ use send(): until then they keep their old behaviour."""
-    assert TankServerConnection.ping_bytes() == TankServerConnection().ping_bytes() == PING
-    server = TankServerConnection()
-    status = StatusResponse(1, 2, 3)
-    assert server.send_chunks(status) == [server.send(status)]
-    small = _consume(1, "t", _part(0, 0, 1, 1, b"ab"))
-    assert server.send_chunks(small) == [server.send(small)]
-    deferred = FileRange(b"xyz")
-    pieces = server.send_chunks(_consume(1, "t", _part(0, 0, 1, 1, deferred)))
-    assert len(pieces) == 2 and pieces[1] is deferred
 
 
 # ------------------------------------------------------------------------------------------ layouts

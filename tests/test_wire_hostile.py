@@ -57,7 +57,7 @@ from logway.codecs.kafka.api import offsets as KO
 from logway.codecs.kafka.api import produce as KP
 from logway.codecs.kafka.api.api_versions import ApiVersionsRequest
 from logway.codecs.kafka.api.registry import API_KEYS, SUPPORTED, request_schema
-from logway.codecs.kafka.connection import KafkaClientConnection, KafkaServerConnection
+from logway.codecs.kafka.connection import KafkaClientConnection, KafkaRequest, KafkaServerConnection
 from logway.codecs.kafka.error_codes import ErrorCode as E
 from logway.codecs.kafka.records import encode_batch
 from logway.codecs.records import Record
@@ -412,8 +412,8 @@ KAFKA_CASES = sorted({(key, v) for key, (lo, hi) in SUPPORTED.items() for v in (
 
 
 def kafka_frame(key: int, version: int, body=None) -> bytes:
-    return KafkaClientConnection().send_request(key, version, kafka_body(key, version) if body is None else body,
-                                                client_id="hostile")
+    return KafkaClientConnection().send(KafkaRequest(key, version, client_id="hostile",
+                                                     body=kafka_body(key, version) if body is None else body))
 
 
 def kafka_id(key: int, version: int) -> str:

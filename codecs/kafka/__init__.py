@@ -64,8 +64,6 @@ from .connection import (  # noqa: E402
     KafkaRequest,
     KafkaResponse,
     KafkaServerConnection,
-    encode_response,
-    encode_response_bytes,
 )
 
 __all__ += [
@@ -80,6 +78,4 @@ __all__ += [
     "KafkaResponse",
     "KafkaServerConnection",
     "KafkaClientConnection",
-    "encode_response",
-    "encode_response_bytes",
 ]

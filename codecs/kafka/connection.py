@@ -64,8 +64,6 @@ __all__ = [
     "SaslToken",
     "KafkaServerConnection",
     "KafkaClientConnection",
-    "encode_response",
-    "encode_response_bytes",
 ]
 
 # --------------------------------------------------------------------------------------------- bounds
@@ -208,23 +206,6 @@ def _raw_token(data: Any) -> bytes:
     if len(token) > _INT32_MAX:
         raise LocalProtocolError(f"a SASL token of {len(token)} bytes does not fit an int32 size")
     return _I32.pack(len(token)) + token
-
-
-# transitional alias: removed once gateway/ and clients/ use send()
-def encode_response(request: KafkaRequest, body: Any) -> list[Any]:
-    """Frame `body` as the response to `request` (which need not be remembered by any connection): the pieces
-    `KafkaServerConnection.send` would return, always as a list."""
-    return _frame_response(request.correlation_id, request.api_key, request.api_version,
-                           request.unsupported_version, body)
-
-
-# transitional alias: removed once gateway/ and clients/ use send()
-def encode_response_bytes(request: KafkaRequest, body: Any) -> bytes:
-    """Frame `body` as the response to `request`, all in memory (no deferred record sets allowed)."""
-    chunks = encode_response(request, body)
-    if len(chunks) != 1 or not isinstance(chunks[0], bytes):
-        raise LocalProtocolError("response has deferred records: use encode_response()")
-    return chunks[0]
 
 
 # ------------------------------------------------------------------------------------------ receiving
@@ -387,31 +368,6 @@ class KafkaServerConnection(_Receiver):
                               ErrorCode.INVALID_REQUEST, **info)
         return KafkaRequest(key, version, cid, client_id, body)
 
-    # transitional alias: removed once gateway/ and clients/ use send()
-    def encode_response(self, request: KafkaRequest, body: Any) -> list[Any]:
-        """The module-level `encode_response`; forgets `request` if it was pending."""
-        chunks = encode_response(request, body)
-        self._forget_answered(request)
-        return chunks
-
-    # transitional alias: removed once gateway/ and clients/ use send()
-    def encode_response_bytes(self, request: KafkaRequest, body: Any) -> bytes:
-        """The module-level `encode_response_bytes`; forgets `request` if it was pending."""
-        data = encode_response_bytes(request, body)
-        self._forget_answered(request)
-        return data
-
-    # transitional alias: removed once gateway/ and clients/ use send()
-    def encode_sasl_token(self, data: bytes) -> bytes:
-        """`send(SaslToken(data))`, without checking that a token waits for an answer."""
-        if self._tokens_to_answer:
-            self._tokens_to_answer -= 1
-        return _raw_token(data)
-
-    def _forget_answered(self, request: KafkaRequest) -> None:
-        queue = self._pending.get(request.correlation_id)
-        if queue and queue[0] == (request.api_key, request.api_version, request.unsupported_version):
-            self._forget(request.correlation_id)
 
 
 class KafkaClientConnection(_Receiver):
@@ -482,16 +438,6 @@ class KafkaClientConnection(_Receiver):
         if _expects_response(api_key, body):
             self._pending.setdefault(cid, []).append((api_key, api_version))
         return stream.getvalue()
-
-    # transitional alias: removed once gateway/ and clients/ use send()
-    def send_request(self, api_key: int, api_version: int, body: Any, *, client_id: str | None = "logway") -> bytes:
-        """`send(KafkaRequest(api_key, api_version, None, client_id, body))`."""
-        return self._send_request(KafkaRequest(api_key, api_version, None, client_id, body))
-
-    # transitional alias: removed once gateway/ and clients/ use send()
-    def send_sasl_token(self, data: bytes) -> bytes:
-        """`send(SaslToken(data))`."""
-        return self.send(SaslToken(data))
 
     def next_event(self) -> KafkaResponse | SaslToken | Any:
         """The next response, NEED_DATA, or CLOSED; raises RemoteProtocolError (fatal) on a bad one."""

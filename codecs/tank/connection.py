@@ -139,19 +139,6 @@ class TankServerConnection(_Framing):
         msg_type, pieces = _encoding(encode_response, event)
         return self._frame(msg_type, pieces)
 
-    # transitional alias: removed once gateway/ and clients/ use send()
-    def send_chunks(self, response: Any) -> list:
-        """`send(response)`, always as a list of pieces."""
-        if isinstance(response, ConsumeResponse):
-            return _encoding(encode_consume_response, response)
-        return [self.send(response)]
-
-    # transitional alias: removed once gateway/ and clients/ use send()
-    @staticmethod
-    def ping_bytes() -> bytes:
-        """`send(PingEvent())`."""
-        return PING_FRAME
-
 
 class TankClientConnection(_Framing):
     """A client's end of a TANK connection, in the codec contract of `logway.codecs`.
