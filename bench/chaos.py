@@ -1,4 +1,4 @@
-"""The crash-restart checker (`logway bench chaos`, tests/test_chaos.py): a real gateway killed with SIGKILL at
+"""The crash-restart checker (`logway bench chaos`, tests/e2e/test_chaos.py): a real gateway killed with SIGKILL at
 random moments while producers of every protocol and a Kafka consumer group run against it, restarted on the
 same data directory, and checked after every restart.
 

@@ -1,5 +1,5 @@
 """A file system that forgets what was never synced: the power-loss layer behind `logway bench powerloss` and
-tests/test_powerfs.py, tests/test_powerloss.py.
+tests/e2e/test_powerfs.py, tests/e2e/test_powerloss.py.
 
 `PowerFS` is a FUSE passthrough (mfusepy over libfuse3) over a backing directory. Beside the live files it keeps a
 model of what a power cut would leave, as POSIX promises durability — the strict reading of fsync(2) that

@@ -1,4 +1,4 @@
-"""Power cuts under load (`logway bench powerloss`, tests/test_powerloss.py): the crash-restart checker of
+"""Power cuts under load (`logway bench powerloss`, tests/e2e/test_powerloss.py): the crash-restart checker of
 `logway.bench.chaos` with the kill followed by a power cut.
 
 The gateway's data directory lives on a `PowerFS` mount (logway.bench.powerfs), which keeps only what was synced.

@@ -1,6 +1,6 @@
 """README's configuration table, generated from the schema in `config.py` so the docs cannot drift.
 
-The table sits in README.md between `BEGIN` and `END`; tests/test_config.py fails when it differs from
+The table sits in README.md between `BEGIN` and `END`; tests/gateway/test_config.py fails when it differs from
 `readme_table()`. To regenerate:
 
     python -m logway.gateway.config_doc --readme                  # print the table

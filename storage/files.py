@@ -9,7 +9,7 @@ but whose name was not can vanish with everything in it.
 So every namespace change storage makes before an acknowledgement goes through `sync_names` (after creating or
 removing entries), `rename_durably` (a rename and both of its directories) or `makedirs_durably` (new directories
 and the directories holding them). Appends need no name sync: the segment files exist (durably) before the first
-append is acknowledged. tests/test_powerloss.py proves the rule on a file system that drops what was never synced.
+append is acknowledged. tests/e2e/test_powerloss.py proves the rule on a file system that drops what was never synced.
 """
 
 from __future__ import annotations

@@ -1,8 +1,16 @@
 """Shared test fixtures: an in-process gateway on ephemeral 127.0.0.1 ports and the async native client the tests
-drive it with (`logway.clients.AsyncNativeClient`, answers unchecked)."""
+drive it with (`logway.clients.AsyncNativeClient`, answers unchecked), the power-loss file system, and a small
+tmpfs that fills up (`small_disk`, `fill_disk`).
+
+The suite is in tiers: `codecs/` (bytes in, events out), `storage/` (one file per storage unit), `gateway/` (the
+pump and protocols, in memory and over real sockets), `e2e/` (real clients, Spark, processes killed and power
+cut), `hostile/` (malformed and hostile input of every protocol, fuzzing)."""
 
 from __future__ import annotations
 
+import errno
+import os
+import subprocess
 from contextlib import asynccontextmanager
 
 import pytest
@@ -89,3 +97,32 @@ def powerfs(fuse, tmp_path):
         yield mount
     finally:
         mount.stop()
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here ({done.stderr.decode().strip() or 'not root'})")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+def fill_disk(mount) -> "os.PathLike":
+    """Fill the file system at `mount` to the last byte with a ballast file (delete it to give space back)."""
+    ballast = mount / "ballast"
+    fd = os.open(ballast, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        for chunk in (65536, 1):
+            try:
+                while True:
+                    os.write(fd, b"\0" * chunk)
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC, exc
+    finally:
+        os.close(fd)
+    return ballast

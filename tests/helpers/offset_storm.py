@@ -1,4 +1,4 @@
-"""A commit storm for tests/test_offset_store.py's kill -9 test. Runs until killed.
+"""A commit storm for tests/storage/test_offsets.py's kill -9 test. Runs until killed.
 
 usage: offset_storm.py DIRECTORY SEED COMPACT_AFTER MODE     (MODE: inline | thread)
 

@@ -26,7 +26,7 @@ from logway.codecs.native import (
 )
 from logway.codecs.records import Record
 
-MANIFEST = json.loads((Path(__file__).parent.parent / "fixtures" / "native" / "frames.json").read_text())
+MANIFEST = json.loads((Path(__file__).resolve().parent.parent.parent / "fixtures" / "native" / "frames.json").read_text())
 FRAMES = {f["name"]: f for f in MANIFEST["frames"]}
 PING = bytes.fromhex(FRAMES["ping"]["hex"])
 PONG = bytes.fromhex(FRAMES["pong"]["hex"])

@@ -68,7 +68,7 @@ from logway.codecs.tank.requests import REQUEST_TYPES as TANK_REQUEST_TYPES
 from logway.codecs.tank.varint import encode_varint
 from logway.storage.names import validate_topic_name
 
-from .conftest import running_gateway
+from ..conftest import running_gateway
 
 #: Every wait on a socket: far above what any answer here takes, far below "hangs".
 TIMEOUT = 5.0

@@ -29,11 +29,11 @@ from logway.codecs.records import Record
 from logway.pipeline import DataLossError, JavaNotFound, OptionError, Producer
 from logway.pipeline.java import java_problem
 
-from .spark_fixtures import (kafka_address, logway_gateway, new_topic, read_rows, require_spark,  # noqa: F401
+from ..spark_fixtures import (kafka_address, logway_gateway, new_topic, read_rows, require_spark,  # noqa: F401
                              spark)
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 BASE_MS = 1_700_000_000_000
 
 
@@ -575,7 +575,7 @@ def secured_gateway(tmp_path_factory):
     """A second gateway with TLS and SASL/PLAIN on its Kafka listener."""
     from logway.bench.launcher import GatewayProcess
 
-    from .certs import self_signed
+    from ..certs import self_signed
 
     d = tmp_path_factory.mktemp("secured-pipeline")
     cert, key = self_signed(d, "server")

@@ -27,7 +27,7 @@ from logway.gateway.protocols.kafka.sasl import check_plain
 from logway.gateway.config import ConfigError, load_config
 from logway.gateway.server import Gateway
 
-from .certs import self_signed
+from ..certs import self_signed
 
 USER, PASSWORD, TOKEN = "alice", "s3cret-Pässword", "native-token-0123"
 

@@ -29,9 +29,9 @@ from logway.storage.offsets import (
     OffsetStore,
 )
 
-from .test_disk_full import fill_disk, small_disk  # noqa: F401  (a small tmpfs fixture)
+from ..conftest import fill_disk
 
-STORM = Path(__file__).parent / "helpers" / "offset_storm.py"
+STORM = Path(__file__).resolve().parent.parent / "helpers" / "offset_storm.py"
 LOGGER = "logway.storage.offsets"
 
 

@@ -13,7 +13,7 @@ from logway.codecs.kafka.api import ApiVersionsRequest
 from logway.codecs.kafka.api import fetch as F
 from logway.codecs.kafka.connection import NEED_DATA, KafkaClientConnection, KafkaRequest
 
-from .conftest import AsyncNative, running_gateway
+from ..conftest import AsyncNative, running_gateway
 
 
 async def _closed_within(stream: trio.SocketStream, seconds: float) -> bool:

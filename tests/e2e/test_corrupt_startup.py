@@ -25,7 +25,7 @@ from logway.clients.errors import NativeError
 from logway.clients.native import NativeClient
 from logway.storage.index import ENTRY, TIME_ENTRY
 
-from .kafka_wire import KafkaWireClient
+from ..kafka_wire import KafkaWireClient
 
 #: Small segments and a dense index, so one partition has six segments and every index holds several entries.
 SETTINGS = ("storage.segment_bytes=4096", "storage.index_interval_bytes=512")

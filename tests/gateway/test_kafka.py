@@ -20,9 +20,9 @@ from logway.codecs.kafka.legacy import decode_message_set
 from logway.codecs.kafka.records import decode_records, encode_batch, parse_header
 from logway.codecs.records import Record
 
-from .kafka_wire import KafkaWireClient
+from ..kafka_wire import KafkaWireClient
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "kafka"
+FIXTURES = Path(__file__).resolve().parent.parent.parent / "fixtures" / "kafka"
 
 
 @pytest.fixture(scope="module")

@@ -114,7 +114,7 @@ def test_every_setting_has_a_doc_and_every_yaml_key_a_comment():
 
 
 def test_readme_configuration_table_is_the_generated_one():
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parent.parent.parent / "README.md").read_text(encoding="utf-8")
     assert table_in(readme) == readme_table(), (
         "README.md's configuration table differs from the schema in gateway/config.py; regenerate it with\n"
         "    python -m logway.gateway.config_doc --update-readme README.md\n"
@@ -127,7 +127,7 @@ def test_flush_is_an_enum_owned_by_durability():
     assert [m.value for m in Flush] == ["none", "interval", "always"]
     assert Flush.ALWAYS == "always" and Flush("interval") is Flush.INTERVAL
     assert Config().storage.flush is Flush.INTERVAL
-    source = (Path(__file__).resolve().parent.parent / "gateway" / "durability.py").read_text()
+    source = (Path(__file__).resolve().parent.parent.parent / "gateway" / "durability.py").read_text()
     imported = {n.module for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ImportFrom)}
     imported |= {a.name for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Import) for a in n.names}
     assert not any(name and name.endswith("config") for name in imported), imported

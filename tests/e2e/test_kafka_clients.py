@@ -115,7 +115,7 @@ def test_producer_compression_stored_verbatim(gateway, codec, attr):
 def test_retried_idempotent_batch_is_not_duplicated(gateway):
     from logway.codecs.kafka.records import encode_batch
 
-    from .kafka_wire import KafkaWireClient
+    from ..kafka_wire import KafkaWireClient
 
     topic = topic_name()
     create(gateway, topic)

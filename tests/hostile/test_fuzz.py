@@ -23,7 +23,7 @@ every TANK message type) and from structure-aware generators (golden native JSON
 type or range, random Kafka bodies, random record batches and bundles), each then mutated.
 
 Default (CI) run: 200 examples per property (30 under tracemalloc), about 25 s. Long run: see
-`tests/FUZZING.md` (`LOGWAY_FUZZ=long`). Known bugs are kept as `xfail(strict=True)` tests at the end of this
+`tests/hostile/FUZZING.md` (`LOGWAY_FUZZ=long`). Known bugs are kept as `xfail(strict=True)` tests at the end of this
 file with a precise reason; they start failing (XPASS) the moment the code at fault is fixed.
 """
 
@@ -66,12 +66,12 @@ from logway.codecs.tank import messages as tm
 from logway.codecs.tank.connection import TankClientConnection, TankServerConnection
 from logway.codecs.tank.messages import ConsumeResponse, ProduceRequest
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parent.parent.parent / "fixtures"
 
 # ------------------------------------------------------------------------------------------------ profiles
 
 # Two hypothesis profiles, applied per test (so the other test files keep their own settings): "ci", the default,
-# a few seconds per property; "long", selected with LOGWAY_FUZZ=long (see tests/FUZZING.md). LOGWAY_FUZZ_EXAMPLES
+# a few seconds per property; "long", selected with LOGWAY_FUZZ=long (see tests/hostile/FUZZING.md). LOGWAY_FUZZ_EXAMPLES
 # overrides the number of examples per property of either.
 _SUPPRESS = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
 settings.register_profile("logway-fuzz-ci", max_examples=200, deadline=None, suppress_health_check=_SUPPRESS,

@@ -585,7 +585,7 @@ def test_deadline_queue_files_only_earlier_deadlines():
 def test_the_coordinator_imports_only_the_error_table_and_the_state_model_no_trio():
     """The coordinator answers with the Kafka codec's one error table and imports nothing else of the codec; the
     group state model is plain data (no codec, no trio)."""
-    root = Path(__file__).resolve().parent.parent / "gateway" / "protocols" / "kafka"
+    root = Path(__file__).resolve().parent.parent.parent / "gateway" / "protocols" / "kafka"
     allowed = {"logway.codecs.kafka.error_codes"}
     for name, forbidden in (("coordinator.py", ("logway.codecs",)), ("group_state.py", ("logway.codecs", "trio"))):
         tree = ast.parse((root / name).read_text())

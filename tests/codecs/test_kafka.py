@@ -39,8 +39,8 @@ from logway.codecs.kafka.connection import (CLOSED, MAX_REQUEST_BYTES, NEED_DATA
                                             KafkaRequest, KafkaResponse, KafkaServerConnection, SaslToken)
 from logway.codecs.kafka.error_codes import ErrorCode
 
-WIRE = Path(__file__).resolve().parent.parent / "fixtures" / "kafka" / "wire"
-RECORDS = Path(__file__).resolve().parent.parent / "fixtures" / "kafka"
+WIRE = Path(__file__).resolve().parent.parent.parent / "fixtures" / "kafka" / "wire"
+RECORDS = Path(__file__).resolve().parent.parent.parent / "fixtures" / "kafka"
 
 ALL = [(key, v) for key, (lo, hi) in SUPPORTED.items() for v in range(lo, hi + 1)]
 IDS = [f"{registry.API_KEYS[k]}-v{v}" for k, v in ALL]

@@ -4,11 +4,9 @@ and the gateway accepts writes again by itself once space returns. Uses a small 
 
 from __future__ import annotations
 
-import errno
 import os
 import subprocess
 
-import pytest
 import trio
 
 from logway.bench.launcher import GatewayProcess
@@ -18,37 +16,8 @@ from logway.codecs import native as nv
 from logway.codecs.kafka.api import offsets as ko
 from logway.codecs.records import Record
 
-from .conftest import AsyncNative, running_gateway
-from .kafka_wire import KafkaWireClient
-
-
-@pytest.fixture
-def small_disk(tmp_path):
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here ({done.stderr.decode().strip() or 'not root'})")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
-
-
-def fill_disk(mount) -> "os.PathLike":
-    """Fill the file system at `mount` to the last byte with a ballast file (delete it to give space back)."""
-    ballast = mount / "ballast"
-    fd = os.open(ballast, os.O_WRONLY | os.O_CREAT, 0o644)
-    try:
-        for chunk in (65536, 1):
-            try:
-                while True:
-                    os.write(fd, b"\0" * chunk)
-            except OSError as exc:
-                assert exc.errno == errno.ENOSPC, exc
-    finally:
-        os.close(fd)
-    return ballast
+from ..conftest import AsyncNative, fill_disk, running_gateway
+from ..kafka_wire import KafkaWireClient
 
 
 async def test_disk_full_refuses_produces_and_recovers_when_space_returns(small_disk):

@@ -46,7 +46,7 @@ from logway.codecs.varint import (
 )
 from logway.storage.formats import BatchInfo
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "kafka"
+FIXTURES = Path(__file__).resolve().parent.parent.parent / "fixtures" / "kafka"
 VALUE = b"hello world " * 50  # what every fixture record carries (600 bytes)
 NOW = 1_700_000_000_000
 
@@ -671,7 +671,7 @@ def test_overlong_varint_inside_a_record_is_rejected():
 
 
 def test_codecs_import_no_storage_trio_sockets_clock_or_files():
-    root = Path(__file__).resolve().parent.parent / "codecs"
+    root = Path(__file__).resolve().parent.parent.parent / "codecs"
     forbidden = {"socket", "trio", "time", "datetime", "os", "io", "pathlib", "storage", "logway.storage"}
     for path in [*sorted((root / "kafka").glob("*.py")), root / "varint.py", root / "compression.py"]:
         tree = ast.parse(path.read_text())
@@ -695,7 +695,7 @@ def test_codecs_import_no_storage_trio_sockets_clock_or_files():
 
 def _codec_import_graph() -> dict[str, set[str]]:
     """Module-level imports between the modules of logway.codecs ("kafka.records" -> {"kafka.record_set", ...})."""
-    root = Path(__file__).resolve().parent.parent / "codecs"
+    root = Path(__file__).resolve().parent.parent.parent / "codecs"
     names = {".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__").removesuffix("__init__")
              : p for p in root.rglob("*.py")}
     graph: dict[str, set[str]] = {}

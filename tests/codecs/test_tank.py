@@ -71,7 +71,7 @@ from logway.codecs.tank import schema
 from logway.codecs.tank.varint import Truncated
 from logway.codecs.tank.wire import Reader
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "tank"
+FIXTURES = Path(__file__).resolve().parent.parent.parent / "fixtures" / "tank"
 FRAMES = json.loads((FIXTURES / "frames.json").read_text())
 SECTIONS = {s["name"]: s["frames"] for s in FRAMES["sections"]}
 SPEC_FRAMES = {v["name"]: bytes.fromhex(v["hex"]) for v in FRAMES["spec_vectors"]}

@@ -14,7 +14,7 @@ import trio
 from logway.codecs import native as nv
 from logway.codecs.records import Record
 
-from .conftest import AsyncNative, running_gateway
+from ..conftest import AsyncNative, running_gateway
 
 
 def frame(obj) -> bytes:
