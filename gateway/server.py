@@ -16,7 +16,6 @@ import resource
 import signal
 
 import trio
-import trio.testing
 
 from logway.storage import LogEngine
 
@@ -118,6 +117,8 @@ class Gateway:
         """The client end of a new in-memory connection to `protocol` (a running gateway's enabled protocol)."""
         if self._conn_nursery is None or protocol not in self.protocols:
             raise RuntimeError(f"no running {protocol} protocol to connect to")
+        import trio.testing  # only here: it pulls in pytest
+
         client, server = trio.testing.memory_stream_pair()
         conn = self.connections.admit(protocol, server)
         if conn is None:
