@@ -68,16 +68,27 @@ class Session:
 
 
 class Outbox:
-    """Encodes events and writes them whole, one at a time (answers of parked requests may interleave)."""
+    """Encodes events and writes them whole. With `shared` (answers of parked requests may interleave with the
+    pump's), one at a time under a lock; otherwise only the pump writes and no lock is needed."""
 
-    def __init__(self, stream: trio.abc.SendStream, codec) -> None:
+    def __init__(self, stream: trio.abc.SendStream, codec, *, shared: bool) -> None:
         self.stream = stream
         self.codec = codec
-        self._lock = trio.Lock()
+        self._lock = trio.Lock() if shared else None
 
     async def send(self, event) -> None:
-        async with self._lock:
+        lock = self._lock
+        if lock is None:
             await send_pieces(self.stream, self.codec.send(event))
+            return
+        try:
+            lock.acquire_nowait()  # the usual case, uncontended: no scheduler pass (`async with` would take one)
+        except trio.WouldBlock:
+            await lock.acquire()
+        try:
+            await send_pieces(self.stream, self.codec.send(event))
+        finally:
+            lock.release()
 
 
 async def serve_connection(stream: trio.abc.Stream, conn: Connection, protocol, limits) -> None:
@@ -85,8 +96,8 @@ async def serve_connection(stream: trio.abc.Stream, conn: Connection, protocol, 
     codec = protocol.codec()
     session = protocol.session(conn, codec)
     reader = RequestReader(stream, codec, conn, limits)
-    out = Outbox(stream, codec)
     max_parked = protocol.max_parked
+    out = Outbox(stream, codec, shared=max_parked > 0)
 
     async def answer_later(park: Park) -> None:
         try:
