@@ -13,8 +13,7 @@ On-disk format (all integers big-endian) — directory holds:
 
     offsets.log := file_header record*
     file_header := magic "LOGWAYOF" (8 bytes) | version u32 (= 1)
-    record      := length u32 | crc u32 | payload[length]      crc = CRC-32C (Castagnoli) of payload
-                   MIN_PAYLOAD_BYTES <= length <= MAX_RECORD_BYTES
+    record      := a CRC-framed payload (logway.storage.framing), MIN_PAYLOAD_BYTES <= length <= MAX_RECORD_BYTES
     payload     := op u8 | body
       op 1 COMMIT        group_len u16 | count u32 | group utf-8
                          | count × (partition i32 | offset i64 | commit_time_ms i64 | topic_len u16
@@ -60,10 +59,10 @@ import time
 from pathlib import Path
 from typing import Iterable, NamedTuple
 
-from crc32c import crc32c
 
 from .errors import NotAnOffsetLog, StorageClosed, StorageError, StorageIOError
 from .files import fsync_dir, makedirs_durably
+from .framing import Frames, frame
 
 __all__ = [
     "CommittedOffset",
@@ -86,7 +85,6 @@ FORMAT_VERSION = 1
 _FILE_HEADER = struct.Struct(">8sI")  # magic, version
 FILE_HEADER = _FILE_HEADER.pack(FILE_MAGIC, FORMAT_VERSION)
 
-_FRAME = struct.Struct(">II")  # payload length, crc32c(payload)
 _COMMIT_HEAD = struct.Struct(">BHI")  # op, group length, entry count; then group bytes
 _ENTRY = struct.Struct(">iqqHH")  # partition, offset, commit_time_ms, topic length, metadata length
 _NAME_HEAD = struct.Struct(">BH")  # op, name length; then name bytes (the two tombstones)
@@ -181,10 +179,6 @@ def _commit_time(value: object) -> int:
 
 
 # ---------------------------------------------------------------------------------------------- encoding
-
-
-def _frame(payload: bytes) -> bytes:
-    return _FRAME.pack(len(payload), crc32c(payload)) + payload
 
 
 def _decode(payload: bytes) -> tuple[int, str, list | None]:
@@ -352,40 +346,18 @@ class OffsetStore:
             if version != FORMAT_VERSION:
                 raise NotAnOffsetLog(
                     f"{self._log_path} has format version {version}; this build reads {FORMAT_VERSION}")
-            pos = _FILE_HEADER.size
+            frames = Frames(f, _FILE_HEADER.size, size, min_payload=MIN_PAYLOAD_BYTES, max_payload=MAX_RECORD_BYTES)
             records = 0
-            reason = None
             apply = self._apply
-            while True:
-                frame = f.read(_FRAME.size)
-                if not frame:
-                    break
-                if len(frame) < _FRAME.size:
-                    reason = f"torn record header ({len(frame)} of {_FRAME.size} bytes)"
-                    break
-                length, crc = _FRAME.unpack(frame)
-                if not MIN_PAYLOAD_BYTES <= length <= MAX_RECORD_BYTES:
-                    reason = f"record length {length} out of bounds"
-                    break
-                left = size - pos - _FRAME.size
-                if length > left:
-                    reason = f"torn record (declares {length} bytes, {left} present)"
-                    break
-                payload = f.read(length)
-                if len(payload) != length:
-                    reason = f"torn record (declares {length} bytes, read {len(payload)})"
-                    break
-                if crc32c(payload) != crc:
-                    reason = "CRC mismatch"
-                    break
+            for payload in frames:
                 try:
                     op, name, items = _decode(payload)
                 except (ValueError, struct.error) as exc:
-                    reason = f"undecodable record: {exc}"
+                    frames.stop(f"undecodable record: {exc}")
                     break
                 apply(op, name, items)
-                pos += _FRAME.size + length
                 records += 1
+            pos, reason = frames.end, frames.reason
         return records, pos, size, reason
 
     # -------------------------------------------------------------------------------------------- the map
@@ -519,10 +491,10 @@ class OffsetStore:
         payload = b"".join(
             (_COMMIT_HEAD.pack(OP_COMMIT, len(g), 1), g, _ENTRY.pack(partition, offset, ts, len(t), len(m)), t, m)
         )
-        frame = _FRAME.pack(len(payload), crc32c(payload)) + payload
+        record = frame(payload)
         value = CommittedOffset(offset, metadata, ts)
         with self._lock:
-            self._append(frame)
+            self._append(record)
             entries = self._groups.get(group)
             if entries is None:
                 entries = self._groups[group] = {}
@@ -564,25 +536,25 @@ class OffsetStore:
         if not items:
             return
         parts[0] = _COMMIT_HEAD.pack(OP_COMMIT, len(g), len(items))
-        frame = _frame(b"".join(parts))
+        record = frame(b"".join(parts))
         with self._lock:
-            self._append(frame)
+            self._append(record)
             self._apply(OP_COMMIT, group, items)
 
     def delete_group(self, group: str) -> None:
         """Forget every offset of `group` (a durable tombstone, like a commit)."""
         g = _encode_name(group, "group", MAX_GROUP_BYTES)
-        frame = _frame(_NAME_HEAD.pack(OP_DELETE_GROUP, len(g)) + g)
+        record = frame(_NAME_HEAD.pack(OP_DELETE_GROUP, len(g)) + g)
         with self._lock:
-            self._append(frame)
+            self._append(record)
             self._apply(OP_DELETE_GROUP, group, None)
 
     def delete_topic(self, topic: str) -> None:
         """Forget `topic`'s offsets in every group (a durable tombstone). Costs O(live keys) under the lock."""
         t = _encode_name(topic, "topic", MAX_TOPIC_BYTES)
-        frame = _frame(_NAME_HEAD.pack(OP_DELETE_TOPIC, len(t)) + t)
+        record = frame(_NAME_HEAD.pack(OP_DELETE_TOPIC, len(t)) + t)
         with self._lock:
-            self._append(frame)
+            self._append(record)
             self._apply(OP_DELETE_TOPIC, topic, None)
 
     # -------------------------------------------------------------------------------------------- reading
@@ -767,14 +739,14 @@ class OffsetStore:
                 m = value.metadata.encode("utf-8")
                 entry_size = _ENTRY.size + len(t) + len(m)
                 if size + entry_size > limit:
-                    out += _frame(_COMMIT_HEAD.pack(OP_COMMIT, len(g), count) + g + b"".join(parts))
+                    out += frame(_COMMIT_HEAD.pack(OP_COMMIT, len(g), count) + g + b"".join(parts))
                     records += 1
                     parts, count, size = [], 0, start
                 parts += (pack(partition, value.offset, value.commit_time_ms, len(t), len(m)), t, m)
                 count += 1
                 size += entry_size
             if count:
-                out += _frame(_COMMIT_HEAD.pack(OP_COMMIT, len(g), count) + g + b"".join(parts))
+                out += frame(_COMMIT_HEAD.pack(OP_COMMIT, len(g), count) + g + b"".join(parts))
                 records += 1
             if len(out) >= _COMPACT_CHUNK_BYTES:
                 _write_all(fd, out)
