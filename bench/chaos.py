@@ -15,6 +15,17 @@ ports) on the data directory, start
 - `consumers` members of the Kafka group `chaos-group` (JoinGroup v5 with the MEMBER_ID_REQUIRED handshake,
   SyncGroup with the leader's round-robin assignment of all partitions, Fetch, OffsetCommit with generation and
   member id, Heartbeat, re-join on REBALANCE_IN_PROGRESS / ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID);
+- `txn_producers` transactional Kafka producers on `chaos-txn` (kafka format, `txn_partitions` partitions), each
+  with a stable transactional id that outlives the gateway (InitProducerId v1 with it: the same producer id, a
+  higher epoch). A transaction adds a random non-empty subset of the partitions — so its markers go to several
+  partitions, and the producers' transactions interleave in a partition (several open at once, aborted ranges
+  between committed ones) —, writes 1..`txn_max_batches` transactional batches of unique payloads, sometimes
+  (`txn_offsets_probability`) commits offsets of the producer's own group `chaos-txn-group-<i>`
+  (AddOffsetsToTxn + TxnOffsetCommit, the transaction's number for every partition), then commits or aborts
+  (`txn_abort_probability`). The ledger (`TxnLedger`) knows each transaction's batches and how it ended:
+  COMMITTED / ABORTED when EndTxn was answered NONE (ABORTED also when a request was fenced: the coordinator's
+  timeout aborted it), in doubt when the kill came first (open, or its EndTxn unanswered). Odd producers ask for
+  a short transaction timeout (`txn_timeout_ms`), even ones for a minute;
 
 then sleep a random time in [min_run, max_run] and SIGKILL the gateway. SIGKILL keeps the page cache, so it
 rarely tears a write; between the kill and the restart the checker therefore may (`torn_tail_probability`) cut
@@ -36,16 +47,41 @@ checks:
    offset are still there (a process crash keeps the page cache, so what was readable survives);
 6. recovery reports the unclean shutdown ("the previous run did not shut down cleanly"), and at least the bytes
    the checker tore off, per partition ("recovery of T-P truncated N bytes …") and for the offset store
-   ("offset store …: dropped N bytes"); after the final graceful stop a restart is clean and truncates nothing.
+   ("offset store …: dropped N bytes"); after the final graceful stop a restart is clean and truncates nothing;
+7. transactions (`verify_transactions`), checked twice: before any client connects (transactions in doubt may
+   still be open: the coordinator keeps an Ongoing one until its timeout), and again after the transactional
+   producers came back and every transaction ended. How each comes back is random (`settle_transactions`):
+   re-initialise (InitProducerId fences it and aborts its open transaction), resume (retry its EndTxn with the
+   same epoch, or abort it: a commit retried after the restart must succeed unless its timeout aborted it),
+   leave the open transaction to the coordinator's timeout, or go on with the same epoch and sequences when
+   nothing was in doubt. Each partition of `chaos-txn` is read read_uncommitted (Kafka Fetch v11: data and
+   control batches) and read_committed three ways — native Fetch and TANK Consume (which filter aborted
+   records and stop at the last stable offset) and Kafka Fetch isolation_level=1 with the answer's
+   aborted_transactions applied as Kafka's consumer does (a producer's transactional batches dropped from the
+   first_offset on until its ABORT marker; control batches skipped) — and:
+   - the log holds every acknowledged transactional record once, in its producer's order; a produce in flight
+     at the kill whole or absent (the checker may tear it, as above), a refused one absent; nothing unsent; the
+     data of every ended transaction is followed by its producer's COMMIT / ABORT marker, as it ended;
+   - the LSO is the high watermark, or the first offset of a transaction in doubt (an ended transaction never
+     holds it back); once every transaction ended, it is the high watermark;
+   - every read_committed reader returns exactly the records of committed transactions below the LSO, each once,
+     at its offset in the log (never a control batch), never a record of an aborted transaction or of one in
+     doubt that had not asked to commit; a transaction whose commit was in flight is all there (in every
+     partition and every reader) or not at all, and the same before and after the producers came back;
+   - each producer's group holds the value of its last committed transaction with offsets, in every partition
+     (all or nothing), or that of its commit in flight — and then that transaction's records are visible too,
+     and vice versa; an aborted transaction's offsets never appear.
+   The outcome found for each transaction in doubt is then recorded in the ledger, binding for later cycles.
 
 `ChaosRun(ChaosConfig(...)).run()` returns a `ChaosReport` (per-cycle `CycleSummary`s, totals, violations);
 `ChaosReport.raise_for_violations()` raises `ChaosViolation`. `verify_partition` is the pure check of one
-partition's records against the `Ledger` of what the clients were told.
+partition's records against the `Ledger` of what the clients were told; `verify_transactions` the pure check of
+the transactional topic, as read (`TxnPartitionRead`), against the `TxnLedger`.
 
 The checker is a client of the gateway in another process: it speaks every protocol through the blocking clients
 of `logway.clients` (no Kafka library), and only `logway bench` and the tests import it. Its own numbers come
-from `random.Random(seed)`: the run lengths and the decision to tear are the same for a seed; what is torn
-depends on where the clients were when the kill came.
+from `random.Random(seed)`: the run lengths and the decision to tear are the same for a seed; what is torn, and
+how the transactional producers come back, depends on where the clients were when the kill came.
 """
 
 from __future__ import annotations
@@ -68,22 +104,34 @@ from logway.clients.kafka import EARLIEST, LATEST, KafkaClient, KafkaConfig
 from logway.clients.native import NativeClient
 from logway.clients.tank import TankClient
 from logway.codecs.errors import RemoteProtocolError
+from logway.codecs.kafka.api import admin as A
+from logway.codecs.kafka.api import fetch as F
 from logway.codecs.kafka.api import groups as G
+from logway.codecs.kafka.api import list_offsets as L
 from logway.codecs.kafka.api import offsets as O
+from logway.codecs.kafka.api import produce as P
+from logway.codecs.kafka.api import transactions as X
 from logway.codecs.kafka.error_codes import ErrorCode
-from logway.codecs.kafka.records import KafkaFormat, decode_batch, decode_records, encode_batch
+from logway.codecs.kafka.records import (KafkaFormat, decode_batch, decode_records, encode_batch, iter_batches,
+                                         parse_control_marker, parse_header)
 from logway.codecs.records import Record
 from logway.codecs.tank import TankFormat, decode_bundle, decode_varint, encode_bundle, wrap
+from logway.gateway.config import load_config
 
 from .launcher import GatewayProcess
 from .registry import Benchmark
 
 __all__ = ["BENCHMARKS", "ChaosConfig", "ChaosRun", "ChaosReport", "CycleSummary", "ChaosViolation", "Ledger",
-           "verify_partition", "read_partition", "PROTOCOLS", "TOPICS", "GROUP"]
+           "verify_partition", "read_partition", "PROTOCOLS", "TOPICS", "GROUP", "TXN_TOPIC", "TXN_GROUP",
+           "Transaction", "TxnLedger", "TxnPartitionRead", "verify_transactions", "OPEN", "COMMITTING", "ABORTING",
+           "COMMITTED", "ABORTED"]
 
 PROTOCOLS = ("native", "tank", "kafka")
 TOPICS = {"native": "chaos-native", "tank": "chaos-tank", "kafka": "chaos-kafka"}
 GROUP = "chaos-group"
+#: The transactional producers' topic (kafka format), and the prefix of their groups (one each: "<prefix>-<i>").
+TXN_TOPIC = "chaos-txn"
+TXN_GROUP = "chaos-txn-group"
 #: Errors that mean "the gateway went away" (the kill), as opposed to an answer the gateway should not give.
 _GONE = (OSError, ConnectionError, RemoteProtocolError, GatewayUnavailable)
 #: Group errors after which a member joins again.
@@ -95,6 +143,13 @@ _RECOVERY_RE = re.compile(r"recovery of (?P<topic>.+)-(?P<partition>\d+) truncat
                           r"and dropped (?P<segments>\d+) segment")
 _OFFSETS_RE = re.compile(r"offset store .*: dropped (?P<bytes>\d+) bytes")
 _UNCLEAN = "the previous run did not shut down cleanly"
+
+
+def _other_listeners() -> list[str]:
+    """`--set` items giving the listeners `GatewayProcess` leaves alone (e.g. admin, 9644 by default) an ephemeral
+    port: a developer's own gateway, or another test's, may hold the default."""
+    return [f"listeners.{name}.port=0" for name in load_config(None, env={}).listeners
+            if name not in ("native", "kafka", "tank")]
 
 
 class ChaosViolation(AssertionError):
@@ -118,6 +173,13 @@ class ChaosConfig:
     join_timeout: float = 15.0  # seconds to wait for client threads after a kill
     flush: str = "always"  # the gateway's storage.flush
     flush_interval_ms: int = 1000  # its storage.flush_interval_ms (with flush: interval)
+    txn_partitions: int = 2  # partitions of TXN_TOPIC (0: no transactional producers)
+    txn_producers: int = 2  # transactional producers (0: none); each transaction spans some of the partitions
+    txn_abort_probability: float = 0.3  # a transaction ends with EndTxn(abort) rather than commit
+    txn_offsets_probability: float = 0.3  # a transaction also commits offsets of its producer's group
+    txn_max_batches: int = 3  # produce requests per transaction (1..txn_max_batches)
+    txn_timeout_ms: int = 1000  # the transaction timeout odd transactional producers ask for (even ones: 60 s)
+    txn_abort_check_ms: int = 100  # the gateway's kafka.transaction_abort_check_ms
     log: Callable[[str], None] | None = print
 
 
@@ -139,6 +201,18 @@ class CycleSummary:
     offsets_dropped: int = 0  # bytes the offset store's recovery reported
     unclean_reported: bool = False
     log_end: dict = field(default_factory=dict)  # (topic, partition) -> log end offset after the restart
+    txn_acked: int = 0  # transactional records acknowledged this cycle
+    txn_committed: int = 0  # transactions whose EndTxn(commit) was answered NONE this cycle
+    txn_aborted: int = 0  # ... EndTxn(abort) answered NONE, or aborted by the coordinator's timeout (fenced)
+    txn_timed_out: int = 0  # ... of which the timeout aborted (the producer was fenced during the run)
+    txn_offsets: int = 0  # committed transactions that also committed group offsets
+    txn_in_doubt: int = 0  # transactions in flight at the kill (open, or their EndTxn unanswered)
+    txn_doubt_committed: int = 0  # ... found committed after the restart (all their records visible)
+    txn_doubt_aborted: int = 0  # ... found aborted (none visible)
+    txn_lso_held: int = 0  # partitions whose LSO an open transaction held below the HW after the restart
+    txn_visible: int = 0  # records read_committed (native Fetch) once every transaction ended
+    txn_settle: dict = field(default_factory=dict)  # how the producers came back: reinit/resume/timeout/continue
+    txn_settle_seconds: float = 0.0  # until every transaction had ended (LSO = HW everywhere) after that
     violations: list = field(default_factory=list)
 
     def line(self) -> str:
@@ -149,7 +223,11 @@ class CycleSummary:
                 f"(torn {self.in_flight_torn}), "
                 f"idempotent replays dedup/append {self.replays_deduplicated}/{self.replays_appended}; "
                 f"torn tails injected: {injected}; recovery: {self.truncated_bytes} B from partitions, "
-                f"{self.offsets_dropped} B from offsets"
+                f"{self.offsets_dropped} B from offsets; "
+                f"txn committed/aborted {self.txn_committed}/{self.txn_aborted} ({self.txn_acked} records), "
+                f"in doubt {self.txn_in_doubt} -> {self.txn_doubt_committed} committed, {self.txn_doubt_aborted} "
+                f"aborted ({', '.join(f'{k} {v}' for k, v in sorted(self.txn_settle.items())) or '-'}; "
+                f"settled in {self.txn_settle_seconds:.2f} s)"
                 + (f"; VIOLATIONS: {len(self.violations)}" if self.violations else ""))
 
 
@@ -171,6 +249,19 @@ class ChaosReport:
     def acked(self) -> dict[str, int]:
         return {p: sum(c.acked[p] for c in self.cycles) for p in PROTOCOLS}
 
+    @property
+    def txn_visible(self) -> int:
+        """Records read_committed returned at the last check that got that far."""
+        checks = ([self.final] if self.final is not None else []) + self.cycles[::-1]
+        return next((c.txn_visible for c in checks if c.txn_visible), 0)
+
+    def _settle_totals(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for c in self.cycles:
+            for k, v in c.txn_settle.items():
+                out[k] = out.get(k, 0) + v
+        return out
+
     def raise_for_violations(self) -> None:
         if self.violations:
             raise ChaosViolation(f"{len(self.violations)} crash-safety violation(s):\n  "
@@ -191,6 +282,14 @@ class ChaosReport:
             f"  recovery truncated {self.total('truncated_bytes'):,} bytes of partition logs and "
             f"{self.total('offsets_dropped'):,} bytes of the offset store (torn tails injected: {injected:,} bytes); "
             f"unclean start reported after {sum(c.unclean_reported for c in self.cycles)}/{len(self.cycles)} kills",
+            f"  transactions: {self.total('txn_committed'):,} committed ({self.total('txn_offsets'):,} with group "
+            f"offsets), {self.total('txn_aborted'):,} aborted ({self.total('txn_timed_out')} by their timeout), "
+            f"{self.total('txn_acked'):,} transactional records acknowledged; in doubt at the kills: "
+            f"{self.total('txn_in_doubt')} ({self.total('txn_doubt_committed')} found committed, "
+            f"{self.total('txn_doubt_aborted')} aborted); {self.txn_visible:,} records visible to read_committed "
+            f"at the last check; LSO held by an open transaction after "
+            f"{sum(c.txn_lso_held > 0 for c in self.cycles)} restarts; producers came back by "
+            + ", ".join(f"{k} {v}" for k, v in sorted(self._settle_totals().items())),
             f"  violations: {len(self.violations)}",
         ]
 
@@ -218,6 +317,7 @@ class Ledger:
         self.commits: dict[tuple[str, int], int] = {}  # last acknowledged committed offset
         self.commit_times: dict[tuple[str, int], list[tuple[float, int]]] = {}  # (monotonic time, offset) each
         self.producer_ids: set[int] = set()  # every id InitProducerId returned
+        self.txn_ids: dict[int, str] = {}  # producer id -> the transactional id InitProducerId returned it for
         self.violations: list[str] = []
         self.acked_count = {p: 0 for p in PROTOCOLS}
         self.commit_count = 0
@@ -265,9 +365,19 @@ class Ledger:
 
     def producer_id(self, pid: int) -> None:
         with self.lock:
-            if pid in self.producer_ids:
+            if pid in self.producer_ids or pid in self.txn_ids:
                 self.violations.append(f"InitProducerId returned producer id {pid} a second time")
             self.producer_ids.add(pid)
+
+    def txn_producer_id(self, tid: str, pid: int) -> str | None:
+        """Record the producer id of a transactional id; the problem, if it was handed out otherwise before."""
+        with self.lock:
+            owner = self.txn_ids.get(pid)
+            self.txn_ids[pid] = tid
+            if pid in self.producer_ids or (owner is not None and owner != tid):
+                return (f"InitProducerId returned producer id {pid} for {tid}, already handed out to "
+                        f"{owner or 'an idempotent producer'}")
+        return None
 
     def committed(self, tp: tuple[str, int], offset: int) -> None:
         with self.lock:
@@ -338,6 +448,479 @@ def read_partition(client: KafkaClient, tp: tuple[str, int],
         records += [(r.offset, r.value or b"") for r in got]
         offset = got[-1].offset + 1
     return start, end, records
+
+
+# ------------------------------------------------------------------------------------ the transactional ledger
+OPEN, COMMITTING, ABORTING, COMMITTED, ABORTED = "open", "committing", "aborting", "committed", "aborted"
+#: A transaction in one of these states when the gateway died is "in doubt": its producer never learned the end.
+IN_DOUBT = (OPEN, COMMITTING, ABORTING)
+
+
+@dataclass(slots=True, eq=False)
+class Transaction:
+    """One transaction as its producer knows it. `state`: OPEN (begun, no EndTxn sent yet), COMMITTING / ABORTING
+    (EndTxn sent, not answered), COMMITTED / ABORTED (EndTxn answered NONE; ABORTED also when the coordinator
+    fenced the producer — a timeout aborted it — or when the checker resolved a transaction in doubt)."""
+
+    tid: str
+    number: int  # 1, 2, ... per transactional id; also the offset it commits for `group` (TxnOffsetCommit)
+    producer_id: int
+    epoch: int
+    partitions: list[int] = field(default_factory=list)  # AddPartitionsToTxn sent for these
+    added: bool = False  # ... and answered NONE: the coordinator has the transaction open
+    batches: list[tuple[int, list[bytes]]] = field(default_factory=list)  # acknowledged produces, in order
+    in_flight: tuple[int, list[bytes]] | None = None  # a produce sent but not answered
+    refused: list[bytes] = field(default_factory=list)  # payloads of produces answered with an error
+    group: str | None = None  # the group whose offsets it commits (value `number` for every partition)
+    state: str = OPEN
+    fenced: bool = False  # the coordinator ended it (timeout) and fenced the producer
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.tid, self.number)
+
+    @property
+    def name(self) -> str:
+        return f"transaction {self.tid}#{self.number}"
+
+    def written(self) -> list[tuple[int, bytes]]:
+        """(partition, payload) of every produce sent: acknowledged, then the one in flight."""
+        out = [(p, x) for p, xs in self.batches for x in xs]
+        if self.in_flight is not None:
+            out += [(self.in_flight[0], x) for x in self.in_flight[1]]
+        return out
+
+
+class TxnLedger:
+    """What the transactional producers were told (all methods take the lock)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.txns: list[Transaction] = []  # in the order they began
+        self.origin: dict[bytes, tuple[Transaction, int]] = {}  # every payload sent -> (transaction, partition)
+        self.counts = {"acked": 0, "committed": 0, "aborted": 0, "timed_out": 0, "offsets": 0}
+
+    def begin(self, txn: Transaction) -> None:
+        with self.lock:
+            self.txns.append(txn)
+
+    def sending(self, txn: Transaction, partition: int, payloads: list[bytes]) -> None:
+        with self.lock:
+            for x in payloads:
+                self.origin[x] = (txn, partition)
+            txn.in_flight = (partition, list(payloads))
+
+    def acked(self, txn: Transaction, partition: int, payloads: list[bytes]) -> None:
+        with self.lock:
+            txn.in_flight = None
+            txn.batches.append((partition, list(payloads)))
+            self.counts["acked"] += len(payloads)
+
+    def refused(self, txn: Transaction) -> None:
+        """The produce in flight was answered with an error: nothing of it may be in the log."""
+        with self.lock:
+            if txn.in_flight is not None:
+                txn.refused += txn.in_flight[1]
+                txn.in_flight = None
+
+    def set_state(self, txn: Transaction, state: str, *, fenced: bool = False) -> None:
+        with self.lock:
+            txn.state = state
+            txn.fenced = txn.fenced or fenced
+            if state == COMMITTED:
+                self.counts["committed"] += 1
+                self.counts["offsets"] += txn.group is not None
+            elif state == ABORTED:
+                self.counts["aborted"] += 1
+                self.counts["timed_out"] += fenced
+
+    def resolve(self, txn: Transaction, committed: bool, kept: bool) -> None:
+        """The outcome of a transaction in doubt, as the checker found it (not counted as acknowledged); `kept`:
+        its produce in flight is in the log, from now on as binding as an acknowledgement (else it must stay
+        absent, as a refused one)."""
+        with self.lock:
+            txn.state = COMMITTED if committed else ABORTED
+            if txn.in_flight is not None:
+                if kept:
+                    txn.batches.append(txn.in_flight)
+                else:
+                    txn.refused += txn.in_flight[1]
+                txn.in_flight = None
+
+    def in_doubt(self) -> list[Transaction]:
+        with self.lock:
+            return [t for t in self.txns if t.state in IN_DOUBT]
+
+
+@dataclass(slots=True)
+class TxnPartitionRead:
+    """What the checker read of one partition of `TXN_TOPIC`: the whole log read_uncommitted (data records and
+    control batches), the last stable offset and high watermark before and after the read_committed `views`
+    (name -> [(offset, payload)]: e.g. native Fetch, Kafka Fetch read_committed, TANK Consume)."""
+
+    high_watermark: int
+    last_stable_offset: int
+    data: list[tuple[int, bytes]] = field(default_factory=list)
+    markers: list[tuple[int, int, bool]] = field(default_factory=list)  # (offset, producer id, committed)
+    views: dict[str, list[tuple[int, bytes]]] = field(default_factory=dict)
+    stable_after: int | None = None  # None: as before
+    end_after: int | None = None
+
+
+def verify_transactions(ledger: TxnLedger, reads: dict[int, TxnPartitionRead],
+                        committed_offsets: dict[str, dict[int, int]] | None = None, *,
+                        settled: bool) -> tuple[list[str], dict[tuple[str, int], bool]]:
+    """Check `TXN_TOPIC` as read after a restart (`reads`: partition -> what was read) against the ledger.
+
+    - the log (read_uncommitted): every acknowledged transactional record once, at increasing offsets in the
+      order its producer sent it; a produce in flight at the kill whole (consecutive offsets) or absent, a
+      refused one absent; nothing no producer sent; every ended transaction's data followed by its producer's
+      COMMIT / ABORT marker;
+    - the LSO is the high watermark or the first offset of a transaction in doubt (a transaction that ended
+      never holds it back), and with `settled` (every transaction ended) it is the high watermark;
+    - each read_committed view: offsets increasing, below the LSO, each holding what the log holds there (never
+      a control batch), no payload twice; every record of a committed transaction below the LSO; never one of
+      an aborted transaction, nor of one in doubt that never asked to commit; a transaction in doubt that asked
+      to commit is all there (what of it lies below the LSO) or not at all, in every partition and every view;
+    - `committed_offsets` (group -> {partition: offset, -1 none}, the offsets transactions commit): every
+      partition of a group holds the same transaction's value: the last committed transaction's with offsets,
+      or the one in doubt's — and then that transaction's records are visible too (and vice versa).
+
+    Returns (violations, decisions): decisions maps each transaction in doubt whose outcome the reads show
+    (always when `settled`) to True (committed) or False (aborted).
+    """
+    out: list[str] = []
+    with ledger.lock:
+        txns = list(ledger.txns)
+        origin = dict(ledger.origin)
+        state = {t.key: t.state for t in txns}
+        written = {t.key: t.written() for t in txns}
+        acked = {t.key: [(p, x) for p, xs in t.batches for x in xs] for t in txns}
+        in_flight = {t.key: t.in_flight for t in txns if t.in_flight is not None}
+        refused = {t.key: list(t.refused) for t in txns}
+    doubt = [t for t in txns if state[t.key] in IN_DOUBT]
+    bounds = {}
+    where: dict[bytes, tuple[int, int]] = {}  # payload -> (partition, offset) in the log
+    for p, read in sorted(reads.items()):
+        name = f"{TXN_TOPIC}-{p}"
+        lo, hw_lo = read.last_stable_offset, read.high_watermark
+        hi = lo if read.stable_after is None else read.stable_after
+        hw_hi = hw_lo if read.end_after is None else read.end_after
+        bounds[p] = (lo, hw_lo, hi, hw_hi)
+        offsets = sorted([o for o, _ in read.data] + [o for o, _, _ in read.markers])
+        if len(set(offsets)) != len(offsets):
+            out.append(f"{name}: two records of the log share an offset")
+        if offsets and offsets[-1] >= max(hw_lo, hw_hi):
+            out.append(f"{name}: the log holds offset {offsets[-1]}, past the high watermark {max(hw_lo, hw_hi)}")
+        for off, x in read.data:
+            if x in where:
+                out.append(f"{name}: payload {x[:40]!r} stored twice, at offsets {where[x][1]} and {off}")
+                continue
+            where[x] = (p, off)
+            src = origin.get(x)
+            if src is None:
+                out.append(f"{name}: offset {off} holds {x[:40]!r}, which no transactional producer sent")
+            elif src[1] != p:
+                out.append(f"{name}: offset {off} holds {x[:40]!r}, sent to partition {src[1]}")
+    # The log: acknowledged records there, in their producer's order; in-flight produces whole or absent.
+    order: dict[tuple[str, int], list[int]] = {}
+    for t in txns:
+        lost = [(p, x) for p, x in acked[t.key] if p in reads and where.get(x, (None,))[0] != p]
+        if lost:
+            out.append(f"{TXN_TOPIC}-{lost[0][0]}: acknowledged record {lost[0][1][:40]!r} of {t.name} "
+                       f"({state[t.key]}) is missing from the log"
+                       + (f" (and {len(lost) - 1} more)" if lost[1:] else ""))
+        for p, x in acked[t.key]:
+            if where.get(x, (None,))[0] == p:
+                order.setdefault((t.tid, p), []).append(where[x][1])
+        flight = in_flight.get(t.key)
+        if flight is not None and flight[0] in reads:
+            found = [where[x][1] if x in where else None for x in flight[1]]
+            present = [o for o in found if o is not None]
+            if present and (len(present) != len(found) or present != list(range(present[0], present[0] + len(found)))):
+                out.append(f"{TXN_TOPIC}-{flight[0]}: a produce of {t.name} in flight at the kill is partly in the "
+                           f"log (offsets {found})")
+        back = [x for x in refused[t.key] if x in where]
+        if back:
+            out.append(f"{TXN_TOPIC}-{where[back[0]][0]}: {back[0][:40]!r} of {t.name} is in the log at offset "
+                       f"{where[back[0]][1]}, but its produce was refused")
+    for (tid, p), offs in sorted(order.items()):
+        if offs != sorted(offs):
+            out.append(f"{TXN_TOPIC}-{p}: the records of {tid} are not in the order it sent them")
+    # The LSO: the high watermark, or where a transaction in doubt begins.
+    firsts: dict[int, set[int]] = {p: set() for p in reads}
+    for t in doubt:
+        mine: dict[int, int] = {}
+        for p, x in written[t.key]:
+            if x in where and where[x][0] == p:
+                mine[p] = min(mine.get(p, where[x][1]), where[x][1])
+        for p, first in mine.items():
+            firsts.setdefault(p, set()).add(first)
+    for p, (lo, hw_lo, hi, hw_hi) in sorted(bounds.items()):
+        name = f"{TXN_TOPIC}-{p}"
+        for lso, hw in dict.fromkeys(((lo, hw_lo), (hi, hw_hi))):
+            if settled and lso != hw:
+                out.append(f"{name}: the last stable offset is {lso}, not the high watermark {hw}, though no "
+                           f"transaction is open")
+            elif lso != hw and lso not in firsts[p]:
+                out.append(f"{name}: the last stable offset is {lso} (high watermark {hw}): no transaction in doubt "
+                           f"begins there (they begin at {sorted(firsts[p]) or 'none'}): an ended one holds it back")
+            if lso > hw:
+                out.append(f"{name}: the last stable offset {lso} is past the high watermark {hw}")
+    # The read_committed views.
+    visible: dict[tuple[str, int], dict[str, set[bytes]]] = {}
+    views: set[str] = set()
+    for p, read in sorted(reads.items()):
+        name = f"{TXN_TOPIC}-{p}"
+        lo, _, hi, _ = bounds[p]
+        raw_at = dict(read.data)
+        marker_at = {o for o, _, _ in read.markers}
+        expected = {x for t in txns if state[t.key] == COMMITTED for q, x in acked[t.key]
+                    if q == p and x in where and where[x][1] < lo}
+        for view, rows in sorted(read.views.items()):
+            views.add(view)
+            last, seen, bad = -1, set(), []
+            for off, x in rows:
+                if off <= last:
+                    bad.append(f"offset {off} after {last}: not increasing")
+                last = off
+                if off >= hi:
+                    bad.append(f"offset {off} is past the last stable offset {hi}")
+                if off in marker_at:
+                    bad.append(f"returned the control batch at offset {off} as a record ({x[:40]!r})")
+                elif raw_at.get(off) != x:
+                    bad.append(f"returned {x[:40]!r} at offset {off}, where the log holds {raw_at.get(off)!r}")
+                if x in seen:
+                    bad.append(f"returned {x[:40]!r} twice")
+                seen.add(x)
+                src = origin.get(x)
+                if src is None:
+                    continue
+                t = src[0]
+                s = state[t.key]
+                if s == ABORTED:
+                    bad.append(f"returned {x[:40]!r} at offset {off}, a record of the aborted {t.name}"
+                               + (" (aborted by its timeout)" if t.fenced else ""))
+                elif s in (OPEN, ABORTING):
+                    bad.append(f"returned {x[:40]!r} at offset {off}, a record of {t.name}, in doubt at the kill "
+                               f"({s}: it never asked to commit)")
+                elif s == COMMITTING:
+                    visible.setdefault(t.key, {}).setdefault(view, set()).add(x)
+            for b in bad[:5]:
+                out.append(f"{name} read_committed ({view}): {b}")
+            if len(bad) > 5:
+                out.append(f"{name} read_committed ({view}): ... {len(bad) - 5} more")
+            missing = sorted((where[x][1], x) for x in expected - seen)
+            if missing:
+                off, x = missing[0]
+                src = origin[x][0]
+                out.append(f"{name} read_committed ({view}): {len(missing)} record(s) of committed transactions below "
+                           f"the last stable offset {lo} are not returned, first {x[:40]!r} at offset {off} "
+                           f"({src.name})")
+    # Transactions in doubt: all or nothing, everywhere.
+    decisions: dict[tuple[str, int], bool] = {}
+    for t in doubt:
+        if state[t.key] != COMMITTING:
+            if settled:
+                decisions[t.key] = False
+            continue
+        # Its records below the LSO must all be visible or none; those between the LSO before and after the
+        # reads (a transaction ended meanwhile) may be visible or not.
+        below = {x for p, x in written[t.key] if p in reads and x in where and where[x][1] < bounds[p][0]}
+        upto = {x for p, x in written[t.key] if p in reads and x in where and where[x][1] < bounds[p][2]}
+        shown = {view: visible.get(t.key, {}).get(view, set()) for view in sorted(views)}
+        for view, got in shown.items():
+            if got and not below <= got <= upto:
+                out.append(f"{t.name}, committing at the kill, is partly visible to read_committed ({view}): "
+                           f"{len(got)} of its {len(below)} records below the last stable offset")
+        outcomes = {bool(got) for got in shown.values()}
+        if len(outcomes) > 1 and below:
+            out.append(f"{t.name}, committing at the kill, is visible to some read_committed readers and not to "
+                       f"others: {', '.join(f'{v}: {len(g)}' for v, g in shown.items())}")
+        if below or settled or any(outcomes):
+            decisions[t.key] = any(outcomes)
+    # Markers: the first control batch of a transaction's producer after its data says how it ended.
+    for t in txns:
+        outcome = state[t.key] if state[t.key] in (COMMITTED, ABORTED) else (
+            None if t.key not in decisions else COMMITTED if decisions[t.key] else ABORTED)
+        if outcome is None:
+            continue
+        ends: dict[int, int] = {}
+        for p, x in written[t.key]:
+            if x in where and where[x][0] == p:
+                ends[p] = max(ends.get(p, -1), where[x][1])
+        for p, end in sorted(ends.items()):
+            marker = next(((o, c) for o, pid, c in sorted(reads[p].markers) if o > end and pid == t.producer_id), None)
+            if marker is None:
+                out.append(f"{TXN_TOPIC}-{p}: no transaction marker of producer {t.producer_id} follows the data of "
+                           f"{t.name} ({outcome}, last record at offset {end})")
+            elif marker[1] != (outcome == COMMITTED):
+                out.append(f"{TXN_TOPIC}-{p}: {t.name} is {outcome}, but the marker after its data (offset "
+                           f"{marker[0]}) says {'COMMIT' if marker[1] else 'ABORT'}")
+    # Offsets committed in transactions.
+    if committed_offsets is not None:
+        for group in sorted({t.group for t in txns if t.group is not None}):
+            values = committed_offsets.get(group, {})
+            got = set(values.values()) or {-1}
+            if len(got) > 1:
+                out.append(f"group {group}: the partitions hold offsets of different transactions {values}: a "
+                           f"transaction's offsets were committed in part")
+            value = max(got)
+            mine = [t for t in txns if t.group == group]
+            known = max((t.number for t in mine if state[t.key] == COMMITTED), default=-1)
+            pending = [t for t in mine if state[t.key] == COMMITTING]
+            if value == known:
+                for t in pending:
+                    if decisions.get(t.key) is True:
+                        out.append(f"group {group}: {t.name} committed its records but not its offsets (the group "
+                                   f"holds {value}, not {t.number})")
+            elif pending and value == pending[-1].number:
+                t = pending[-1]
+                if decisions.get(t.key) is False:
+                    out.append(f"group {group}: the offsets of {t.name} were committed, but its records were not")
+                decisions.setdefault(t.key, True)
+            else:
+                src = next((t for t in mine if t.number == value), None)
+                what = "no transaction" if src is None else f"{src.name} ({state[src.key]})"
+                out.append(f"group {group}: the committed offset is {value}, from {what}; the last committed "
+                           f"transaction with offsets committed {known}")
+    return out, decisions
+
+
+def _code_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
+
+
+def txn_bounds(client: KafkaClient, partitions: int) -> dict[int, tuple[int, int]]:
+    """{partition: (last stable offset, high watermark)} of `TXN_TOPIC` over ListOffsets v2 (read_committed
+    first, so a transaction ending in between can only make the pair look more open, never less)."""
+    def latest(isolation: int) -> dict[int, int]:
+        body = L.ListOffsetsRequest(replica_id=-1, isolation_level=isolation, topics=[L.ListOffsetsTopic(
+            name=TXN_TOPIC, partitions=[L.ListOffsetsPartition(partition_index=p, timestamp=LATEST)
+                                        for p in range(partitions)])])
+        out = {}
+        for t in client.call(L.API_KEY, 2, body).body.topics:
+            for part in t.partitions:
+                if part.error_code != ErrorCode.NONE:
+                    raise KafkaError(part.error_code, topic=TXN_TOPIC, partition=part.partition_index,
+                                     operation="list offsets")
+                out[part.partition_index] = part.offset
+        return out
+
+    lso = latest(1)
+    hw = latest(0)
+    return {p: (lso[p], hw[p]) for p in range(partitions)}
+
+
+def _txn_fetch(client: KafkaClient, partition: int, offset: int, isolation: int):
+    """One Kafka Fetch v11 of `TXN_TOPIC`'s partition (isolation_level 0 read_uncommitted, 1 read_committed)."""
+    body = F.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=_READ_BYTES, isolation_level=isolation,
+                          session_id=0, session_epoch=-1, topics=[F.FetchTopic(topic=TXN_TOPIC, partitions=[
+                              F.FetchPartition(partition=partition, fetch_offset=offset,
+                                               partition_max_bytes=_READ_BYTES)])])
+    resp = client.call(F.API_KEY, 11, body).body
+    if resp.error_code != ErrorCode.NONE:
+        raise KafkaError(resp.error_code, topic=TXN_TOPIC, partition=partition, operation="fetch")
+    part = resp.responses[0].partitions[0]
+    if part.error_code != ErrorCode.NONE:
+        raise KafkaError(part.error_code, topic=TXN_TOPIC, partition=partition, operation="fetch")
+    return part
+
+
+def read_txn_log(client: KafkaClient, partition: int,
+                 problems: list[str]) -> tuple[list[tuple[int, bytes]], list[tuple[int, int, bool]]]:
+    """The whole partition read_uncommitted: (data records [(offset, payload)], control batches [(offset,
+    producer id, committed)])."""
+    tp = (TXN_TOPIC, partition)
+    end = client.list_offsets({tp: LATEST})[tp]
+    data: list[tuple[int, bytes]] = []
+    markers: list[tuple[int, int, bool]] = []
+    offset = 0
+    while offset < end:
+        part = _txn_fetch(client, partition, offset, 0)
+        moved = False
+        for batch in iter_batches(part.records or b""):
+            header, records = decode_batch(batch)
+            last = header.base_offset + header.last_offset_delta
+            if last < offset:
+                continue
+            if header.is_control:
+                markers.append((header.base_offset, header.producer_id, parse_control_marker(batch)))
+            else:
+                data += [(r.offset, r.value or b"") for r in records if r.offset >= offset]
+            offset, moved = last + 1, True
+        if not moved:
+            problems.append(f"{TXN_TOPIC}-{partition}: a read_uncommitted fetch at offset {offset} returned nothing "
+                            f"before the high watermark {end}")
+            break
+    return data, markers
+
+
+def read_committed_kafka(client: KafkaClient, partition: int, problems: list[str]) -> list[tuple[int, bytes]]:
+    """The partition as a Kafka read_committed consumer sees it: Fetch isolation_level=1 up to the last stable
+    offset, dropping what the answer's aborted_transactions cover as Kafka's consumer does (per answer: a
+    producer's transactional batches from its first_offset on until its ABORT marker; control batches
+    skipped)."""
+    rows: list[tuple[int, bytes]] = []
+    offset = 0
+    while True:
+        part = _txn_fetch(client, partition, offset, 1)
+        if offset >= part.last_stable_offset:
+            return rows
+        pending = sorted((a.first_offset, a.producer_id) for a in part.aborted_transactions or [])
+        aborting: set[int] = set()
+        moved = False
+        for batch in iter_batches(part.records or b""):
+            header = parse_header(batch)
+            last = header.base_offset + header.last_offset_delta
+            if last < offset:
+                continue
+            skip = header.is_control
+            if header.producer_id >= 0:
+                while pending and pending[0][0] <= last:
+                    aborting.add(pending.pop(0)[1])
+                if header.is_control:
+                    if not parse_control_marker(batch):
+                        aborting.discard(header.producer_id)
+                elif header.is_transactional and header.producer_id in aborting:
+                    skip = True
+            if not skip:
+                rows += [(r.offset, r.value or b"") for r in decode_batch(batch)[1] if r.offset >= offset]
+            offset, moved = last + 1, True
+        if not moved:
+            problems.append(f"{TXN_TOPIC}-{partition}: a read_committed fetch at offset {offset} returned nothing "
+                            f"below the last stable offset {part.last_stable_offset}")
+            return rows
+
+
+def read_committed_native(client: NativeClient, partition: int) -> list[tuple[int, bytes]]:
+    """The partition over native Fetch (which returns committed records only)."""
+    rows: list[tuple[int, bytes]] = []
+    offset = 0
+    while True:
+        got = [(r.offset, r.value or b"") for r in client.fetch(TXN_TOPIC, partition, offset, _READ_BYTES).records
+               if r.offset >= offset]
+        if not got:
+            return rows
+        rows += got
+        offset = got[-1][0] + 1
+
+
+def read_committed_tank(client: TankClient, partition: int) -> list[tuple[int, bytes]]:
+    """The partition over TANK Consume (committed messages only; seq = offset + 1)."""
+    rows: list[tuple[int, bytes]] = []
+    bounds = client.discover_partitions(TXN_TOPIC, [partition])[0]
+    seq, last = max(bounds.first_available, 1), bounds.high_water_mark
+    while seq <= last:
+        msgs = client.get(TXN_TOPIC, partition, seq, _READ_BYTES).messages
+        if not msgs:
+            break
+        rows += [(m.seq - 1, m.value) for m in msgs]
+        seq = msgs[-1].seq + 1
+    return rows
 
 
 # -------------------------------------------------------------------------------------------- the clients
@@ -611,6 +1194,191 @@ class _GroupConsumer:
         return ok
 
 
+class _Broken(AssertionError):
+    """An answer no correct gateway gives to a transactional producer (the message says which)."""
+
+
+class _TxnProducer:
+    """A transactional Kafka producer with a stable transactional id that outlives the gateway, as the idempotent
+    producer's pending batch does. Each transaction adds a random non-empty subset of `TXN_TOPIC`'s partitions
+    (so its markers go to several partitions, and the transactions of different producers interleave in a
+    partition), writes 1..txn_max_batches batches of unique payloads (transactional RecordBatches, sequences per
+    partition and epoch), sometimes commits offsets of the producer's own group (AddOffsetsToTxn +
+    TxnOffsetCommit, the value is the transaction's number for every partition), then commits or aborts at
+    random. A request fenced (PRODUCER_FENCED / INVALID_PRODUCER_EPOCH) means the coordinator's timeout aborted
+    the transaction: the producer re-initialises. After a kill, how it comes back is decided by
+    `ChaosRun.settle_transactions`."""
+
+    protocol = "txn"
+
+    def __init__(self, run: "ChaosRun", index: int) -> None:
+        cfg = run.config
+        self.run = run
+        self.index = index
+        self.tid = f"{TXN_TOPIC}-producer-{index}"
+        self.group = f"{TXN_GROUP}-{index}"
+        self.tp = (TXN_TOPIC, index)  # names its thread
+        self.rnd = random.Random(f"{cfg.seed}-txn-{index}")
+        # Odd producers ask for the short `txn_timeout_ms`: after a kill they may leave their open transaction
+        # to the coordinator's timeout. Even ones ask for a minute: their open transaction outlives the restart,
+        # and they come back to end it (or re-initialise).
+        self.short_timeout = index % 2 == 1
+        self.timeout_ms = cfg.txn_timeout_ms if self.short_timeout else max(60000, cfg.txn_timeout_ms)
+        self.producer_id: int | None = None
+        self.epoch = -1
+        self.sequences: dict[int, int] = {}  # partition -> next base sequence (this epoch)
+        self.needs_init = True
+        self.number = 0
+        self.count = 0
+        self.current: Transaction | None = None
+
+    def main(self, gw: GatewayProcess, stop: threading.Event, cycle: int) -> None:
+        try:
+            self.produce_loop(gw, stop, cycle)
+        except _GONE:
+            pass  # killed under us: the transaction stays in doubt
+        except _Broken as exc:
+            self.run.ledger.violation(str(exc))
+        except Exception as exc:
+            self.run.ledger.violation(f"transactional producer {self.tid}: {type(exc).__name__}: {exc}")
+
+    def produce_loop(self, gw: GatewayProcess, stop: threading.Event, cycle: int) -> None:
+        host, port = gw.addresses["kafka"]
+        config = KafkaConfig(host, port, client_id=f"chaos-txn-{self.index}", connect_timeout=5, timeout=10,
+                             retries=0)
+        with KafkaClient(config) as client:
+            if self.needs_init:
+                self.init(client)
+            while not stop.is_set():
+                self.transaction(client, cycle)
+                time.sleep(self.run.config.pause)
+
+    def payloads(self, cycle: int) -> list[bytes]:
+        cfg = self.run.config
+        out = []
+        for _ in range(self.rnd.randint(1, cfg.max_batch)):
+            head = f"txn:{self.index}:{cycle}:{self.count}:".encode()
+            out.append(head + b"." * self.rnd.randint(0, cfg.max_padding))
+            self.count += 1
+        return out
+
+    # -- requests --------------------------------------------------------------------------------------------
+    def init(self, client: KafkaClient) -> None:
+        """InitProducerId with the transactional id: the id's producer id, a higher epoch (fencing the previous
+        producer and aborting its open transaction)."""
+        resp = client.call(A.INIT_PRODUCER_ID_KEY, 1, A.InitProducerIdRequest(
+            transactional_id=self.tid, transaction_timeout_ms=self.timeout_ms)).body
+        if resp.error_code != ErrorCode.NONE:
+            raise _Broken(f"InitProducerId for {self.tid} refused with {_code_name(resp.error_code)}")
+        if self.producer_id is not None and resp.producer_id != self.producer_id:
+            raise _Broken(f"InitProducerId for {self.tid} returned producer id {resp.producer_id}, not its "
+                          f"{self.producer_id}")
+        if resp.producer_epoch <= self.epoch:
+            raise _Broken(f"InitProducerId for {self.tid} returned epoch {resp.producer_epoch}, not above the "
+                          f"{self.epoch} it had")
+        problem = self.run.ledger.txn_producer_id(self.tid, resp.producer_id)
+        if problem:
+            raise _Broken(problem)
+        self.producer_id, self.epoch = resp.producer_id, resp.producer_epoch
+        self.sequences = {}
+        self.needs_init = False
+
+    def end(self, client: KafkaClient, txn: Transaction, commit: bool) -> int:
+        return client.call(X.END_TXN_KEY, 2, X.EndTxnRequest(
+            transactional_id=self.tid, producer_id=txn.producer_id, producer_epoch=txn.epoch,
+            committed=commit)).body.error_code
+
+    def transaction(self, client: KafkaClient, cycle: int) -> None:
+        cfg = self.run.config
+        ledger = self.run.txn_ledger
+        self.number += 1
+        parts = sorted(self.rnd.sample(range(cfg.txn_partitions), self.rnd.randint(1, cfg.txn_partitions)))
+        group = self.group if self.rnd.random() < cfg.txn_offsets_probability else None
+        txn = self.current = Transaction(self.tid, self.number, self.producer_id, self.epoch, partitions=parts,
+                                         group=group)
+        ledger.begin(txn)
+        resp = client.call(X.ADD_PARTITIONS_TO_TXN_KEY, 2, X.AddPartitionsToTxnRequest(
+            transactional_id=self.tid, producer_id=self.producer_id, producer_epoch=self.epoch,
+            topics=[X.AddPartitionsToTxnTopic(name=TXN_TOPIC, partitions=parts)])).body
+        codes = {r.error_code for t in resp.results for r in t.results}
+        if codes != {ErrorCode.NONE}:
+            return self.refused(client, txn, "AddPartitionsToTxn", codes)
+        txn.added = True
+        for _ in range(self.rnd.randint(1, cfg.txn_max_batches)):
+            p = self.rnd.choice(parts)
+            payloads = self.payloads(cycle)
+            seq = self.sequences.get(p, 0)
+            batch = encode_batch([Record(x) for x in payloads], default_timestamp=int(time.time() * 1000),
+                                 producer_id=self.producer_id, producer_epoch=self.epoch, base_sequence=seq,
+                                 transactional=True)
+            ledger.sending(txn, p, payloads)
+            body = P.ProduceRequest(transactional_id=self.tid, acks=-1, timeout_ms=30000, topic_data=[
+                P.TopicProduceData(name=TXN_TOPIC, partition_data=[P.PartitionProduceData(index=p, records=batch)])])
+            part = client.call(P.API_KEY, 8, body).body.responses[0].partition_responses[0]
+            if part.error_code != ErrorCode.NONE:
+                return self.refused(client, txn, f"Produce to {TXN_TOPIC}-{p} (sequence {seq})", {part.error_code},
+                                    part.error_message)
+            if part.base_offset < 0:
+                raise _Broken(f"{TXN_TOPIC}-{p}: a transactional produce of {txn.name} was answered without an "
+                              f"offset")
+            self.sequences[p] = seq + len(payloads)
+            ledger.acked(txn, p, payloads)
+        if group is not None:
+            code = client.call(X.ADD_OFFSETS_TO_TXN_KEY, 2, X.AddOffsetsToTxnRequest(
+                transactional_id=self.tid, producer_id=self.producer_id, producer_epoch=self.epoch,
+                group_id=group)).body.error_code
+            if code != ErrorCode.NONE:
+                return self.refused(client, txn, "AddOffsetsToTxn", {code})
+            resp = client.call(X.TXN_OFFSET_COMMIT_KEY, 2, X.TxnOffsetCommitRequest(
+                transactional_id=self.tid, group_id=group, producer_id=self.producer_id, producer_epoch=self.epoch,
+                topics=[X.TxnOffsetCommitRequestTopic(name=TXN_TOPIC, partitions=[
+                    X.TxnOffsetCommitRequestPartition(partition_index=q, committed_offset=self.number,
+                                                      committed_leader_epoch=-1, committed_metadata=None)
+                    for q in range(cfg.txn_partitions)])])).body
+            codes = {p.error_code for t in resp.topics for p in t.partitions}
+            if codes != {ErrorCode.NONE}:
+                return self.refused(client, txn, "TxnOffsetCommit", codes)
+        commit = self.rnd.random() >= cfg.txn_abort_probability
+        ledger.set_state(txn, COMMITTING if commit else ABORTING)
+        code = self.end(client, txn, commit)
+        if code != ErrorCode.NONE:
+            return self.refused(client, txn, f"EndTxn({'commit' if commit else 'abort'})", {code})
+        ledger.set_state(txn, COMMITTED if commit else ABORTED)
+
+    def refused(self, client: KafkaClient, txn: Transaction, what: str, codes: set[int],
+                message: str | None = None) -> None:
+        """A request of `txn` answered with an error: fenced means the coordinator's timeout aborted the
+        transaction (re-initialise and go on); anything else is a violation."""
+        self.run.txn_ledger.refused(txn)
+        if codes <= {ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH}:
+            self.run.txn_ledger.set_state(txn, ABORTED, fenced=True)
+            self.needs_init = True
+            self.init(client)
+            return
+        raise _Broken(f"{what} of {txn.name} refused with {', '.join(_code_name(c) for c in sorted(codes))}"
+                      + (f": {message}" if message else ""))
+
+    def resume(self, client: KafkaClient, txn: Transaction) -> None:
+        """After a restart, end the transaction in doubt as a producer that survived the gateway does: retry its
+        EndTxn (or abort it when it had not asked yet) with the same epoch. Marks the outcome in the ledger."""
+        commit = txn.state == COMMITTING
+        code = self.end(client, txn, commit)
+        if code == ErrorCode.NONE:
+            outcome = COMMITTED if commit else ABORTED
+        elif code in (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH):
+            outcome = ABORTED  # the timeout aborted it in the meantime
+            self.needs_init = True
+        elif code == ErrorCode.INVALID_TXN_STATE and txn.state == OPEN and not txn.added:
+            outcome = ABORTED  # its AddPartitionsToTxn never reached the coordinator: nothing was begun
+        else:
+            raise _Broken(f"after the restart, the retried EndTxn({'commit' if commit else 'abort'}) of {txn.name} "
+                          f"({txn.state} at the kill) was refused with {_code_name(code)}"
+                          + (" (the coordinator lost the open transaction)" if code == ErrorCode.INVALID_TXN_STATE
+                             else ""))
+        with self.run.txn_ledger.lock:
+            txn.state = outcome
+
+
 # ------------------------------------------------------------------------------------------------- the run
 class ChaosRun:
     """Runs the cycles (see the module docstring). Single use: `run()` once."""
@@ -630,6 +1398,10 @@ class ChaosRun:
             for p in range(cfg.partitions):
                 self.producers.append(cls(self, p, len(self.producers)))
         self.consumers = [_GroupConsumer(self, i) for i in range(cfg.consumers)]
+        self.txn_ledger = TxnLedger()
+        self.txn_producers = ([_TxnProducer(self, i) for i in range(cfg.txn_producers)]
+                              if cfg.txn_partitions > 0 else [])
+        self.txn_rnd = random.Random(self.config.seed + 2)  # how the transactional producers come back
         self.log_end_at_restart: dict[tuple[str, int], int] = {}
         self.torn_in_flight = 0
         self._stderr_path = ""
@@ -644,6 +1416,10 @@ class ChaosRun:
     def partitions(self) -> list[tuple[str, int]]:
         return [(TOPICS[p], i) for p in PROTOCOLS for i in range(self.config.partitions)]
 
+    @property
+    def txn_partitions(self) -> list[tuple[str, int]]:
+        return [(TXN_TOPIC, i) for i in range(self.config.txn_partitions)] if self.txn_producers else []
+
     def _say(self, text: str) -> None:
         if self.config.log is not None:
             self.config.log(text)
@@ -655,8 +1431,9 @@ class ChaosRun:
         self._stderr_path = os.path.join(self.run_dir, f"gateway-{self.incarnation}.stderr")
         cfg = self.config
         with open(self._stderr_path, "wb") as err:
-            return GatewayProcess(self.data_dir, f"storage.flush={cfg.flush}",
+            return GatewayProcess(self.data_dir, *_other_listeners(), f"storage.flush={cfg.flush}",
                                   f"storage.flush_interval_ms={cfg.flush_interval_ms}", "log_level=WARNING",
+                                  f"kafka.transaction_abort_check_ms={cfg.txn_abort_check_ms}",
                                   run_dir=self.run_dir, stderr=err)
 
     def _create_topics(self, gw: GatewayProcess) -> None:
@@ -665,6 +1442,8 @@ class ChaosRun:
         with KafkaClient(KafkaConfig(host, port, client_id="chaos-admin")) as client:
             for proto in ("native", "kafka"):
                 client.create_topic(TOPICS[proto], cfg.partitions, configs={"segment.bytes": str(cfg.segment_bytes)})
+            if self.txn_producers:
+                client.create_topic(TXN_TOPIC, cfg.txn_partitions, configs={"segment.bytes": str(cfg.segment_bytes)})
         with TankClient(*gw.addresses["tank"]) as tank:
             err = tank.create_topic(TOPICS["tank"], cfg.partitions, {"log.segment.bytes": str(cfg.segment_bytes)})
             if err != 0:
@@ -678,6 +1457,8 @@ class ChaosRun:
                                     daemon=True) for p in self.producers]
         threads += [threading.Thread(target=c.main, args=(gw, stop), name=f"chaos-consumer-{c.index}", daemon=True)
                     for c in self.consumers]
+        threads += [threading.Thread(target=t.main, args=(gw, stop, cycle), name=f"chaos-txn-{t.index}",
+                                     daemon=True) for t in self.txn_producers]
         for t in threads:
             t.start()
         time.sleep(run_seconds)
@@ -700,6 +1481,8 @@ class ChaosRun:
         if self.rnd.random() < self.config.torn_tail_probability:
             with self.ledger.lock:
                 flights = sorted(self.ledger.in_flight.values(), key=lambda f: f.tp)
+            flights += [InFlight("txn", (TXN_TOPIC, t.in_flight[0]), t.in_flight[1])
+                        for t in self.txn_ledger.in_doubt() if t.in_flight is not None]
             for flight in self.detail_rnd.sample(flights, len(flights)):
                 left = self._tear_last_batch(flight)
                 if left:
@@ -710,7 +1493,8 @@ class ChaosRun:
             # Not after a batch just torn: TANK bundles carry no checksum, so a torn bundle followed by more bytes
             # can read as whole (a crash leaves nothing after a torn write; recovery runs before any append).
             rnd = self.detail_rnd
-            topic, partition = rnd.choice([tp for tp in self.partitions if f"{tp[0]}-{tp[1]}" not in injected])
+            topic, partition = rnd.choice([tp for tp in self.partitions + self.txn_partitions
+                                           if f"{tp[0]}-{tp[1]}" not in injected])
             path = self._active_segment((topic, partition))
             recs = [Record(b"torn-%d" % i + b"." * rnd.randint(0, 100)) for i in range(rnd.randint(1, 5))]
             now = int(time.time() * 1000)
@@ -846,7 +1630,10 @@ class ChaosRun:
                                 f"the last acknowledged commit {want}")
             if have > summary.log_end[tp] and not self.lossy:
                 problems.append(f"{tp[0]}-{tp[1]}: committed offset {have} is past the log end {summary.log_end[tp]}")
-        # 5. the recovery report.
+        # 5. transactions: read_committed before the producers come back, and after every transaction ended.
+        if self.txn_producers:
+            self.check_transactions(gw, summary)
+        # 6. the recovery report.
         with open(self._stderr_path, "rb") as f:
             lines = f.read().decode(errors="replace").splitlines()
         truncated: dict[str, int] = {}
@@ -872,6 +1659,124 @@ class ChaosRun:
             if got < n:
                 problems.append(f"{key}: the checker tore {n} bytes onto the tail but recovery reported {got}")
         return summary
+
+    # -- transactions --------------------------------------------------------------------------------------
+    def read_transactions(self, client: KafkaClient, native: NativeClient, tank: TankClient,
+                          problems: list[str]) -> dict[int, TxnPartitionRead]:
+        """Every partition of `TXN_TOPIC`: the bounds, the read_committed views (native Fetch, Kafka Fetch
+        isolation_level=1 filtered as a client does, TANK Consume), the whole log read_uncommitted (after the
+        views, so it holds whatever they returned), the bounds again."""
+        n = self.config.txn_partitions
+        before = txn_bounds(client, n)
+        reads = {}
+        for p in range(n):
+            views = {"native Fetch": read_committed_native(native, p),
+                     "Kafka Fetch read_committed": read_committed_kafka(client, p, problems),
+                     "TANK Consume": read_committed_tank(tank, p)}
+            data, markers = read_txn_log(client, p, problems)
+            reads[p] = TxnPartitionRead(high_watermark=before[p][1], last_stable_offset=before[p][0], data=data,
+                                        markers=markers, views=views)
+        after = txn_bounds(client, n)
+        for p, read in reads.items():
+            read.stable_after, read.end_after = after[p]
+        return reads
+
+    def txn_committed_offsets(self, client: KafkaClient) -> dict[str, dict[int, int]]:
+        """{group: {partition of TXN_TOPIC: committed offset (-1: none)}} of the transactional producers' groups."""
+        out = {}
+        for prod in self.txn_producers:
+            resp = client.call(O.OFFSET_FETCH_KEY, 5, O.OffsetFetchRequest(group_id=prod.group, topics=[
+                O.OffsetFetchRequestTopic(name=TXN_TOPIC, partition_indexes=list(range(self.config.txn_partitions)))
+            ])).body
+            if resp.error_code != ErrorCode.NONE:
+                raise KafkaError(resp.error_code, operation=f"offset fetch of {prod.group}")
+            out[prod.group] = {p.partition_index: p.committed_offset for t in resp.topics for p in t.partitions}
+        return out
+
+    def settle_transactions(self, client: KafkaClient, summary: CycleSummary, problems: list[str]) -> dict:
+        """Bring each transactional producer back as a client would after losing its broker, at random: with a
+        transaction in doubt, `reinit` (InitProducerId: fences it and aborts it if still open) or `resume`
+        (retry its EndTxn, or abort it, with the same epoch) for a long-timeout producer, `reinit` or `timeout`
+        (do nothing: the coordinator's timeout aborts it; the producer re-initialises next cycle) for a
+        short-timeout one; with none, `continue` (same epoch and sequences) or `reinit`. Returns {producer: mode}."""
+        modes = {}
+        for prod in self.txn_producers:
+            txn = prod.current if prod.current is not None and prod.current.state in IN_DOUBT else None
+            r = self.txn_rnd.random()
+            if txn is None:
+                mode = "reinit" if r < 0.3 else "continue"
+            elif prod.short_timeout:
+                mode = "timeout" if r < 0.5 else "reinit"
+            else:
+                mode = "reinit" if r < 0.5 else "resume"
+            modes[prod] = mode
+            summary.txn_settle[mode] = summary.txn_settle.get(mode, 0) + 1
+            try:
+                if mode == "reinit":
+                    prod.init(client)
+                elif mode == "resume":
+                    prod.resume(client, txn)
+                elif mode == "timeout":
+                    prod.needs_init = True
+            except _Broken as exc:
+                problems.append(str(exc))
+        return modes
+
+    def wait_until_stable(self, client: KafkaClient) -> dict[int, tuple[int, int]]:
+        """Poll until every partition's LSO is its high watermark (no transaction open), or a deadline a
+        while past the short transaction timeout; the last (LSO, HW) of each partition."""
+        deadline = time.monotonic() + self.config.txn_timeout_ms / 1000 + self.config.txn_abort_check_ms / 1000 + 10
+        while True:
+            bounds = txn_bounds(client, self.config.txn_partitions)
+            if all(lso == hw for lso, hw in bounds.values()) or time.monotonic() > deadline:
+                return bounds
+            time.sleep(0.02)
+
+    def check_transactions(self, gw: GatewayProcess, summary: CycleSummary) -> None:
+        """`verify_transactions` before any client came back (transactions in doubt may be open), then after the
+        producers came back (`settle_transactions`) and every transaction ended: the outcomes found are recorded
+        in the ledger, and must agree with what the first read showed."""
+        problems = summary.violations
+        ledger = self.txn_ledger
+        doubt = ledger.in_doubt()
+        summary.txn_in_doubt = len(doubt)
+        host, port = gw.addresses["kafka"]
+        with KafkaClient(KafkaConfig(host, port, client_id="chaos-txn-checker", timeout=30, retries=0)) as client, \
+                NativeClient(*gw.addresses["native"], timeout=30) as native, \
+                TankClient(*gw.addresses["tank"], timeout=30) as tank:
+            reads = self.read_transactions(client, native, tank, problems)
+            summary.txn_lso_held = sum(r.last_stable_offset < r.high_watermark for r in reads.values())
+            found, early = verify_transactions(ledger, reads, self.txn_committed_offsets(client), settled=False)
+            problems += [f"before the producers came back: {v}" for v in found]
+            t0 = time.monotonic()
+            modes = self.settle_transactions(client, summary, problems)
+            bounds = self.wait_until_stable(client)
+            summary.txn_settle_seconds = time.monotonic() - t0
+            open_ = {p: b for p, b in bounds.items() if b[0] != b[1]}
+            if open_:
+                problems.append(f"{TXN_TOPIC}: a transaction stays open {summary.txn_settle_seconds:.1f} s after the "
+                                f"producers came back ((LSO, HW) by partition: {open_})")
+            reads = self.read_transactions(client, native, tank, problems)
+            found, decisions = verify_transactions(ledger, reads, self.txn_committed_offsets(client), settled=True)
+            problems += found
+            summary.txn_visible = sum(len(r.views["native Fetch"]) for r in reads.values())
+        where = {x: p for p, read in reads.items() for _, x in read.data}
+        for txn in doubt:
+            committed = decisions[txn.key] if txn.key in decisions else txn.state == COMMITTED
+            if txn.key in early and early[txn.key] != committed:
+                problems.append(f"{txn.name} ({'committing' if txn.state in (COMMITTING, COMMITTED) else txn.state} "
+                                f"at the kill) looked {'committed' if early[txn.key] else 'aborted'} before the "
+                                f"producer came back, and is {'committed' if committed else 'aborted'} after")
+            flight = txn.in_flight
+            kept = flight is not None and all(where.get(x) == flight[0] for x in flight[1])
+            prod = next(p for p in self.txn_producers if p.tid == txn.tid)
+            if kept and modes.get(prod) == "resume" and not prod.needs_init and prod.epoch == txn.epoch:
+                prod.sequences[flight[0]] = prod.sequences.get(flight[0], 0) + len(flight[1])  # in the log: used
+            ledger.resolve(txn, committed, kept)
+            if committed:
+                summary.txn_doubt_committed += 1
+            else:
+                summary.txn_doubt_aborted += 1
 
     def committed_offsets(self, client: KafkaClient) -> dict[tuple[str, int], int]:
         """The group's committed offset of every partition (-1: none), over Kafka OffsetFetch."""
@@ -912,6 +1817,7 @@ class ChaosRun:
             for cycle in range(1, cfg.cycles + 1):
                 summary = CycleSummary(cycle)
                 before = (dict(self.ledger.acked_count), self.ledger.commit_count, self.ledger.consumed_count)
+                txn_before = dict(self.txn_ledger.counts)
                 summary.run_seconds = self.rnd.uniform(cfg.min_run, cfg.max_run)
                 self.run_clients_and_kill(gw, cycle, summary.run_seconds)
                 torn_before = self.torn_in_flight
@@ -923,6 +1829,10 @@ class ChaosRun:
                     summary.acked = {p: self.ledger.acked_count[p] - before[0][p] for p in PROTOCOLS}
                     summary.commits = self.ledger.commit_count - before[1]
                     summary.consumed = self.ledger.consumed_count - before[2]
+                with self.txn_ledger.lock:
+                    txn_now = dict(self.txn_ledger.counts)
+                for name in ("acked", "committed", "aborted", "timed_out", "offsets"):
+                    setattr(summary, f"txn_{name}", txn_now[name] - txn_before[name])
                 gw = self._restart(summary)
                 if gw is not None:
                     self._checked(summary, lambda: self.verify(gw, summary, injected=injected))
@@ -974,6 +1884,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--consumers", type=int, default=2, help="members of the Kafka group")
     parser.add_argument("--torn-tail-probability", type=float, default=0.3,
                         help="chance per restart of tearing a partition's tail and the offset store's")
+    parser.add_argument("--txn-partitions", type=int, default=2,
+                        help="partitions of the transactional producers' topic chaos-txn (0: no transactions)")
+    parser.add_argument("--txn-producers", type=int, default=2,
+                        help="transactional producers (each transaction spans a random subset of the partitions)")
+    parser.add_argument("--txn-abort-probability", type=float, default=0.3,
+                        help="chance that a transaction ends with an abort rather than a commit")
     parser.add_argument("--data-dir", default=None, help="keep the data and gateway logs here (None: a "
                                                          "temporary directory, removed)")
 
@@ -982,7 +1898,9 @@ def run(args: argparse.Namespace) -> int:
     """`logway bench chaos`: print every cycle and the figures; exit status 1 on any violation."""
     config = ChaosConfig(cycles=args.cycles, seed=args.seed, min_run=args.min_run, max_run=args.max_run,
                          partitions=args.partitions, consumers=args.consumers,
-                         torn_tail_probability=args.torn_tail_probability, data_dir=args.data_dir)
+                         torn_tail_probability=args.torn_tail_probability, data_dir=args.data_dir,
+                         txn_partitions=args.txn_partitions, txn_producers=args.txn_producers,
+                         txn_abort_probability=args.txn_abort_probability)
     report = ChaosRun(config).run()
     for line in report.figures():
         print(line)

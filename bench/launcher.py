@@ -27,7 +27,8 @@ class GatewayProcess:
         self.ready_file = os.path.join(run_dir, f"ready-{time.monotonic_ns()}.json")
         cmd = [sys.executable, "-m", "logway.cli", "serve", "--data-dir", data_dir,
                "--ready-file", self.ready_file, "--set", "listeners.native.port=0",
-               "--set", "listeners.kafka.port=0", "--set", "listeners.tank.port=0"]
+               "--set", "listeners.kafka.port=0", "--set", "listeners.tank.port=0",
+               "--set", "listeners.admin.port=0"]
         for item in overrides:
             cmd += ["--set", item]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stderr=stderr)

@@ -2,8 +2,11 @@
 
 `--print-config` prints the effective configuration instead; `--ready-file` gets the bound addresses (and the pid)
 as JSON once every listener is up (how `logway.bench.launcher.GatewayProcess` knows the ephemeral ports).
-Exit status: 0 after a graceful stop, 2 for a configuration error, 1 for a storage error (e.g. a locked data
-directory), 130 on KeyboardInterrupt.
+Exit status: 0 after a graceful stop, 2 for a configuration error or anything else that keeps the gateway from
+starting — a port in use (the listener and the address are named), a data directory that is not a directory or
+not writable, TLS files that cannot be read — 1 for a storage error (e.g. a locked data directory), 130 on
+KeyboardInterrupt. Each of these is one line on stderr (`logway: …`), no traceback: the errors come out of trio's
+nurseries wrapped in exception groups, which `_leaves` unwraps. An unexpected exception still shows its traceback.
 """
 
 from __future__ import annotations
@@ -25,29 +28,34 @@ def serve(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config, overrides=overrides)
     except ConfigError as exc:
-        print(f"logway: configuration error: {exc}", file=sys.stderr)
-        return 2
+        return _fail(f"configuration error: {exc}")
     if args.print_config:
         import yaml
 
         print(yaml.safe_dump(config.raw, sort_keys=False), end="")
         return 0
+    problem = data_dir_problem(config.data_dir)
+    if problem is not None:
+        return _fail(problem)
     logging.basicConfig(level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     import trio
 
     from logway.gateway import Gateway
+    from logway.gateway.errors import ListenerError
     from logway.storage import StorageError
 
     try:
         gateway = Gateway(config)
     except ConfigError as exc:  # e.g. a TLS certificate that cannot be loaded
-        print(f"logway: configuration error: {exc}", file=sys.stderr)
-        return 2
+        return _fail(f"configuration error: {exc}")
+    started = False
 
     async def run() -> None:
+        nonlocal started
         async with trio.open_nursery() as nursery:
             addresses = await nursery.start(lambda task_status: gateway.run(handle_signals=True,
                                                                              task_status=task_status))
+            started = True
             # Storage, config and imports live as long as the process: keep them out of the cyclic collector's
             # scans, and collect young objects less often. Under full load the default thresholds cost ~17 % of
             # the CPU and 50-110 ms pauses (probe p99 28 ms instead of 53 ms at 1,000 connections, BENCHMARKS.md).
@@ -63,23 +71,63 @@ def serve(args: argparse.Namespace) -> int:
         trio.run(run)
     except KeyboardInterrupt:
         return 130
-    except (StorageError, BaseExceptionGroup) as exc:  # from inside the nurseries it comes in a group
-        cause = _storage_error(exc)
-        if cause is None:
-            raise
-        logging.getLogger("logway").error("%s", cause)
-        return 1
+    except BaseException as exc:  # from inside the nurseries it comes in a group
+        leaves = _leaves(exc)
+        if any(isinstance(e, KeyboardInterrupt) for e in leaves):
+            return 130
+        bind = next((e for e in leaves if isinstance(e, ListenerError)), None)
+        if bind is not None:  # the first listener that failed (the others were cancelled)
+            return _fail(str(bind))
+        if leaves and all(isinstance(e, StorageError) for e in leaves):
+            logging.getLogger("logway").error("%s", leaves[0])
+            return 1
+        if not started and leaves and all(isinstance(e, OSError) for e in leaves):
+            return _fail(_os_error(leaves[0], config.data_dir))
+        raise
     return 0
 
 
-def _storage_error(exc: BaseException):
-    """The StorageError `exc` is or (as the only kind of error) holds, or None."""
-    from logway.storage import StorageError
+def _fail(message: str, status: int = 2) -> int:
+    """One line on stderr (a YAML parser's message spans several: joined)."""
+    print("logway: " + " ".join(message.split()), file=sys.stderr)
+    return status
 
-    if isinstance(exc, StorageError):
-        return exc
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside (nested) exception groups, trio's Cancelled left out; [exc] for a plain one."""
+    import trio
+
     if isinstance(exc, BaseExceptionGroup):
-        found = [_storage_error(e) for e in exc.exceptions]
-        if found and all(found):
-            return found[0]
+        return [leaf for e in exc.exceptions for leaf in _leaves(e)]
+    return [] if isinstance(exc, trio.Cancelled) else [exc]
+
+
+def _os_error(exc: OSError, data_dir: str) -> str:
+    """An OSError while starting: a file of the data directory (or the configuration) the gateway cannot use."""
+    reason = exc.strerror or str(exc)
+    if exc.filename is not None:
+        return f"cannot start: {reason}: {exc.filename} (data_dir is {data_dir}: check it and its permissions)"
+    return f"cannot start: {reason}"
+
+
+def data_dir_problem(path: str) -> str | None:
+    """Why `path` cannot be the data directory — a file, not writable, or not creatable — or None. Checked before
+    storage opens, so the message names the setting to change instead of a path deep inside the engine."""
+    full = os.path.abspath(path)
+    uid = os.geteuid()
+    if os.path.lexists(full):
+        if not os.path.isdir(full):
+            return (f"data_dir {path} is not a directory: point data_dir (--data-dir, --set data_dir=DIR) at a "
+                    f"directory")
+        if not os.access(full, os.W_OK | os.X_OK):
+            return f"data_dir {path} is not writable by this user (uid {uid}): fix its permissions or choose another"
+        return None
+    parent = os.path.dirname(full)
+    while not os.path.lexists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        return f"data_dir {path} cannot be created: {parent} is not a directory"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return (f"data_dir {path} cannot be created: {parent} is not writable by this user (uid {uid}): create it "
+                f"or choose another")
     return None

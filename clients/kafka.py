@@ -8,9 +8,15 @@ generator both flavours drive (`blocking.drive`, `trio_io.drive`)::
     c.create_topic("events", 3, configs={"retention.ms": "3600000"})   # -> True (False: it existed)
     c.partition_counts(["events"])                                     # -> {"events": 3}
     c.list_offsets({("events", 0): EARLIEST, ("events", 1): LATEST})   # -> {(topic, partition): offset}
-    pid, epoch = c.init_producer_id()
+    pid, epoch = c.init_producer_id()                                 # init_producer_id("tid"): transactional
     c.produce("events", 0, record_batch_bytes, acks=-1)               # -> base offset
     c.fetch("events", 0, offset, 1 << 20, max_wait_ms=0)              # -> FetchResult(records, hwm, log start)
+    c.fetch(..., isolation_level=READ_COMMITTED)                      # up to the LSO, with the aborted txns
+    c.add_partitions_to_txn("tid", pid, epoch, {"events": [0]})       # transactions: add partitions, then
+    c.add_offsets_to_txn("tid", pid, epoch, "group")                  # produce transactional batches, commit
+    c.txn_offset_commit("tid", "group", pid, epoch, {("events", 0): 42})  # offsets in the transaction,
+    c.end_txn("tid", pid, epoch, committed=True)                      # and commit (or abort) it
+    c.offset_fetch("group")                                           # -> {(topic, partition): offset}
     c.send_fetch(...); c.receive_fetch(...)                           # one fetch ahead while decoding the last
     c.delete_topic("events"); c.api_versions()
     c.request(api_key, version, body)                                 # any API: the response body
@@ -23,9 +29,10 @@ generator both flavours drive (`blocking.drive`, `trio_io.drive`)::
   pickling a blocking client carries only its config (an unpickled client reconnects on its first request);
 - `request` (and every typed call) is retried on connection errors (connect refused, reset, EOF, timeout, a
   garbled answer) with a fresh connection, `KafkaConfig.retries` times. The request is re-sent unchanged: the
-  typed calls are reads, admin requests answered by an error when repeated, and produce batches carrying an
+  typed calls are reads, admin requests answered by an error when repeated, produce batches carrying an
   idempotent producer's (id, epoch, sequence), which the gateway answers with their original offset instead of
-  appending them twice;
+  appending them twice, and transaction requests, which the coordinator accepts again (an EndTxn that already
+  happened succeeds; a repeated InitProducerId bumps the epoch once more);
 - a Kafka error code in an answer raises `KafkaError` with the gateway's message; a gateway that cannot be reached
   raises `GatewayUnavailable`.
 
@@ -49,7 +56,8 @@ from dataclasses import dataclass, field
 from typing import Any, Generator, NamedTuple
 
 from logway.codecs.errors import RemoteProtocolError
-from logway.codecs.kafka.api import admin, api_versions, fetch, list_offsets, metadata, produce, sasl
+from logway.codecs.kafka.api import (admin, api_versions, fetch, list_offsets, metadata, offsets, produce, sasl,
+                                     transactions)
 from logway.codecs.kafka.connection import CLOSED, KafkaClientConnection, KafkaRequest, SaslToken
 from logway.codecs.kafka.error_codes import ErrorCode
 
@@ -61,17 +69,22 @@ from .trio_io import TrioClient, TrioStream
 from .trio_io import drive as drive_trio
 
 __all__ = ["KafkaConfig", "KafkaClient", "AsyncKafkaClient", "FetchResult", "EARLIEST", "LATEST",
-           "DEFAULT_PORT", "SECURITY_PROTOCOLS"]
+           "READ_UNCOMMITTED", "READ_COMMITTED", "DEFAULT_PORT", "SECURITY_PROTOCOLS"]
 
 DEFAULT_PORT = 9092
 #: ListOffsets timestamps with a special meaning (Kafka's): the log start and the log end (next offset).
 EARLIEST = -2
 LATEST = -1
+#: Fetch and ListOffsets isolation levels: everything appended, or committed records only (up to the last stable
+#: offset; the fetch answer lists the aborted transactions in it, whose batches the reader drops).
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 #: Bytes asked from the connection per read: large, since fetch responses are megabytes.
 RECEIVE_BYTES = 4 * 1024 * 1024
 #: API versions we speak: the highest non-flexible ones the gateway implements.
 V_PRODUCE, V_FETCH, V_LIST_OFFSETS, V_METADATA, V_API_VERSIONS = 8, 11, 5, 7, 2
 V_CREATE_TOPICS, V_DELETE_TOPICS, V_INIT_PRODUCER_ID = 4, 3, 1
+V_OFFSET_FETCH = 5
+V_TXN = 2  # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit (v2 knows PRODUCER_FENCED)
 V_SASL = 1  # SaslHandshake v1 then SaslAuthenticate v1
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 #: Errors after which a request is sent again on a fresh connection (TimeoutError and resets are OSErrors).
@@ -119,11 +132,16 @@ class KafkaConfig:
 
 @dataclass(slots=True)
 class FetchResult:
-    """One partition's fetch answer: whole RecordBatches (the first may start before the offset asked for)."""
+    """One partition's fetch answer: whole RecordBatches (the first may start before the offset asked for).
+    A read_committed fetch also has the last stable offset and the aborted transactions among the batches, as
+    (producer id, first offset) pairs: a reader drops those producers' transactional batches from that offset
+    on, up to their next control batch (the abort marker)."""
 
     records: bytes
     high_watermark: int
     log_start_offset: int
+    last_stable_offset: int = -1
+    aborted_transactions: tuple[tuple[int, int], ...] = ()
 
 
 # -- operations: written once, driven by both flavours -----------------------------------------------------------
@@ -172,13 +190,13 @@ def _partition_counts(topics: list[str] | None, auto_create: bool) -> Operation:
     return counts
 
 
-def _list_offsets(wanted: dict[tuple[str, int], int]) -> Operation:
+def _list_offsets(wanted: dict[tuple[str, int], int], isolation_level: int = READ_UNCOMMITTED) -> Operation:
     by_topic: dict[str, list] = {}
     for (topic, partition), ts in wanted.items():
         by_topic.setdefault(topic, []).append(list_offsets.ListOffsetsPartition(partition_index=partition,
                                                                                 timestamp=ts))
     body = list_offsets.ListOffsetsRequest(
-        replica_id=-1, isolation_level=0,
+        replica_id=-1, isolation_level=isolation_level,
         topics=[list_offsets.ListOffsetsTopic(name=t, partitions=ps) for t, ps in by_topic.items()])
     resp = yield Call(list_offsets.API_KEY, V_LIST_OFFSETS, body)
     out = {}
@@ -196,10 +214,10 @@ def _list_offsets(wanted: dict[tuple[str, int], int]) -> Operation:
 
 
 def _fetch_call(topic: str, partition: int, offset: int, max_bytes: int, max_wait_ms: int = 0,
-                min_bytes: int | None = None) -> Call:
+                min_bytes: int | None = None, isolation_level: int = READ_UNCOMMITTED) -> Call:
     body = fetch.FetchRequest(
         replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=(1 if max_wait_ms > 0 else 0) if min_bytes is None
-        else min_bytes, max_bytes=max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
+        else min_bytes, max_bytes=max_bytes, isolation_level=isolation_level, session_id=0, session_epoch=-1,
         topics=[fetch.FetchTopic(topic=topic, partitions=[fetch.FetchPartition(
             partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes)])])
     return Call(fetch.API_KEY, V_FETCH, body, extra_wait=max_wait_ms / 1000)
@@ -212,35 +230,112 @@ def _fetch_result(resp, topic: str, partition: int) -> FetchResult:
         for p in t.partitions:
             if p.error_code != ErrorCode.NONE:
                 raise KafkaError(p.error_code, topic=topic, partition=partition, operation="fetch")
-            return FetchResult(p.records or b"", p.high_watermark, p.log_start_offset)
+            aborted = tuple(sorted((a.first_offset, a.producer_id) for a in p.aborted_transactions or ()))
+            return FetchResult(p.records or b"", p.high_watermark, p.log_start_offset, p.last_stable_offset,
+                               tuple((pid, first) for first, pid in aborted))
     raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "the answer holds no partition", topic=topic,
                      partition=partition, operation="fetch")
 
 
 def _fetch(topic: str, partition: int, offset: int, max_bytes: int, max_wait_ms: int,
-           min_bytes: int | None) -> Operation:
-    resp = yield _fetch_call(topic, partition, offset, max_bytes, max_wait_ms, min_bytes)
+           min_bytes: int | None, isolation_level: int = READ_UNCOMMITTED) -> Operation:
+    resp = yield _fetch_call(topic, partition, offset, max_bytes, max_wait_ms, min_bytes, isolation_level)
     return _fetch_result(resp, topic, partition)
 
 
-def _init_producer_id(name: str | None) -> Operation:
+def _init_producer_id(transactional_id: str | None, timeout_ms: int = 60000) -> Operation:
     resp = yield Call(admin.INIT_PRODUCER_ID_KEY, V_INIT_PRODUCER_ID,
-                      admin.InitProducerIdRequest(transactional_id=name, transaction_timeout_ms=60000))
+                      admin.InitProducerIdRequest(transactional_id=transactional_id,
+                                                  transaction_timeout_ms=timeout_ms))
     if resp.error_code != ErrorCode.NONE:
-        raise KafkaError(resp.error_code, operation="init producer id")
+        raise KafkaError(resp.error_code, None if transactional_id is None else f"transactional id "
+                         f"{transactional_id!r}", operation="init producer id")
     return resp.producer_id, resp.producer_epoch
 
 
-def _produce_answer(topic: str, partition: int, batch: bytes, acks: int, timeout_ms: int) -> Operation:
-    body = produce.ProduceRequest(transactional_id=None, acks=acks, timeout_ms=timeout_ms, topic_data=[
+# Transactions (Kafka's transactional producer protocol; the gateway is every transactional id's coordinator).
+
+def _add_partitions_to_txn(tid: str, producer_id: int, epoch: int, partitions: dict[str, list[int]]) -> Operation:
+    body = transactions.AddPartitionsToTxnRequest(
+        transactional_id=tid, producer_id=producer_id, producer_epoch=epoch,
+        topics=[transactions.AddPartitionsToTxnTopic(name=t, partitions=list(ps)) for t, ps in partitions.items()])
+    resp = yield Call(transactions.ADD_PARTITIONS_TO_TXN_KEY, V_TXN, body)
+    failed = [(t.name, p.partition_index, p.error_code) for t in resp.results for p in t.results
+              if p.error_code != ErrorCode.NONE]
+    # OPERATION_NOT_ATTEMPTED only says another partition of the request failed: report that one.
+    failed.sort(key=lambda f: f[2] == ErrorCode.OPERATION_NOT_ATTEMPTED)
+    if failed:
+        topic, partition, code = failed[0]
+        raise KafkaError(code, f"transactional id {tid!r}", topic=topic, partition=partition,
+                         operation="add partitions to transaction")
+
+
+def _add_offsets_to_txn(tid: str, producer_id: int, epoch: int, group: str) -> Operation:
+    resp = yield Call(transactions.ADD_OFFSETS_TO_TXN_KEY, V_TXN, transactions.AddOffsetsToTxnRequest(
+        transactional_id=tid, producer_id=producer_id, producer_epoch=epoch, group_id=group))
+    if resp.error_code != ErrorCode.NONE:
+        raise KafkaError(resp.error_code, f"transactional id {tid!r}, group {group!r}",
+                         operation="add offsets to transaction")
+
+
+def _txn_offset_commit(tid: str, group: str, producer_id: int, epoch: int,
+                       committed: dict[tuple[str, int], int]) -> Operation:
+    by_topic: dict[str, list] = {}
+    for (topic, partition), offset in sorted(committed.items()):
+        by_topic.setdefault(topic, []).append(transactions.TxnOffsetCommitRequestPartition(
+            partition_index=partition, committed_offset=offset, committed_leader_epoch=-1, committed_metadata=""))
+    resp = yield Call(transactions.TXN_OFFSET_COMMIT_KEY, V_TXN, transactions.TxnOffsetCommitRequest(
+        transactional_id=tid, group_id=group, producer_id=producer_id, producer_epoch=epoch,
+        topics=[transactions.TxnOffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by_topic.items()]))
+    for t in resp.topics:
+        for p in t.partitions:
+            if p.error_code != ErrorCode.NONE:
+                raise KafkaError(p.error_code, f"transactional id {tid!r}, group {group!r}", topic=t.name,
+                                 partition=p.partition_index, operation="transactional offset commit")
+
+
+def _end_txn(tid: str, producer_id: int, epoch: int, committed: bool) -> Operation:
+    resp = yield Call(transactions.END_TXN_KEY, V_TXN, transactions.EndTxnRequest(
+        transactional_id=tid, producer_id=producer_id, producer_epoch=epoch, committed=committed))
+    if resp.error_code != ErrorCode.NONE:
+        raise KafkaError(resp.error_code, f"transactional id {tid!r}",
+                         operation="commit transaction" if committed else "abort transaction")
+
+
+def _offset_fetch(group: str, partitions: list[tuple[str, int]] | None) -> Operation:
+    topics = None
+    if partitions is not None:
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in partitions:
+            by_topic.setdefault(topic, []).append(partition)
+        topics = [offsets.OffsetFetchRequestTopic(name=t, partition_indexes=ps) for t, ps in by_topic.items()]
+    resp = yield Call(offsets.OFFSET_FETCH_KEY, V_OFFSET_FETCH, offsets.OffsetFetchRequest(group_id=group,
+                                                                                           topics=topics))
+    if resp.error_code != ErrorCode.NONE:
+        raise KafkaError(resp.error_code, f"group {group!r}", operation="offset fetch")
+    out = {}
+    for t in resp.topics:
+        for p in t.partitions:
+            if p.error_code != ErrorCode.NONE:
+                raise KafkaError(p.error_code, f"group {group!r}", topic=t.name, partition=p.partition_index,
+                                 operation="offset fetch")
+            if p.committed_offset >= 0:
+                out[(t.name, p.partition_index)] = p.committed_offset
+    return out
+
+
+def _produce_answer(topic: str, partition: int, batch: bytes, acks: int, timeout_ms: int,
+                    transactional_id: str | None = None) -> Operation:
+    body = produce.ProduceRequest(transactional_id=transactional_id, acks=acks, timeout_ms=timeout_ms, topic_data=[
         produce.TopicProduceData(name=topic, partition_data=[
             produce.PartitionProduceData(index=partition, records=batch)])])
     resp = yield Call(produce.API_KEY, V_PRODUCE, body, answered=acks != 0)
     return None if resp is None else resp.responses[0].partition_responses[0]
 
 
-def _produce(topic: str, partition: int, batch: bytes, acks: int, timeout_ms: int) -> Operation:
-    part = yield from _produce_answer(topic, partition, batch, acks, timeout_ms)
+def _produce(topic: str, partition: int, batch: bytes, acks: int, timeout_ms: int,
+             transactional_id: str | None = None) -> Operation:
+    part = yield from _produce_answer(topic, partition, batch, acks, timeout_ms, transactional_id)
     if part is None:  # acks=0: nothing comes back
         return -1
     if part.error_code not in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
@@ -415,23 +510,27 @@ class KafkaClient(BlockingClient):
         `auto_create` and the gateway's `kafka.auto_create_topics` create them (as for any Kafka producer)."""
         return self._run(_partition_counts(topics, auto_create))
 
-    def list_offsets(self, wanted: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+    def list_offsets(self, wanted: dict[tuple[str, int], int], *,
+                     isolation_level: int = READ_UNCOMMITTED) -> dict[tuple[str, int], int]:
         """{(topic, partition): timestamp} -> {(topic, partition): offset}, in one request.
 
-        Timestamp `LATEST` (-1) gives the log end (next offset), `EARLIEST` (-2) the log start, any other the
-        first offset whose record timestamp is >= it, or -1 when no record is that recent.
+        Timestamp `LATEST` (-1) gives the log end (next offset) — with `READ_COMMITTED` the last stable offset —,
+        `EARLIEST` (-2) the log start, any other the first offset whose record timestamp is >= it, or -1 when no
+        record is that recent.
         """
-        return self._run(_list_offsets(wanted))
+        return self._run(_list_offsets(wanted, isolation_level))
 
     def fetch(self, topic: str, partition: int, offset: int, max_bytes: int, *, max_wait_ms: int = 0,
-              min_bytes: int | None = None) -> FetchResult:
+              min_bytes: int | None = None, isolation_level: int = READ_UNCOMMITTED) -> FetchResult:
         """Whole batches from `offset` on, about `max_bytes` (at least one batch when there is one); with
-        `max_wait_ms` a long poll until `min_bytes` (default 1) arrived."""
-        return self._run(_fetch(topic, partition, offset, max_bytes, max_wait_ms, min_bytes))
+        `max_wait_ms` a long poll until `min_bytes` (default 1) arrived. `READ_COMMITTED`: batches up to the
+        last stable offset, with the aborted transactions among them (`FetchResult`)."""
+        return self._run(_fetch(topic, partition, offset, max_bytes, max_wait_ms, min_bytes, isolation_level))
 
-    def send_fetch(self, topic: str, partition: int, offset: int, max_bytes: int) -> bool:
+    def send_fetch(self, topic: str, partition: int, offset: int, max_bytes: int, *,
+                   isolation_level: int = READ_UNCOMMITTED) -> bool:
         """Send a fetch without waiting for its answer (a prefetch); False if it could not be sent."""
-        call = _fetch_call(topic, partition, offset, max_bytes)
+        call = _fetch_call(topic, partition, offset, max_bytes, isolation_level=isolation_level)
         try:
             self.send(call.api_key, call.version, call.body)
             return True
@@ -439,23 +538,51 @@ class KafkaClient(BlockingClient):
             self.close()
             return False
 
-    def receive_fetch(self, topic: str, partition: int, offset: int, max_bytes: int) -> FetchResult:
+    def receive_fetch(self, topic: str, partition: int, offset: int, max_bytes: int, *,
+                      isolation_level: int = READ_UNCOMMITTED) -> FetchResult:
         """The answer to `send_fetch` (same arguments); on a broken connection the fetch is simply re-sent."""
         try:
             resp = _answer(self.receive()).body
         except _RETRYABLE:
             self.close()
-            return self.fetch(topic, partition, offset, max_bytes)
+            return self.fetch(topic, partition, offset, max_bytes, isolation_level=isolation_level)
         return _fetch_result(resp, topic, partition)
 
-    def init_producer_id(self, name: str | None = None) -> tuple[int, int]:
-        """An idempotent producer's (id, epoch): a new one, or with `name` the stable id the gateway keeps for
-        that name (sent as the transactional id; logway has no transactions), so a replay is recognised."""
-        return self._run(_init_producer_id(name))
+    def init_producer_id(self, transactional_id: str | None = None, *,
+                         transaction_timeout_ms: int = 60000) -> tuple[int, int]:
+        """A producer's (id, epoch): an idempotent producer's new id, or with `transactional_id` that id's
+        producer id with a new epoch, which fences the previous producer of the id (its open transaction is
+        aborted)."""
+        return self._run(_init_producer_id(transactional_id, transaction_timeout_ms))
 
-    def produce(self, topic: str, partition: int, batch: bytes, *, acks: int = -1, timeout_ms: int = 30000) -> int:
-        """Append one encoded RecordBatch; returns its base offset (-1 with acks=0)."""
-        return self._run(_produce(topic, partition, batch, acks, timeout_ms))
+    def add_partitions_to_txn(self, transactional_id: str, producer_id: int, epoch: int,
+                              partitions: dict[str, list[int]]) -> None:
+        """Add {topic: [partitions]} to the open transaction (beginning one), before producing to them."""
+        self._run(_add_partitions_to_txn(transactional_id, producer_id, epoch, partitions))
+
+    def add_offsets_to_txn(self, transactional_id: str, producer_id: int, epoch: int, group: str) -> None:
+        """The transaction will commit offsets of consumer group `group` (`txn_offset_commit` follows)."""
+        self._run(_add_offsets_to_txn(transactional_id, producer_id, epoch, group))
+
+    def txn_offset_commit(self, transactional_id: str, group: str, producer_id: int, epoch: int,
+                          committed: dict[tuple[str, int], int]) -> None:
+        """Offsets {(topic, partition): offset} that `group` gets when (and only if) the transaction commits."""
+        self._run(_txn_offset_commit(transactional_id, group, producer_id, epoch, committed))
+
+    def end_txn(self, transactional_id: str, producer_id: int, epoch: int, committed: bool) -> None:
+        """Commit (True) or abort (False) the open transaction; a repeated end that already happened succeeds."""
+        self._run(_end_txn(transactional_id, producer_id, epoch, committed))
+
+    def offset_fetch(self, group: str, partitions: list[tuple[str, int]] | None = None) -> dict[tuple[str, int], int]:
+        """{(topic, partition): offset} committed by `group`, for `partitions` (None: every partition the group
+        committed); partitions without a committed offset are left out."""
+        return self._run(_offset_fetch(group, partitions))
+
+    def produce(self, topic: str, partition: int, batch: bytes, *, acks: int = -1, timeout_ms: int = 30000,
+                transactional_id: str | None = None) -> int:
+        """Append one encoded RecordBatch; returns its base offset (-1 with acks=0). A transactional producer's
+        batches (attribute bit 4) go with its `transactional_id`."""
+        return self._run(_produce(topic, partition, batch, acks, timeout_ms, transactional_id))
 
     def produce_answer(self, topic: str, partition: int, batch: bytes, *, acks: int = -1,
                        timeout_ms: int = 30000):
@@ -571,19 +698,39 @@ class AsyncKafkaClient(TrioClient):
                                auto_create: bool = False) -> dict[str, int]:
         return await self._run(_partition_counts(topics, auto_create))
 
-    async def list_offsets(self, wanted: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
-        return await self._run(_list_offsets(wanted))
+    async def list_offsets(self, wanted: dict[tuple[str, int], int], *,
+                           isolation_level: int = READ_UNCOMMITTED) -> dict[tuple[str, int], int]:
+        return await self._run(_list_offsets(wanted, isolation_level))
 
     async def fetch(self, topic: str, partition: int, offset: int, max_bytes: int, *, max_wait_ms: int = 0,
-                    min_bytes: int | None = None) -> FetchResult:
-        return await self._run(_fetch(topic, partition, offset, max_bytes, max_wait_ms, min_bytes))
+                    min_bytes: int | None = None, isolation_level: int = READ_UNCOMMITTED) -> FetchResult:
+        return await self._run(_fetch(topic, partition, offset, max_bytes, max_wait_ms, min_bytes, isolation_level))
 
-    async def init_producer_id(self, name: str | None = None) -> tuple[int, int]:
-        return await self._run(_init_producer_id(name))
+    async def init_producer_id(self, transactional_id: str | None = None, *,
+                               transaction_timeout_ms: int = 60000) -> tuple[int, int]:
+        return await self._run(_init_producer_id(transactional_id, transaction_timeout_ms))
+
+    async def add_partitions_to_txn(self, transactional_id: str, producer_id: int, epoch: int,
+                                    partitions: dict[str, list[int]]) -> None:
+        await self._run(_add_partitions_to_txn(transactional_id, producer_id, epoch, partitions))
+
+    async def add_offsets_to_txn(self, transactional_id: str, producer_id: int, epoch: int, group: str) -> None:
+        await self._run(_add_offsets_to_txn(transactional_id, producer_id, epoch, group))
+
+    async def txn_offset_commit(self, transactional_id: str, group: str, producer_id: int, epoch: int,
+                                committed: dict[tuple[str, int], int]) -> None:
+        await self._run(_txn_offset_commit(transactional_id, group, producer_id, epoch, committed))
+
+    async def end_txn(self, transactional_id: str, producer_id: int, epoch: int, committed: bool) -> None:
+        await self._run(_end_txn(transactional_id, producer_id, epoch, committed))
+
+    async def offset_fetch(self, group: str,
+                           partitions: list[tuple[str, int]] | None = None) -> dict[tuple[str, int], int]:
+        return await self._run(_offset_fetch(group, partitions))
 
     async def produce(self, topic: str, partition: int, batch: bytes, *, acks: int = -1,
-                      timeout_ms: int = 30000) -> int:
-        return await self._run(_produce(topic, partition, batch, acks, timeout_ms))
+                      timeout_ms: int = 30000, transactional_id: str | None = None) -> int:
+        return await self._run(_produce(topic, partition, batch, acks, timeout_ms, transactional_id))
 
     async def produce_answer(self, topic: str, partition: int, batch: bytes, *, acks: int = -1,
                              timeout_ms: int = 30000):

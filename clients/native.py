@@ -9,6 +9,15 @@ generator both flavours drive (`blocking.drive`, `trio_io.drive`)::
     c.fetch("orders", 0, 0, 1 << 20, group_id=None, max_wait_ms=0, min_bytes=0)       # -> FetchResponse
     c.commit("orders", 0, "g", 2); c.committed("orders", 0, "g")                     # -> True, 2
     c.list_topics(); c.describe_topic("orders"); c.delete_topic("orders"); c.ping()
+    c.create_partitions("orders", 6)                                  # -> 6 (the count now)
+    c.delete_records("orders", 0, 100)                                # -> 100 (the log start offset now; -1: all)
+    c.alter_topic_config("orders", {"retention.ms": 3600000}, delete=["segment.bytes"])  # -> True
+    c.describe_topic_config("orders", keys=None)                      # -> [TopicConfigEntry, ...]
+    c.delete_group_offsets("g", [("orders", 0)])                      # -> 1 (None: the whole group)
+    c.describe_topic("orders", details=True)           # + size_bytes, segments per partition, the storage format
+    c.list_groups()                                                   # -> [GroupSummary(group_id, state, ...), ...]
+    c.describe_group("g")            # -> DescribeGroupResponse: members, per partition committed/log end (.lag)
+    c.reset_group_offsets("g", "earliest", topics=[("orders", None)], validate_only=True)  # -> the plan
 
     c = await AsyncNativeClient.connect("127.0.0.1", 9898)   # or AsyncNativeClient(trio_stream)
 
@@ -25,7 +34,7 @@ half-closes, `closed_by_peer(timeout)` tells whether the gateway hung up; `sock`
 
 from __future__ import annotations
 
-from typing import Any, Generator, Iterable
+from typing import Any, Generator, Iterable, Mapping
 
 from logway.codecs import native as nv
 from logway.codecs.errors import RemoteProtocolError
@@ -80,8 +89,43 @@ def _list_topics() -> Operation:
     return (yield nv.ListTopicsRequest()).topics
 
 
-def _describe_topic(topic: str) -> Operation:
-    return (yield nv.DescribeTopicRequest(topic))
+def _describe_topic(topic: str, details: bool = False) -> Operation:
+    return (yield nv.DescribeTopicRequest(topic, details))
+
+
+def _create_partitions(topic: str, partitions: int, validate_only: bool) -> Operation:
+    return (yield nv.CreatePartitionsRequest(topic, partitions, validate_only)).partitions
+
+
+def _delete_records(topic: str, partition: int, offset: int) -> Operation:
+    return (yield nv.DeleteRecordsRequest(topic, partition, offset)).log_start_offset
+
+
+def _alter_topic_config(topic: str, set: Mapping[str, int | str] | None, delete: Iterable[str],
+                        validate_only: bool) -> Operation:
+    return (yield nv.AlterTopicConfigRequest(topic, dict(set or {}), list(delete), validate_only)).altered
+
+
+def _describe_topic_config(topic: str, keys: Iterable[str] | None) -> Operation:
+    return (yield nv.DescribeTopicConfigRequest(topic, None if keys is None else list(keys))).configs
+
+
+def _delete_group_offsets(group_id: str, partitions: Iterable[tuple[str, int]] | None) -> Operation:
+    pairs = None if partitions is None else [tuple(p) for p in partitions]
+    return (yield nv.DeleteGroupOffsetsRequest(group_id, pairs)).deleted
+
+
+def _list_groups() -> Operation:
+    return (yield nv.ListGroupsRequest()).groups
+
+
+def _describe_group(group_id: str) -> Operation:
+    return (yield nv.DescribeGroupRequest(group_id))
+
+
+def _reset_group_offsets(group_id: str, to: str, value: int | None, topics, validate_only: bool) -> Operation:
+    pairs = None if topics is None else [(t, None if ps is None else list(ps)) for t, ps in topics]
+    return (yield nv.ResetGroupOffsetsRequest(group_id, to, value, pairs, validate_only))
 
 
 def _ping() -> Operation:
@@ -179,8 +223,45 @@ class NativeClient(BlockingClient):
     def list_topics(self) -> list[nv.TopicSummary]:
         return self._run(_list_topics())
 
-    def describe_topic(self, topic: str) -> nv.DescribeTopicResponse:
-        return self._run(_describe_topic(topic))
+    def describe_topic(self, topic: str, *, details: bool = False) -> nv.DescribeTopicResponse:
+        """Each partition's offsets; with `details` also its size on disk and segments, and the topic's format."""
+        return self._run(_describe_topic(topic, details))
+
+    def create_partitions(self, topic: str, partitions: int, *, validate_only: bool = False) -> int:
+        """Grow `topic` to `partitions` partitions in all; the count it has after the call."""
+        return self._run(_create_partitions(topic, partitions, validate_only))
+
+    def delete_records(self, topic: str, partition: int, offset: int) -> int:
+        """Delete the partition's records below `offset` (-1: all visible ones); its log start offset after."""
+        return self._run(_delete_records(topic, partition, offset))
+
+    def alter_topic_config(self, topic: str, set: Mapping[str, int | str] | None = None, delete: Iterable[str] = (),
+                           *, validate_only: bool = False) -> bool:
+        """Set and remove config overrides (Kafka names); True when altered (False with `validate_only`)."""
+        return self._run(_alter_topic_config(topic, set, delete, validate_only))
+
+    def describe_topic_config(self, topic: str, keys: Iterable[str] | None = None) -> list[nv.TopicConfigEntry]:
+        return self._run(_describe_topic_config(topic, keys))
+
+    def delete_group_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]] | None = None) -> int:
+        """Delete the group's committed offsets (all, or those of the (topic, partition) pairs); how many."""
+        return self._run(_delete_group_offsets(group_id, partitions))
+
+    def list_groups(self) -> list[nv.GroupSummary]:
+        """Every group: those with committed offsets and the Kafka groups the gateway's coordinator holds."""
+        return self._run(_list_groups())
+
+    def describe_group(self, group_id: str) -> nv.DescribeGroupResponse:
+        """State, members (a live Kafka group) and per partition the committed and log end offsets."""
+        return self._run(_describe_group(group_id))
+
+    def reset_group_offsets(self, group_id: str, to: str, value: int | None = None, *,
+                            topics: Iterable[tuple[str, Iterable[int] | None]] | None = None,
+                            validate_only: bool = False) -> nv.ResetGroupOffsetsResponse:
+        """Move the group's offsets to `to` ("earliest", "latest", "offset" `value`, "timestamp" `value` ms) on
+        `topics` ((topic, partitions or None) pairs; None: the partitions it committed). Refused while its Kafka
+        group is active; with `validate_only` only the plan comes back."""
+        return self._run(_reset_group_offsets(group_id, to, value, topics, validate_only))
 
     def ping(self) -> None:
         self._run(_ping())
@@ -262,8 +343,35 @@ class AsyncNativeClient(TrioClient):
     async def list_topics(self) -> list[nv.TopicSummary]:
         return await self._run(_list_topics())
 
-    async def describe_topic(self, topic: str) -> nv.DescribeTopicResponse:
-        return await self._run(_describe_topic(topic))
+    async def describe_topic(self, topic: str, *, details: bool = False) -> nv.DescribeTopicResponse:
+        return await self._run(_describe_topic(topic, details))
+
+    async def create_partitions(self, topic: str, partitions: int, *, validate_only: bool = False) -> int:
+        return await self._run(_create_partitions(topic, partitions, validate_only))
+
+    async def delete_records(self, topic: str, partition: int, offset: int) -> int:
+        return await self._run(_delete_records(topic, partition, offset))
+
+    async def alter_topic_config(self, topic: str, set: Mapping[str, int | str] | None = None,
+                                 delete: Iterable[str] = (), *, validate_only: bool = False) -> bool:
+        return await self._run(_alter_topic_config(topic, set, delete, validate_only))
+
+    async def describe_topic_config(self, topic: str, keys: Iterable[str] | None = None) -> list[nv.TopicConfigEntry]:
+        return await self._run(_describe_topic_config(topic, keys))
+
+    async def delete_group_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]] | None = None) -> int:
+        return await self._run(_delete_group_offsets(group_id, partitions))
+
+    async def list_groups(self) -> list[nv.GroupSummary]:
+        return await self._run(_list_groups())
+
+    async def describe_group(self, group_id: str) -> nv.DescribeGroupResponse:
+        return await self._run(_describe_group(group_id))
+
+    async def reset_group_offsets(self, group_id: str, to: str, value: int | None = None, *,
+                                  topics: Iterable[tuple[str, Iterable[int] | None]] | None = None,
+                                  validate_only: bool = False) -> nv.ResetGroupOffsetsResponse:
+        return await self._run(_reset_group_offsets(group_id, to, value, topics, validate_only))
 
     async def ping(self) -> None:
         await self._run(_ping())

@@ -1,5 +1,5 @@
 """The TANK 4.0 client, blocking (`TankClient`) and trio (`AsyncTankClient`), on the codec's client side
-(`logway.codecs.tank`; spec: /work/shared/specs/tank.md).
+(`logway.codecs.tank`; the protocol: docs/tank.md).
 
 It speaks to logway's TANK listener (or to a real TANK broker) the way TANK's C++ client does. One TCP connection
 per client; the broker's greeting Ping (`03 00000000`) is read when connecting, so a client that exists is talking

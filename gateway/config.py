@@ -156,6 +156,10 @@ class KafkaSettings:
         0, "wait for more members before the first rebalance of an empty group", minimum=0)
     group_min_session_timeout_ms: int = setting(1000, "the shortest consumer session timeout accepted", minimum=1)
     group_max_session_timeout_ms: int = setting(1800000, "the longest consumer session timeout accepted", minimum=1)
+    transaction_max_timeout_ms: int = setting(900000, "the longest transaction timeout a transactional producer may "
+                                                      "ask for", more="(Kafka's transaction.max.timeout.ms)", minimum=1)
+    transaction_abort_check_ms: int = setting(1000, "how often open transactions are checked for their timeout",
+                                              more="; an expired one is aborted and its producer fenced", minimum=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +200,7 @@ class Config:
         "native": ("the native JSON protocol", {"port": 9898}),
         "kafka": ("the Kafka wire protocol", {"port": 9092}),
         "tank": ("the TANK 4.0 protocol", {"port": 11011}),
+        "admin": ("HTTP: /metrics (Prometheus), /health, /ready, the console at /", {"port": 9644}),
     })
     tls: TlsSettings = section(TlsSettings, "the certificate of every listener with tls: true")
     auth: AuthSettings = section(AuthSettings, "off by default; TANK has no authentication in its protocol (see "
@@ -356,6 +361,10 @@ FREE_FORM = frozenset(path for path, hint, _ in settings() if typing.get_origin(
 TEXT_KEYS = frozenset(path for path, hint, _ in settings() if isinstance(hint, type) and issubclass(hint, str))
 
 
+#: `LOGWAY_*` environment variables that are not settings: scripts/dev's venv, where the tests keep artifacts.
+NOT_SETTINGS = frozenset({"LOGWAY_VENV", "LOGWAY_ARTIFACTS"})
+
+
 def defaults() -> dict[str, Any]:
     return yaml.safe_load(DEFAULT_YAML)
 
@@ -379,7 +388,7 @@ def load_config(path: str | None = None, *, env: Mapping[str, str] | None = None
         _merge(tree, loaded, "")
     env = os.environ if env is None else env
     for name, value in sorted(env.items()):
-        if name.startswith("LOGWAY_") and name not in ("LOGWAY_VENV",):
+        if name.startswith("LOGWAY_") and name not in NOT_SETTINGS:
             parts = name[len("LOGWAY_"):].split("__")
             dotted = ".".join(p.lower() for p in parts)
             free = next((f for f in FREE_FORM if dotted.startswith(f + ".")), None)

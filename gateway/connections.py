@@ -2,7 +2,7 @@
 
 A `Connection` is idle (waiting for the next request: safe to cancel) or busy (requests are being served:
 let them finish). `drain()` cancels idle connections at once and asks busy ones to close after their
-current response.
+current response. The registry counts connections accepted and refused per protocol (`logway_connections_*`).
 """
 
 from __future__ import annotations
@@ -46,10 +46,19 @@ class ConnectionRegistry:
         self._live: set[Connection] = set()
         self._changed = trio.Event()
         self._draining = False
+        self.accepted: dict[str, int] = {}  # per protocol (listener): connections admitted ...
+        self.refused: dict[str, int] = {}  # ... and refused (a limit, or shutdown), for the metrics
 
     @property
     def count(self) -> int:
         return len(self._live)
+
+    def open_by_protocol(self) -> dict[str, int]:
+        """Live connections per protocol (the metrics' gauge; counted when asked, off the hot path)."""
+        out: dict[str, int] = {}
+        for conn in self._live:
+            out[conn.protocol] = out.get(conn.protocol, 0) + 1
+        return out
 
     def admit(self, protocol: str, stream: trio.abc.Stream) -> Connection | None:
         """A new connection, or None when a limit (total, per client address) or shutdown refuses it. A stream
@@ -61,7 +70,9 @@ class ConnectionRegistry:
         except OSError:
             host, port = "?", 0
         if self._draining or len(self._live) >= self.limit or self._by_address.get(host, 0) >= self.per_address:
+            self.refused[protocol] = self.refused.get(protocol, 0) + 1
             return None
+        self.accepted[protocol] = self.accepted.get(protocol, 0) + 1
         conn = Connection(protocol, f"{host}:{port}")
         conn.address = host
         self._live.add(conn)

@@ -8,15 +8,19 @@ not N. After each round `on_synced(target)` runs for every target synced (the ga
 partition there: with `flush: always` readers see only synced data). A failed sync raises in every caller of that
 round: their writes are not acknowledged.
 
-`Flush` names the policies (`storage.flush`) and what each promises.
+`Flush` names the policies (`storage.flush`) and what each promises. `SyncStats` counts sync passes (a group-commit
+round, an interval flush), their duration and how many writers one round acknowledged (the metrics read it).
 """
 
 from __future__ import annotations
 
 import enum
 import logging
+from time import perf_counter
 
 import trio
+
+from .admin.stats import BATCH_BOUNDS, DURATION_BOUNDS, Histogram
 
 log = logging.getLogger("logway.gateway")
 
@@ -44,21 +48,43 @@ class Flush(enum.StrEnum):
     ALWAYS = "always"
 
 
+class SyncStats:
+    """Sync passes by trigger ("group_commit": a round of `GroupCommitter`; "interval": a flush of everything under
+    `flush: interval`): how many, how long each took (fdatasync of every target it covered), and per group-commit
+    round the writers it acknowledged (produces and offset commits waiting in `GroupCommitter.sync`)."""
+
+    TRIGGERS = ("group_commit", "interval")
+
+    def __init__(self) -> None:
+        self.passes = dict.fromkeys(self.TRIGGERS, 0)
+        self.failed = dict.fromkeys(self.TRIGGERS, 0)
+        self.seconds = {trigger: Histogram(DURATION_BOUNDS) for trigger in self.TRIGGERS}
+        self.batch = Histogram(BATCH_BOUNDS)
+
+    def synced(self, trigger: str, seconds: float, *, ok: bool = True) -> None:
+        self.passes[trigger] += 1
+        if not ok:
+            self.failed[trigger] += 1
+        self.seconds[trigger].observe(seconds)
+
+
 class _Round:
-    __slots__ = ("targets", "done", "error")
+    __slots__ = ("done", "error", "targets", "waiters")
 
     def __init__(self) -> None:
         self.targets: dict[int, object] = {}
         self.done = trio.Event()
         self.error: BaseException | None = None
+        self.waiters = 0  # callers of `sync` waiting for this round
 
 
 class GroupCommitter:
-    def __init__(self, on_synced=None) -> None:
+    def __init__(self, on_synced=None, stats: SyncStats | None = None) -> None:
         self._next = _Round()
         self._wakeup = trio.Event()
         self.on_synced = on_synced
         self.rounds = 0  # finished rounds (for tests and stats)
+        self.stats = stats or SyncStats()
 
     def schedule(self, target) -> _Round:
         """Make sure the next round syncs `target`; returns that round."""
@@ -69,6 +95,7 @@ class GroupCommitter:
 
     async def sync(self, target) -> None:
         rnd = self.schedule(target)
+        rnd.waiters += 1
         await rnd.done.wait()
         if rnd.error is not None:
             raise rnd.error
@@ -81,11 +108,14 @@ class GroupCommitter:
             rnd, self._next = self._next, _Round()
             if not rnd.targets:
                 continue
+            started = perf_counter()
             try:
                 await trio.to_thread.run_sync(_sync_all, list(rnd.targets.values()))
             except OSError as exc:
                 log.error("fdatasync failed: %s", exc)
                 rnd.error = exc
+            self.stats.synced("group_commit", perf_counter() - started, ok=rnd.error is None)
+            self.stats.batch.observe(rnd.waiters)
             self.rounds += 1
             rnd.done.set()
             if self.on_synced is not None:

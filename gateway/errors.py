@@ -6,6 +6,8 @@ catch one family of exceptions and look the answer up, instead of one `except` c
 
 from __future__ import annotations
 
+import errno
+import socket
 from enum import Enum
 
 from logway.codecs.errors import RecordFormatError
@@ -13,7 +15,7 @@ from logway.storage import (BatchTooLarge, CorruptBatch, InvalidBatchOffset, Inv
                             InvalidTopicName, OffsetOutOfRange, StorageClosed, StorageError, TopicExists,
                             UnknownFormat, UnknownPartition, UnknownTopic)
 
-__all__ = ["ErrorKind", "kind_of", "FAILURES"]
+__all__ = ["ErrorKind", "kind_of", "FAILURES", "ListenerError"]
 
 
 class ErrorKind(Enum):
@@ -65,3 +67,40 @@ def kind_of(exc: BaseException) -> ErrorKind:
         if kind is not None:
             return kind
     return ErrorKind.OTHER
+
+
+# -- start-up ------------------------------------------------------------------------------------------------------
+class ListenerError(OSError):
+    """A listener could not be bound. Names the listener, the address and what to change, in one line:
+    `kafka listener cannot listen on 127.0.0.1:9092: address already in use (another process listens there): stop
+    it or set listeners.kafka.port`. An OSError (errno of the cause), so callers that catch OSError still do."""
+
+    def __init__(self, listener: str, host: str, port: int, cause: OSError) -> None:
+        super().__init__(cause.errno, cause.strerror or str(cause))
+        self.listener = listener
+        self.host = host
+        self.port = port
+        self.cause = cause
+
+    def __reduce__(self):
+        return type(self), (self.listener, self.host, self.port, self.cause)
+
+    @property
+    def address(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+    def __str__(self) -> str:
+        key = f"listeners.{self.listener}"
+        cause = self.cause
+        reason = (cause.strerror or str(cause)).rstrip(".")
+        if isinstance(cause, socket.gaierror):
+            what = f"cannot resolve host {self.host!r} ({reason}): set {key}.host"
+        elif cause.errno == errno.EADDRINUSE:
+            what = f"address already in use (another process listens there): stop it or set {key}.port"
+        elif cause.errno == errno.EACCES:
+            what = f"permission denied (ports below 1024 need privileges): set {key}.port"
+        elif cause.errno == errno.EADDRNOTAVAIL:
+            what = f"the address is not one of this host's: set {key}.host"
+        else:
+            what = f"{reason}: check {key}.host and {key}.port"
+        return f"{self.listener} listener cannot listen on {self.address}: {what}"

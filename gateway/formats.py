@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from logway.codecs.kafka import legacy
-from logway.codecs.kafka.records import KafkaFormat, decode_records, encode_batch
+from logway.codecs.kafka.records import KafkaFormat, decode_records, encode_batch, encode_control_batch
 from logway.codecs.records import Record
 from logway.codecs.tank import TankFormat, decode_chunk, encode_bundle, wrap
 
@@ -44,6 +44,11 @@ class StorageFormat(ReadFormat):
     def make_batch(self, records: Sequence[Record], now_ms: int) -> bytes:
         raise NotImplementedError
 
+    def transaction_marker(self, producer_id: int, epoch: int, committed: bool, now_ms: int) -> bytes | None:
+        """The batch that ends a transaction in this format's log (a Kafka control batch), or None when the format
+        has none (the partition's transaction index alone records the end)."""
+        return None
+
     def decode(self, data, *, first_offset: int, min_offset: int) -> list[Record]:
         """Every record of the whole stored batches in `data` whose offset is >= min_offset; `first_offset` is
         the offset of the first batch (a format that does not record it, TANK, needs it)."""
@@ -70,6 +75,10 @@ class _Kafka(KafkaFormat, StorageFormat):
 
     def make_batch(self, records, now_ms):
         return encode_batch(records, default_timestamp=now_ms)
+
+    def transaction_marker(self, producer_id, epoch, committed, now_ms):
+        """A COMMIT or ABORT control batch, as Kafka's transaction coordinator writes (consumers skip it)."""
+        return encode_control_batch(producer_id, epoch, committed=committed, timestamp_ms=now_ms)
 
     def decode(self, data, *, first_offset, min_offset):
         return decode_records(data, min_offset=min_offset)

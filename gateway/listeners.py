@@ -1,5 +1,6 @@
 """Listening: a protocol's listener bound with `open_tcp_listeners`, connections taken from the backlog in batches,
 admitted against the connection limits, wrapped in TLS when the listener asks for it, and served by the pump.
+A listener that cannot bind raises `errors.ListenerError` (the listener, the address and what to change).
 
 A listener with `tls: true` wraps each accepted connection in a trio SSL stream; the handshake must finish within
 `limits.request_timeout_ms` (a client that stalls it is dropped like any slow client).
@@ -15,6 +16,7 @@ import socket
 import trio
 
 from .connections import Connection, ConnectionRegistry
+from .errors import ListenerError
 from .pump import serve_connection
 
 log = logging.getLogger("logway.gateway")
@@ -27,7 +29,10 @@ async def listen(protocol, listener_config, connections: ConnectionRegistry, lim
                  conn_nursery: trio.Nursery, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Bind `protocol`'s listener, report the bound (host, port), and serve its connections in `conn_nursery`."""
     name = protocol.name
-    sockets = await trio.open_tcp_listeners(listener_config.port, host=listener_config.host)
+    try:
+        sockets = await trio.open_tcp_listeners(listener_config.port, host=listener_config.host)
+    except OSError as exc:  # port in use, privileged port, unknown host: one line naming listener and address
+        raise ListenerError(name, listener_config.host, listener_config.port, exc) from exc
     sockname = sockets[0].socket.getsockname()
     task_status.started((sockname[0], sockname[1]))
 

@@ -3,7 +3,8 @@
 A waiter registers one trio.Event under every partition key it watches; `notify(key)` sets and forgets the
 events registered under that key. `close()` wakes everyone (shutdown: parked fetches answer at once).
 Past `max_waiters` parked at once, `wait()` refuses to park and returns False at once, as an expired timer does:
-every caller then answers with what it has (refusals are counted in `refused`).
+every caller then answers with what it has (refusals are counted in `refused`). `waiting` (parked now) and
+`parked` (parked ever) feed the metrics (`logway_long_polls_*`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ class AppendNotifier:
         self._count = 0
         self.max_waiters = max_waiters
         self.refused = 0  # waits refused because `max_waiters` were parked
+        self.parked = 0  # waits that parked, in all
         self.closed = False
 
     def notify(self, key: Hashable) -> None:
@@ -41,6 +43,7 @@ class AppendNotifier:
         for key in keys:
             self._waiters.setdefault(key, set()).add(ev)
         self._count += 1
+        self.parked += 1
         try:
             with trio.move_on_at(deadline):
                 await ev.wait()

@@ -7,6 +7,10 @@ by the same pump (trio memory streams), for fast protocol tests and in-process t
 Shutdown (SIGINT/SIGTERM or `request_shutdown()`): stop accepting; wake parked long-polls; close idle
 connections; let connections that are in the middle of a request finish it, for at most
 `shutdown_timeout_ms`; then cancel what is left, sync and close storage (shielded, time-bounded).
+
+The admin listener (`listeners.admin`: metrics, probes, the console; `admin/`) starts first and stops last, so
+`/health` answers while storage recovers and `/ready` says when the gateway can serve: `state` goes "starting" →
+"ready" (storage open, every enabled listener bound) → "stopping" (shutdown asked) → "stopped".
 """
 
 from __future__ import annotations
@@ -14,11 +18,14 @@ from __future__ import annotations
 import logging
 import resource
 import signal
+from time import perf_counter
 
 import trio
 
 from logway.storage import LogEngine
 
+from .admin.metrics import GatewayMetrics, MeteredSteps, RecoverySnapshot
+from .admin.server import AdminServer
 from .config import Config
 from .connections import ConnectionRegistry
 from .durability import Flush, GroupCommitter
@@ -26,10 +33,13 @@ from .formats import STORAGE_FORMATS
 from .listeners import is_loopback, listen, serve
 from .notify import AppendNotifier
 from .protocols import REGISTRY, Protocol
-from .steps import Steps
+from .transactions import TransactionCoordinator
 from .tls import server_ssl_context
 
 log = logging.getLogger("logway.gateway")
+
+#: The admin listener's key under `listeners` (it serves HTTP, not a wire protocol of `protocols.REGISTRY`).
+ADMIN = "admin"
 
 
 class Gateway:
@@ -38,7 +48,8 @@ class Gateway:
         self.listen = listen
         self._conn_nursery: trio.Nursery | None = None
         self.engine: LogEngine | None = None
-        self.steps: Steps | None = None
+        self.steps: MeteredSteps | None = None
+        self.transactions: TransactionCoordinator | None = None
         self.protocols: dict[str, Protocol] = {}
         self.notifier = AppendNotifier(config.limits.max_waiters)
         self.committer = GroupCommitter(on_synced=self._synced)
@@ -47,33 +58,77 @@ class Gateway:
         self._shutdown = trio.Event()
         uses_tls = any(lc.enabled and lc.tls for lc in config.listeners.values())
         self.ssl_context = server_ssl_context(config.tls) if uses_tls else None  # ConfigError before any I/O
+        self.state = "starting"  # → "ready" → "stopping" → "stopped" (see the module docstring)
+        self.storage_open = False
+        self.metrics = GatewayMetrics(self)
+        admin = config.listeners.get(ADMIN)
+        self.admin = AdminServer(self) if admin is not None and admin.enabled else None
+
+    @property
+    def ready(self) -> bool:
+        """Storage is open and every enabled listener bound, and no shutdown was asked (`/ready`)."""
+        return self.state == "ready"
 
     def _synced(self, target) -> None:
         if self.steps is not None:
             self.steps.synced(target)
 
     def request_shutdown(self) -> None:
+        if self.state != "stopped":
+            self.state = "stopping"
         self._shutdown.set()
 
     async def run(self, *, handle_signals: bool = False, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as admin:
+            if self.admin is not None and self.listen:
+                addr = self.addresses[ADMIN] = await admin.start(self.admin.serve)
+                lc = self.config.listeners[ADMIN]
+                log.info("admin listening on http%s://%s:%d (/metrics, /health, /ready, the console at /)",
+                         "s" if lc.tls else "", addr[0], addr[1])
+                if not is_loopback(lc.host):
+                    log.warning("admin listener is bound to %s: its metrics and console (topics, groups, record "
+                                "contents) are reachable from other hosts without authentication", lc.host)
+            elif self.admin is not None:
+                admin.start_soon(self.admin.sampler.run)
+            try:
+                await self._run(handle_signals, task_status)
+            finally:
+                self.state = "stopped"
+                admin.cancel_scope.cancel()
+
+    async def _run(self, handle_signals: bool, task_status) -> None:
         cfg = self.config
         _raise_fd_limit()
         flush = cfg.storage.flush
         self.engine = await trio.to_thread.run_sync(
             lambda: LogEngine(cfg.data_dir, STORAGE_FORMATS, cfg.storage.topic_defaults,
                               reads_need_sync=flush == Flush.ALWAYS))
+        self.storage_open = True
         self._log_recovery()
-        self.steps = Steps(self.engine, self.notifier, self.committer, flush)
+        self.steps = MeteredSteps(self.engine, self.notifier, self.committer, flush)
+        self.steps.on_append = self.metrics.on_append
+        kc = cfg.kafka
+        self.transactions = TransactionCoordinator(self.engine, self.steps,
+                                                   max_timeout_ms=kc.transaction_max_timeout_ms,
+                                                   check_interval_ms=kc.transaction_abort_check_ms)
+        recovered = await trio.to_thread.run_sync(self.transactions.recover)
+        self.metrics.recovery = RecoverySnapshot(self.engine, {"completed": recovered["completed"],
+                                                              "ended": recovered["orphans"]})
+        if any(recovered.values()):
+            log.warning("transactions: completed %d interrupted, ended %d left open in partitions",
+                        recovered["completed"], recovered["orphans"])
         for name, lc in cfg.listeners.items():
-            if not lc.enabled:
+            if not lc.enabled or name == ADMIN:
                 continue
             if name not in REGISTRY:
                 log.warning("listener %s is configured but not implemented; not started", name)
                 continue
             self.protocols[name] = REGISTRY[name](self)
+            self.metrics.protocol(name)  # its counters exist (at 0) from the start
         try:
             async with trio.open_nursery() as background:
                 background.start_soon(self.committer.run)
+                background.start_soon(self.transactions.run)
                 for protocol in self.protocols.values():
                     background.start_soon(protocol.run)
                 if flush == Flush.INTERVAL:
@@ -87,15 +142,20 @@ class Gateway:
                         for name, protocol in self.protocols.items():
                             if self.listen:
                                 await self._start_listener(listeners, conn_nursery, protocol, cfg.listeners[name])
+                        if not self._shutdown.is_set():
+                            self.state = "ready"
                         task_status.started(dict(self.addresses))
                         await self._shutdown.wait()
+                        self.state = "stopping"
                         log.info("shutting down: no new connections")
                         listeners.cancel_scope.cancel()
                     await self._drain(conn_nursery)
                 background.cancel_scope.cancel()
         finally:
+            self.state = "stopping"
             with trio.CancelScope(shield=True):
                 with trio.move_on_after(max(cfg.shutdown_timeout_ms / 1000, 1) + 30):
+                    self.storage_open = False
                     await trio.to_thread.run_sync(self.engine.close)
                     log.info("storage flushed and closed")
 
@@ -141,12 +201,17 @@ class Gateway:
 
     async def _flush_loop(self) -> None:
         interval = self.config.storage.flush_interval_ms / 1000
+        stats = self.committer.stats
         while True:
             await trio.sleep(interval)
+            started = perf_counter()
             try:
                 await trio.to_thread.run_sync(self.engine.sync)
             except OSError as exc:
                 log.error("interval flush failed: %s", exc)
+                stats.synced("interval", perf_counter() - started, ok=False)
+            else:
+                stats.synced("interval", perf_counter() - started)
 
     async def _retention_loop(self) -> None:
         interval = self.config.storage.retention_check_interval_ms / 1000

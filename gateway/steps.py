@@ -4,10 +4,15 @@
   `flush: always` only once the sync round that covers it is done, since readers then see only synced records.
 - `make_durable(plog)` / `sync_offsets()`: with `flush: always`, return once a group-commit round has synced what
   was written (every waiting writer shares the round's fdatasync).
-- `read(plog, offset, max_bytes, as_=format)`: whole batches from `offset` in the format the reader asks for
-  (`logway.gateway.formats`): the stored bytes untouched — a file range the pump sends with `os.sendfile` — when
-  they already are that format, otherwise decoded and re-encoded. Bytes read from a file above
-  `INLINE_READ_BYTES` are read in a worker thread, below it inline (one rule for every protocol).
+- `read(plog, offset, max_bytes, as_=format, isolation=...)`: whole batches from `offset` in the format the reader
+  asks for (`logway.gateway.formats`): the stored bytes untouched — a file range the pump sends with
+  `os.sendfile` — when they already are that format, otherwise decoded and re-encoded. Bytes read from a file
+  above `INLINE_READ_BYTES` are read in a worker thread, below it inline (one rule for every protocol).
+  Transactions (see `Isolation`): readers see committed data only — up to the last stable offset, aborted records
+  dropped, markers never shown — unless they are Kafka readers that filter for themselves (`RAW_COMMITTED`:
+  the stored bytes up to the LSO, the aborted list beside them) or asked for everything (`UNCOMMITTED`).
+- `end_transaction(plog, ...)` / `ended(plog)`: a transaction's end in a partition (the marker the storage format
+  uses, if any); it moves the last stable offset, which wakes the partition's long-polls.
 - `long_poll(keys, deadline, build)`: build the answer; while it is not enough and time is left, park until one
   of the partitions gets new visible data, then build it again.
 
@@ -17,6 +22,7 @@ Protocol handlers call these and map failures with `logway.gateway.errors`; they
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Awaitable, Callable, Hashable, Iterable, TypeVar
 
 import trio
@@ -28,13 +34,26 @@ from .durability import Flush, GroupCommitter
 from .formats import ReadFormat
 from .notify import AppendNotifier
 
-__all__ = ["INLINE_READ_BYTES", "Read", "Steps"]
+__all__ = ["INLINE_READ_BYTES", "Isolation", "Read", "Steps"]
 
 #: Reads larger than this run in a worker thread, so a cold read from disk does not stall other connections;
 #: smaller ones run inline (a thread hop costs more than a read from the page cache).
 INLINE_READ_BYTES = 4 * 1024 * 1024
 
 T = TypeVar("T")
+
+
+class Isolation(Enum):
+    """What a reader may see of transactional data."""
+
+    #: Committed data only, filtered here: up to the last stable offset, aborted records dropped, markers never
+    #: shown (native and TANK readers, and any transcoded Kafka read).
+    COMMITTED = "committed"
+    #: Kafka read_committed reading its own format: the stored bytes up to the last stable offset; the client
+    #: drops aborted batches itself, from the aborted-transactions list of the answer.
+    RAW_COMMITTED = "raw-committed"
+    #: Everything appended (Kafka read_uncommitted reading its own format).
+    UNCOMMITTED = "uncommitted"
 
 
 @dataclass(slots=True)
@@ -57,6 +76,9 @@ class Read:
 
 
 class Steps:
+    #: Told of every append as (plog, result, bytes): the gateway's metrics (`admin.metrics`); None: not counted.
+    on_append: Callable[[PartitionLog, AppendResult, int], None] | None = None
+
     def __init__(self, engine: LogEngine, notifier: AppendNotifier, committer: GroupCommitter, flush: Flush):
         self.engine = engine
         self.notifier = notifier
@@ -64,14 +86,25 @@ class Steps:
         self.sync_acks = flush == Flush.ALWAYS
 
     # -- writing -----------------------------------------------------------------------------------------
-    def append(self, plog: PartitionLog, data) -> AppendResult:
-        """Append whole batches (no waiting). Raises what the partition raises (see `errors.kind_of`)."""
-        result = plog.append(data)
+    def append(self, plog: PartitionLog, data, *, producer: tuple[int, int] | None = None) -> AppendResult:
+        """Append whole batches (no waiting); `producer` = (id, epoch) of the open transaction they belong to.
+        Raises what the partition raises (see `errors.kind_of`)."""
+        result = plog.append(data, producer=producer)
+        self._appended(plog)
+        if self.on_append is not None:
+            self.on_append(plog, result, len(data))
+        return result
+
+    def _appended(self, plog: PartitionLog) -> None:
         if self.sync_acks:
             self.committer.schedule(plog)  # the round's end wakes the readers (`synced`)
         else:
             self.notifier.notify((plog.topic, plog.partition))
-        return result
+
+    def ended(self, plog: PartitionLog) -> None:
+        """A transaction ended in `plog` (by `PartitionLog.end_transaction`, in a worker thread): the last stable
+        offset moved, and a marker may have been appended."""
+        self._appended(plog)
 
     def synced(self, target) -> None:
         """A group-commit round synced `target`: what it made visible wakes the partition's long-polls."""
@@ -94,17 +127,39 @@ class Steps:
         await self.sync_offsets()
 
     # -- reading -----------------------------------------------------------------------------------------
-    async def read(self, plog: PartitionLog, offset: int, max_bytes: int, as_: ReadFormat) -> Read | None:
+    async def read(self, plog: PartitionLog, offset: int, max_bytes: int, as_: ReadFormat,
+                   isolation: Isolation = Isolation.COMMITTED) -> Read | None:
         """Whole batches from `offset` (at least one when there is one) in format `as_`; None when nothing is
-        visible there. Raises OffsetOutOfRange, and RecordFormatError when stored records cannot be converted."""
-        rng = plog.read(offset, max_bytes)
+        visible there. Raises OffsetOutOfRange, and RecordFormatError when stored records cannot be converted.
+
+        With `Isolation.COMMITTED`, a slice that held aborted records only is skipped: the answer holds the next
+        committed records (or None up to the last stable offset)."""
+        stored = plog.fmt
+        if isolation is Isolation.UNCOMMITTED:
+            until = None
+        else:
+            until = plog.last_stable_offset
+        rng = plog.read(offset, max_bytes, until=until)
         if rng is None:
             return None
-        stored = plog.fmt
-        if as_ is stored:
-            return Read(rng, rng)
-        records = stored.decode(await self.read_bytes(rng), first_offset=rng.first_offset, min_offset=offset)
-        return Read(rng, as_.encode_read(records), records)
+        if isolation is not Isolation.COMMITTED or not plog.txns.has_aborted:
+            if as_ is stored:
+                return Read(rng, rng)
+            records = stored.decode(await self.read_bytes(rng), first_offset=rng.first_offset, min_offset=offset)
+            return Read(rng, as_.encode_read(records), records)
+        while True:  # committed records only: drop what aborted transactions wrote
+            aborted = plog.aborted(rng.first_offset, rng.end_offset)
+            if not aborted and as_ is stored:
+                return Read(rng, rng)
+            records = stored.decode(await self.read_bytes(rng), first_offset=rng.first_offset, min_offset=offset)
+            if aborted:
+                records = [r for r in records if not any(t.covers(r.offset) for t in aborted)]
+            if records or rng.end_offset >= until:
+                return Read(rng, as_.encode_read(records), records) if records else None
+            offset = rng.end_offset
+            rng = plog.read(offset, max_bytes, until=until)
+            if rng is None:
+                return None
 
     @staticmethod
     async def read_bytes(rng: ReadSlice) -> bytes:

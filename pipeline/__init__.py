@@ -4,16 +4,17 @@ Public names:
 
 - `LogwayDataSource` (format "logway"), `register(spark)`, `spark_session(...)`: the Spark side (need the
   `logway[spark]` extra: pyspark >= 4.2 and pyarrow; imported on first use);
-- `Producer`: an idempotent producer on `logway.clients.KafkaClient` (no Spark needed); the data source speaks
-  Kafka through that client (`logway.clients.kafka`), whose errors (`KafkaError`, `GatewayUnavailable`) reach
-  Spark jobs unchanged;
+- `Producer`: an idempotent or transactional producer on `logway.clients.KafkaClient` (no Spark needed); the
+  data source speaks Kafka through that client (`logway.clients.kafka`), whose errors (`KafkaError`,
+  `GatewayUnavailable`) reach Spark jobs unchanged;
 - `require_java()`, `java_problem()`: the Java 17+ check Spark needs;
 - errors: `PipelineError` and its subclasses `OptionError`, `DataLossError`, `JavaNotFound`.
 
-Modules: `producer` (idempotent batches, Kafka partitioner), `options` (data source options), `ranges` (planning
-offset ranges), `pushdown` (filters -> ranges), `arrow` (RecordBatches -> Arrow), `fetcher` (one range as Arrow
-batches), `source` (the data source, batch reads), `stream` (streaming reads), `writer` (batch and streaming
-writes), `java`, `session`, `errors`. The benchmark `logway bench spark-read` is `logway.bench.spark`.
+Modules: `producer` (idempotent and transactional batches, Kafka partitioner), `options` (data source options),
+`ranges` (planning offset ranges), `pushdown` (filters -> ranges), `arrow` (RecordBatches -> Arrow), `fetcher`
+(one range as Arrow batches, read_committed), `source` (the data source, batch reads), `stream` (streaming reads),
+`writer` (batch and streaming writes, a transaction per task), `java`, `session`, `errors`. The benchmark
+`logway bench spark-read` is `logway.bench.spark`.
 """
 
 from __future__ import annotations

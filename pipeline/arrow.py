@@ -6,6 +6,8 @@ source runner expects for it: microsecond UTC timestamps, list elements named `e
 `decode_fetch(data, topic, partition, start, end)` turns one fetch answer (whole batches back to back) into one
 Arrow batch of the records whose offsets are in [start, end); it is `walk` (batch headers and CRCs only: where
 the next fetch starts) followed by `decode`, so a reader can ask for the next range before decoding this one.
+Control batches (transaction markers) are never rows; given a read_committed answer's aborted transactions,
+`walk` also drops the batches those transactions wrote (Kafka's consumer rule, see `walk`).
 Decoding works on a zero-copy uint8 view of the (decompressed) record bytes, in Arrow's C++ kernels:
 
 0. record boundaries: see "record chain" below (Python, or C-speed slicing for runs of equal-size records);
@@ -25,6 +27,7 @@ Records with headers, fields longer than 3 varint bytes, or anything the checks 
 from __future__ import annotations
 
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -53,7 +56,7 @@ ARROW_SCHEMA = pa.schema([
 MAX_CHUNK_BYTES = 256 * 1024 * 1024
 _LOG_OVERHEAD = 12  # baseOffset + batchLength
 _CRC_START = 21
-_CODEC_MASK, _LOG_APPEND_TIME, _CONTROL = 0x07, 0x08, 0x20
+_CODEC_MASK, _LOG_APPEND_TIME, _TRANSACTIONAL, _CONTROL = 0x07, 0x08, 0x10, 0x20
 
 
 @dataclass(slots=True)
@@ -80,16 +83,24 @@ class _Batch:
     timestamp_type: int
 
 
-def walk(data, start: int, end: int) -> tuple[list[_Batch], int, bool]:
-    """The data batches overlapping [start, end), the next offset to fetch, and whether `end` was reached."""
+def walk(data, start: int, end: int,
+         aborted: Sequence[tuple[int, int]] = ()) -> tuple[list[_Batch], int, bool]:
+    """The data batches overlapping [start, end), the next offset to fetch, and whether `end` was reached.
+
+    `aborted`: (producer id, first offset) of the aborted transactions in a read_committed answer, by first
+    offset. As Kafka's consumer does, a producer joins the aborted set at the first batch reaching its first
+    offset and leaves it at its next control batch (the abort marker); its transactional batches in between are
+    dropped (they still count for the next offset to fetch)."""
     mv = memoryview(data)
     size = len(mv)
     pos = 0
     out: list[_Batch] = []
     next_offset = start
     done = False
+    pending = 0  # aborted[:pending] have joined `active`
+    active: set[int] = set()
     while size - pos >= BATCH_HEADER_SIZE:
-        (base, length, _, magic, crc, attrs, last_delta, base_ts, max_ts, _, _, _, count) = \
+        (base, length, _, magic, crc, attrs, last_delta, base_ts, max_ts, producer_id, _, _, count) = \
             BATCH_HEADER.unpack_from(mv, pos)
         if magic != MAGIC_V2:
             raise RecordFormatError(f"not a RecordBatch v2 at byte {pos}: magic {magic}")
@@ -100,6 +111,15 @@ def walk(data, start: int, end: int) -> tuple[list[_Batch], int, bool]:
             break  # a fetch may end inside a batch
         view = mv[pos:batch_end]
         pos = batch_end
+        dropped = False
+        if pending < len(aborted) or active:
+            while pending < len(aborted) and aborted[pending][1] <= base + last_delta:
+                active.add(aborted[pending][0])
+                pending += 1
+            if attrs & _CONTROL:
+                active.discard(producer_id)
+            elif attrs & _TRANSACTIONAL and producer_id in active:
+                dropped = True
         if base + last_delta < start:
             continue
         if base >= end:
@@ -108,7 +128,7 @@ def walk(data, start: int, end: int) -> tuple[list[_Batch], int, bool]:
         next_offset = base + last_delta + 1
         if crc32c(view[_CRC_START:]) != crc:
             raise RecordFormatError(f"CRC-32C mismatch in the batch at offset {base}")
-        if attrs & _CONTROL or count == 0:
+        if attrs & _CONTROL or count == 0 or dropped:
             continue
         if not 0 < count <= MAX_RECORDS_PER_BATCH:
             raise RecordFormatError(f"recordsCount {count} outside 1..{MAX_RECORDS_PER_BATCH} at offset {base}")
@@ -451,8 +471,9 @@ def decode(batches: list, topic: str, partition: int, start: int, end: int) -> t
     return (table if table.num_rows else None), records
 
 
-def decode_fetch(data, topic: str, partition: int, start: int, end: int) -> Decoded:
+def decode_fetch(data, topic: str, partition: int, start: int, end: int,
+                 aborted: Sequence[tuple[int, int]] = ()) -> Decoded:
     """Decode one fetch answer's whole batches into rows with start <= offset < end (see the module doc)."""
-    batches, next_offset, done = walk(data, start, end)
+    batches, next_offset, done = walk(data, start, end, aborted)
     table, records = decode(batches, topic, partition, start, end)
     return Decoded(table, next_offset, records, done)

@@ -2,8 +2,11 @@
 
 `read_range(client, rng, ...)` fetches [start, end) with fetches of about `max_bytes` each. While one answer is
 decoded, the fetch for the next range is already on its way (the gateway, another process, prepares it in the
-meantime). Offsets the log no longer holds (retention) raise `DataLossError`, or are skipped with
-`fail_on_data_loss=False`. `ReadStats` counts what was fetched (tests and diagnostics read it).
+meantime). Fetches are read_committed: the answer stops at the last stable offset (planning never goes past it)
+and lists the aborted transactions in it, whose batches are dropped — a Spark job never sees what an aborted or
+unfinished transaction wrote (a failed write attempt, for one). Offsets the log no longer holds (retention) raise
+`DataLossError`, or are skipped with `fail_on_data_loss=False`. `ReadStats` counts what was fetched (tests and
+diagnostics read it).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Iterator
 import pyarrow as pa
 
 from logway.clients.errors import KafkaError
-from logway.clients.kafka import EARLIEST, KafkaClient
+from logway.clients.kafka import EARLIEST, READ_COMMITTED, KafkaClient
 from logway.codecs.kafka.error_codes import ErrorCode
 
 from .arrow import decode, walk
@@ -64,9 +67,9 @@ def read_range(client: KafkaClient, rng: OffsetRange, *, max_bytes: int, fail_on
     while offset < rng.end:
         try:
             if prefetched:
-                result = client.receive_fetch(topic, partition, offset, max_bytes)
+                result = client.receive_fetch(topic, partition, offset, max_bytes, isolation_level=READ_COMMITTED)
             else:
-                result = client.fetch(topic, partition, offset, max_bytes)
+                result = client.fetch(topic, partition, offset, max_bytes, isolation_level=READ_COMMITTED)
         except KafkaError as exc:
             if exc.code != ErrorCode.OFFSET_OUT_OF_RANGE:
                 raise
@@ -77,15 +80,16 @@ def read_range(client: KafkaClient, rng: OffsetRange, *, max_bytes: int, fail_on
         prefetched = False
         stats.fetches += 1
         stats.bytes_fetched += len(result.records)
-        batches, next_offset, done = walk(result.records, offset, rng.end)
+        batches, next_offset, done = walk(result.records, offset, rng.end, result.aborted_transactions)
         if next_offset <= offset:  # no whole batch at or after `offset`
             if offset >= result.high_watermark:
                 offset = _data_lost(rng, offset, result.log_start_offset, result.high_watermark, fail_on_data_loss)
                 continue
             raise PipelineError(f"fetch of {topic}-{partition} at offset {offset} returned no batch at or after "
-                                f"it (high watermark {result.high_watermark})")
+                                f"it (high watermark {result.high_watermark}, last stable offset "
+                                f"{result.last_stable_offset})")
         if not done and next_offset < rng.end:
-            prefetched = client.send_fetch(topic, partition, next_offset, max_bytes)
+            prefetched = client.send_fetch(topic, partition, next_offset, max_bytes, isolation_level=READ_COMMITTED)
         table, records = decode(batches, topic, partition, offset, rng.end)
         stats.records_decoded += records
         offset = next_offset

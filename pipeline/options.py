@@ -38,6 +38,13 @@ writing (`WriteOptions`)
   topic                       the topic of every row (overrides a `topic` column)
   compression                 none (default) | gzip | snappy | lz4 | zstd
   batchBytes                  encoded records per produce request and partition (default 1 MiB)
+  transactionTimeoutMs        how long one task's transaction may stay open (default 60000, at most the gateway's
+                              kafka.transaction_max_timeout_ms): the gateway aborts it after that, and committed
+                              readers wait at most that long behind a task attempt that died mid-write
+  exactlyOnce                 streaming only: true makes a micro-batch that Spark re-runs after the query
+                              restarts (it was written, but its commit was not yet in the checkpoint) append
+                              nothing twice; transactions are named after the query and each task records the last
+                              micro-batch it committed. Default false: such a re-run writes its rows again
 
 Spark's own bookkeeping options (`path`, `checkpointLocation`, `queryName`) are ignored; any other unknown name is
 an `OptionError`, so a misspelt option fails the query instead of being silently ignored.
@@ -62,12 +69,14 @@ __all__ = ["ReadOptions", "WriteOptions", "OffsetSpec", "read_options", "write_o
 CLIENT_ID = "logway-spark"
 DEFAULT_FETCH_MAX_BYTES = 8 * 1024 * 1024
 DEFAULT_BATCH_BYTES = 1024 * 1024
+#: Kafka's producer default (transaction.timeout.ms).
+DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
 #: Spark adds these itself (DataFrameWriter.save(path), writeStream's checkpoint, named queries).
 _SPARK_OWN = {"path", "checkpointlocation", "queryname"}
 _READ = {"gateway", "subscribe", "subscribepattern", "assign", "startingoffsets", "endingoffsets",
          "startingtimestamp", "startingoffsetsbytimestamp", "endingtimestamp", "endingoffsetsbytimestamp",
          "maxrecordsperpartition", "maxrecordspertrigger", "fetchmaxbytes", "failondataloss", "pushfilters"}
-_WRITE = {"gateway", "topic", "compression", "batchbytes"}
+_WRITE = {"gateway", "topic", "compression", "batchbytes", "transactiontimeoutms", "exactlyonce"}
 _SECURITY = {"security.protocol", "ssl.cafile", "ssl.checkhostname", "sasl.username", "sasl.password"}
 _READ |= _SECURITY
 _WRITE |= _SECURITY
@@ -122,6 +131,8 @@ class WriteOptions:
     topic: str | None
     compression: int
     batch_bytes: int
+    transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
+    exactly_once: bool = False  # streaming writes only (see the module doc)
 
 
 # ---------------------------------------------------------------------------------------------- parsing
@@ -139,6 +150,7 @@ _DISPLAY = {n.lower(): n for n in (
     "gateway subscribe subscribePattern assign startingOffsets endingOffsets startingTimestamp "
     "startingOffsetsByTimestamp endingTimestamp endingOffsetsByTimestamp maxRecordsPerPartition "
     "maxRecordsPerTrigger fetchMaxBytes failOnDataLoss pushFilters topic compression batchBytes "
+    "transactionTimeoutMs exactlyOnce "
     "security.protocol ssl.cafile ssl.checkHostname sasl.username sasl.password").split()}
 
 
@@ -304,9 +316,12 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
     )
 
 
-def write_options(options: Mapping[str, str]) -> WriteOptions:
-    """Parse and check the options of a batch or streaming write."""
+def write_options(options: Mapping[str, str], *, streaming: bool = False) -> WriteOptions:
+    """Parse and check the options of a batch or (`streaming=True`) streaming write."""
     opts = _lower(options, _WRITE, "write")
+    if "exactlyonce" in opts and not streaming:
+        raise OptionError("option exactlyOnce is for streaming writes: a batch write is always written once "
+                          "(one transaction per task)")
     client = _client(opts)
     names = {name: codec for codec, name in CODEC_NAMES.items()}
     names["none"] = 0
@@ -318,4 +333,7 @@ def write_options(options: Mapping[str, str]) -> WriteOptions:
         raise OptionError("option topic is empty")
     return WriteOptions(client=client, topic=None if topic is None else str(topic).strip(),
                         compression=names[compression],
-                        batch_bytes=_positive_int(opts, "batchbytes", DEFAULT_BATCH_BYTES))
+                        batch_bytes=_positive_int(opts, "batchbytes", DEFAULT_BATCH_BYTES),
+                        transaction_timeout_ms=_positive_int(opts, "transactiontimeoutms",
+                                                             DEFAULT_TRANSACTION_TIMEOUT_MS),
+                        exactly_once=_bool(opts, "exactlyonce", False))

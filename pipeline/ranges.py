@@ -2,7 +2,8 @@
 
 - `topic_partitions`: the (topic, partition) pairs selected by subscribe / subscribePattern / assign;
 - `resolve`: an `OffsetSpec` (earliest, latest, offsets, timestamps) -> concrete offsets, in one or two
-  ListOffsets requests whatever the partition count;
+  ListOffsets requests whatever the partition count; read_committed, as every read of the data source: "latest"
+  is the last stable offset, before any transaction still open (see `fetcher`);
 - `batch_ranges`: a batch read's [start, end) per partition, clamped to what the log holds and narrowed by
   filter push-down; `split` cuts ranges into Spark tasks of at most `maxRecordsPerPartition` offsets.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from logway.clients.errors import KafkaError
-from logway.clients.kafka import LATEST, KafkaClient
+from logway.clients.kafka import LATEST, READ_COMMITTED, KafkaClient
 from logway.codecs.kafka.error_codes import ErrorCode
 
 from .options import OffsetSpec, ReadOptions
@@ -75,10 +76,10 @@ def resolve(client: KafkaClient, tps: list[TopicPartition], spec: OffsetSpec) ->
         else:
             ask[tp] = value  # -2 earliest, -1 latest, or a timestamp
     if ask:
-        found = client.list_offsets(ask)
+        found = client.list_offsets(ask, isolation_level=READ_COMMITTED)
         late = [tp for tp, offset in found.items() if offset < 0]
         if late:
-            found.update(client.list_offsets({tp: LATEST for tp in late}))
+            found.update(client.list_offsets({tp: LATEST for tp in late}, isolation_level=READ_COMMITTED))
         out.update(found)
     return out
 
@@ -91,7 +92,7 @@ def batch_ranges(client: KafkaClient, opts: ReadOptions, pushdown: Pushdown | No
         return []
     starts = resolve(client, tps, opts.starting)
     ends = resolve(client, tps, opts.ending)
-    latest = client.list_offsets({tp: LATEST for tp in tps})
+    latest = client.list_offsets({tp: LATEST for tp in tps}, isolation_level=READ_COMMITTED)
     if pushdown.timestamp_min_ms is not None:
         seek = resolve(client, tps, OffsetSpec(("timestamp", pushdown.timestamp_min_ms)))
         starts = {tp: max(starts[tp], seek[tp]) for tp in tps}

@@ -133,19 +133,19 @@ class LogwayDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool):
         from .writer import LogwayBatchWriter
 
-        return LogwayBatchWriter(self._write_options(schema, overwrite))
+        return LogwayBatchWriter(self._write_options(schema, overwrite, streaming=False))
 
     def streamWriter(self, schema: StructType, overwrite: bool):
         from .writer import LogwayStreamWriter
 
-        return LogwayStreamWriter(self._write_options(schema, overwrite))
+        return LogwayStreamWriter(self._write_options(schema, overwrite, streaming=True))
 
-    def _write_options(self, schema: StructType, overwrite: bool):
+    def _write_options(self, schema: StructType, overwrite: bool, *, streaming: bool):
         from .writer import check_columns
 
         if overwrite:
             raise OptionError("a logway topic can only be appended to: use mode('append'), not overwrite")
-        opts = write_options(self.options)
+        opts = write_options(self.options, streaming=streaming)
         check_columns(schema, opts)
         return opts
 

@@ -5,7 +5,8 @@ micro-batch `latestOffset(start, limit)`:
 
 - looks the partitions up again, so partitions added to a topic, and new topics matching `subscribePattern`,
   join the stream (they are read from their earliest offset, as Spark's Kafka source does);
-- asks the gateway for every partition's end offset (one ListOffsets request);
+- asks the gateway for every partition's end offset (one ListOffsets request, read_committed: the last stable
+  offset, so a micro-batch never waits on a transaction still open);
 - admits at most `limit` records (`ReadMaxRows`, from `maxRecordsPerTrigger`), split across partitions in
   proportion to their backlog; `ReadAllAvailable` admits everything.
 
@@ -22,7 +23,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
-from logway.clients.kafka import EARLIEST, LATEST, KafkaClient
+from logway.clients.kafka import EARLIEST, LATEST, READ_COMMITTED, KafkaClient
 
 from .fetcher import ReadStats
 from .options import ReadOptions
@@ -92,7 +93,7 @@ class LogwayStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _ends(self) -> dict[TopicPartition, int]:
         tps = topic_partitions(self.client, self.opts, strict=False)
-        return self.client.list_offsets({tp: LATEST for tp in tps}) if tps else {}
+        return self.client.list_offsets({tp: LATEST for tp in tps}, isolation_level=READ_COMMITTED) if tps else {}
 
     def _starts(self, start: dict, partitions) -> dict[TopicPartition, int]:
         """`start` plus the earliest offset of partitions it does not know yet."""

@@ -1,4 +1,4 @@
-"""logway.storage — the segmented, indexed, crash-safe log and the committed-offset store.
+"""logway.storage — the segmented, indexed, crash-safe log, the committed-offset store and the transaction state.
 
 Synchronous and format-agnostic: it knows files, offsets, batches and bytes, never a wire protocol, trio or a
 codec. Storage formats plug in through `BatchFormat` adapters (see `formats`).
@@ -14,11 +14,14 @@ from .names import validate_topic_name
 from .offsets import CommittedOffset, OffsetStore
 from .partition import AppendResult, PartitionLog, ReadSlice, RecoveryReport
 from .sequences import IdAllocator
+from .transactions import TransactionStore
+from .txnindex import AbortedTxn, TxnIndex
 
 __all__ = [
     "AppendResult", "BatchFormat", "BatchInfo", "BatchTooLarge", "CommittedOffset", "CorruptBatch", "IdAllocator",
     "InvalidBatchOffset", "InvalidConfig", "InvalidPartitions", "InvalidTopicName", "LogEngine", "MAX_PARTITIONS",
     "NotAnOffsetLog", "OffsetOutOfRange", "OffsetStore", "PartitionLog", "ReadSlice", "RecoveryReport",
-    "StorageClosed", "StorageError", "StorageIOError", "Topic", "TopicConfig", "TopicExists", "UnknownFormat",
+    "StorageClosed", "StorageError", "StorageIOError", "Topic", "TopicConfig", "TopicExists", "TransactionStore",
+    "TxnIndex", "AbortedTxn", "UnknownFormat",
     "UnknownPartition", "UnknownTopic", "validate_topic_name",
 ]

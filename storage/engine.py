@@ -3,10 +3,13 @@
 On disk:
     <data>/.lock                        flock held while an engine has the directory open
     <data>/.clean_shutdown              present only between a clean close and the next open
-    <data>/topics/<topic>/topic.json    {"name", "partitions", "config": {overrides}, "created_ms"}
+    <data>/topics/<topic>/topic.json    {"name", "partitions", "config": {overrides}, "created_ms"}; rewritten
+                                        (through topic.json.tmp, synced, renamed, the directory synced) when the
+                                        topic's config is altered or partitions are added
     <data>/topics/<topic>/<p>/          one partition log per partition (see logway.storage.partition)
     <data>/offsets/                     the committed-offset store (see logway.storage.offsets)
     <data>/producer_ids                 the next block of producer ids (see logway.storage.sequences)
+    <data>/transactions/                the transaction coordinator's durable state (see logway.storage.transactions)
     <data>/tmp/, <data>/trash/          topics being created / deleted (cleared on open)
     <data>/quarantine/                  damage set aside on open, each with a log line naming it: topic directories
                                         that cannot be opened, segments dropped by recovery, entries of the wrong
@@ -19,6 +22,8 @@ cannot be used is quarantined with a log line; unknown entries are left alone, w
 
 Topic names are validated (logway.storage.names) before they become paths. Creation is atomic (built under
 tmp/, then renamed into topics/); deletion renames into trash/ first, so a crash never leaves half a topic.
+Partitions are added (never removed) by creating their directories first and then rewriting topic.json, so a
+crash leaves either the old count (the next attempt clears the directories it left) or the new one.
 """
 
 from __future__ import annotations
@@ -32,15 +37,16 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
-from .config import TopicConfig
-from .errors import (InvalidPartitions, NotAnOffsetLog, StorageClosed, StorageError, TopicExists, UnknownFormat,
-                     UnknownPartition, UnknownTopic)
+from .config import KAFKA_NAMES, READ_ONLY, ConfigEntry, TopicConfig, canonical_name, canonical_overrides, describe
+from .errors import (InvalidConfig, InvalidPartitions, NotAnOffsetLog, StorageClosed, StorageError, TopicExists,
+                     UnknownFormat, UnknownPartition, UnknownTopic)
 from .files import makedirs_durably, quarantine, rename_durably, sync_names, write_synced
 from .formats import BatchFormat
 from .names import validate_topic_name
 from .offsets import OffsetStore
+from .transactions import TransactionStore
 from .partition import PartitionLog, RecoveryReport
 from .sequences import IdAllocator
 
@@ -50,7 +56,7 @@ log = logging.getLogger("logway.storage")
 MAX_PARTITIONS = 1000
 #: Entries of a data directory that the engine owns; anything else is left alone with a warning.
 DATA_DIR_ENTRIES = frozenset({".lock", ".clean_shutdown", "topics", "tmp", "trash", "quarantine", "offsets",
-                              "producer_ids", "producer_ids.tmp"})
+                              "producer_ids", "producer_ids.tmp", "transactions"})
 #: After a damaged producer-id file, ids restart at (wall-clock ms) × this: above anything handed out before
 #: (blocks of 1000 ids cost one fsync each, so no allocator gets near a million ids per millisecond).
 PRODUCER_ID_FLOOR_PER_MS = 1_000_000
@@ -119,6 +125,7 @@ class LogEngine:
         self._load_topics()
         self.offsets = self._open_offsets(os.path.join(self.data_dir, "offsets"))
         self.producer_ids = self._open_producer_ids(os.path.join(self.data_dir, "producer_ids"))
+        self.transactions = self._open_transactions(os.path.join(self.data_dir, "transactions"))
         for name in sorted(os.listdir(self.data_dir)):
             if name not in DATA_DIR_ENTRIES:
                 log.warning("%s: ignoring unknown entry %s", self.data_dir, name)
@@ -169,6 +176,9 @@ class LogEngine:
         partitions and unknown entries get a warning."""
         expected = {str(p) for p in range(partitions)}
         present = set(os.listdir(path))
+        if "topic.json.tmp" in present:  # an interrupted rewrite: topic.json itself is the old or the new one
+            os.unlink(os.path.join(path, "topic.json.tmp"))
+            present.discard("topic.json.tmp")
         for entry in sorted(present - {"topic.json"}):
             full = os.path.join(path, entry)
             if entry not in expected:
@@ -190,6 +200,16 @@ class LogEngine:
         except (NotAnOffsetLog, IsADirectoryError, NotADirectoryError) as exc:
             self._set_aside(path, "offsets", f"cannot open the offset store ({exc})", "committed offsets start empty")
             return OffsetStore(path)
+
+    def _open_transactions(self, path: str) -> TransactionStore:
+        if os.path.lexists(path) and not os.path.isdir(path):
+            self._set_aside(path, "transactions", "not a directory", "transaction states start empty")
+        try:
+            return TransactionStore(path)
+        except (StorageError, IsADirectoryError, NotADirectoryError) as exc:
+            self._set_aside(path, "transactions", f"cannot open the transaction store ({exc})",
+                            "transaction states start empty")
+            return TransactionStore(path)
 
     def _open_producer_ids(self, path: str) -> IdAllocator:
         try:
@@ -256,6 +276,129 @@ class LogEngine:
         self.offsets.sync()  # else a power cut could hand a later topic of that name these offsets
         log.info("deleted topic %s", name)
 
+    def alter_topic_config(self, name: str, set: Mapping[str, Any] | None = None, delete: Iterable[str] = (), *,
+                           replace: bool = False, validate_only: bool = False) -> Topic:
+        """Change a topic's config overrides and apply them live to every partition (the next append, roll and
+        retention run use them).
+
+        `set` gives settings by Kafka-style or field name (as `TopicConfig.with_overrides`; values may be ints or
+        their decimal strings), `delete` names the ones that fall back to the engine's defaults (deleting one
+        that is not overridden is a no-op); `replace` makes `set` the whole set of overrides (Kafka's
+        non-incremental AlterConfigs) — except `storage.format`, which is kept. The result is validated as a
+        whole before anything is written: UnknownTopic, InvalidConfig (an unknown key, a bad value, a changed
+        storage format). With `validate_only` nothing is written. The overrides are stored by their Kafka-style
+        names with typed values; topic.json is rewritten durably (see the module docstring) before this
+        returns."""
+        self._check_open()
+        set = dict(set or {})
+        delete = [canonical_name(key) for key in delete]
+        with self._lock:
+            topic = self.topic(name)
+            current = canonical_overrides(topic.overrides)
+            overrides = {k: v for k, v in current.items() if k in READ_ONLY} if replace else dict(current)
+            for key in delete:
+                overrides.pop(key, None)
+            overrides.update(canonical_overrides(set))
+            config = self.defaults.with_overrides(overrides)
+            if config.format != topic.config.format:
+                raise InvalidConfig(f"storage.format of topic {name!r} is {topic.config.format!r} and cannot change")
+            overrides = {key: getattr(config, KAFKA_NAMES[key]) for key in sorted(overrides)}
+            if validate_only:
+                return topic
+            self._write_topic_json(name, len(topic.partitions), overrides, topic.created_ms)
+            for plog in topic.partitions:
+                plog.apply_config(config)
+            topic.config, topic.overrides = config, overrides
+        log.info("altered the config of topic %s: %s", name, overrides or "defaults")
+        return topic
+
+    def topic_config(self, name: str, keys: Iterable[str] | None = None) -> list[ConfigEntry]:
+        """A topic's settings with their values, sources and defaults (see `logway.storage.config.describe`):
+        UnknownTopic; InvalidConfig for an unknown key in `keys`."""
+        topic = self.topic(name)
+        return describe(topic.config, topic.overrides, self.defaults, keys)
+
+    def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> Topic:
+        """Grow a topic to `count` partitions in all: UnknownTopic; InvalidPartitions unless `count` is more than
+        the topic has and at most MAX_PARTITIONS. The new partitions' directories are made durably, then
+        topic.json is rewritten durably; then readers see them (`Topic.partitions` is replaced, never changed in
+        place). A directory left beyond the topic's count by an attempt that crashed before its topic.json was
+        written is removed first when it holds no records (quarantined otherwise)."""
+        self._check_open()
+        with self._lock:
+            topic = self.topic(name)
+            have = len(topic.partitions)
+            if isinstance(count, bool) or not isinstance(count, int) or count > MAX_PARTITIONS:
+                raise InvalidPartitions(f"partition count {count!r} is not in {have + 1}..{MAX_PARTITIONS}")
+            if count <= have:
+                raise InvalidPartitions(f"topic {name!r} has {have} partition(s) and partitions can only be added: "
+                                        f"asked for {count}")
+            if validate_only:
+                return topic
+            base = os.path.join(self._topics_dir, name)
+            fmt = self.formats[topic.config.format]
+            added: list[PartitionLog] = []
+            try:
+                for p in range(have, count):
+                    directory = os.path.join(base, str(p))
+                    if os.path.lexists(directory):
+                        self._clear_leftover_partition(directory, f"{name}-{p}")
+                    added.append(PartitionLog(directory, name, p, fmt, topic.config, clean_shutdown=True,
+                                              clock=self.clock, quarantine_dir=self._quarantine_dir,
+                                              reads_need_sync=self.reads_need_sync))
+                self._write_topic_json(name, count, topic.overrides, topic.created_ms)
+            except BaseException:
+                for plog in added:
+                    plog.close()
+                raise
+            topic.partitions = topic.partitions + added
+        log.info("topic %s: %d partition(s) now (was %d)", name, count, have)
+        return topic
+
+    def _clear_leftover_partition(self, directory: str, label: str) -> None:
+        """Remove a partition directory beyond its topic's count (never acknowledged: topic.json did not name it)
+        when it holds no records; set it aside otherwise."""
+        try:
+            entries = os.listdir(directory) if os.path.isdir(directory) and not os.path.islink(directory) else None
+            empty = entries is not None and all(
+                os.path.isfile(os.path.join(directory, e)) and not os.path.islink(os.path.join(directory, e))
+                and (not e.endswith(".log") or os.path.getsize(os.path.join(directory, e)) == 0) for e in entries)
+        except OSError:
+            empty = False
+        if empty:
+            shutil.rmtree(directory)
+            sync_names(directory)
+            log.warning("%s: removed an empty partition directory left by an interrupted create_partitions",
+                        directory)
+        else:
+            self._set_aside(directory, label, "a partition directory beyond the topic's count",
+                            "the new partition starts empty")
+
+    def delete_group_offsets(self, group: str, partitions: Iterable[tuple[str, int]] | None = None) -> int:
+        """Delete a group's committed offsets — all of them, or those of the (topic, partition) pairs given — and
+        make the deletion durable (synced under every flush policy, like topic deletion) before returning. Returns
+        how many offsets were removed; ValueError for a malformed group, topic or partition."""
+        self._check_open()
+        if partitions is None:
+            removed = self.offsets.delete_group(group)
+        else:
+            removed = self.offsets.delete(group, partitions)
+        self.offsets.sync()
+        return removed
+
+    def _write_topic_json(self, name: str, partitions: int, overrides: Mapping[str, Any], created_ms: int) -> None:
+        """Replace a topic's metadata durably: a synced temporary file renamed over topic.json, the directory
+        synced (a power cut leaves the old file or the new one, whole)."""
+        path = os.path.join(self._topics_dir, name, "topic.json")
+        meta = {"name": name, "partitions": partitions, "config": dict(overrides), "created_ms": created_ms}
+        write_synced(path + ".tmp", json.dumps(meta).encode())
+        rename_durably(path + ".tmp", path)
+
+    def disk_usage(self) -> dict[tuple[str, int], int]:
+        """Bytes of stored batches per (topic, partition): the sizes of its segment files, as Kafka's
+        DescribeLogDirs counts them (indexes not included); the log directory is `data_dir`."""
+        return {(t.name, p.partition): p.size_bytes for t in self.topics() for p in t.partitions}
+
     def topics(self) -> list[Topic]:
         return [self.topics_by_name[n] for n in sorted(self.topics_by_name)]
 
@@ -302,6 +445,7 @@ class LogEngine:
             for p in t.partitions:
                 p.close(durable=clean)
         self.offsets.close()
+        self.transactions.close()
         if clean:
             marker = os.path.join(self.data_dir, ".clean_shutdown")
             write_synced(marker, b"")

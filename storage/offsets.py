@@ -20,8 +20,13 @@ On-disk format (all integers big-endian) — directory holds:
                                     | metadata_len u16 | topic utf-8 | metadata utf-8)
       op 2 DELETE_GROUP  group_len u16 | group utf-8
       op 3 DELETE_TOPIC  topic_len u16 | topic utf-8     (removes the topic's offsets in every group)
+      op 4 DELETE_OFFSETS  group_len u16 | count u32 | group utf-8
+                         | count × (partition i32 | topic_len u16 | topic utf-8)   (those offsets of the group)
 
-Every commit / commit_many / delete writes exactly one record with one `os.write` on an `O_APPEND` descriptor
+Op 4 came later than the others: a build that does not know it stops reading the log at the first one (and drops
+what follows), so going back to such a build is safe only after a compaction (which writes COMMIT records only).
+
+Every commit / commit_many / delete_* / delete writes exactly one record with one `os.write` on an `O_APPEND` descriptor
 (a short write, e.g. on a nearly full disk, is finished or cut back off before the call returns), so a record is
 all-or-nothing: recovery applies a record only when it is complete, its CRC matches and it decodes fully.
 Recovery reads records in order and stops at the first torn or corrupt one (short read, length out of bounds,
@@ -88,10 +93,12 @@ FILE_HEADER = _FILE_HEADER.pack(FILE_MAGIC, FORMAT_VERSION)
 _COMMIT_HEAD = struct.Struct(">BHI")  # op, group length, entry count; then group bytes
 _ENTRY = struct.Struct(">iqqHH")  # partition, offset, commit_time_ms, topic length, metadata length
 _NAME_HEAD = struct.Struct(">BH")  # op, name length; then name bytes (the two tombstones)
+_KEY = struct.Struct(">iH")  # partition, topic length (DELETE_OFFSETS entries); then topic bytes
 
 OP_COMMIT = 1
 OP_DELETE_GROUP = 2
 OP_DELETE_TOPIC = 3
+OP_DELETE_OFFSETS = 4
 
 # Kafka's STRING is int16-length-prefixed, so 32767 bytes is the longest group id any Kafka client can send;
 # a smaller bound would refuse valid clients. (It still fits the u16 length field.)
@@ -182,7 +189,8 @@ def _commit_time(value: object) -> int:
 
 
 def _decode(payload: bytes) -> tuple[int, str, list | None]:
-    """(op, group-or-topic, [(key, CommittedOffset)] or None). Raises ValueError / struct.error on garbage."""
+    """(op, group-or-topic, [(key, CommittedOffset)] (COMMIT), [key] (DELETE_OFFSETS) or None). Raises ValueError /
+    struct.error on garbage."""
     op = payload[0]
     n = len(payload)
     if op == OP_COMMIT:
@@ -213,6 +221,28 @@ def _decode(payload: bytes) -> tuple[int, str, list | None]:
         if pos != n:
             raise ValueError(f"{n - pos} trailing bytes")
         return op, group, items
+    if op == OP_DELETE_OFFSETS:
+        _, glen, count = _COMMIT_HEAD.unpack_from(payload, 0)
+        pos = _COMMIT_HEAD.size
+        end = pos + glen
+        if not 0 < glen <= MAX_GROUP_BYTES or end > n:
+            raise ValueError(f"bad group length {glen}")
+        group = str(payload[pos:end], "utf-8")
+        pos = end
+        if count == 0 or count > (n - pos) // _KEY.size:
+            raise ValueError(f"bad entry count {count}")
+        keys = []
+        for _ in range(count):
+            partition, tlen = _KEY.unpack_from(payload, pos)
+            pos += _KEY.size
+            end = pos + tlen
+            if end > n or not 0 < tlen <= MAX_TOPIC_BYTES or partition < 0:
+                raise ValueError("bad entry")
+            keys.append((str(payload[pos:end], "utf-8"), partition))
+            pos = end
+        if pos != n:
+            raise ValueError(f"{n - pos} trailing bytes")
+        return op, group, keys
     if op == OP_DELETE_GROUP or op == OP_DELETE_TOPIC:
         _, nlen = _NAME_HEAD.unpack_from(payload, 0)
         limit = MAX_GROUP_BYTES if op == OP_DELETE_GROUP else MAX_TOPIC_BYTES
@@ -374,6 +404,14 @@ class OffsetStore:
             entries = self._groups.pop(name, None)
             if entries:
                 self._live -= len(entries)
+        elif op == OP_DELETE_OFFSETS:
+            entries = self._groups.get(name)
+            if entries:
+                for key in items:
+                    if entries.pop(key, None) is not None:
+                        self._live -= 1
+                if not entries:
+                    del self._groups[name]
         else:  # OP_DELETE_TOPIC
             for group in list(self._groups):
                 entries = self._groups[group]
@@ -541,13 +579,48 @@ class OffsetStore:
             self._append(record)
             self._apply(OP_COMMIT, group, items)
 
-    def delete_group(self, group: str) -> None:
-        """Forget every offset of `group` (a durable tombstone, like a commit)."""
+    def delete_group(self, group: str) -> int:
+        """Forget every offset of `group` (a tombstone, durable like a commit: after the next `sync()`). Returns
+        how many offsets it had."""
         g = _encode_name(group, "group", MAX_GROUP_BYTES)
         record = frame(_NAME_HEAD.pack(OP_DELETE_GROUP, len(g)) + g)
         with self._lock:
             self._append(record)
+            removed = len(self._groups.get(group, ()))
             self._apply(OP_DELETE_GROUP, group, None)
+        return removed
+
+    def delete(self, group: str, keys: Iterable[tuple[str, int]]) -> int:
+        """Forget `group`'s offsets of the given (topic, partition) pairs as one record (durable like a commit:
+        after the next `sync()`; all or none after a crash). Returns how many of them the group had; when it had
+        none, nothing is written. ValueError for a malformed group, topic or partition, or a record over
+        MAX_RECORD_BYTES."""
+        g = _encode_name(group, "group", MAX_GROUP_BYTES)
+        wanted: dict[tuple[str, int], bytes] = {}
+        size = _COMMIT_HEAD.size + len(g)
+        for key in keys:
+            try:
+                topic, partition = key
+            except (TypeError, ValueError):
+                raise ValueError(f"each key must be (topic, partition), got {key!r}") from None
+            t = _encode_name(topic, "topic", MAX_TOPIC_BYTES)
+            _check_int(partition, "partition", 0, MAX_PARTITION)
+            if (topic, partition) not in wanted:
+                wanted[(topic, partition)] = _KEY.pack(partition, len(t)) + t
+                size += _KEY.size + len(t)
+                if size > MAX_RECORD_BYTES:
+                    raise ValueError(f"delete record exceeds MAX_RECORD_BYTES ({MAX_RECORD_BYTES}); split it")
+        with self._lock:
+            entries = self._groups.get(group, {})
+            present = [key for key in wanted if key in entries]
+            if not present:
+                self._check_open()
+                return 0
+            record = frame(_COMMIT_HEAD.pack(OP_DELETE_OFFSETS, len(g), len(present)) + g
+                           + b"".join(wanted[key] for key in present))
+            self._append(record)
+            self._apply(OP_DELETE_OFFSETS, group, present)
+        return len(present)
 
     def delete_topic(self, topic: str) -> None:
         """Forget `topic`'s offsets in every group (a durable tombstone). Costs O(live keys) under the lock."""

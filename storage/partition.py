@@ -5,9 +5,12 @@ On disk: the partition directory `<data>/topics/<topic>/<partition>/` holds the 
 indexes are known to be synced — written, atomically, by the first sync after a roll. After an unclean stop,
 segments from there on are recovered in full (every batch checksummed, indexes rebuilt): a power cut may have
 left holes or garbage anywhere in what was never synced; older segments only have their tails checked.
+`log-start-offset` (decimal text, present once records were deleted with `delete_records`): records below it are
+gone even where their segment still holds them — written durably (a synced temporary file renamed into place, the
+directory synced) before `delete_records` returns, read at open; segments wholly below it are deleted then too.
 
-Offsets are contiguous from the log start offset (the first segment's base offset) to the log end offset (the next
-offset to assign).
+Offsets are contiguous from the log start offset (the first segment's base offset, or `log-start-offset` when that
+is further on) to the log end offset (the next offset to assign).
 
 Visibility: readers see every append, or — with `reads_need_sync`, which the gateway sets under `flush: always` —
 only what `sync()` made durable (the *high watermark*, Kafka's name for the end of what consumers may read). Then
@@ -32,6 +35,7 @@ from .errors import BatchTooLarge, CorruptBatch, OffsetOutOfRange, InvalidBatchO
 from .files import fsync_dir, makedirs_durably, quarantine, write_synced
 from .formats import BatchFormat
 from .segment import Segment, segment_name
+from .txnindex import INDEX_NAME as TXN_INDEX, TxnIndex
 
 log = logging.getLogger("logway.storage")
 
@@ -40,6 +44,7 @@ MAX_RELATIVE_OFFSET = 2**32 - 2
 #: Offsets are signed 64-bit in every protocol that names them (Kafka): nothing may go past this.
 MAX_OFFSET = 2**63 - 1
 RECOVERY_POINT = "recovery-point"
+LOG_START = "log-start-offset"
 
 
 class AppendResult(NamedTuple):
@@ -103,8 +108,12 @@ class PartitionLog:
         self.reads_need_sync = reads_need_sync
         # (end offset, its segment, that segment's size then): everything before it is on stable storage.
         self._durable: tuple[int, Segment | None, int] = (0, None, 0)
+        self._log_start = 0  # records below this were deleted (`delete_records`); see `log_start_offset`
         makedirs_durably(directory)
         self.segments: list[Segment] = self._load(clean_shutdown)
+        self._open_log_start()
+        # Transactional writes; entries past what recovery kept are cut (their batches were lost).
+        self.txns = TxnIndex(directory, self.log_start_offset, self.log_end_offset)
         if self._dir_dirty:  # a new partition's first segment: its files exist durably before any append
             fsync_dir(directory)
             self._dir_dirty = False
@@ -146,7 +155,7 @@ class PartitionLog:
                     bases.append(int(stem))
             elif name.endswith((".tmp", ".deleted")) and os.path.isfile(path):
                 os.unlink(path)
-            elif name != RECOVERY_POINT:
+            elif name not in (RECOVERY_POINT, LOG_START, TXN_INDEX):
                 log.warning("%s: ignoring unknown file %s", self.directory, name)
         bases.sort()
         now = self._now_ms()
@@ -231,18 +240,21 @@ class PartitionLog:
     # -- state -------------------------------------------------------------------------------------------
     @property
     def log_start_offset(self) -> int:
-        return self.segments[0].base_offset
+        """The first offset a reader may ask for: the first segment's base, or further on after `delete_records`."""
+        base = self.segments[0].base_offset
+        return base if base >= self._log_start else self._log_start
 
     @property
     def first_offset(self) -> int:
         """The offset of the first record actually present: the log start offset, or further on when the log
         begins with a gap (formats with explicit offsets); the log end offset when the log is empty."""
         first = self.segments[0]
+        start = self.log_start_offset
         cached = self._first_offset
-        if cached is not None and cached[0] is first:
+        if cached is not None and cached[0] is first and cached[1] >= start:
             return cached[1]
-        rng = self.read(first.base_offset, 1)
-        value = rng.first_offset if rng is not None else self.high_watermark
+        rng = self.read(start, 1)
+        value = max(rng.first_offset, start) if rng is not None else self.high_watermark
         if rng is not None:
             self._first_offset = (first, value)
         return value
@@ -283,12 +295,13 @@ class PartitionLog:
         return sum(s.size for s in self.segments)
 
     # -- appending ---------------------------------------------------------------------------------------
-    def append(self, data) -> AppendResult:
+    def append(self, data, *, producer: tuple[int, int] | None = None) -> AppendResult:
         """Validate and append one or more whole batches; all of them or none are written.
 
         Offsets are assigned here: each batch is stamped with its base offset (formats with explicit offsets
         keep theirs, which may skip ahead). Raises CorruptBatch, BatchTooLarge or InvalidBatchOffset without writing
-        anything; an OSError (e.g. disk full) leaves the log as it was.
+        anything; an OSError (e.g. disk full) leaves the log as it was. `producer` = (producer id, epoch): the
+        batches belong to that producer's open transaction (recorded in `txns` before they are written).
         """
         fmt = self.fmt
         view = memoryview(data)
@@ -311,6 +324,8 @@ class PartitionLog:
             seg = self.segments[-1]
             base = offset = seg.next_offset
             undo = (self.segments, seg.size, seg.next_offset)
+            if producer is not None:  # transactional: consecutive offsets (no format with explicit ones is)
+                self.txns.add_data(producer[0], producer[1], base, base + sum(b[3] + 1 for b in batches) - 1)
             try:
                 for batch, size, explicit, delta, max_ts in batches:
                     if explicit is not None and self.explicit_offsets:
@@ -329,8 +344,30 @@ class PartitionLog:
                     offset += delta + 1
             except BaseException:  # disk full, a refused offset, anything: the log stays as it was
                 self._undo(undo)
+                if producer is not None:
+                    self.txns.undo_data(producer[0])
                 raise
         return AppendResult(base, offset - 1, now)
+
+    # -- transactions ------------------------------------------------------------------------------------
+    def end_transaction(self, producer_id: int, epoch: int, *, committed: bool, marker=None) -> bool:
+        """End the producer's open transaction here: append its `marker` batch when the format has one (a Kafka
+        control batch), then record the end. False when the producer has no open transaction here (already
+        ended: a completion that is repeated after a crash writes nothing twice)."""
+        if producer_id not in self.txns.open_transactions():
+            return False
+        if marker is not None:
+            offset = self.append(marker).base_offset
+            with self.lock:
+                return self.txns.end(producer_id, epoch, committed=committed, offset=offset, marker=True)
+        with self.lock:
+            return self.txns.end(producer_id, epoch, committed=committed, offset=self.log_end_offset, marker=False)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Where the oldest open transaction begins (readers of committed data stop there); the high watermark
+        when no transaction is open."""
+        return max(self.txns.last_stable_offset(self.high_watermark), self.log_start_offset)
 
     def _split(self, view: memoryview, max_batch: int) -> list:
         """Scan and validate every batch of `view`; (batch, size, last_offset_delta, max_timestamp) each."""
@@ -401,16 +438,21 @@ class PartitionLog:
                 self._roll(self._now_ms())
 
     # -- reading -----------------------------------------------------------------------------------------
-    def read(self, offset: int, max_bytes: int) -> ReadSlice | None:
+    def read(self, offset: int, max_bytes: int, *, until: int | None = None) -> ReadSlice | None:
         """The byte range of whole batches starting with the batch that holds `offset`.
 
         At least one whole batch is returned when one exists, even if larger than max_bytes; the range never
-        crosses a segment boundary nor the high watermark. None at or past the high watermark (up to the log end:
-        appended, not yet visible). OffsetOutOfRange below the log start or past the log end (the error carries
-        the high watermark as the end a client may know).
+        crosses a segment boundary nor the high watermark, nor `until` (e.g. the last stable offset: a batch
+        start). None at or past the high watermark (up to the log end: appended, not yet visible) or `until`.
+        OffsetOutOfRange below the log start or past the log end (the error carries the high watermark as the
+        end a client may know).
         """
         segments, end_offset, last, last_size = self._visible()
-        start = segments[0].base_offset
+        if until is not None and until < end_offset:
+            if offset >= until:
+                return None if offset <= end_offset else self.read(offset, max_bytes)  # (the same error)
+            return self._read_until(offset, max_bytes, until)
+        start = max(segments[0].base_offset, self._log_start)
         if offset < start or offset > max(end_offset, self.log_end_offset):
             raise OffsetOutOfRange(f"offset {offset} is outside [{start}, {end_offset}]",
                                    log_start=start, log_end=end_offset)
@@ -437,6 +479,21 @@ class PartitionLog:
             i += 1  # nothing at or after offset in this segment (e.g. a gap): try the next one
         return None
 
+    def _read_until(self, offset: int, max_bytes: int, until: int) -> ReadSlice | None:
+        """`read` bounded by `until` (< the visible end): the slice cut before the batch that holds `until`."""
+        rng = self.read(offset, max_bytes)
+        if rng is None or rng.end_offset <= until:
+            return rng
+        seg = rng.segment
+        found = seg.locate(until, rng.position + rng.length)
+        if found is None or found[0] <= rng.position:
+            return None  # the first batch already reaches `until`
+        return ReadSlice(seg, rng.position, found[0] - rng.position, rng.first_offset, found[1])
+
+    def aborted(self, start: int, end: int):
+        """The aborted transactions with data in [start, end) (see logway.storage.txnindex)."""
+        return self.txns.aborted(start, end)
+
     def tail_offset(self, max_bytes: int) -> int:
         """The first offset of the batch that starts about `max_bytes` before the end of the log (an index
         point, so possibly a little further back); the log start offset when the log is smaller."""
@@ -446,9 +503,9 @@ class PartitionLog:
             size = seg.size
             if size >= remaining:
                 rel, _ = seg.index.floor_position(size - remaining)
-                return seg.base_offset + rel
+                return max(seg.base_offset + rel, self._log_start)
             remaining -= size
-        return segments[0].base_offset
+        return self.log_start_offset
 
     def offset_for_timestamp(self, timestamp: int) -> int | None:
         """The first visible offset whose record timestamp is >= timestamp, or None when there is none."""
@@ -467,7 +524,11 @@ class PartitionLog:
             if refine is not None:
                 exact = refine(memoryview(seg.pread(position, size)), first, timestamp)
                 if exact is not None:
-                    return exact
+                    first = exact
+            if first < self._log_start:  # in a batch that straddles the log start: its deleted part is not served
+                first = self._log_start
+                if first >= end_offset:
+                    return None
             return first
         return None
 
@@ -485,11 +546,14 @@ class PartitionLog:
         with self.lock:
             active = self.segments[-1]
             target, size = active.next_offset, active.size
-            if target <= self._durable[0] and not self._dir_dirty:
+            if target <= self._durable[0] and not self._dir_dirty and not self.txns.dirty:
                 return self._durable[0]
             pending, self._unsynced = self._unsynced, []
             dir_dirty, self._dir_dirty = self._dir_dirty, False
         try:
+            # Transaction entries first: a batch is never durable without the entry that says whose it is.
+            if self.txns.sync():
+                dir_dirty = True
             for seg in pending:
                 seg.sync(indexes=True)
             active.sync()
@@ -507,6 +571,112 @@ class PartitionLog:
             if target > self._durable[0]:
                 self._durable = (target, active, size)
         return target
+
+    # -- deleting records (the log start offset) -----------------------------------------------------------
+    def _read_log_start(self) -> int:
+        try:
+            with open(os.path.join(self.directory, LOG_START), "rb") as f:
+                text = f.read(32).strip()
+        except FileNotFoundError:
+            return 0
+        except OSError as exc:
+            log.error("%s: cannot read %s (%s): the log starts at its first segment", self.directory, LOG_START, exc)
+            return 0
+        if not text.isdigit() or int(text) >= MAX_OFFSET:
+            log.error("%s: %s holds %r, not an offset: the log starts at its first segment", self.directory,
+                      LOG_START, text[:32])
+            return 0
+        return int(text)
+
+    def _open_log_start(self) -> None:
+        """At open: honour `log-start-offset` — drop segments wholly below it (a crash may have come between the
+        file and their deletion) and, when the whole log lies below it (records a power cut took back, or an
+        empty log), start an empty log there, so an offset below the start is never handed out again."""
+        start = self._log_start = self._read_log_start()
+        segments = self.segments
+        if start <= segments[0].base_offset:
+            return
+        if start > segments[-1].next_offset or (start == segments[-1].next_offset and segments[-1].size):
+            if start > segments[-1].next_offset:
+                log.warning("%s-%d: the log ends at %d, below its log start offset %d: it restarts empty there",
+                            self.topic, self.partition, segments[-1].next_offset, start)
+            for seg in segments:
+                seg.close()
+                seg.delete()
+            self.segments = [self._new_segment(start, self._now_ms())]
+            return
+        keep = _below(segments, start)
+        for seg in segments[:keep]:
+            seg.close()
+            seg.delete()
+        if keep:
+            self.segments = segments[keep:]
+            self._dir_dirty = True
+
+    def delete_records(self, offset: int) -> int:
+        """Delete every record below `offset` (-1: the high watermark), Kafka's DeleteRecords: the log start offset
+        moves there, durably — what lies below it is synced first, then `log-start-offset` is written (a synced
+        temporary file renamed into place, the directory synced) — and segments wholly below it are deleted, the
+        active one too when every record is below it (it is rolled first). Reads below the new start get
+        OffsetOutOfRange. Returns the log start offset after the call (the current one when `offset` is not past
+        it). OffsetOutOfRange for an offset past the high watermark or negative (other than -1)."""
+        if isinstance(offset, bool) or not isinstance(offset, int):
+            raise TypeError(f"offset must be an int, not {type(offset).__name__}")
+        with self._sync_lock:  # no sync meanwhile: the active segment may be rolled and deleted here
+            end = self.high_watermark
+            if offset == -1:
+                offset = end
+            if offset < 0 or offset > end:
+                start = self.log_start_offset
+                raise OffsetOutOfRange(f"cannot delete records below offset {offset}: the partition holds "
+                                       f"[{start}, {end})", log_start=start, log_end=end)
+            if offset <= self.log_start_offset:
+                return self.log_start_offset
+            # Everything below the new start durable first: a power cut can never leave the log ending below it.
+            self._sync()
+            path = os.path.join(self.directory, LOG_START)
+            write_synced(path + ".tmp", b"%d\n" % offset)
+            os.replace(path + ".tmp", path)
+            fsync_dir(self.directory)
+            self._log_start = offset
+            doomed = self._drop_below_start(offset)
+            for seg in doomed:
+                seg.delete()
+                log.info("%s-%d: deleted segment %s (below the log start offset %d)", self.topic, self.partition,
+                         segment_name(seg.base_offset), offset)
+            if doomed:
+                fsync_dir(self.directory)  # the deletions, and the roll's new segment files if it rolled
+        return self.log_start_offset
+
+    def _drop_below_start(self, start: int) -> list[Segment]:
+        """Take the segments wholly below `start` out of the log (rolling the active one when every record is
+        below it); the caller deletes their files."""
+        with self.lock:
+            active = self.segments[-1]
+            if active.size and start >= active.next_offset:
+                self._roll(self._now_ms())
+            segments = self.segments
+            keep = _below(segments, start)
+            if not keep:
+                return []
+            doomed = segments[:keep]
+            self.segments = segments[keep:]
+            self._unsynced = [s for s in self._unsynced if s not in doomed]
+            end, seg, size = self._durable
+            if seg is not None and seg in doomed:  # the visible end is the base of the first kept segment
+                self._durable = (end, self.segments[0], 0)
+            self.txns.prune(start)
+            return doomed
+
+    # -- configuration -----------------------------------------------------------------------------------
+    def apply_config(self, config: TopicConfig) -> None:
+        """Take a topic's altered configuration live: the next append, roll and retention run use it (the
+        storage format never changes)."""
+        if config.format != self.config.format:
+            raise ValueError("a partition's storage format cannot change")
+        with self.lock:
+            self.config = config
+            self.segments[-1].index_interval = config.index_interval_bytes
 
     # -- retention ---------------------------------------------------------------------------------------
     def enforce_retention(self, now_ms: int | None = None) -> int:
@@ -529,6 +699,7 @@ class PartitionLog:
                 doomed = segments[:keep_from]
                 self.segments = segments[keep_from:]
                 self._unsynced = [s for s in self._unsynced if s not in doomed]
+                self.txns.prune(self.log_start_offset)
         for seg in doomed:
             seg.delete()
             log.info("%s-%d: retention deleted segment %s", self.topic, self.partition, segment_name(seg.base_offset))
@@ -554,12 +725,16 @@ class PartitionLog:
                 if durable and seg is self.segments[-1]:
                     seg.sync(indexes=True)
                 seg.close()
+            if durable:
+                self.txns.sync()
+            self.txns.close()
 
     def delete(self) -> None:
         with self.lock:
             for seg in self.segments:
                 seg.close()
                 seg.delete()
+            self.txns.close()
 
 
 def _find_segment(segments: list[Segment], offset: int) -> int:
@@ -572,3 +747,12 @@ def _find_segment(segments: list[Segment], offset: int) -> int:
         else:
             hi = mid
     return max(lo - 1, 0)
+
+
+def _below(segments: list[Segment], start: int) -> int:
+    """How many leading segments hold only offsets below `start` (the next one begins at or before it); never the
+    last one."""
+    keep = 0
+    while keep + 1 < len(segments) and segments[keep + 1].base_offset <= start:
+        keep += 1
+    return keep

@@ -1,6 +1,6 @@
 """Shared test fixtures: an in-process gateway on ephemeral 127.0.0.1 ports and the async native client the tests
 drive it with (`logway.clients.AsyncNativeClient`, answers unchecked), the power-loss file system, and a small
-tmpfs that fills up (`small_disk`, `fill_disk`).
+tmpfs that fills up (`small_disk`, `fill_disk`), and headless Chromium for the admin console (`chromium`).
 
 The suite is in tiers: `codecs/` (bytes in, events out), `storage/` (one file per storage unit), `gateway/` (the
 pump and protocols, in memory and over real sockets), `e2e/` (real clients, Spark, processes killed and power
@@ -22,11 +22,15 @@ from logway.codecs.records import Record
 from logway.gateway.config import load_config
 from logway.gateway.server import Gateway
 
+# Gateways the tests start as processes (logway.bench.launcher, `logway serve`) bind the admin listener on a free
+# port too, not on 9644: several run at once, beside a developer's own gateway.
+os.environ.setdefault("LOGWAY_LISTENERS__ADMIN__PORT", "0")
+
 
 def gateway_config(data_dir, *overrides: str):
     return load_config(None, env={}, overrides=[f"data_dir={data_dir}", "listeners.native.port=0",
                                                 "listeners.kafka.port=0", "listeners.tank.port=0",
-                                                "log_level=WARNING", *overrides])
+                                                "listeners.admin.port=0", "log_level=WARNING", *overrides])
 
 
 @asynccontextmanager
@@ -126,3 +130,44 @@ def fill_disk(mount) -> "os.PathLike":
     finally:
         os.close(fd)
     return ballast
+
+
+#: Debian's headless browser and its WebDriver (`apt-get install chromium chromium-driver`).
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+
+
+def chromium_problem() -> str | None:
+    """What is missing to drive headless Chromium, or None."""
+    missing = [f"{path} (Debian package {package})" for path, package in
+               ((CHROMIUM, "chromium"), (CHROMEDRIVER, "chromium-driver")) if not os.access(path, os.X_OK)]
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        missing.append("the selenium package (pip install -e '.[test]')")
+    return f"headless Chromium is not available: missing {', '.join(missing)}" if missing else None
+
+
+@pytest.fixture
+def chromium():
+    """A selenium WebDriver of headless Chromium (a 1280×1000 window). Skips, saying what is missing, where
+    Chromium cannot run; with REQUIRE_CHROMIUM=1 (CI) that is a failure instead."""
+    problem = chromium_problem()
+    if problem:
+        if os.environ.get("REQUIRE_CHROMIUM") == "1":
+            pytest.fail(f"REQUIRE_CHROMIUM=1 but {problem}")
+        pytest.skip(problem)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                "--window-size=1280,1000", "--no-first-run", "--disable-extensions"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # console errors and CSP violations
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()

@@ -1,9 +1,15 @@
 """`logway.clients.KafkaClient` for tests that must send exact bytes (e.g. the same idempotent batch twice) that
-kafka-python would never send on purpose: one attempt, no retry, answers returned unchecked."""
+kafka-python would never send on purpose: one attempt, no retry, answers returned unchecked. Also what the wire-level
+Kafka tests share: `new_topic` and the `client` fixture (on the module's own `gw` gateway process)."""
 
 from __future__ import annotations
 
+import uuid
+
+import pytest
+
 from logway.clients.kafka import KafkaClient, KafkaConfig
+from logway.clients.native import NativeClient
 
 
 class KafkaWireClient:
@@ -32,3 +38,18 @@ class KafkaWireClient:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def new_topic(gw, partitions: int = 1, prefix: str = "w-") -> str:
+    """A fresh kafka-format topic on a running `GatewayProcess`, created over the native protocol."""
+    name = prefix + uuid.uuid4().hex[:8]
+    with NativeClient(*gw.native) as c:
+        c.create_topic(name, partitions)
+    return name
+
+
+@pytest.fixture
+def client(gw):
+    """A `KafkaWireClient` on the test module's `gw` gateway process (import it into the module to use it)."""
+    with KafkaWireClient(*gw.addresses["kafka"]) as c:
+        yield c

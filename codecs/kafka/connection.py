@@ -10,9 +10,11 @@ version layout and forgets it. Client side, `KafkaClientConnection.send(KafkaReq
 can parse the response (`KafkaResponse`). Responses go out in request order; the gateway keeps that order, the
 codec does not reorder.
 
-Framing: `int32 size` + request header v1 (`api_key int16, api_version int16, correlation_id int32, client_id`
-nullable int16 string) + body; responses are `int32 size` + `correlation_id int32` (header v0) + body. Every
-version we implement is non-flexible, so no tagged fields anywhere.
+Framing: `int32 size` + request header + body; `int32 size` + response header + body. Request header v1 is
+`api_key int16, api_version int16, correlation_id int32, client_id` (nullable int16 string); flexible versions
+(`registry.is_flexible`, KIP-482) use header v2, v1 + a tagged-field section (read and skipped). Response header
+v0 is `correlation_id int32`; flexible versions use header v1, v0 + a tagged-field section (written empty) --
+except ApiVersions, whose response header is always v0. Both roles pick the headers the same way.
 
 SASL with a v0 SaslHandshake (clients before Kafka 1.0): the tokens that follow travel as raw frames, `int32
 size` + token with no header. After answering such a handshake the gateway calls `expect_sasl_token()`: the
@@ -24,13 +26,14 @@ parse or does not implement, and a stream with a bad frame cannot be trusted):
 
 - size < `MIN_REQUEST_SIZE` or > `max_request_bytes`: raised as soon as the 4 size bytes are in, before the body
   is buffered; EOF inside a frame; a header without a client_id;
-- an api key or version outside `SUPPORTED`: `code=35` (UNSUPPORTED_VERSION) ... except ApiVersions (key 18):
+- an api key or version outside what the server serves (`SUPPORTED`, or the `api_versions` it was given):
+  `code=35` (UNSUPPORTED_VERSION) ... except ApiVersions (key 18):
   clients send v3 (librdkafka) or v4 (kafka-python) first, in flexible header v2. We read the fixed header
   prefix and client_id, ignore the rest, and return a `KafkaRequest` with `unsupported_version=True`; its
-  answer is then sent in the v0 body layout with error 35 and the full key list, and the client retries at a
+  answer is then sent in the v0 body layout with error 35 and the key list, and the client retries at a
   version we list (spec §2). Any ApiVersions answer with a non-zero error uses the v0 layout;
-- a malformed body (truncated, a length or count beyond the frame, invalid UTF-8, bytes left over after the
-  body): `code=42` (INVALID_REQUEST).
+- a malformed header v2 tag section or body (truncated, a length or count beyond the frame, invalid UTF-8, a
+  varint over 5 bytes, bytes left over after the body): `code=42` (INVALID_REQUEST).
 
 When the header could be read, the error also carries `api_key`, `api_version` and `correlation_id` attributes.
 `LocalProtocolError` means we misused the codec: a body of the wrong type, a value out of range, a response to
@@ -40,6 +43,7 @@ a correlation id with no pending request, a raw SASL token the peer did not send
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -48,10 +52,10 @@ import construct as c
 from ..errors import LocalProtocolError
 from ..stream import CLOSED, NEED_DATA, ReceiveBuffer
 from .api import api_versions
-from .api.headers import REQUEST_HEADER_PREFIX_SIZE, REQUEST_HEADER_V1, RequestHeader
-from .api.registry import SUPPORTED, api_versions_response, is_supported, request_schema, response_schema
+from .api.headers import REQUEST_HEADER_PREFIX_SIZE, REQUEST_HEADER_V1, REQUEST_HEADER_V2, RequestHeader
+from .api.registry import SUPPORTED, api_versions_response, is_flexible, request_schema, response_schema
 from .error_codes import ErrorCode
-from .primitives import FrameReader, FrameWriter, NullableString, build_chunks
+from .primitives import EMPTY_TAGGED_FIELDS, FrameReader, FrameWriter, NullableString, TaggedFields, build_chunks
 
 __all__ = [
     "NEED_DATA",
@@ -145,19 +149,26 @@ def _expects_response(api_key: int, body: Any) -> bool:
     return not (api_key == 0 and getattr(body, "acks", 1) == 0)
 
 
+def _response_header_v1(api_key: int, api_version: int) -> bool:
+    """Whether a response carries header v1 (a tagged-field section after the correlation id): flexible
+    versions, but never ApiVersions (its response header is always v0)."""
+    return api_key != _API_VERSIONS_KEY and is_flexible(api_key, api_version)
+
+
 # ------------------------------------------------------------------------------------------- encoding
 
 def _frame_response(correlation_id: int, api_key: int, api_version: int, unsupported_version: bool,
-                    body: Any) -> list[Any]:
+                    body: Any, versions: Mapping[int, tuple[int, int]] = SUPPORTED) -> list[Any]:
     """Frame `body` as the answer to a request (key, version, unsupported_version): [bytes | deferred, ...].
 
     The int32 size covers the deferred objects' `length`s. Adjacent bytes are coalesced: a Fetch response with
     one deferred record set is [bytes, deferred, bytes] (or [bytes, deferred] when it is the last field).
     For an ApiVersions request at an unsupported version the body is always the v0 layout with
-    UNSUPPORTED_VERSION and the full key list (`body` may be None; its `api_keys`, when non-empty, are kept).
+    UNSUPPORTED_VERSION and the key list (`body` may be None; its `api_keys`, when non-empty, are kept; else
+    `versions` are listed).
     """
     if unsupported_version:
-        keys = getattr(body, "api_keys", None) or api_versions_response().api_keys
+        keys = getattr(body, "api_keys", None) or api_versions_response(versions=versions).api_keys
         body = api_versions.ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=keys)
         schema = api_versions.RESPONSE_V0
     elif api_key == _API_VERSIONS_KEY and getattr(body, "error_code", 0):
@@ -173,6 +184,8 @@ def _frame_response(correlation_id: int, api_key: int, api_version: int, unsuppo
         header = _I32.pack(0) + _I32.pack(correlation_id)  # size patched below; response header v0
     except struct.error as exc:
         raise LocalProtocolError(f"correlation id {correlation_id!r}: {exc}") from None
+    if not unsupported_version and _response_header_v1(api_key, api_version):
+        header += EMPTY_TAGGED_FIELDS  # response header v1
     stream = FrameWriter(header)
     try:
         deferred = build_chunks(schema, body, stream)
@@ -257,13 +270,24 @@ class KafkaServerConnection(_Receiver):
       with that correlation id, which is then forgotten. `send(SaslToken(data))` -> `bytes`, answering the raw
       token received last.
 
+    `api_versions` (key -> (min, max), within `SUPPORTED`; default `SUPPORTED`) is what this server serves: a
+    request outside it is refused like an unknown key (fatal, code 35), so a server that handles fewer keys than
+    the codec knows passes the ones it advertises.
+
     Memory: one small tuple per request read and not yet answered; the caller decides how many that is (the
     gateway reads the next request only after answering the previous one).
     """
 
-    def __init__(self, max_request_bytes: int = MAX_REQUEST_BYTES) -> None:
+    def __init__(self, max_request_bytes: int = MAX_REQUEST_BYTES,
+                 api_versions: Mapping[int, tuple[int, int]] | None = None) -> None:
         super().__init__(max_request_bytes, MIN_REQUEST_SIZE, "request")
         self.max_request_bytes = max_request_bytes
+        if api_versions is None:
+            api_versions = SUPPORTED
+        for key, (lo, hi) in api_versions.items():
+            if key not in SUPPORTED or not SUPPORTED[key][0] <= lo <= hi <= SUPPORTED[key][1]:
+                raise ValueError(f"api key {key} versions {lo}-{hi} are not within what the codec supports")
+        self.api_versions: Mapping[int, tuple[int, int]] = api_versions
         self._raw_token = False
         self._tokens_to_answer = 0  # raw SASL tokens received and not answered yet
         self._pending: dict[int, list[_Pending]] = {}  # correlation id -> requests waiting, oldest first
@@ -323,7 +347,7 @@ class KafkaServerConnection(_Receiver):
                 response.api_version is not None and response.api_version != version):
             raise LocalProtocolError(f"correlation id {cid} answers api key {key} v{version}, not "
                                      f"api key {response.api_key} v{response.api_version}")
-        chunks = _frame_response(cid, key, version, unsupported, response.body)
+        chunks = _frame_response(cid, key, version, unsupported, response.body, self.api_versions)
         self._forget(cid)  # only once the answer could be framed: a caller may fix the body and send again
         if len(chunks) == 1:
             return chunks[0]
@@ -345,19 +369,21 @@ class KafkaServerConnection(_Receiver):
             client_id = NullableString.parse_stream(reader)
         except c.ConstructError as exc:
             raise self._fatal(f"malformed request header: {exc}", ErrorCode.INVALID_REQUEST, **info) from None
-        if not is_supported(key, version):
+        bounds = self.api_versions.get(key)
+        if bounds is None or not bounds[0] <= version <= bounds[1]:
             if key == _API_VERSIONS_KEY:
                 # Header v2 (flexible): tagged fields follow client_id, then a flexible body. Neither is needed
                 # to answer with the v0 fallback, so the rest of the frame is skipped unread.
                 return KafkaRequest(key, version, cid, client_id, api_versions.ApiVersionsRequest(),
                                     unsupported_version=True)
-            if key in SUPPORTED:
-                lo, hi = SUPPORTED[key]
-                message = f"api key {key} version {version} is not supported (supported: {lo}-{hi})"
+            if bounds is not None:
+                message = f"api key {key} version {version} is not supported (supported: {bounds[0]}-{bounds[1]})"
             else:
                 message = f"api key {key} is not supported"
             raise self._fatal(message, ErrorCode.UNSUPPORTED_VERSION, **info)
         try:
+            if is_flexible(key, version):
+                TaggedFields.parse_stream(reader)  # request header v2: skipped, we know no header tag
             body = request_schema(key, version).parse_stream(reader)
         except c.ConstructError as exc:
             raise self._fatal(f"malformed request body (api key {key} v{version}): {exc}",
@@ -373,12 +399,14 @@ class KafkaServerConnection(_Receiver):
 class KafkaClientConnection(_Receiver):
     """The client end of one Kafka connection, in the codec contract of `logway.codecs`.
 
-    - `send(KafkaRequest(api_key, api_version, body=...))` -> `bytes`: frames the request (header v1) with its
-      `correlation_id`, or the next one of the connection's counter when it is None, and remembers its (key,
-      version) unless no response will come (Produce with acks=0). `send(SaslToken(data))` -> `bytes`: a raw
-      token (after a v0 SaslHandshake); its answer comes back as a `SaslToken` event.
-    - `receive_data(data)`; `next_event()` -> `KafkaResponse` (every field set) or `SaslToken`, `NEED_DATA` or
-      `CLOSED`; raises `RemoteProtocolError` (fatal) on a bad response or an unknown correlation id.
+    - `send(KafkaRequest(api_key, api_version, body=...))` -> `bytes`: frames the request (header v1, v2 for a
+      flexible version) with its `correlation_id`, or the next one of the connection's counter when it is None,
+      and remembers its (key, version) unless no response will come (Produce with acks=0).
+      `send(SaslToken(data))` -> `bytes`: a raw token (after a v0 SaslHandshake); its answer comes back as a
+      `SaslToken` event.
+    - `receive_data(data)`; `next_event()` -> `KafkaResponse` (every field set; the response header v1 of a
+      flexible version is read too) or `SaslToken`, `NEED_DATA` or `CLOSED`; raises `RemoteProtocolError`
+      (fatal) on a bad response or an unknown correlation id.
     """
 
     def __init__(self, max_response_bytes: int = MAX_RESPONSE_BYTES) -> None:
@@ -425,7 +453,8 @@ class KafkaClientConnection(_Receiver):
             advance = False
         stream = FrameWriter(b"\0\0\0\0")  # size patched below
         try:
-            REQUEST_HEADER_V1.build_stream(RequestHeader(api_key, api_version, cid, request.client_id), stream)
+            header = REQUEST_HEADER_V2 if is_flexible(api_key, api_version) else REQUEST_HEADER_V1
+            header.build_stream(RequestHeader(api_key, api_version, cid, request.client_id), stream)
             schema.build_stream(body, stream)
         except (c.ConstructError, TypeError, ValueError, AttributeError) as exc:
             raise LocalProtocolError(f"cannot encode {type(body).__name__}: {exc}") from exc
@@ -460,6 +489,8 @@ class KafkaClientConnection(_Receiver):
         reader = FrameReader(frame)
         reader.pos = 4
         try:
+            if _response_header_v1(key, version):
+                TaggedFields.parse_stream(reader)  # response header v1: skipped
             body = schema.parse_stream(reader)
         except c.ConstructError as exc:
             raise self._fatal(f"malformed response (api key {key} v{version}): {exc}",

@@ -91,10 +91,12 @@ class ErrorCode(IntEnum):
     PREFERRED_LEADER_NOT_AVAILABLE = 80  # preferred leader not available
     GROUP_MAX_SIZE_REACHED = 81  # group has reached group.max.size
     FENCED_INSTANCE_ID = 82  # another member with the same group.instance.id took over
+    GROUP_SUBSCRIBED_TO_TOPIC = 86  # offsets of a topic the active group subscribes to cannot be deleted
     INVALID_RECORD = 87  # a record failed broker-side validation
     UNSTABLE_OFFSET_COMMIT = 88  # pending transactional offset commits for the partition
     THROTTLING_QUOTA_EXCEEDED = 89  # a mutation quota was exceeded
     PRODUCER_FENCED = 90  # a newer producer with the same transactional id exists
+    UNSUPPORTED_ENDPOINT_TYPE = 115  # DescribeCluster v1+: an endpoint type this node does not serve
 
     @classmethod
     def name_of(cls, code: int) -> str:

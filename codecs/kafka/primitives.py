@@ -1,29 +1,49 @@
 """Kafka protocol primitive types as `construct` constructs, and `schema()`, which declares one message layout.
 
-Non-flexible versions only (the gateway advertises no flexible version, see the spec §2), so there are no compact
-lengths and no tagged fields here. Every type is big-endian:
+Every type is big-endian. Non-flexible versions use the classic forms; flexible versions (KIP-482) use the
+compact forms, whose length or count is an unsigned varint holding `n + 1` (0 = null), and end every struct with
+a tagged-field section:
 
-=================  =============================================================  ==========
-name               wire form                                                      min. size
-=================  =============================================================  ==========
-Int8/16/32/64      signed integer                                                 1/2/4/8
-UInt32             unsigned 32-bit integer                                        4
-Boolean            int8, 0 = false, anything else = true (Kafka reads `!= 0`)     1
-String             int16 length + UTF-8; a negative length is refused             2
-NullableString     int16 length (-1 = null) + UTF-8                               2
-Bytes              int32 length + bytes; a negative length is refused             4
-NullableBytes      int32 length (-1 = null) + bytes                               4
-Records            NullableBytes holding a record set; see "deferred" below       4
-Array(T)           int32 count + count items of T; a negative count is refused    4
-NullableArray(T)   int32 count (-1 = null) + items                                4
-=================  =============================================================  ==========
+=====================  =======================================================  ==========
+name                   wire form                                                min. size
+=====================  =======================================================  ==========
+Int8/16/32/64          signed integer                                           1/2/4/8
+UInt32                 unsigned 32-bit integer                                  4
+Boolean                int8, 0 = false, anything else = true (Kafka: `!= 0`)    1
+UnsignedVarint         base-128 unsigned 32-bit integer, at most 5 bytes        1
+String                 int16 length + UTF-8; a negative length is refused       2
+NullableString         int16 length (-1 = null) + UTF-8                         2
+Bytes                  int32 length + bytes; a negative length is refused       4
+NullableBytes          int32 length (-1 = null) + bytes                         4
+Records                NullableBytes holding a record set; see "deferred"       4
+Array(T)               int32 count + count items of T; -1 is refused            4
+NullableArray(T)       int32 count (-1 = null) + items                          4
+CompactString          uvarint length + 1, UTF-8; null (0) is refused           1
+CompactNullableString  uvarint length + 1 (0 = null) + UTF-8                    1
+CompactBytes           uvarint length + 1 + bytes; null is refused              1
+CompactNullableBytes   uvarint length + 1 (0 = null) + bytes                    1
+CompactRecords         CompactNullableBytes holding a record set                1
+CompactArray(T)        uvarint count + 1 + items; null is refused               1
+CompactNullableArray   uvarint count + 1 (0 = null) + items                     1
+TaggedFields           uvarint count, then (uvarint tag, uvarint size, bytes)*  1
+=====================  =======================================================  ==========
+
+Flexible versions are declared from the classic layout, as Kafka's message JSON declares types once for every
+version: `flexible(schema(Cls, name=String, items=Array(...)))` turns every string/bytes/array into its compact
+form, recursively, and gives every struct (`Schema`) a trailing tagged-field section. Parsing reads and skips
+every tag (we know none); building writes an empty section (one zero byte): the spec forbids non-empty ones.
+Headers are the exception (the request header's client_id stays an int16 string): `headers` builds them with
+`Schema(..., flexible=True)` directly.
 
 Bounds (design habit 6): every length and count read from the wire is checked against the bytes left in the
-frame *before* anything is read or allocated. A string or bytes length must be <= the bytes left; an array count
-must satisfy `count * min_size(item) <= bytes left`, where `min_size` is the smallest encoding of one item (a
-struct's is the sum of its fields'). A 20-byte frame claiming 2**31-1 elements therefore fails at once, and the
-work any frame can cause is proportional to its size (which the connection caps). Failures raise `BoundError`,
-a `construct.StreamError`; invalid UTF-8 raises `construct.StringError`: callers catch `construct.ConstructError`.
+frame *before* anything is read or allocated. A string or bytes length must be <= the bytes left (and a string
+<= `MAX_STRING_BYTES`, compact or not, as Kafka checks); an array count must satisfy `count * min_size(item) <=
+bytes left`, where `min_size` is the smallest encoding of one item (a struct's is the sum of its fields', plus 1
+for its tagged-field section); a tagged-field count must satisfy `count * MIN_TAGGED_FIELD_SIZE <= bytes left`;
+an unsigned varint takes at most `MAX_VARINT_BYTES` (5) bytes and fits 32 bits. A 20-byte frame claiming
+2**31-1 elements therefore fails at once, and the work any frame can cause is proportional to its size (which
+the connection caps). Failures raise `BoundError`, a `construct.StreamError`; invalid UTF-8 raises
+`construct.StringError`: callers catch `construct.ConstructError`.
 
 `schema(DataclassType, field=type, ...)` declares the fields of one version, in wire order, and parses straight
 into the dataclass (fields the version lacks keep the dataclass defaults) and builds from it (other fields are
@@ -33,10 +53,10 @@ and values go directly into the dataclass, which made a 32-partition Produce req
 `Adapter` over a `Struct` in a prototype (58 µs instead of 295 µs on the project VM). When reading a
 `FrameReader`, fixed-size fields are unpacked straight from the frame's memoryview (a further ~1.7x).
 
-Deferred records: when building, a `Records` value may be an object that is not bytes-like and has an integer
-attribute `length` (e.g. a file slice the gateway sends with `os.sendfile`). Its int32 length is written and its
-stream position recorded in the build context (`build_chunks()` collects them), so the caller can send the bytes
-around it and the object in its place.
+Deferred records: when building, a `Records` (or `CompactRecords`) value may be an object that is not
+bytes-like and has an integer attribute `length` (e.g. a file slice the gateway sends with `os.sendfile`). Its
+length is written and its stream position recorded in the build context (`build_chunks()` collects them), so
+the caller can send the bytes around it and the object in its place.
 """
 
 from __future__ import annotations
@@ -48,6 +68,9 @@ from typing import Any, Callable, Iterable
 
 import construct as c
 from construct.core import stream_read, stream_write
+
+from ..errors import RecordFormatError
+from ..varint import MAX_VARINT_BYTES, decode_unsigned_varint, encode_unsigned_varint
 
 __all__ = [
     "BoundError",
@@ -68,11 +91,25 @@ __all__ = [
     "Records",
     "Array",
     "NullableArray",
+    "UnsignedVarint",
+    "CompactString",
+    "CompactNullableString",
+    "CompactBytes",
+    "CompactNullableBytes",
+    "CompactRecords",
+    "CompactArray",
+    "CompactNullableArray",
+    "TaggedFields",
+    "EMPTY_TAGGED_FIELDS",
+    "MAX_STRING_BYTES",
+    "MAX_VARINT_BYTES",
+    "MIN_TAGGED_FIELD_SIZE",
     "StringType",
     "BytesType",
     "ArrayType",
     "Schema",
     "schema",
+    "flexible",
     "versioned",
     "is_deferred",
     "parse_frame",
@@ -85,8 +122,12 @@ _I32 = struct.Struct(">i")
 _NULL16 = _I16.pack(-1)
 _NULL32 = _I32.pack(-1)
 
-#: Largest int16 length: a longer string cannot be encoded in a non-flexible version.
+#: Largest string: an int16 length cannot say more, and Kafka refuses longer compact strings too.
 MAX_STRING_BYTES = 0x7FFF
+#: Smallest tagged field: a one-byte tag and a one-byte size of 0. Bounds a tagged-field count before the loop.
+MIN_TAGGED_FIELD_SIZE = 2
+#: An empty tagged-field section (count 0): all we ever write (the spec: never write non-empty sections).
+EMPTY_TAGGED_FIELDS = b"\x00"
 
 
 class BoundError(c.StreamError):
@@ -206,25 +247,102 @@ UInt32 = c.Int32ub
 Boolean = c.FormatField(">", "?")
 
 
+# ----------------------------------------------------------------------------------- lengths and varints
+
+
+def _read_uvarint(stream: Any, path: str) -> int:
+    """An unsigned varint (at most MAX_VARINT_BYTES bytes, 32 bits), decoded by `logway.codecs.varint`."""
+    if type(stream) is FrameReader:
+        buf, start, base = stream._view[:stream.end], stream.pos, 0
+    else:
+        base = stream.tell()
+        buf, start = stream.read(MAX_VARINT_BYTES), 0
+    try:
+        value, end = decode_unsigned_varint(buf, start)
+    except RecordFormatError as exc:
+        raise c.StreamError(str(exc), path=path) from None
+    if type(stream) is FrameReader:
+        stream.pos = end
+    else:
+        stream.seek(base + end)
+    return value
+
+
+def _uvarint(value: int, path: str) -> bytes:
+    try:
+        return encode_unsigned_varint(value)
+    except ValueError as exc:
+        raise c.StreamError(str(exc), path=path) from None
+
+
+class _Length:
+    """How a string, bytes or array writes its length or count: classic (an int16/int32, -1 = null) or compact
+    (an unsigned varint holding n + 1, 0 = null). `read` returns -1 for null."""
+
+    __slots__ = ("min_size", "struct")
+
+    def __init__(self, st: struct.Struct | None) -> None:
+        self.struct = st
+        self.min_size = 1 if st is None else st.size
+
+    def read(self, stream: Any, path: str) -> int:
+        if self.struct is None:
+            return _read_uvarint(stream, path) - 1
+        return _unpack(self.struct, stream, path)[0]
+
+    def encode(self, n: int, path: str) -> bytes:
+        if self.struct is None:
+            return _uvarint(n + 1, path)
+        return self.struct.pack(n)
+
+
+_LEN16, _LEN32, _COMPACT = _Length(_I16), _Length(_I32), _Length(None)
+
+
+class UnsignedVarintType(c.Construct):
+    """A base-128 unsigned 32-bit integer (no zigzag): compact lengths and tagged fields are made of these."""
+
+    min_size = 1
+
+    def _parse(self, stream, context, path):
+        return _read_uvarint(stream, path)
+
+    def _build(self, obj, stream, context, path):
+        stream.write(_uvarint(obj, path))
+        return obj
+
+    def _sizeof(self, context, path):
+        raise c.SizeofError("variable length", path=path)
+
+    def __repr__(self) -> str:
+        return "UnsignedVarint"
+
+
+UnsignedVarint = UnsignedVarintType()
+
+
 # ------------------------------------------------------------------------------------ strings and bytes
 
 
 class StringType(c.Construct):
-    """int16 length + UTF-8 (nullable: -1 = null)."""
+    """A UTF-8 string: int16 length, or (compact) uvarint length + 1; nullable: -1 (compact: 0) = null."""
 
-    min_size = 2
-
-    def __init__(self, nullable: bool) -> None:
+    def __init__(self, nullable: bool, compact: bool = False) -> None:
         super().__init__()
         self.nullable = nullable
-        self.name_ = "NullableString" if nullable else "String"
+        self.compact = compact
+        self._len = _COMPACT if compact else _LEN16
+        self.min_size = self._len.min_size
+        self.name_ = ("Compact" if compact else "") + ("NullableString" if nullable else "String")
 
     def _parse(self, stream, context, path):
-        (n,) = _unpack(_I16, stream, path)
+        n = self._len.read(stream, path)
         if n < 0:  # Kafka reads any negative length as null
             if self.nullable:
                 return None
             raise c.StringError("non-nullable string was serialized as null", path=path)
+        if n > MAX_STRING_BYTES:  # only a compact length can say so; Kafka refuses it too
+            raise BoundError(f"string length {n} exceeds {MAX_STRING_BYTES}", path=path)
         if n > bytes_left(stream):
             raise BoundError(f"string length {n} exceeds the {bytes_left(stream)} bytes left", path=path)
         try:
@@ -236,7 +354,7 @@ class StringType(c.Construct):
         if obj is None:
             if not self.nullable:
                 raise c.StringError("None given for a non-nullable string", path=path)
-            stream_write(stream, _NULL16, 2, path)
+            stream_write(stream, self._len.encode(-1, path), self.min_size, path)
             return obj
         try:
             data = obj.encode("utf-8")
@@ -245,7 +363,7 @@ class StringType(c.Construct):
         n = len(data)
         if n > MAX_STRING_BYTES:
             raise c.StringError(f"string of {n} bytes exceeds the int16 length", path=path)
-        stream.write(_I16.pack(n) + data)
+        stream.write(self._len.encode(n, path) + data)
         return obj
 
     def _sizeof(self, context, path):
@@ -265,18 +383,21 @@ def is_deferred(obj: Any) -> bool:
 
 
 class BytesType(c.Construct):
-    """int32 length + bytes (nullable: -1 = null); `records=True` also accepts deferred values when building."""
+    """Bytes: int32 length, or (compact) uvarint length + 1; nullable: -1 (compact: 0) = null.
+    `records=True` also accepts deferred values when building."""
 
-    min_size = 4
-
-    def __init__(self, nullable: bool, records: bool = False) -> None:
+    def __init__(self, nullable: bool, records: bool = False, compact: bool = False) -> None:
         super().__init__()
         self.nullable = nullable
         self.records = records
-        self.name_ = "Records" if records else "NullableBytes" if nullable else "Bytes"
+        self.compact = compact
+        self._len = _COMPACT if compact else _LEN32
+        self.min_size = self._len.min_size
+        self.name_ = ("Compact" if compact else "") + (
+            "Records" if records else "NullableBytes" if nullable else "Bytes")
 
     def _parse(self, stream, context, path):
-        (n,) = _unpack(_I32, stream, path)
+        n = self._len.read(stream, path)
         if n < 0:
             if self.nullable:
                 return None
@@ -289,10 +410,10 @@ class BytesType(c.Construct):
         if obj is None:
             if not self.nullable:
                 raise c.StreamError("None given for non-nullable bytes", path=path)
-            stream_write(stream, _NULL32, 4, path)
+            stream_write(stream, self._len.encode(-1, path), self.min_size, path)
         elif isinstance(obj, _BYTES_LIKE):
             n = memoryview(obj).nbytes
-            stream.write(_I32.pack(n))
+            stream.write(self._len.encode(n, path))
             stream.write(obj)
         elif self.records and is_deferred(obj):
             deferred = context._params.get("deferred")
@@ -300,7 +421,7 @@ class BytesType(c.Construct):
                 raise c.StreamError("deferred records need build_chunks(), not a plain build", path=path)
             if not 0 <= obj.length <= 0x7FFFFFFF:
                 raise c.StreamError(f"deferred records length {obj.length} is not a valid int32 size", path=path)
-            stream.write(_I32.pack(obj.length))
+            stream.write(self._len.encode(obj.length, path))
             deferred.append((stream.tell(), obj))
         else:
             raise c.StreamError(f"expected bytes, got {type(obj).__name__}", path=path)
@@ -320,25 +441,32 @@ NullableBytes = BytesType(nullable=True)
 #: The `records` type of non-flexible versions: nullable int32-length bytes holding a record set (RecordBatch v2
 #: or a legacy MessageSet). Kept opaque here; `records`/`legacy` decode it.
 Records = BytesType(nullable=True, records=True)
+CompactString = StringType(nullable=False, compact=True)
+CompactNullableString = StringType(nullable=True, compact=True)
+CompactBytes = BytesType(nullable=False, compact=True)
+CompactNullableBytes = BytesType(nullable=True, compact=True)
+CompactRecords = BytesType(nullable=True, records=True, compact=True)
 
 
 # ------------------------------------------------------------------------------------------------ arrays
 
 
 class ArrayType(c.Subconstruct):
-    """int32 count + items (nullable: -1 = null). Items of a fixed-size integer type go through one struct call."""
+    """A count (int32, or compact: uvarint count + 1) + items; nullable: -1 (compact: 0) = null.
+    Items of a fixed-size integer type go through one struct call."""
 
-    min_size = 4
-
-    def __init__(self, subcon: c.Construct, nullable: bool) -> None:
+    def __init__(self, subcon: c.Construct, nullable: bool, compact: bool = False) -> None:
         super().__init__(subcon)
         self.nullable = nullable
+        self.compact = compact
+        self._len = _COMPACT if compact else _LEN32
+        self.min_size = self._len.min_size
         # At least one byte per item even for a hypothetical zero-size item, as Kafka bounds counts too.
         self.item_min_size = max(1, min_size(subcon))
         self._fmt = subcon.fmtstr[1:] if isinstance(subcon, c.FormatField) else None
 
     def _parse(self, stream, context, path):
-        (n,) = _unpack(_I32, stream, path)
+        n = self._len.read(stream, path)
         if n < 0:
             if self.nullable:
                 return None
@@ -356,16 +484,16 @@ class ArrayType(c.Subconstruct):
         if obj is None:
             if not self.nullable:
                 raise c.RangeError("None given for a non-nullable array", path=path)
-            stream_write(stream, _NULL32, 4, path)
+            stream_write(stream, self._len.encode(-1, path), self.min_size, path)
             return obj
         n = len(obj)
         if self._fmt is not None:
             try:
-                stream.write(_I32.pack(n) + struct.pack(f">{n}{self._fmt}", *obj))
+                stream.write(self._len.encode(n, path) + struct.pack(f">{n}{self._fmt}", *obj))
             except struct.error as exc:
                 raise c.FormatFieldError(f"array of {self._fmt!r}: {exc}", path=path) from None
             return obj
-        stream.write(_I32.pack(n))
+        stream.write(self._len.encode(n, path))
         sub = self.subcon
         for item in obj:
             sub._build(item, stream, context, path)
@@ -373,6 +501,10 @@ class ArrayType(c.Subconstruct):
 
     def _sizeof(self, context, path):
         raise c.SizeofError("variable length", path=path)
+
+    def __repr__(self) -> str:
+        kind = ("Compact" if self.compact else "") + ("NullableArray" if self.nullable else "Array")
+        return f"{kind}({self.subcon!r})"
 
 
 def Array(item: c.Construct) -> ArrayType:  # noqa: N802 - reads like a type in schema declarations
@@ -383,6 +515,56 @@ def Array(item: c.Construct) -> ArrayType:  # noqa: N802 - reads like a type in 
 def NullableArray(item: c.Construct) -> ArrayType:  # noqa: N802
     """A nullable array of `item` (int32 count, -1 = null)."""
     return ArrayType(item, nullable=True)
+
+
+def CompactArray(item: c.Construct) -> ArrayType:  # noqa: N802
+    """A non-nullable compact array of `item` (uvarint count + 1)."""
+    return ArrayType(item, nullable=False, compact=True)
+
+
+def CompactNullableArray(item: c.Construct) -> ArrayType:  # noqa: N802
+    """A nullable compact array of `item` (uvarint count + 1, 0 = null)."""
+    return ArrayType(item, nullable=True, compact=True)
+
+
+# ------------------------------------------------------------------------------------------ tagged fields
+
+
+class TaggedFieldsType(c.Construct):
+    """A tagged-field section (KIP-482): uvarint count, then per field uvarint tag, uvarint size, `size` bytes.
+
+    Parsing skips every field (no schema of ours declares a tag; Kafka keeps unknown ones aside and so ignores
+    them too) and returns None; building writes an empty section whatever the value.
+    """
+
+    min_size = 1
+
+    def _parse(self, stream, context, path):
+        count = _read_uvarint(stream, path)
+        left = bytes_left(stream)
+        if count * MIN_TAGGED_FIELD_SIZE > left:  # before looping over them
+            raise BoundError(f"{count} tagged fields need at least {count * MIN_TAGGED_FIELD_SIZE} bytes, "
+                             f"{left} left", path=path)
+        for _ in range(count):
+            _read_uvarint(stream, path)  # the tag: unknown to us, skipped
+            size = _read_uvarint(stream, path)
+            if size > bytes_left(stream):
+                raise BoundError(f"tagged field of {size} bytes exceeds the {bytes_left(stream)} bytes left",
+                                 path=path)
+            _take(stream, size, path)
+
+    def _build(self, obj, stream, context, path):
+        stream.write(EMPTY_TAGGED_FIELDS)
+        return obj
+
+    def _sizeof(self, context, path):
+        raise c.SizeofError("variable length", path=path)
+
+    def __repr__(self) -> str:
+        return "TaggedFields"
+
+
+TaggedFields = TaggedFieldsType()
 
 
 # ------------------------------------------------------------------------------------------------ schema
@@ -398,9 +580,11 @@ class Schema(c.Construct):
 
     Consecutive fixed-size fields (`construct.FormatField`s: the integer types and Boolean) are fused into one
     `struct.Struct`. `min_size` is the sum of the fields' minimum sizes (what an enclosing `Array` bounds with).
+    `flexible=True` adds a tagged-field section after the fields (read and skipped; written empty); see
+    `flexible()`, which also turns the fields into their compact forms.
     """
 
-    def __init__(self, cls: type, fields: Iterable[tuple[str, c.Construct]]) -> None:
+    def __init__(self, cls: type, fields: Iterable[tuple[str, c.Construct]], flexible: bool = False) -> None:
         super().__init__()
         if not dataclasses.is_dataclass(cls):
             raise TypeError(f"{cls!r} is not a dataclass")
@@ -413,7 +597,8 @@ class Schema(c.Construct):
             if not isinstance(con, c.Construct):
                 raise TypeError(f"{cls.__name__}.{name}: {con!r} is not a construct")
         self.names = tuple(name for name, _ in self.fields)
-        self.min_size = sum(min_size(con) for _, con in self.fields)
+        self.flexible = flexible
+        self.min_size = sum(min_size(con) for _, con in self.fields) + (TaggedFields.min_size if flexible else 0)
         # steps: (struct or None, construct or None, getter); a struct step covers a run of FormatFields
         steps: list[tuple[Any, Any, Callable]] = []
         run: list[tuple[str, c.FormatField]] = []
@@ -442,6 +627,8 @@ class Schema(c.Construct):
                 values.extend(_unpack(st, stream, path))
             else:
                 values.append(con._parsereport(stream, context, path))
+        if self.flexible:
+            TaggedFields._parsereport(stream, context, path)
         return self.cls(**dict(zip(self.names, values)))
 
     def _build(self, obj, stream, context, path):
@@ -455,19 +642,46 @@ class Schema(c.Construct):
                     raise c.FormatFieldError(f"{self.cls.__name__}: {exc} in {get(obj)!r}", path=path) from None
             else:
                 con._build(get(obj), stream, context, path)
+        if self.flexible:
+            stream.write(EMPTY_TAGGED_FIELDS)
         return obj
 
     def _sizeof(self, context, path):
+        if self.flexible:
+            raise c.SizeofError("a tagged-field section has a variable length", path=path)
         return sum(con._sizeof(context, path) for _, con in self.fields)
 
     def __repr__(self) -> str:
         inner = ", ".join(f"{n}={con!r}" for n, con in self.fields)
-        return f"schema({self.cls.__name__}, {inner})"
+        text = f"schema({self.cls.__name__}, {inner})"
+        return f"flexible({text})" if self.flexible else text
 
 
 def schema(cls: type, **fields: c.Construct) -> Schema:
     """Declare one version of a message: `schema(ProduceRequest, acks=Int16, timeout_ms=Int32, ...)`."""
     return Schema(cls, fields.items())
+
+
+def flexible(con: c.Construct) -> c.Construct:
+    """The flexible-version (KIP-482) form of a layout declared with the classic types.
+
+    Strings, bytes, records and arrays become their compact forms (nullability kept), recursively through array
+    items and nested schemas; every `Schema` gains its tagged-field section; fixed-size types are unchanged.
+    `flexible(schema(Cls, ...))` is how an API declares a flexible version.
+    """
+    if isinstance(con, Schema):
+        if con.flexible:
+            return con
+        return Schema(con.cls, ((name, flexible(sub)) for name, sub in con.fields), flexible=True)
+    if isinstance(con, ArrayType):
+        return ArrayType(flexible(con.subcon), nullable=con.nullable, compact=True)
+    if isinstance(con, StringType):
+        return StringType(nullable=con.nullable, compact=True)
+    if isinstance(con, BytesType):
+        return BytesType(nullable=con.nullable, records=con.records, compact=True)
+    if isinstance(con, (TaggedFieldsType, UnsignedVarintType, c.FormatField)):
+        return con
+    raise TypeError(f"no flexible form of {con!r}")
 
 
 def versioned(max_version: int, changes: dict[int, Schema]) -> dict[int, Schema]:

@@ -14,6 +14,11 @@ RecordBatch v2 layout (all big-endian; see `BATCH_HEADER`)::
             keyLength varint (-1 = null) | key | valueLength varint (-1 = null) | value |
             headerCount varint | (headerKeyLength varint, key utf-8, headerValueLength varint (-1 = null), value)*
 
+Control batches (attributes transactional | control) hold one record, a transaction marker: key = (version int16
+0, type int16: 0 ABORT, 1 COMMIT), value = (version int16 0, coordinator_epoch int32). The broker writes one to
+every partition of a transaction when it ends (`encode_control_batch`); readers skip it (`decode_batch` yields no
+records for it) or read it (`parse_control_marker`).
+
 Legacy MessageSets (magic 0/1, Produce < v3, Fetch < v4) are in `legacy`, which builds on this module; what the
 two formats share (attribute bits, the magic byte, the record-count bound) is in `record_set`.
 
@@ -52,9 +57,13 @@ __all__ = [
     "TIMESTAMP_CREATE_TIME",
     "TIMESTAMP_LOG_APPEND_TIME",
     "NO_TIMESTAMP",
+    "CONTROL_ABORT",
+    "CONTROL_COMMIT",
     "BatchHeader",
     "parse_header",
     "encode_batch",
+    "encode_control_batch",
+    "parse_control_marker",
     "decode_batch",
     "iter_batches",
     "decode_records",
@@ -82,6 +91,12 @@ MIN_RECORD_HEADER_SIZE = 2
 
 TIMESTAMP_CREATE_TIME = 0
 TIMESTAMP_LOG_APPEND_TIME = 1
+
+#: Control record types (the int16 after the version in a control record's key): the transaction markers.
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+_CONTROL_KEY = struct.Struct(">hh")  # version (0), type
+_CONTROL_VALUE = struct.Struct(">hi")  # version (0), coordinator_epoch
 
 # scan() reads only what the log engine needs: baseOffset, batchLength, magic, lastOffsetDelta, maxTimestamp.
 _SCAN = struct.Struct(">qi4xb6xi8xq")
@@ -122,10 +137,13 @@ class BatchHeader:
 
     @property
     def is_transactional(self) -> bool:
+        """Written inside a transaction (attributes bit 4); its records are visible to read_committed
+        consumers only once the transaction commits."""
         return bool(self.attributes & _TRANSACTIONAL_BIT)
 
     @property
     def is_control(self) -> bool:
+        """A control batch (attributes bit 5): a transaction marker, not data (`parse_control_marker`)."""
         return bool(self.attributes & _CONTROL_BIT)
 
     @property
@@ -192,6 +210,7 @@ def encode_batch(
     partition_leader_epoch: int = -1,
     timestamp_type: int = TIMESTAMP_CREATE_TIME,
     transactional: bool = False,
+    control: bool = False,
 ) -> bytes:
     """Encode `records` as one RecordBatch v2 and return its bytes.
 
@@ -245,6 +264,7 @@ def encode_batch(
 
     attributes = compression | (_TIMESTAMP_TYPE_BIT if timestamp_type else 0)
     attributes |= _TRANSACTIONAL_BIT if transactional else 0
+    attributes |= _CONTROL_BIT if control else 0
     try:
         header = BATCH_HEADER.pack(
             base_offset, BATCH_OVERHEAD + len(payload), partition_leader_epoch, MAGIC_V2, 0, attributes,
@@ -254,6 +274,55 @@ def encode_batch(
         raise ValueError(f"batch header field out of range: {exc}") from None
     crc = crc32c(payload, crc32c(header[CRC_START:]))
     return b"".join((header[:17], _UINT32.pack(crc), header[CRC_START:], payload))
+
+
+def encode_control_batch(producer_id: int, producer_epoch: int, *, committed: bool, timestamp_ms: int,
+                         coordinator_epoch: int = 0) -> bytes:
+    """A transaction marker: a RecordBatch v2 with attributes transactional | control and one control record
+    (COMMIT when `committed`, else ABORT), base offset 0 (storage stamps it), base sequence -1, CRC-32C set.
+
+    Raises ValueError for a field out of its range.
+    """
+    try:
+        key = _CONTROL_KEY.pack(0, CONTROL_COMMIT if committed else CONTROL_ABORT)
+        value = _CONTROL_VALUE.pack(0, coordinator_epoch)
+    except struct.error as exc:
+        raise ValueError(f"control record field out of range: {exc}") from None
+    return encode_batch([Record(value, key, timestamp_ms)], default_timestamp=timestamp_ms, producer_id=producer_id,
+                        producer_epoch=producer_epoch, base_sequence=-1, transactional=True, control=True)
+
+
+def parse_control_marker(batch: bytes | bytearray | memoryview) -> bool:
+    """Whether the control batch `batch` (one whole batch) commits (True) or aborts (False) its transaction.
+
+    Raises RecordFormatError when it is not a control batch holding one transaction marker (a bad CRC, another
+    control type, a key or value of the wrong size) -- what Kafka's `ControlRecordType.parse` refuses too.
+    """
+    header = parse_header(batch)
+    if not header.is_control:
+        raise RecordFormatError("not a control batch")
+    if len(batch) != header.size:
+        raise RecordFormatError(f"batch is {len(batch)} bytes, its header says {header.size}")
+    mv = memoryview(batch)
+    actual = crc32c(mv[CRC_START:])
+    if actual != header.crc:
+        raise RecordFormatError(f"CRC-32C mismatch: header {header.crc:#010x}, computed {actual:#010x}")
+    if header.records_count != 1:
+        raise RecordFormatError(f"a control batch holds {header.records_count} records, not 1")
+    codec = header.attributes & _CODEC_MASK
+    data = bytes(mv[BATCH_HEADER_SIZE:]) if codec == 0 else decompress(codec, mv[BATCH_HEADER_SIZE:])
+    (record,) = _decode_record_blob(data, 1, header.base_offset, header.base_timestamp, None)
+    key = record.key
+    if key is None or len(key) < _CONTROL_KEY.size:
+        raise RecordFormatError("control record key shorter than its version and type")
+    version, kind = _CONTROL_KEY.unpack_from(key)
+    if version < 0:
+        raise RecordFormatError(f"control record key version {version}")
+    if kind not in (CONTROL_ABORT, CONTROL_COMMIT):
+        raise RecordFormatError(f"control record type {kind} is not a transaction marker")
+    if record.value is None or len(record.value) < _CONTROL_VALUE.size:
+        raise RecordFormatError("transaction marker value shorter than its version and coordinator epoch")
+    return kind == CONTROL_COMMIT
 
 
 # --- decode -----------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Sans-I/O codec for the native protocol (RustLog-style JSON frames; see /work/shared/specs/native.md).
+"""Sans-I/O codec for the native protocol (RustLog-style JSON frames; the protocol: docs/native.md).
 
 Holds `events` (one dataclass per request/response), `wire` (the JSON <-> event mapping: decoders, encoders
 and their validation) and `connection` (framing, receive buffer, error state).
@@ -15,8 +15,16 @@ Requests (server receives, client sends)::
     {"OffsetCommit": {"topic", "partition", "group_id": str, "offset": int, "metadata"?: str}}
     {"OffsetFetch": {"topic", "partition", "group_id": str}}
     {"CreateTopic": {"topic", "partitions"?: int >= 1}}      {"ListTopics": {}}
-    {"DescribeTopic": {"topic"}}                              {"Ping": {}}
+    {"DescribeTopic": {"topic", "details"?: bool}}            {"Ping": {}}
     {"DeleteTopic": {"topic"}}                                {"Auth": {"token": str}}
+    {"CreatePartitions": {"topic", "partitions": int >= 1, "validate_only"?: bool}}
+    {"DeleteRecords": {"topic", "partition", "offset": int >= -1}}
+    {"AlterTopicConfig": {"topic", "set"?: {name: int|str}, "delete"?: [name, ...], "validate_only"?: bool}}
+    {"DescribeTopicConfig": {"topic", "keys"?: [name, ...]|null}}
+    {"DeleteGroupOffsets": {"group_id", "partitions"?: [{"topic", "partition"}, ...]|null}}
+    {"ListGroups": {}}                                        {"DescribeGroup": {"group_id"}}
+    {"ResetGroupOffsets": {"group_id", "to": "earliest"|"latest"|"offset"|"timestamp", "value"?: int,
+                           "topics"?: [{"topic", "partitions"?: [int, ...]|null}, ...]|null, "validate_only"?: bool}}
 
 A Produce `record` is either a byte array (the seed's form: payload only) or, as our extension so native
 clients can send keys and timestamps, an object `{"payload": [...], "key": [...]|null, "timestamp": int|null}`
@@ -30,13 +38,43 @@ Responses (client receives, server sends)::
     {"OffsetCommit": {"success": bool}}      {"OffsetFetch": {"offset": int|null}}
     {"CreateTopic": {"created": bool}}       {"DeleteTopic": {"deleted": bool}}
     {"ListTopics": {"topics": [{"name", "partitions"}, ...]}}
-    {"DescribeTopic": {"topic", "partitions": [{"partition", "log_start_offset", "log_end_offset"}, ...]}}
+    {"DescribeTopic": {"topic", "partitions": [{"partition", "log_start_offset", "log_end_offset",
+                                                "size_bytes"?, "segments"?}, ...], "format"?: str}}
     {"Pong": {}}                             {"Error": {"message": str}}
     {"Auth": {"authenticated": true}}
+    {"CreatePartitions": {"topic", "partitions"}}            {"DeleteRecords": {"log_start_offset"}}
+    {"AlterTopicConfig": {"altered": bool}}                  {"DeleteGroupOffsets": {"deleted": int}}
+    {"DescribeTopicConfig": {"topic", "configs": [{"name", "value": int|str, "source": "topic"|"broker"|"default",
+                                                   "default": int|str, "read_only": bool}, ...]}}
+    {"ListGroups": {"groups": [{"group_id", "state", "protocol_type", "members": int}, ...]}}
+    {"DescribeGroup": {"group_id", "state", "protocol_type",
+                       "members": [{"member_id", "client_id", "client_host", "partitions": [{"topic", "partition"}]}],
+                       "partitions": [{"topic", "partition", "committed_offset": int|null,
+                                       "log_end_offset": int|null, "metadata": str}, ...]}}
+    {"ResetGroupOffsets": {"group_id", "offsets": [{"topic", "partition", "previous_offset": int|null, "offset"}],
+                           "reset": bool}}
 
 In fetched records `key` and `timestamp` appear only when set; a record with no value (a Kafka tombstone) has
 `"payload": null`; record headers are not carried. Unknown fields inside a known request are ignored.
 Integers are never booleans; offsets are 0..2**63-1, partitions 0..2**31-1.
+
+The admin requests (`CreatePartitions`, `DeleteRecords`: offset -1 = every visible record, `AlterTopicConfig`,
+`DescribeTopicConfig`, `DeleteGroupOffsets`: without `partitions` the whole group) are our extensions, as are
+`CreateTopic` … `DescribeTopic`. Config values are int64 or strings (Kafka's names: `retention.ms`, …).
+
+`DescribeTopic` with `"details": true` also answers each partition's `size_bytes` (on disk) and `segments`, and
+the topic's storage `format`; without it the answer is the seed's.
+
+The group requests are our extensions too. `ListGroups`: the groups with committed offsets (any protocol) and the
+Kafka groups the coordinator holds, with Kafka's state names ("Empty" for offsets only). `DescribeGroup`: per
+topic-partition the committed offset and the log end offset a committed reader sees (the last stable offset; lag
+is the difference), and a live Kafka group's members with their assigned partitions; an unknown group is answered
+with state "Dead" and no members or partitions (as Kafka's DescribeGroups). `ResetGroupOffsets` (the
+kafka-consumer-groups `--reset-offsets` conventions): "earliest" = log start, "latest" = last stable offset,
+"offset" = `value` moved into [earliest, latest], "timestamp" = first record at or after `value` ms (else latest);
+without `topics` the partitions the group has committed; refused with an `Error` "group has active members: …"
+while its Kafka group is not Empty; with `validate_only` the plan is answered and nothing committed (`reset`:
+false).
 
 `Auth` is our extension for gateways configured with an access token: it must be the connection's first request;
 any other request before it, or a wrong token, is answered with an `Error` and the connection is closed.
@@ -44,17 +82,36 @@ any other request before it, or a wrong token, is answered with an `Error` and t
 
 from logway.codecs.native.connection import CLOSED, MAX_FRAME_BYTES, NEED_DATA, NativeConnection
 from logway.codecs.native.events import (
+    RESET_TARGETS,
+    AlterTopicConfigRequest,
+    AlterTopicConfigResponse,
     AuthRequest,
     AuthResponse,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
     CreateTopicRequest,
     CreateTopicResponse,
+    DeleteGroupOffsetsRequest,
+    DeleteGroupOffsetsResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
     DeleteTopicRequest,
     DeleteTopicResponse,
+    DescribeGroupRequest,
+    DescribeGroupResponse,
+    DescribeTopicConfigRequest,
+    DescribeTopicConfigResponse,
     DescribeTopicRequest,
     DescribeTopicResponse,
     ErrorResponse,
     FetchRequest,
     FetchResponse,
+    GroupMember,
+    GroupOffsetReset,
+    GroupPartition,
+    GroupSummary,
+    ListGroupsRequest,
+    ListGroupsResponse,
     ListTopicsRequest,
     ListTopicsResponse,
     OffsetCommitRequest,
@@ -67,7 +124,10 @@ from logway.codecs.native.events import (
     ProduceRequest,
     ProduceResponse,
     Request,
+    ResetGroupOffsetsRequest,
+    ResetGroupOffsetsResponse,
     Response,
+    TopicConfigEntry,
     TopicSummary,
 )
 
@@ -86,6 +146,15 @@ __all__ = [
     "DeleteTopicRequest",
     "ListTopicsRequest",
     "DescribeTopicRequest",
+    "CreatePartitionsRequest",
+    "DeleteRecordsRequest",
+    "AlterTopicConfigRequest",
+    "DescribeTopicConfigRequest",
+    "DeleteGroupOffsetsRequest",
+    "ListGroupsRequest",
+    "DescribeGroupRequest",
+    "ResetGroupOffsetsRequest",
+    "RESET_TARGETS",
     "PingRequest",
     "AuthRequest",
     "ProduceResponse",
@@ -98,6 +167,19 @@ __all__ = [
     "TopicSummary",
     "DescribeTopicResponse",
     "PartitionSummary",
+    "CreatePartitionsResponse",
+    "DeleteRecordsResponse",
+    "AlterTopicConfigResponse",
+    "DescribeTopicConfigResponse",
+    "TopicConfigEntry",
+    "DeleteGroupOffsetsResponse",
+    "ListGroupsResponse",
+    "GroupSummary",
+    "DescribeGroupResponse",
+    "GroupMember",
+    "GroupPartition",
+    "ResetGroupOffsetsResponse",
+    "GroupOffsetReset",
     "PongResponse",
     "AuthResponse",
     "ErrorResponse",

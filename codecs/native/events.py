@@ -7,7 +7,7 @@ shared `logway.codecs.records.Record` (value = the wire "payload").
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from logway.codecs.records import Record
 
@@ -81,9 +81,91 @@ class ListTopicsRequest:
 
 @dataclass(frozen=True, slots=True)
 class DescribeTopicRequest:
-    """Extension: log start/end offsets of every partition of `topic`."""
+    """Extension: log start/end offsets of every partition of `topic`; with `details` also each partition's size
+    on disk and segment count, and the topic's storage format."""
 
     topic: str
+    details: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CreatePartitionsRequest:
+    """Extension: grow `topic` to `partitions` partitions in all (more than it has); `validate_only` checks only."""
+
+    topic: str
+    partitions: int
+    validate_only: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteRecordsRequest:
+    """Extension: delete the records of one partition below `offset` (-1: every visible record), moving its log
+    start offset there."""
+
+    topic: str
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class AlterTopicConfigRequest:
+    """Extension: set (`set`: name -> int or decimal string) and remove (`delete`: names) config overrides of
+    `topic`, validated as a whole; `validate_only` checks only."""
+
+    topic: str
+    set: dict[str, int | str] = field(default_factory=dict)
+    delete: list[str] = field(default_factory=list)
+    validate_only: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeTopicConfigRequest:
+    """Extension: `topic`'s config settings (only `keys` when given) with their values and sources."""
+
+    topic: str
+    keys: list[str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteGroupOffsetsRequest:
+    """Extension: delete `group_id`'s committed offsets: all of them, or those of the (topic, partition) pairs
+    in `partitions`."""
+
+    group_id: str
+    partitions: list[tuple[str, int]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ListGroupsRequest:
+    """Extension: every consumer group the gateway knows: those with committed offsets (any protocol) and the
+    Kafka groups its coordinator holds."""
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeGroupRequest:
+    """Extension: `group_id`'s state, members (Kafka groups) and, per topic-partition, its committed offset and
+    the log end offset."""
+
+    group_id: str
+
+
+#: The targets of `ResetGroupOffsetsRequest.to`: (name, whether `value` is needed).
+RESET_TARGETS = {"earliest": False, "latest": False, "offset": True, "timestamp": True}
+
+
+@dataclass(frozen=True, slots=True)
+class ResetGroupOffsetsRequest:
+    """Extension: set `group_id`'s committed offsets to the `to` position of each partition — "earliest" (the log
+    start), "latest" (the last stable offset), "offset" (`value`, moved into the partition's range) or
+    "timestamp" (the first record at or after `value` ms; the latest when there is none). `topics`: (topic,
+    partitions or None for all of them) pairs; None: the partitions the group has committed offsets for. Refused
+    while the group has active Kafka members; `validate_only` computes the plan and changes nothing."""
+
+    group_id: str
+    to: str
+    value: int | None = None
+    topics: list[tuple[str, list[int] | None]] | None = None
+    validate_only: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,17 +235,148 @@ class ListTopicsResponse:
 
 @dataclass(frozen=True, slots=True)
 class PartitionSummary:
-    """One entry of `DescribeTopicResponse`: the partition's retained offset range [start, end)."""
+    """One entry of `DescribeTopicResponse`: the partition's retained offset range [start, end); with `details`
+    asked for, its size on disk (bytes) and segment count too (None otherwise)."""
 
     partition: int
     log_start_offset: int
     log_end_offset: int
+    size_bytes: int | None = None
+    segments: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class DescribeTopicResponse:
+    """`format` (the storage format: "kafka" or "tank") is set when `details` was asked for."""
+
     topic: str
     partitions: list[PartitionSummary]
+    format: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CreatePartitionsResponse:
+    """The topic's partition count after the request."""
+
+    topic: str
+    partitions: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteRecordsResponse:
+    """The partition's log start offset after the request."""
+
+    log_start_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class AlterTopicConfigResponse:
+    """True when the change was made (false for `validate_only`)."""
+
+    altered: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfigEntry:
+    """One entry of `DescribeTopicConfigResponse`: a setting's value, where it comes from ("topic": the topic's
+    override, "broker": the gateway's `storage.*` configuration, "default": built in), the value it has without
+    the topic's override, and whether it can change."""
+
+    name: str
+    value: int | str
+    source: str
+    default: int | str
+    read_only: bool
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeTopicConfigResponse:
+    topic: str
+    configs: list[TopicConfigEntry]
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteGroupOffsetsResponse:
+    """How many committed offsets were deleted."""
+
+    deleted: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSummary:
+    """One entry of `ListGroupsResponse`. `state` is Kafka's ("Empty", "PreparingRebalance",
+    "CompletingRebalance", "Stable"); a group with committed offsets only is "Empty" with protocol type ""."""
+
+    group_id: str
+    state: str
+    protocol_type: str
+    members: int
+
+
+@dataclass(frozen=True, slots=True)
+class ListGroupsResponse:
+    groups: list[GroupSummary]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMember:
+    """A member of a live Kafka group, with the partitions assigned to it (when its assignment can be read: a
+    Stable "consumer" group)."""
+
+    member_id: str
+    client_id: str
+    client_host: str
+    partitions: list[tuple[str, int]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPartition:
+    """One topic-partition of `DescribeGroupResponse`: the committed offset (None: assigned, never committed) and
+    the log end offset committed readers see (the last stable offset; None when the topic no longer exists)."""
+
+    topic: str
+    partition: int
+    committed_offset: int | None
+    log_end_offset: int | None
+    metadata: str = ""
+
+    @property
+    def lag(self) -> int | None:
+        """Records between the committed offset and the log end (None when either is unknown)."""
+        if self.committed_offset is None or self.log_end_offset is None:
+            return None
+        return max(self.log_end_offset - self.committed_offset, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeGroupResponse:
+    """A group neither with committed offsets nor known to the Kafka coordinator is "Dead", with nothing else (as
+    Kafka's DescribeGroups)."""
+
+    group_id: str
+    state: str
+    protocol_type: str
+    members: list[GroupMember]
+    partitions: list[GroupPartition]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupOffsetReset:
+    """One entry of `ResetGroupOffsetsResponse`: the committed offset before (None: none) and the new one."""
+
+    topic: str
+    partition: int
+    previous_offset: int | None
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ResetGroupOffsetsResponse:
+    """The plan (`reset` false: validate_only) or what was committed (`reset` true)."""
+
+    group_id: str
+    offsets: list[GroupOffsetReset]
+    reset: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +407,14 @@ Request = (
     | DeleteTopicRequest
     | ListTopicsRequest
     | DescribeTopicRequest
+    | CreatePartitionsRequest
+    | DeleteRecordsRequest
+    | AlterTopicConfigRequest
+    | DescribeTopicConfigRequest
+    | DeleteGroupOffsetsRequest
+    | ListGroupsRequest
+    | DescribeGroupRequest
+    | ResetGroupOffsetsRequest
     | PingRequest
     | AuthRequest
 )
@@ -206,6 +427,14 @@ Response = (
     | DeleteTopicResponse
     | ListTopicsResponse
     | DescribeTopicResponse
+    | CreatePartitionsResponse
+    | DeleteRecordsResponse
+    | AlterTopicConfigResponse
+    | DescribeTopicConfigResponse
+    | DeleteGroupOffsetsResponse
+    | ListGroupsResponse
+    | DescribeGroupResponse
+    | ResetGroupOffsetsResponse
     | PongResponse
     | AuthResponse
     | ErrorResponse

@@ -12,17 +12,36 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from logway.codecs.native.events import (
+    RESET_TARGETS,
+    AlterTopicConfigRequest,
+    AlterTopicConfigResponse,
     AuthRequest,
     AuthResponse,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
     CreateTopicRequest,
     CreateTopicResponse,
+    DeleteGroupOffsetsRequest,
+    DeleteGroupOffsetsResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
     DeleteTopicRequest,
     DeleteTopicResponse,
+    DescribeGroupRequest,
+    DescribeGroupResponse,
+    DescribeTopicConfigRequest,
+    DescribeTopicConfigResponse,
     DescribeTopicRequest,
     DescribeTopicResponse,
     ErrorResponse,
     FetchRequest,
     FetchResponse,
+    GroupMember,
+    GroupOffsetReset,
+    GroupPartition,
+    GroupSummary,
+    ListGroupsRequest,
+    ListGroupsResponse,
     ListTopicsRequest,
     ListTopicsResponse,
     OffsetCommitRequest,
@@ -34,6 +53,9 @@ from logway.codecs.native.events import (
     PongResponse,
     ProduceRequest,
     ProduceResponse,
+    ResetGroupOffsetsRequest,
+    ResetGroupOffsetsResponse,
+    TopicConfigEntry,
     TopicSummary,
 )
 from logway.codecs.records import Record
@@ -51,6 +73,8 @@ MAX_WAIT_MS = 2**31 - 1
 MAX_MIN_BYTES = 2**31 - 1
 # Timestamps are ms since the epoch, int64 as in Kafka records.
 MAX_TIMESTAMP = 2**63 - 1
+# Topic config values are int64 (ms, bytes) or strings, as Kafka's configs.
+MIN_CONFIG_INT, MAX_CONFIG_INT = -(2**63), 2**63 - 1
 
 # ------------------------------------------------------------------------------------------ validation
 
@@ -85,6 +109,34 @@ def _int(value: Any, name: str, hi: int) -> int:
 
 def _opt_int(value: Any, name: str, hi: int) -> int | None:
     return None if value is None else _int(value, name, hi)
+
+
+def _offset_or_end(value: Any, name: str) -> int:
+    """An offset, or -1 (the end: the high watermark)."""
+    if value == -1 and type(value) is int:
+        return -1
+    return _int(value, name, MAX_OFFSET)
+
+
+def _config_value(value: Any, name: str) -> int | str:
+    """A topic config value: an int64 or a string (Kafka sends every value as a string)."""
+    if type(value) is str:
+        return value
+    if type(value) is not int:
+        raise _Invalid(f"`{name}` must be an integer or a string, got {_kind(value)}")
+    if not MIN_CONFIG_INT <= value <= MAX_CONFIG_INT:
+        raise _Invalid(f"`{name}` = {value} is out of range {MIN_CONFIG_INT}..{MAX_CONFIG_INT}")
+    return value
+
+
+def _opt_bool(value: Any, name: str) -> bool:
+    return False if value is None else _bool(value, name)
+
+
+def _opt_strs(value: Any, name: str) -> list[str] | None:
+    if value is None:
+        return None
+    return _each(_list(value, name), name, lambda v: _str(v, "name"))
 
 
 def _str(value: Any, name: str) -> str:
@@ -245,7 +297,90 @@ def _create_topic_request(body: dict, _raw: bytearray) -> CreateTopicRequest:
 
 
 def _describe_topic_request(body: dict, _raw: bytearray) -> DescribeTopicRequest:
-    return DescribeTopicRequest(_str(_get(body, "topic"), "topic"))
+    return DescribeTopicRequest(_str(_get(body, "topic"), "topic"), _opt_bool(body.get("details"), "details"))
+
+
+def _create_partitions_request(body: dict, _raw: bytearray) -> CreatePartitionsRequest:
+    partitions = _int(_get(body, "partitions"), "partitions", MAX_PARTITION)
+    if partitions == 0:
+        raise _Invalid("`partitions` must be at least 1")
+    return CreatePartitionsRequest(_str(_get(body, "topic"), "topic"), partitions,
+                                   _opt_bool(body.get("validate_only"), "validate_only"))
+
+
+def _delete_records_request(body: dict, _raw: bytearray) -> DeleteRecordsRequest:
+    return DeleteRecordsRequest(
+        topic=_str(_get(body, "topic"), "topic"),
+        partition=_int(_get(body, "partition"), "partition", MAX_PARTITION),
+        offset=_offset_or_end(_get(body, "offset"), "offset"),
+    )
+
+
+def _config_set(value: Any) -> dict[str, int | str]:
+    if value is None:
+        return {}
+    items = _obj(value, "set")
+    return {key: _config_value(v, f"set.{key}") for key, v in items.items()}
+
+
+def _alter_topic_config_request(body: dict, _raw: bytearray) -> AlterTopicConfigRequest:
+    return AlterTopicConfigRequest(
+        topic=_str(_get(body, "topic"), "topic"),
+        set=_config_set(body.get("set")),
+        delete=_opt_strs(body.get("delete"), "delete") or [],
+        validate_only=_opt_bool(body.get("validate_only"), "validate_only"),
+    )
+
+
+def _describe_topic_config_request(body: dict, _raw: bytearray) -> DescribeTopicConfigRequest:
+    return DescribeTopicConfigRequest(_str(_get(body, "topic"), "topic"), _opt_strs(body.get("keys"), "keys"))
+
+
+def _topic_partition(item: Any) -> tuple[str, int]:
+    item = _obj(item, "partition")
+    return _str(_get(item, "topic"), "topic"), _int(_get(item, "partition"), "partition", MAX_PARTITION)
+
+
+def _delete_group_offsets_request(body: dict, _raw: bytearray) -> DeleteGroupOffsetsRequest:
+    partitions = body.get("partitions")
+    return DeleteGroupOffsetsRequest(
+        _str(_get(body, "group_id"), "group_id"),
+        None if partitions is None else _each(_list(partitions, "partitions"), "partitions", _topic_partition),
+    )
+
+
+def _reset_topic(item: Any) -> tuple[str, list[int] | None]:
+    item = _obj(item, "topic")
+    partitions = item.get("partitions")
+    return (_str(_get(item, "topic"), "topic"),
+            None if partitions is None else _each(_list(partitions, "partitions"), "partitions",
+                                                   lambda p: _int(p, "partition", MAX_PARTITION)))
+
+
+def _reset_target(to: Any, value: Any) -> tuple[str, int | None]:
+    """`to` one of RESET_TARGETS, with a `value` (0..2**63-1) exactly when it needs one."""
+    to = _str(to, "to")
+    if to not in RESET_TARGETS:
+        raise _Invalid(f"`to` must be one of {', '.join(RESET_TARGETS)}, got {to!r}")
+    if not RESET_TARGETS[to]:
+        if value is not None:
+            raise _Invalid(f"`value` is not taken with `to` = {to!r}")
+        return to, None
+    if value is None:
+        raise _Invalid(f"`to` = {to!r} needs a `value`")
+    return to, _int(value, "value", MAX_OFFSET)
+
+
+def _reset_group_offsets_request(body: dict, _raw: bytearray) -> ResetGroupOffsetsRequest:
+    to, value = _reset_target(_get(body, "to"), body.get("value"))
+    topics = body.get("topics")
+    return ResetGroupOffsetsRequest(
+        group_id=_str(_get(body, "group_id"), "group_id"),
+        to=to,
+        value=value,
+        topics=None if topics is None else _each(_list(topics, "topics"), "topics", _reset_topic),
+        validate_only=_opt_bool(body.get("validate_only"), "validate_only"),
+    )
 
 
 _REQUEST_DECODERS: dict[str, Decoder] = {
@@ -257,6 +392,14 @@ _REQUEST_DECODERS: dict[str, Decoder] = {
     "ListTopics": lambda body, _raw: ListTopicsRequest(),
     "DescribeTopic": _describe_topic_request,
     "DeleteTopic": lambda body, _raw: DeleteTopicRequest(_str(_get(body, "topic"), "topic")),
+    "CreatePartitions": _create_partitions_request,
+    "DeleteRecords": _delete_records_request,
+    "AlterTopicConfig": _alter_topic_config_request,
+    "DescribeTopicConfig": _describe_topic_config_request,
+    "DeleteGroupOffsets": _delete_group_offsets_request,
+    "ListGroups": lambda body, _raw: ListGroupsRequest(),
+    "DescribeGroup": lambda body, _raw: DescribeGroupRequest(_str(_get(body, "group_id"), "group_id")),
+    "ResetGroupOffsets": _reset_group_offsets_request,
     "Ping": lambda body, _raw: PingRequest(),
     "Auth": lambda body, _raw: AuthRequest(_str(_get(body, "token"), "token")),
 }
@@ -299,12 +442,86 @@ def _partition_summary(item: Any) -> PartitionSummary:
         _int(_get(item, "partition"), "partition", MAX_PARTITION),
         _int(_get(item, "log_start_offset"), "log_start_offset", MAX_OFFSET),
         _int(_get(item, "log_end_offset"), "log_end_offset", MAX_OFFSET),
+        _opt_int(item.get("size_bytes"), "size_bytes", MAX_OFFSET),
+        _opt_int(item.get("segments"), "segments", MAX_OFFSET),
     )
 
 
 def _describe_topic_response(body: dict, _raw: bytearray) -> DescribeTopicResponse:
     raw = _list(_get(body, "partitions"), "partitions")
-    return DescribeTopicResponse(_str(_get(body, "topic"), "topic"), _each(raw, "partitions", _partition_summary))
+    fmt = body.get("format")
+    return DescribeTopicResponse(_str(_get(body, "topic"), "topic"), _each(raw, "partitions", _partition_summary),
+                                 None if fmt is None else _str(fmt, "format"))
+
+
+def _group_summary(item: Any) -> GroupSummary:
+    item = _obj(item, "group")
+    return GroupSummary(_str(_get(item, "group_id"), "group_id"), _str(_get(item, "state"), "state"),
+                        _str(_get(item, "protocol_type"), "protocol_type"),
+                        _int(_get(item, "members"), "members", MAX_PARTITION))
+
+
+def _group_member(item: Any) -> GroupMember:
+    item = _obj(item, "member")
+    return GroupMember(_str(_get(item, "member_id"), "member_id"), _str(_get(item, "client_id"), "client_id"),
+                       _str(_get(item, "client_host"), "client_host"),
+                       _each(_list(item.get("partitions") or [], "partitions"), "partitions", _topic_partition))
+
+
+def _group_partition(item: Any) -> GroupPartition:
+    item = _obj(item, "partition")
+    metadata = item.get("metadata")
+    return GroupPartition(
+        _str(_get(item, "topic"), "topic"),
+        _int(_get(item, "partition"), "partition", MAX_PARTITION),
+        _opt_int(_get(item, "committed_offset"), "committed_offset", MAX_OFFSET),
+        _opt_int(_get(item, "log_end_offset"), "log_end_offset", MAX_OFFSET),
+        "" if metadata is None else _str(metadata, "metadata"),
+    )
+
+
+def _describe_group_response(body: dict, _raw: bytearray) -> DescribeGroupResponse:
+    return DescribeGroupResponse(
+        _str(_get(body, "group_id"), "group_id"),
+        _str(_get(body, "state"), "state"),
+        _str(_get(body, "protocol_type"), "protocol_type"),
+        _each(_list(_get(body, "members"), "members"), "members", _group_member),
+        _each(_list(_get(body, "partitions"), "partitions"), "partitions", _group_partition),
+    )
+
+
+def _offset_reset(item: Any) -> GroupOffsetReset:
+    item = _obj(item, "offset")
+    return GroupOffsetReset(
+        _str(_get(item, "topic"), "topic"),
+        _int(_get(item, "partition"), "partition", MAX_PARTITION),
+        _opt_int(_get(item, "previous_offset"), "previous_offset", MAX_OFFSET),
+        _int(_get(item, "offset"), "offset", MAX_OFFSET),
+    )
+
+
+def _reset_group_offsets_response(body: dict, _raw: bytearray) -> ResetGroupOffsetsResponse:
+    return ResetGroupOffsetsResponse(
+        _str(_get(body, "group_id"), "group_id"),
+        _each(_list(_get(body, "offsets"), "offsets"), "offsets", _offset_reset),
+        _bool(_get(body, "reset"), "reset"),
+    )
+
+
+def _config_entry(item: Any) -> TopicConfigEntry:
+    item = _obj(item, "config")
+    return TopicConfigEntry(
+        _str(_get(item, "name"), "name"),
+        _config_value(_get(item, "value"), "value"),
+        _str(_get(item, "source"), "source"),
+        _config_value(_get(item, "default"), "default"),
+        _bool(_get(item, "read_only"), "read_only"),
+    )
+
+
+def _describe_topic_config_response(body: dict, _raw: bytearray) -> DescribeTopicConfigResponse:
+    raw = _list(_get(body, "configs"), "configs")
+    return DescribeTopicConfigResponse(_str(_get(body, "topic"), "topic"), _each(raw, "configs", _config_entry))
 
 
 _RESPONSE_DECODERS: dict[str, Decoder] = {
@@ -318,6 +535,18 @@ _RESPONSE_DECODERS: dict[str, Decoder] = {
         _each(_list(_get(body, "topics"), "topics"), "topics", _topic_summary)
     ),
     "DescribeTopic": _describe_topic_response,
+    "CreatePartitions": lambda body, _raw: CreatePartitionsResponse(
+        _str(_get(body, "topic"), "topic"), _int(_get(body, "partitions"), "partitions", MAX_PARTITION)),
+    "DeleteRecords": lambda body, _raw: DeleteRecordsResponse(
+        _int(_get(body, "log_start_offset"), "log_start_offset", MAX_OFFSET)),
+    "AlterTopicConfig": lambda body, _raw: AlterTopicConfigResponse(_bool(_get(body, "altered"), "altered")),
+    "DescribeTopicConfig": _describe_topic_config_response,
+    "DeleteGroupOffsets": lambda body, _raw: DeleteGroupOffsetsResponse(
+        _int(_get(body, "deleted"), "deleted", MAX_OFFSET)),
+    "ListGroups": lambda body, _raw: ListGroupsResponse(
+        _each(_list(_get(body, "groups"), "groups"), "groups", _group_summary)),
+    "DescribeGroup": _describe_group_response,
+    "ResetGroupOffsets": _reset_group_offsets_response,
     "Pong": lambda body, _raw: PongResponse(),
     "Auth": lambda body, _raw: AuthResponse(_bool(_get(body, "authenticated"), "authenticated")),
     "Error": lambda body, _raw: ErrorResponse(_str(_get(body, "message"), "message")),
@@ -410,6 +639,125 @@ def _enc_create_topic_request(e: CreateTopicRequest) -> dict:
     return {"CreateTopic": {"topic": _str(e.topic, "topic"), "partitions": e.partitions}}
 
 
+def _enc_create_partitions_request(e: CreatePartitionsRequest) -> dict:
+    if _int(e.partitions, "partitions", MAX_PARTITION) == 0:
+        raise _Invalid("`partitions` must be at least 1")
+    body: dict[str, Any] = {"topic": _str(e.topic, "topic"), "partitions": e.partitions}
+    if _bool(e.validate_only, "validate_only"):
+        body["validate_only"] = True
+    return {"CreatePartitions": body}
+
+
+def _enc_alter_topic_config_request(e: AlterTopicConfigRequest) -> dict:
+    body: dict[str, Any] = {
+        "topic": _str(e.topic, "topic"),
+        "set": {_str(k, "set key"): _config_value(v, f"set.{k}") for k, v in _obj(e.set, "set").items()},
+        "delete": _each(_list(e.delete, "delete"), "delete", lambda v: _str(v, "name")),
+    }
+    if _bool(e.validate_only, "validate_only"):
+        body["validate_only"] = True
+    return {"AlterTopicConfig": body}
+
+
+def _enc_describe_topic_config_request(e: DescribeTopicConfigRequest) -> dict:
+    body: dict[str, Any] = {"topic": _str(e.topic, "topic")}
+    if e.keys is not None:
+        body["keys"] = _each(_list(e.keys, "keys"), "keys", lambda v: _str(v, "name"))
+    return {"DescribeTopicConfig": body}
+
+
+def _enc_delete_group_offsets_request(e: DeleteGroupOffsetsRequest) -> dict:
+    body: dict[str, Any] = {"group_id": _str(e.group_id, "group_id")}
+    if e.partitions is not None:
+        body["partitions"] = _each(_list(e.partitions, "partitions"), "partitions", _enc_topic_partition)
+    return {"DeleteGroupOffsets": body}
+
+
+def _enc_topic_partition(item: Any) -> dict:
+    if type(item) not in (tuple, list) or len(item) != 2:
+        raise _Invalid(f"a partition must be a (topic, partition) pair, got {_kind(item)}")
+    return {"topic": _str(item[0], "topic"), "partition": _int(item[1], "partition", MAX_PARTITION)}
+
+
+def _enc_describe_topic_request(e: DescribeTopicRequest) -> dict:
+    body: dict[str, Any] = {"topic": _str(e.topic, "topic")}
+    if _bool(e.details, "details"):  # sent only when asked for: seed brokers see the seed's frame
+        body["details"] = True
+    return {"DescribeTopic": body}
+
+
+def _enc_reset_topic(item: Any) -> dict:
+    if type(item) not in (tuple, list) or len(item) != 2:
+        raise _Invalid(f"a topic must be a (topic, partitions or None) pair, got {_kind(item)}")
+    body: dict[str, Any] = {"topic": _str(item[0], "topic")}
+    if item[1] is not None:
+        body["partitions"] = _each(_list(item[1], "partitions"), "partitions",
+                                   lambda p: _int(p, "partition", MAX_PARTITION))
+    return body
+
+
+def _enc_reset_group_offsets_request(e: ResetGroupOffsetsRequest) -> dict:
+    to, value = _reset_target(e.to, e.value)
+    body: dict[str, Any] = {"group_id": _str(e.group_id, "group_id"), "to": to}
+    if value is not None:
+        body["value"] = value
+    if e.topics is not None:
+        body["topics"] = _each(_list(e.topics, "topics"), "topics", _enc_reset_topic)
+    if _bool(e.validate_only, "validate_only"):
+        body["validate_only"] = True
+    return {"ResetGroupOffsets": body}
+
+
+def _enc_partition_summary(p: PartitionSummary) -> dict:
+    item: dict[str, Any] = {
+        "partition": _int(p.partition, "partition", MAX_PARTITION),
+        "log_start_offset": _int(p.log_start_offset, "log_start_offset", MAX_OFFSET),
+        "log_end_offset": _int(p.log_end_offset, "log_end_offset", MAX_OFFSET),
+    }
+    if p.size_bytes is not None:
+        item["size_bytes"] = _int(p.size_bytes, "size_bytes", MAX_OFFSET)
+    if p.segments is not None:
+        item["segments"] = _int(p.segments, "segments", MAX_OFFSET)
+    return item
+
+
+def _enc_describe_topic_response(e: DescribeTopicResponse) -> dict:
+    body: dict[str, Any] = {"topic": _str(e.topic, "topic"),
+                            "partitions": _each(e.partitions, "partitions", _enc_partition_summary)}
+    if e.format is not None:
+        body["format"] = _str(e.format, "format")
+    return {"DescribeTopic": body}
+
+
+def _enc_group_member(m: GroupMember) -> dict:
+    return {"member_id": _str(m.member_id, "member_id"), "client_id": _str(m.client_id, "client_id"),
+            "client_host": _str(m.client_host, "client_host"),
+            "partitions": _each(_list(m.partitions, "partitions"), "partitions", _enc_topic_partition)}
+
+
+def _enc_group_partition(p: GroupPartition) -> dict:
+    return {"topic": _str(p.topic, "topic"), "partition": _int(p.partition, "partition", MAX_PARTITION),
+            "committed_offset": _opt_int(p.committed_offset, "committed_offset", MAX_OFFSET),
+            "log_end_offset": _opt_int(p.log_end_offset, "log_end_offset", MAX_OFFSET),
+            "metadata": _str(p.metadata, "metadata")}
+
+
+def _enc_describe_group_response(e: DescribeGroupResponse) -> dict:
+    return {"DescribeGroup": {
+        "group_id": _str(e.group_id, "group_id"),
+        "state": _str(e.state, "state"),
+        "protocol_type": _str(e.protocol_type, "protocol_type"),
+        "members": _each(e.members, "members", _enc_group_member),
+        "partitions": _each(e.partitions, "partitions", _enc_group_partition),
+    }}
+
+
+def _enc_offset_reset(r: GroupOffsetReset) -> dict:
+    return {"topic": _str(r.topic, "topic"), "partition": _int(r.partition, "partition", MAX_PARTITION),
+            "previous_offset": _opt_int(r.previous_offset, "previous_offset", MAX_OFFSET),
+            "offset": _int(r.offset, "offset", MAX_OFFSET)}
+
+
 _REQUEST_ENCODERS: dict[type, Callable[[Any], dict]] = {
     ProduceRequest: _enc_produce_request,
     FetchRequest: _enc_fetch_request,
@@ -417,8 +765,20 @@ _REQUEST_ENCODERS: dict[type, Callable[[Any], dict]] = {
     OffsetFetchRequest: _enc_offset_fetch_request,
     CreateTopicRequest: _enc_create_topic_request,
     ListTopicsRequest: lambda e: {"ListTopics": {}},
-    DescribeTopicRequest: lambda e: {"DescribeTopic": {"topic": _str(e.topic, "topic")}},
+    DescribeTopicRequest: _enc_describe_topic_request,
     DeleteTopicRequest: lambda e: {"DeleteTopic": {"topic": _str(e.topic, "topic")}},
+    CreatePartitionsRequest: _enc_create_partitions_request,
+    DeleteRecordsRequest: lambda e: {"DeleteRecords": {
+        "topic": _str(e.topic, "topic"),
+        "partition": _int(e.partition, "partition", MAX_PARTITION),
+        "offset": _offset_or_end(e.offset, "offset"),
+    }},
+    AlterTopicConfigRequest: _enc_alter_topic_config_request,
+    DescribeTopicConfigRequest: _enc_describe_topic_config_request,
+    DeleteGroupOffsetsRequest: _enc_delete_group_offsets_request,
+    ListGroupsRequest: lambda e: {"ListGroups": {}},
+    DescribeGroupRequest: lambda e: {"DescribeGroup": {"group_id": _str(e.group_id, "group_id")}},
+    ResetGroupOffsetsRequest: _enc_reset_group_offsets_request,
     PingRequest: lambda e: {"Ping": {}},
     AuthRequest: lambda e: {"Auth": {"token": _str(e.token, "token")}},
 }
@@ -439,14 +799,34 @@ _RESPONSE_ENCODERS: dict[type, Callable[[Any], dict]] = {
         {"name": _str(t.name, "name"), "partitions": _int(t.partitions, "partitions", MAX_PARTITION)}
         for t in e.topics
     ]}},
-    DescribeTopicResponse: lambda e: {"DescribeTopic": {"topic": _str(e.topic, "topic"), "partitions": [
+    DescribeTopicResponse: _enc_describe_topic_response,
+    CreatePartitionsResponse: lambda e: {"CreatePartitions": {
+        "topic": _str(e.topic, "topic"), "partitions": _int(e.partitions, "partitions", MAX_PARTITION)}},
+    DeleteRecordsResponse: lambda e: {"DeleteRecords": {
+        "log_start_offset": _int(e.log_start_offset, "log_start_offset", MAX_OFFSET)}},
+    AlterTopicConfigResponse: lambda e: {"AlterTopicConfig": {"altered": _bool(e.altered, "altered")}},
+    DescribeTopicConfigResponse: lambda e: {"DescribeTopicConfig": {"topic": _str(e.topic, "topic"), "configs": [
         {
-            "partition": _int(p.partition, "partition", MAX_PARTITION),
-            "log_start_offset": _int(p.log_start_offset, "log_start_offset", MAX_OFFSET),
-            "log_end_offset": _int(p.log_end_offset, "log_end_offset", MAX_OFFSET),
+            "name": _str(c.name, "name"),
+            "value": _config_value(c.value, "value"),
+            "source": _str(c.source, "source"),
+            "default": _config_value(c.default, "default"),
+            "read_only": _bool(c.read_only, "read_only"),
         }
-        for p in e.partitions
+        for c in e.configs
     ]}},
+    DeleteGroupOffsetsResponse: lambda e: {"DeleteGroupOffsets": {"deleted": _int(e.deleted, "deleted", MAX_OFFSET)}},
+    ListGroupsResponse: lambda e: {"ListGroups": {"groups": [
+        {"group_id": _str(g.group_id, "group_id"), "state": _str(g.state, "state"),
+         "protocol_type": _str(g.protocol_type, "protocol_type"), "members": _int(g.members, "members", MAX_PARTITION)}
+        for g in e.groups
+    ]}},
+    DescribeGroupResponse: _enc_describe_group_response,
+    ResetGroupOffsetsResponse: lambda e: {"ResetGroupOffsets": {
+        "group_id": _str(e.group_id, "group_id"),
+        "offsets": _each(e.offsets, "offsets", _enc_offset_reset),
+        "reset": _bool(e.reset, "reset"),
+    }},
     PongResponse: lambda e: {"Pong": {}},
     AuthResponse: lambda e: {"Auth": {"authenticated": _bool(e.authenticated, "authenticated")}},
     ErrorResponse: lambda e: {"Error": {"message": _str(e.message, "message")}},

@@ -1,4 +1,5 @@
-"""Sans-I/O codec for the TANK 4.0 protocol (see /work/shared/specs/tank.md) and the TANK bundle record format.
+"""Sans-I/O codec for the TANK 4.0 protocol (docs/tank.md; "spec §N" in this
+package's docstrings means its section N) and the TANK bundle record format.
 
 No sockets, no clock, no files, no trio, no storage. Modules, lowest first (each imports only those above it):
 

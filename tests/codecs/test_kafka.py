@@ -193,15 +193,21 @@ def test_dataclass_field_names_follow_the_naming_contract():
     assert commit.generation_id == 4  # alias for the classic protocol's name
 
 
-def test_registry_advertises_the_spec_table():
+def test_registry_supports_the_spec_table_transactions_and_admin():
     assert SUPPORTED == {0: (0, 8), 1: (0, 11), 2: (0, 5), 3: (0, 8), 8: (0, 7), 9: (0, 5), 10: (0, 2),
                          11: (0, 5), 12: (0, 3), 13: (0, 3), 14: (0, 3), 15: (0, 4), 16: (0, 2), 17: (0, 1),
-                         18: (0, 2), 19: (0, 4), 20: (0, 3), 22: (0, 1), 36: (0, 1)}  # + SASL (17, 36)
-    assert registry.API_KEYS[22] == "InitProducerId"
+                         18: (0, 2), 19: (0, 4), 20: (0, 3), 22: (0, 1), 36: (0, 1),  # the spec's table + SASL
+                         24: (0, 2), 25: (0, 2), 26: (0, 2), 28: (0, 2),  # transactions
+                         21: (0, 1), 32: (0, 3), 33: (0, 1), 35: (0, 1), 37: (0, 1), 42: (0, 1), 44: (0, 1),
+                         47: (0, 0), 60: (0, 2)}  # admin
+    assert registry.API_KEYS[22] == "InitProducerId" and registry.API_KEYS[60] == "DescribeCluster"
     with pytest.raises(KeyError):
         request_schema(0, 9)
     with pytest.raises(KeyError):
-        response_schema(21, 0)
+        response_schema(23, 0)
+    # the only flexible versions implemented: IncrementalAlterConfigs v1 and DescribeCluster v0-2
+    assert [(k, v) for k, v in ALL if registry.is_flexible(k, v)] == [(44, 1), (60, 0), (60, 1), (60, 2)]
+    assert registry.advertised([60, 0, 999, 18]) == {0: (0, 8), 18: (0, 2), 60: (0, 2)}
     # unchanged versions reuse the previous schema object (one schema per distinct layout)
     assert request_schema(0, 1) is request_schema(0, 0) and request_schema(0, 8) is request_schema(0, 3)
     assert response_schema(1, 10) is response_schema(1, 7)
@@ -224,17 +230,27 @@ def _kp_messages():
 
 
 KP = _kp_messages()
-# Where kafka-python's names differ from Kafka's JSON (it shortens the two Metadata v8 operation fields).
+# Where kafka-python's names differ from ours: it shortens the two Metadata v8 operation fields, and its (Kafka
+# 3.x) JSON renamed AddPartitionsToTxn's v0-3 fields when v4 batched transactions (we keep Kafka 2.x's names).
 KP_RENAMES = {
     (api.MetadataResponse, "cluster_authorized_operations"): "authorized_operations",
     (api.MetadataResponseTopic, "topic_authorized_operations"): "authorized_operations",
+    (api.AddPartitionsToTxnRequest, "transactional_id"): "v3_and_below_transactional_id",
+    (api.AddPartitionsToTxnRequest, "producer_id"): "v3_and_below_producer_id",
+    (api.AddPartitionsToTxnRequest, "producer_epoch"): "v3_and_below_producer_epoch",
+    (api.AddPartitionsToTxnRequest, "topics"): "v3_and_below_topics",
+    (api.AddPartitionsToTxnResponse, "results"): "results_by_topic_v3_and_below",
+    (api.AddPartitionsToTxnTopicResult, "results"): "results_by_partition",
+    (api.AddPartitionsToTxnPartitionResult, "error_code"): "partition_error_code",
+    (api.DescribeClusterResponse, "cluster_authorized_operations"): "authorized_operations",
 }
 
 
 # kafka-python turns the int32 authorized-operations bit fields into sets of bit numbers (None for INT32_MIN).
 KP_BITFIELDS = {(api.MetadataResponse, "cluster_authorized_operations"),
                 (api.MetadataResponseTopic, "topic_authorized_operations"),
-                (api.DescribedGroup, "authorized_operations")}
+                (api.DescribedGroup, "authorized_operations"),
+                (api.DescribeClusterResponse, "cluster_authorized_operations")}
 
 
 def kp_name(cls, name):
@@ -289,8 +305,16 @@ def our_layout(schema: prim.Schema):
 def test_layout_matches_kafka_message_definitions(key, version, kind):
     kp = KP[(key, kind)]
     schema = (request_schema if kind == "request" else response_schema)(key, version)
-    assert not kp.flexible_version_q(version), "every implemented version is non-flexible"
+    assert kp.flexible_version_q(version) == registry.is_flexible(key, version) == schema.flexible
     assert our_layout(schema) == kp_layout(kp._struct, version)
+
+
+def test_flexible_since_matches_kafka_message_definitions():
+    for key in registry.API_KEYS:
+        for kind in ("request", "response"):
+            kp = KP[(key, kind)]
+            first = next((v for v in range(64) if kp.flexible_version_q(v)), None)
+            assert registry.FLEXIBLE_SINCE[key] == first, (registry.API_KEYS[key], kind)
 
 
 @pytest.mark.parametrize("nulls", [False, True], ids=["values", "nulls"])
@@ -316,9 +340,13 @@ def test_responses_decode_with_kafka_python(key, version, nulls):
     body = sample_response(key, version, nulls)
     frame = answer(key, version, body, cid=1234)
     assert struct.unpack_from(">ii", frame) == (len(frame) - 4, 1234)
-    decoded = KP[(key, "response")].decode(frame[8:], version=version)
+    start = 8
+    if registry.is_flexible(key, version):  # response header v1: an empty tag section after the correlation id
+        assert frame[start] == 0
+        start += 1
+    decoded = KP[(key, "response")].decode(frame[start:], version=version)
     assert decoded.to_dict(json=False) == plain(schema, body)
-    assert bytes(to_kp(schema, body, KP[(key, "response")], version).encode()) == frame[8:]
+    assert bytes(to_kp(schema, body, KP[(key, "response")], version).encode()) == frame[start:]
 
 
 # ------------------------------------------------------------------------------- kafka-python (old)
@@ -339,7 +367,12 @@ def _old_classes():
 
 
 OLD = _old_classes()
-OLD_CASES = [(k, v, kind) for k, v in ALL for kind in ("request", "response") if (k, v, kind) in OLD]
+# Old schemas that do not describe the wire layout: DescribeLogDirs v0 declares each topic's partitions as one
+# int32 (an array in Kafka), CreatePartitions nests count/assignments in a struct of its own. (The JSON-driven
+# messages above check those layouts.)
+OLD_WRONG = {(35, 0, "request"), (37, 0, "request"), (37, 1, "request")}
+OLD_CASES = [(k, v, kind) for k, v in ALL for kind in ("request", "response")
+             if (k, v, kind) in OLD and (k, v, kind) not in OLD_WRONG]
 
 
 # The old schemas declare Metadata request topics as bare strings, not one-field structs.
@@ -390,6 +423,10 @@ def test_golden_produce_frame_from_kafka_python():
     assert prim.build_bytes(request_schema(0, 3), request.body) == frame[header_size:]
 
 
+#: The spec's §2 table + SASL: the keys served when `api-versions-fallback-response.bin` was made.
+SPEC_TABLE = registry.advertised([0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 22, 36])
+
+
 @pytest.mark.parametrize("fixture,cid,client_id,version", [
     ("api-versions-v4-kafka-python.bin", 1, "kafka-python-3.0.12", 4),
     ("api-versions-v3-librdkafka-layout.bin", 7, "rdkafka", 3),
@@ -398,8 +435,9 @@ def test_api_versions_v3_v4_fallback(fixture, cid, client_id, version):
     from kafka.protocol.metadata import ApiVersionsResponse as KpApiVersionsResponse
 
     frame = (WIRE / fixture).read_bytes()
+    served = SPEC_TABLE if cid == 1 else SUPPORTED  # the key list of a server that serves fewer keys, or all
     for feed in (whole, one_byte_at_a_time):
-        server = KafkaServerConnection()
+        server = KafkaServerConnection(api_versions=served)
         events = feed(server, frame + frame)
         assert len(events) == 2
         request = events[0]
@@ -413,11 +451,11 @@ def test_api_versions_v3_v4_fallback(fixture, cid, client_id, version):
     decoded = KpApiVersionsResponse.decode(response[8:], version=0)
     assert decoded.error_code == ErrorCode.UNSUPPORTED_VERSION
     assert {(k.api_key, k.min_version, k.max_version) for k in decoded.api_keys} == {
-        (key, 0, hi) for key, (_, hi) in SUPPORTED.items()}
+        (key, 0, hi) for key, (_, hi) in served.items()}
     if cid == 1:
         assert response == (WIRE / "api-versions-fallback-response.bin").read_bytes()
     # the v0 layout has no throttle_time_ms: nothing follows the key list
-    assert len(response) == 4 + 4 + 2 + 4 + 6 * len(SUPPORTED)
+    assert len(response) == 4 + 4 + 2 + 4 + 6 * len(served)
 
 
 @pytest.mark.parametrize("version", [0, 1, 2])
@@ -674,9 +712,15 @@ def test_random_bodies_parse_or_fail_cleanly(case, body):
         assert isinstance(event, KafkaRequest)
         schema = request_schema(key, version)
         rebuilt = prim.build_bytes(schema, event.body)
-        # Kafka reads any negative length of a nullable field as null, which we write back as -1: the rebuilt
-        # bytes are the canonical form of the input, the same length, and parse to the same request.
-        assert len(rebuilt) == len(body) and prim.parse_frame(schema, rebuilt) == (event.body, 0)
+        assert prim.parse_frame(schema, rebuilt) == (event.body, 0)
+        if registry.is_flexible(key, version):
+            # The header's tag section came from `body` too; tag sections are skipped and written empty, and
+            # over-long varints written short: the rebuilt body is canonical, and shorter.
+            assert len(rebuilt) < len(body)
+        else:
+            # Kafka reads any negative length of a nullable field as null, which we write back as -1: the
+            # rebuilt bytes are the canonical form of the input, the same length.
+            assert len(rebuilt) == len(body)
 
 
 # ------------------------------------------------------------------------------------ deferred records

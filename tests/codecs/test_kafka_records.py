@@ -27,12 +27,16 @@ from logway.codecs.kafka.legacy import decode_message_set, encode_message_set, m
 from logway.codecs.kafka.record_set import record_set_magic
 from logway.codecs.kafka.records import (
     BATCH_HEADER_SIZE,
+    CONTROL_ABORT,
+    CONTROL_COMMIT,
     MAX_RECORDS_PER_BATCH,
     KafkaFormat,
     decode_batch,
     decode_records,
     encode_batch,
+    encode_control_batch,
     iter_batches,
+    parse_control_marker,
     parse_header,
 )
 from logway.codecs.records import Record
@@ -743,3 +747,83 @@ def test_codec_modules_import_only_downward():
     for name in sorted(graph):
         if name not in state:
             visit(name, [name])
+
+
+# ----------------------------------------------------------------------------------- control batches (markers)
+
+@pytest.mark.parametrize("committed", [True, False], ids=["commit", "abort"])
+def test_control_batch_is_a_transaction_marker(committed):
+    batch = encode_control_batch(4242, 7, committed=committed, timestamp_ms=NOW, coordinator_epoch=3)
+    h = parse_header(batch)
+    assert (h.base_offset, h.magic, h.records_count, h.last_offset_delta) == (0, 2, 1, 0)
+    assert h.is_control and h.is_transactional and h.compression == 0 and h.timestamp_type == 0
+    assert (h.producer_id, h.producer_epoch, h.base_sequence) == (4242, 7, -1)
+    assert h.base_timestamp == h.max_timestamp == NOW and h.size == len(batch)
+    KafkaFormat().validate(memoryview(batch))  # CRC-32C, size, counts: storable as is
+    assert decode_batch(batch) == (h, [])  # no data records
+    assert parse_control_marker(batch) is committed
+    assert parse_control_marker(memoryview(bytearray(batch))) is committed
+    # storage stamps the offset: still a marker
+    stamped = b"".join(bytes(p) for p in KafkaFormat().stamp(memoryview(batch), 99))
+    assert parse_header(stamped).base_offset == 99 and parse_control_marker(stamped) is committed
+    assert decode_records(batch + encode_batch([Record(b"v")], default_timestamp=NOW, base_offset=1)) == [
+        Record(b"v", None, NOW, (), 1)]  # a reader skips the marker
+
+
+@pytest.mark.parametrize("committed", [True, False], ids=["commit", "abort"])
+def test_kafka_python_and_aiokafka_read_our_control_batches(committed):
+    from aiokafka.record.default_records import DefaultRecordBatch as AioBatch
+
+    batch = encode_control_batch(11, 2, committed=committed, timestamp_ms=NOW, coordinator_epoch=5)
+    theirs = DefaultRecordBatch(batch)
+    assert theirs.validate_crc() and theirs.is_control_batch and theirs.is_transactional
+    assert (theirs.producer_id, theirs.producer_epoch, theirs.base_sequence) == (11, 2, -1)
+    (marker,) = list(theirs)
+    assert (marker.version, marker.type, marker.commit, marker.abort) == (0, int(committed), committed,
+                                                                          not committed)
+    assert (marker.offset, marker.timestamp, marker.value) == (0, NOW, struct.pack(">hi", 0, 5))
+    aio = AioBatch(batch)
+    assert aio.validate_crc() and aio.is_control_batch and aio.is_transactional
+    (record,) = list(aio)
+    assert record.key == struct.pack(">hh", 0, CONTROL_COMMIT if committed else CONTROL_ABORT)
+
+
+def _control(key: bytes | None, value: bytes | None = struct.pack(">hi", 0, 0), **kw) -> bytes:
+    return encode_batch([Record(value, key, NOW)], default_timestamp=NOW, producer_id=1, producer_epoch=0,
+                        transactional=True, control=True, **kw)
+
+
+@pytest.mark.parametrize("batch,match", [
+    (encode_batch([Record(b"v")], default_timestamp=NOW), "not a control batch"),
+    (_control(struct.pack(">hh", 0, 2)), "type 2"),  # LEADER_CHANGE (KRaft): not a transaction marker
+    (_control(struct.pack(">hh", -1, 1)), "version -1"),
+    (_control(b"\x00\x00\x01"), "shorter"),
+    (_control(None), "shorter"),
+    (_control(struct.pack(">hh", 0, 1), b"\x00"), "value shorter"),
+    (encode_batch([Record(b"a", struct.pack(">hh", 0, 1)), Record(b"b", struct.pack(">hh", 0, 1))],
+                  default_timestamp=NOW, transactional=True, control=True), "2 records"),
+])
+def test_parse_control_marker_refuses_what_is_not_a_transaction_marker(batch, match):
+    with pytest.raises(RecordFormatError, match=match):
+        parse_control_marker(batch)
+
+
+def test_parse_control_marker_checks_crc_and_size_and_reads_newer_versions():
+    batch = encode_control_batch(1, 0, committed=True, timestamp_ms=NOW)
+    flipped = batch[:-1] + bytes([batch[-1] ^ 1])
+    with pytest.raises(RecordFormatError, match="CRC"):
+        parse_control_marker(flipped)
+    with pytest.raises(RecordFormatError, match="header says"):
+        parse_control_marker(batch + b"\x00")
+    with pytest.raises(RecordFormatError):
+        parse_control_marker(batch[:40])
+    # a newer marker version with a longer value is still read (Kafka does the same)
+    assert parse_control_marker(_control(struct.pack(">hh", 1, 1), struct.pack(">hiq", 1, 0, 9))) is True
+
+
+@pytest.mark.parametrize("kw", [{"coordinator_epoch": 2**31}, {"coordinator_epoch": -(2**31) - 1}])
+def test_encode_control_batch_refuses_fields_out_of_range(kw):
+    with pytest.raises(ValueError):
+        encode_control_batch(1, 0, committed=False, timestamp_ms=NOW, **kw)
+    with pytest.raises(ValueError):
+        encode_control_batch(2**63, 0, committed=False, timestamp_ms=NOW)

@@ -1,14 +1,16 @@
 """The crash-restart checker (`logway.bench.chaos`) against a real gateway killed with SIGKILL 22 times:
-producers over the native, TANK and Kafka (idempotent) protocols and a two-member Kafka consumer group, every
-check after every restart, then a graceful stop and a clean start. Also: the checker does fail when the log
-breaks a promise (it is not vacuous)."""
+producers over the native, TANK and Kafka (idempotent) protocols, two transactional Kafka producers, and a
+two-member Kafka consumer group, every check after every restart, then a graceful stop and a clean start. Also:
+the checker does fail when the log breaks a promise (it is not vacuous), and the pure check of the transactional
+topic (`verify_transactions`) on hand-built logs."""
 
 from __future__ import annotations
 
 import pytest
 
-from logway.bench.chaos import (GROUP, PROTOCOLS, TOPICS, ChaosConfig, ChaosReport, ChaosRun, ChaosViolation,
-                                 CycleSummary, Ledger, verify_partition)
+from logway.bench.chaos import (ABORTED, COMMITTED, COMMITTING, GROUP, OPEN, PROTOCOLS, TOPICS, TXN_TOPIC,
+                                 ChaosConfig, ChaosReport, ChaosRun, ChaosViolation, CycleSummary, Ledger,
+                                 Transaction, TxnLedger, TxnPartitionRead, verify_partition, verify_transactions)
 
 CYCLES = 22
 
@@ -42,6 +44,16 @@ def test_sigkill_cycles_keep_every_promise(chaos):
             assert (c.offsets_dropped if key == "offsets" else c.truncated_bytes) >= n
     assert all(run.ledger.commits.get((TOPICS[p], i)) for p in PROTOCOLS for i in range(run.config.partitions))
     assert len(run.ledger.producer_ids) > CYCLES  # InitProducerId in every cycle, never the same id twice
+    # Transactions: committed and aborted ones, some with group offsets, some in doubt at the kills (resolved
+    # one way or the other), producers coming back every way, an open transaction holding the LSO after a restart.
+    assert report.total("txn_committed") > 50 and report.total("txn_aborted") > 10, report.figures()
+    assert report.total("txn_offsets") > 5 and report.total("txn_acked") > 500
+    assert report.total("txn_in_doubt") >= CYCLES // 2
+    assert report.total("txn_doubt_committed") + report.total("txn_doubt_aborted") == report.total("txn_in_doubt")
+    assert {"reinit", "resume", "timeout"} <= set(report._settle_totals()), report._settle_totals()
+    assert sum(c.txn_lso_held > 0 for c in report.cycles) > 0
+    assert report.cycles[-1].txn_visible > 100
+    assert len(run.ledger.txn_ids) == run.config.txn_producers  # one stable producer id per transactional id
 
 
 def test_verify_partition_finds_each_kind_of_violation():
@@ -74,6 +86,11 @@ def test_the_checker_fails_against_a_real_log_that_breaks_a_promise(chaos):
         run.ledger.acked[tp][end + 5] = b"kafka:phantom"  # acknowledged, but never written
         run.ledger.sent.add(b"kafka:phantom")
         run.ledger.commits[(TOPICS["tank"], 0)] = 10**9  # a commit the store would have had to keep
+    with run.txn_ledger.lock:  # a committed transaction whose record never reached the log
+        ghost = Transaction("chaos-txn-producer-0", 10**6, -1, 0, partitions=[1], added=True,
+                            batches=[(1, [b"txn:phantom"])], state=COMMITTED)
+        run.txn_ledger.txns.append(ghost)
+        run.txn_ledger.origin[b"txn:phantom"] = (ghost, 1)
     gw = run.start_gateway()
     try:
         summary = run.verify(gw, CycleSummary(CYCLES + 1), expect_unclean=False)
@@ -82,6 +99,146 @@ def test_the_checker_fails_against_a_real_log_that_breaks_a_promise(chaos):
     text = "\n".join(summary.violations)
     assert f"{tp[0]}-{tp[1]}: acknowledged record b'kafka:phantom' at offset {end + 5} is missing" in text, text
     assert f"committed offset of {GROUP}" in text and "below the last acknowledged commit 1000000000" in text
+    assert (f"{TXN_TOPIC}-1: acknowledged record b'txn:phantom' of transaction chaos-txn-producer-0#1000000 "
+            f"(committed) is missing from the log") in text, text
     report = ChaosReport(cycles=[summary])
     with pytest.raises(ChaosViolation, match="phantom"):
         report.raise_for_violations()
+
+
+# -------------------------------------------------------------------------- verify_transactions, by hand
+VIEWS = ("native", "kafka", "tank")
+A, B = 7, 8  # producer ids
+
+
+def txn_ledger(*txns: Transaction) -> TxnLedger:
+    ledger = TxnLedger()
+    for t in txns:
+        ledger.txns.append(t)
+        for p, x in t.written():
+            ledger.origin[x] = (t, p)
+    return ledger
+
+
+def scenario():
+    """Two producers, two partitions: A#1 committed (with offsets), B#1 aborted, A#2 committing at the kill (with
+    offsets), B#2 open at the kill with a produce in flight."""
+    return txn_ledger(
+        Transaction("A", 1, A, 0, partitions=[0, 1], added=True, batches=[(0, [b"a1", b"a2"]), (1, [b"a3"])],
+                    group="gA", state=COMMITTED),
+        Transaction("B", 1, B, 0, partitions=[0], added=True, batches=[(0, [b"b1"])], state=ABORTED),
+        Transaction("A", 2, A, 0, partitions=[0, 1], added=True, batches=[(0, [b"c1"]), (1, [b"c2"])], group="gA",
+                    state=COMMITTING),
+        Transaction("B", 2, B, 0, partitions=[0, 1], added=True, batches=[(0, [b"d1"])], in_flight=(1, [b"d2"]),
+                    state=OPEN))
+
+
+def reads(*, a2_committed: bool, settled: bool = True, views=None):
+    """The log after the restart: A#2 completed (committed or aborted); B#2 aborted by a re-init (settled) or
+    still open (not settled, the LSO held at its first record)."""
+    p0 = [(0, b"a1"), (1, b"a2"), (2, b"b1"), (5, b"c1"), (6, b"d1")]
+    m0 = [(3, A, True), (4, B, False), (7, A, a2_committed)] + ([(8, B, False)] if settled else [])
+    p1 = [(0, b"a3"), (2, b"c2"), (3, b"d2")]
+    m1 = [(1, A, True), (4, A, a2_committed)] + ([(5, B, False)] if settled else [])
+    visible0 = [(0, b"a1"), (1, b"a2")] + ([(5, b"c1")] if a2_committed else [])
+    visible1 = [(0, b"a3")] + ([(2, b"c2")] if a2_committed else [])
+    views = views or {}
+    return {0: TxnPartitionRead(9 if settled else 8, 9 if settled else 6, p0, m0,
+                                {v: list(views.get((0, v), visible0)) for v in VIEWS}),
+            1: TxnPartitionRead(6 if settled else 5, 6 if settled else 3, p1, m1,
+                                {v: list(views.get((1, v), visible1)) for v in VIEWS})}
+
+
+def offsets(value_0: int, value_1: int | None = None):
+    return {"gA": {0: value_0, 1: value_0 if value_1 is None else value_1}}
+
+
+def check(ledger, got_reads, got_offsets, *, settled=True):
+    return verify_transactions(ledger, got_reads, got_offsets, settled=settled)
+
+
+def test_verify_transactions_accepts_both_outcomes_of_a_commit_in_flight():
+    assert check(scenario(), reads(a2_committed=True), offsets(2)) == ([], {("A", 2): True, ("B", 2): False})
+    assert check(scenario(), reads(a2_committed=False), offsets(1)) == ([], {("A", 2): False, ("B", 2): False})
+    # Before the producers came back: B#2 still open holds the LSO at its first record in each partition.
+    assert check(scenario(), reads(a2_committed=True, settled=False), offsets(2), settled=False) == (
+        [], {("A", 2): True})
+    # A#2 aborted (its records lie below the LSO, none visible), B#2 still open.
+    got = check(scenario(), reads(a2_committed=False, settled=False), offsets(1), settled=False)
+    assert got == ([], {("A", 2): False})
+
+
+def violations(ledger, got_reads, got_offsets, *, settled=True) -> str:
+    found, _ = check(ledger, got_reads, got_offsets, settled=settled)
+    assert found, "expected a violation"
+    return "\n".join(found)
+
+
+def test_verify_transactions_finds_each_kind_of_violation():
+    # A record of an aborted transaction returned by one reader.
+    leak = {(0, "kafka"): [(0, b"a1"), (1, b"a2"), (2, b"b1"), (5, b"c1")]}
+    text = violations(scenario(), reads(a2_committed=True, views=leak), offsets(2))
+    assert "read_committed (kafka): returned b'b1' at offset 2, a record of the aborted transaction B#1" in text
+    # A commit in flight visible in one partition only (its marker in the other says ABORT).
+    text = violations(scenario(), reads(a2_committed=True, views={(1, v): [(0, b"a3")] for v in VIEWS}), offsets(2))
+    assert "transaction A#2, committing at the kill, is partly visible" in text, text
+    # ... or to one reader only.
+    text = violations(scenario(), reads(a2_committed=True, views={(0, "tank"): [(0, b"a1"), (1, b"a2")],
+                                                                  (1, "tank"): [(0, b"a3")]}), offsets(2))
+    assert "visible to some read_committed readers and not to others" in text, text
+    # A control batch returned as a record.
+    text = violations(scenario(), reads(a2_committed=True, views={
+        (0, "native"): [(0, b"a1"), (1, b"a2"), (3, b"\x00\x00\x00\x00"), (5, b"c1")]}), offsets(2))
+    assert "read_committed (native): returned the control batch at offset 3" in text
+    # A committed record not returned.
+    text = violations(scenario(), reads(a2_committed=True, views={(0, "kafka"): [(0, b"a1"), (5, b"c1")]}),
+                      offsets(2))
+    assert "read_committed (kafka): 1 record(s) of committed transactions below the last stable offset 9 are not " \
+           "returned, first b'a2' at offset 1 (transaction A#1)" in text, text
+    # A record of a transaction that never asked to commit.
+    text = violations(scenario(), reads(a2_committed=True, views={
+        (0, "native"): [(0, b"a1"), (1, b"a2"), (5, b"c1"), (6, b"d1")]}), offsets(2))
+    assert "a record of transaction B#2, in doubt at the kill (open: it never asked to commit)" in text
+    # An acknowledged record lost from the log; an in-flight produce partly there.
+    bad = reads(a2_committed=True)
+    bad[0].data.remove((1, b"a2"))
+    for v in VIEWS:
+        bad[0].views[v].remove((1, b"a2"))
+    text = violations(scenario(), bad, offsets(2))
+    assert f"{TXN_TOPIC}-0: acknowledged record b'a2' of transaction A#1 (committed) is missing from the log" in text
+    ledger = scenario()
+    ledger.txns[3].in_flight = (1, [b"d2", b"d3"])
+    ledger.origin[b"d3"] = (ledger.txns[3], 1)
+    assert "a produce of transaction B#2 in flight at the kill is partly in the log" in violations(
+        ledger, reads(a2_committed=True), offsets(2))
+    # The LSO: below the HW once every transaction ended; held back by an ended transaction.
+    bad = reads(a2_committed=True)
+    bad[0].last_stable_offset = 6
+    assert f"{TXN_TOPIC}-0: the last stable offset is 6, not the high watermark 9" in violations(
+        scenario(), bad, offsets(2))
+    bad = reads(a2_committed=True, settled=False)
+    bad[0].last_stable_offset = 2
+    for v in VIEWS:
+        bad[0].views[v] = [(0, b"a1"), (1, b"a2")]
+    assert "no transaction in doubt begins there" in violations(scenario(), bad, offsets(2), settled=False)
+    # A marker that contradicts the outcome.
+    bad = reads(a2_committed=True)
+    bad[1].markers[1] = (4, A, False)
+    assert "transaction A#2 is committed, but the marker after its data (offset 4) says ABORT" in violations(
+        scenario(), bad, offsets(2))
+    # Offsets: of a transaction that aborted; committed records without their offsets; offsets in part.
+    text = violations(scenario(), reads(a2_committed=False), offsets(2))
+    assert "group gA: the offsets of transaction A#2 were committed, but its records were not" in text
+    text = violations(scenario(), reads(a2_committed=True), offsets(1))
+    assert "group gA: transaction A#2 committed its records but not its offsets" in text
+    text = violations(scenario(), reads(a2_committed=True), offsets(2, 1))
+    assert "a transaction's offsets were committed in part" in text
+    ledger = scenario()
+    ledger.txns[1].group = "gB"  # B#1 committed offsets of gB in its transaction, then aborted
+    text = violations(ledger, reads(a2_committed=True), {**offsets(2), "gB": {0: 1, 1: 1}})
+    assert "group gB: the committed offset is 1, from transaction B#1 (aborted)" in text, text
+    # A payload no producer sent.
+    bad = reads(a2_committed=True)
+    bad[1].data.append((5, b"zzz"))
+    bad[1].markers.pop()
+    assert "which no transactional producer sent" in violations(scenario(), bad, offsets(2))

@@ -1,7 +1,9 @@
 """The Spark data pipeline (`logway.pipeline`): client, producer, decoder, options and push-down without Spark;
 then, against one gateway process and one SparkSession (local[2]), batch reads (of records produced through
 Kafka and through the native protocol), offsets and timestamps, push-down, streaming with Trigger.AvailableNow
-and maxRecordsPerTrigger, writes, and a streaming topic-to-topic copy.
+and maxRecordsPerTrigger, writes, a streaming topic-to-topic copy, and what transactions guarantee: the
+transactional producer, aborted records left out of reads, a retried write task and a micro-batch re-run after a
+restart (option exactlyOnce) written once.
 
 The Spark tests skip with the reason when pyspark or Java 17+ is missing, unless REQUIRE_SPARK=1 (see
 `spark_fixtures`)."""
@@ -24,7 +26,7 @@ from hypothesis import strategies as st
 from logway.clients.errors import KafkaError
 from logway.clients.kafka import KafkaClient, KafkaConfig
 from logway.clients.native import NativeClient
-from logway.codecs.kafka.records import decode_records, encode_batch
+from logway.codecs.kafka.records import decode_batch, decode_records, encode_batch, iter_batches
 from logway.codecs.records import Record
 from logway.pipeline import DataLossError, JavaNotFound, OptionError, Producer
 from logway.pipeline.java import java_problem
@@ -123,6 +125,16 @@ def test_options_are_checked_with_clear_errors():
     assert write_options({"gateway": "h:1", "compression": "ZSTD"}).compression == 4
     with pytest.raises(OptionError, match="expected one of"):
         write_options({"gateway": "h:1", "compression": "brotli"})
+    plain = write_options({"gateway": "h:1"}, streaming=True)
+    assert (plain.exactly_once, plain.transaction_timeout_ms) == (False, 60000)
+    eo = write_options({"gateway": "h:1", "exactlyOnce": "TRUE", "transactionTimeoutMs": "5000"}, streaming=True)
+    assert (eo.exactly_once, eo.transaction_timeout_ms) == (True, 5000)
+    with pytest.raises(OptionError, match="exactlyOnce is for streaming writes"):
+        write_options({"gateway": "h:1", "exactlyOnce": "true"})
+    with pytest.raises(OptionError, match="must be true or false"):
+        write_options({"gateway": "h:1", "exactlyOnce": "yes"}, streaming=True)
+    with pytest.raises(OptionError, match="must be positive"):
+        write_options({"gateway": "h:1", "transactionTimeoutMs": "0"})
 
 
 def test_partitioner_matches_kafka_python():
@@ -561,7 +573,8 @@ def test_write_then_read_back(spark, kafka_address):
     rows = read_rows(spark, kafka_address, subscribe=topic)
     assert sorted((r.partition, r.value, r.key, [(h.key, h.value) for h in r.headers], ms(r.timestamp))
                   for r in rows) == sorted((p, v, k, h, BASE_MS + 5) for k, v, p, h, _ in data)
-    assert [r.offset for r in rows if r.partition == 0] == list(range(20))
+    offsets = [r.offset for r in rows if r.partition == 0]  # increasing, with a gap for each transaction marker
+    assert len(offsets) == 20 and offsets == sorted(set(offsets)) and offsets[-1] < 20 + 2  # 2 write tasks
 
     other = new_topic()
     strings = spark.createDataFrame([("a", "1", other), ("b", "2", other), (None, "3", other)],
@@ -665,31 +678,220 @@ def test_data_loss_is_reported(kafka_address):
         assert [r["offset"] for r in rows] == list(range(5, 10))
 
 
-def test_a_retried_write_task_does_not_duplicate_records(kafka_address):
-    """The body of a write task run twice under the same producer name (what a Spark task retry does: same
-    write, stage and partition) appends every record once; a different name (another task) appends again."""
+def _native_values(gateway, topic: str, partitions: int) -> list[bytes]:
+    """Every record value a native client reads (committed records only), all partitions."""
+    values = []
+    with NativeClient(*gateway.native) as native:
+        for p in range(partitions):
+            offset = 0
+            while True:
+                answer = native.fetch(topic, p, offset, 1 << 20)
+                values += [r.value for r in answer.records]
+                if answer.next_offset <= offset or not answer.records:
+                    break
+                offset = answer.next_offset
+    return values
+
+
+def _uncommitted_count(client, topic: str, partitions: int) -> int:
+    """Data records a Kafka read_uncommitted reader sees (aborted ones included, markers left out)."""
+    count = 0
+    for p in range(partitions):
+        offset, end = 0, client.list_offsets({(topic, p): -1})[(topic, p)]
+        while offset < end:
+            for batch in iter_batches(client.fetch(topic, p, offset, 1 << 20).records):
+                header, records = decode_batch(batch)
+                count += sum(1 for r in records if r.offset >= offset)
+                offset = max(offset, header.base_offset + header.last_offset_delta + 1)
+    return count
+
+
+def test_transactional_producer_commit_abort_offsets_and_fencing(logway_gateway, kafka_address):
+    """The pipeline's transactional Producer on the client's transaction calls: aborted records are invisible to
+    committed readers (the data source's fetcher and native clients), committed ones and their offsets appear at
+    commit, and a newer producer of the transactional id fences the older one (aborting its open transaction)."""
+    pytest.importorskip("pyarrow")
+    from logway.clients.kafka import READ_COMMITTED
+    from logway.pipeline.fetcher import read_range
+    from logway.pipeline.ranges import OffsetRange
+
+    topic, tid, group = new_topic("txn"), new_topic("tid"), new_topic("group")
+    with client_for(kafka_address) as client:
+        client.create_topic(topic, 2)
+        producer = Producer(client, batch_bytes=64, transactional_id=tid)
+        with pytest.raises(Exception, match="begin"):
+            producer.send(topic, b"outside")
+        producer.begin()
+        for i in range(20):
+            producer.send(topic, b"aborted-%d" % i, partition=i % 2)
+        producer.flush()
+        assert client.list_offsets({(topic, 0): -1}, isolation_level=READ_COMMITTED) == {(topic, 0): 0}  # open
+        producer.abort()
+        producer.begin()
+        for i in range(10):
+            producer.send(topic, b"committed-%d" % i, partition=i % 2)
+        producer.send_offsets(group, {(topic, 0): 7, (topic, 1): 3})
+        assert client.offset_fetch(group) == {}  # offsets take effect at commit
+        producer.commit()
+        assert client.offset_fetch(group) == {(topic, 0): 7, (topic, 1): 3}
+        assert client.offset_fetch(group, [(topic, 1)]) == {(topic, 1): 3}
+
+        ends = client.list_offsets({(topic, p): -1 for p in range(2)}, isolation_level=READ_COMMITTED)
+        rows = [r for p in range(2) for b in read_range(client, OffsetRange(topic, p, 0, ends[(topic, p)]),
+                                                        max_bytes=1 << 20) for r in b.to_pylist()]
+        expected = sorted(b"committed-%d" % i for i in range(10))
+        assert sorted(r["value"] for r in rows) == expected
+        assert sorted(_native_values(logway_gateway, topic, 2)) == expected
+        assert _uncommitted_count(client, topic, 2) == 30  # read_uncommitted Kafka readers see the aborted ones
+
+        producer.begin()  # a transaction left open by a producer that is then replaced
+        producer.send(topic, b"zombie", partition=0)
+        producer.flush()
+        newer = Producer(client, transactional_id=tid)
+        newer.begin()
+        assert newer.producer_id == producer.producer_id and newer.producer_epoch > producer.producer_epoch
+        newer.send(topic, b"newer", partition=0)
+        newer.commit()
+        producer.send(topic, b"too late", partition=0)
+        with pytest.raises(KafkaError, match="FENCED|INVALID_PRODUCER_EPOCH"):
+            producer.flush()
+        with pytest.raises(KafkaError, match="FENCED|INVALID_PRODUCER_EPOCH"):
+            producer.commit()
+    assert sorted(_native_values(logway_gateway, topic, 2)) == sorted(expected + [b"newer"])
+
+
+def test_arrow_walk_drops_aborted_transactions():
+    pytest.importorskip("pyarrow")
+    from logway.codecs.kafka.records import encode_control_batch
+    from logway.pipeline.arrow import decode_fetch
+
+    def batch(offset, values, pid=-1, txn=False):
+        return encode_batch([Record(v) for v in values], base_offset=offset, default_timestamp=BASE_MS,
+                            producer_id=pid, producer_epoch=0, base_sequence=0 if pid >= 0 else -1,
+                            transactional=txn)
+
+    def marker(offset, pid, committed):
+        data = bytearray(encode_control_batch(pid, 0, committed=committed, timestamp_ms=BASE_MS))
+        data[:8] = struct.pack(">q", offset)
+        return bytes(data)
+
+    data = b"".join([
+        batch(0, [b"a0", b"a1"], pid=7, txn=True),  # aborted (pid 7, from offset 0)
+        batch(2, [b"c2"], pid=8, txn=True),  # committed
+        batch(3, [b"p3"]),  # plain
+        marker(4, 7, False),
+        marker(5, 8, True),
+        batch(6, [b"a6"], pid=8, txn=True),  # aborted (pid 8, from offset 6)
+        batch(7, [b"c7"], pid=7, txn=True),  # pid 7 again, a later transaction: committed
+        marker(8, 8, False),
+        marker(9, 7, True),
+        batch(10, [b"p10"]),
+    ])
+    decoded = decode_fetch(data, "t", 0, 0, 100, aborted=((7, 0), (8, 6)))
+    assert decoded.batch.column(1).to_pylist() == [b"c2", b"p3", b"c7", b"p10"]
+    assert decoded.batch.column(4).to_pylist() == [2, 3, 7, 10]
+    assert decoded.next_offset == 11
+    everything = decode_fetch(data, "t", 0, 0, 100)  # no aborted list: only the markers are left out
+    assert everything.batch.num_rows == 7
+    assert decode_fetch(data, "t", 0, 5, 100, aborted=((7, 0), (8, 6))).batch.column(4).to_pylist() == [7, 10]
+
+
+def test_a_retried_write_task_is_written_once(spark, logway_gateway, kafka_address):
+    """A write task's body run as Spark runs attempts of one task (same transactional id): an attempt that dies
+    mid-way (its transaction left open), or fails (it aborts), then the retry: committed readers see each row once;
+    an attempt that committed, re-run: nothing is appended; another task (another id) appends again."""
     import pyarrow as pa
 
+    from logway.clients.kafka import READ_COMMITTED
     from logway.pipeline.options import WriteOptions
-    from logway.pipeline.writer import write_batches
+    from logway.pipeline.writer import TaskTransaction, write_batches
 
     topic = new_topic("retry")
     with client_for(kafka_address) as client:
         client.create_topic(topic, 3)
     opts = WriteOptions(KafkaConfig.parse(kafka_address), topic, 0, 4096)  # small batches: many of them
+    n = 2000
+    values = [b"row-%04d" % i for i in range(n)]
 
-    def rows():
-        n = 2000
-        return iter([pa.RecordBatch.from_pydict({"value": [b"row-%04d" % i for i in range(n)],
-                                                 "key": [None if i % 3 else b"k%d" % i for i in range(n)]})])
+    def rows(fail_after: int | None = None):
+        for start in range(0, n, 500):
+            if fail_after is not None and start >= fail_after:
+                raise RuntimeError("the task failed mid-way")
+            keys = [None if i % 3 else b"k%d" % i for i in range(start, start + 500)]
+            yield pa.RecordBatch.from_pydict({"value": values[start:start + 500], "key": keys})
 
-    first = write_batches(opts, rows(), producer_name="logway-spark-test-7-1")
-    again = write_batches(opts, rows(), producer_name="logway-spark-test-7-1")  # the retried attempt
-    assert first.records == again.records == 2000 and first.batches > 5  # replayed past the 5-batch window
+    def committed_ends(client):
+        return client.list_offsets({(topic, p): -1 for p in range(3)}, isolation_level=READ_COMMITTED)
+
+    task = TaskTransaction(f"logway-spark-{new_topic('w')}-7-1")
     with client_for(kafka_address) as client:
-        ends = client.list_offsets({(topic, p): -1 for p in range(3)})
-    assert sum(ends.values()) == 2000, ends
-    write_batches(opts, rows(), producer_name="logway-spark-test-8-1")  # a different task: new records
+        dead = Producer(client, batch_bytes=4096, transactional_id=task.transactional_id)
+        dead.begin()  # attempt 0 is killed mid-write: its records are sent, its transaction stays open
+        for v in values[:700]:
+            dead.send(topic, v)
+        dead.flush()
+        assert sum(committed_ends(client).values()) == 0  # committed readers wait for the open transaction
+        with pytest.raises(RuntimeError, match="mid-way"):  # attempt 1 fails: it aborts its own transaction
+            write_batches(opts, rows(fail_after=1000), txn=task)
+        first = write_batches(opts, rows(), txn=task)  # attempt 2 (fenced 0 and 1's leftovers)
+        assert (first.records, first.skipped) == (n, False) and first.batches > 5
+        ends = committed_ends(client)
+        in_log = _uncommitted_count(client, topic, 3)  # the aborted attempts' records stay in the log
+        assert 700 + n < in_log <= 700 + 1000 + n  # (attempt 1 had sent its full batches only)
+        again = write_batches(opts, rows(), txn=task)  # attempt 3 of a task already committed
+        assert (again.records, again.skipped) == (0, True)
+        assert committed_ends(client) == ends and _uncommitted_count(client, topic, 3) == in_log
+        with pytest.raises(KafkaError, match="FENCED|INVALID_PRODUCER_EPOCH"):
+            dead.send(topic, b"zombie")
+            dead.commit()
+    spark_values = [r.value for r in read_rows(spark, kafka_address, subscribe=topic)]
+    assert sorted(spark_values) == values
+    assert sorted(_native_values(logway_gateway, topic, 3)) == values
+    other = write_batches(opts, rows(), txn=TaskTransaction(f"logway-spark-{new_topic('w')}-8-1"))
+    assert other.records == n  # another task: new records
+    assert len(read_rows(spark, kafka_address, subscribe=topic)) == 2 * n
+
+
+def _copy_stream(spark, address: str, source: str, sink: str, checkpoint, **options):
+    """Copy `source` to `sink` with a Trigger.AvailableNow query (20 records per micro-batch); the input row
+    counts of its micro-batches, by batch id."""
+    writer = (spark.readStream.format("logway").option("gateway", address).option("subscribe", source)
+              .option("startingOffsets", "earliest").option("maxRecordsPerTrigger", 20).load()
+              .selectExpr("key", "value").writeStream.format("logway").option("gateway", address)
+              .option("topic", sink).option("checkpointLocation", str(checkpoint)))
+    for key, value in options.items():
+        writer = writer.option(key, str(value))
+    query = writer.trigger(availableNow=True).start()
+    assert query.awaitTermination(120), "the availableNow query did not finish"
+    assert query.exception() is None
+    return {p["batchId"]: p["numInputRows"] for p in query.recentProgress if p["numInputRows"]}
+
+
+@pytest.mark.parametrize("exactly_once", [True, False])
+def test_a_micro_batch_rerun_after_a_restart_is_written_once_with_exactly_once(
+        spark, logway_gateway, kafka_address, tmp_path, exactly_once):
+    """A query stops after a micro-batch's tasks committed but before Spark's checkpoint recorded the batch's
+    commit (simulated by deleting the checkpoint's last commits/<id> file); restarted, Spark re-runs that
+    micro-batch. With exactlyOnce its rows are not appended again; without, they are (the option matters)."""
+    source, sink = new_topic("eo-src"), new_topic("eo-sink")
+    values = [b"event-%02d" % i for i in range(60)]
     with client_for(kafka_address) as client:
-        ends = client.list_offsets({(topic, p): -1 for p in range(3)})
-    assert sum(ends.values()) == 4000
+        client.create_topic(source, 3)
+        client.create_topic(sink, 2)
+        producer = Producer(client)
+        for i, v in enumerate(values):
+            producer.send(source, v, partition=i % 3)
+        producer.flush()
+    options = {"exactlyOnce": "true"} if exactly_once else {}
+    checkpoint = tmp_path / "ck"
+    assert _copy_stream(spark, kafka_address, source, sink, checkpoint, **options) == {0: 20, 1: 20, 2: 20}
+    for name in ("2", ".2.crc"):
+        (checkpoint / "commits" / name).unlink(missing_ok=True)
+    rerun = _copy_stream(spark, kafka_address, source, sink, checkpoint, **options)
+    assert rerun == {2: 20}  # Spark re-ran the last micro-batch
+    got = sorted(r.value for r in read_rows(spark, kafka_address, subscribe=sink))
+    native = sorted(_native_values(logway_gateway, sink, 2))
+    if exactly_once:
+        assert got == native == values
+    else:
+        assert len(got) == len(native) == 80 and sorted(set(got)) == values

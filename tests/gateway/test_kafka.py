@@ -21,6 +21,8 @@ from logway.codecs.kafka.records import decode_records, encode_batch, parse_head
 from logway.codecs.records import Record
 
 from ..kafka_wire import KafkaWireClient
+from ..kafka_wire import client  # noqa: F401 - the fixture
+from ..kafka_wire import new_topic as _new_topic
 
 FIXTURES = Path(__file__).resolve().parent.parent.parent / "fixtures" / "kafka"
 
@@ -33,17 +35,8 @@ def gw(tmp_path_factory):
     g.stop()
 
 
-@pytest.fixture
-def client(gw):
-    with KafkaWireClient(*gw.addresses["kafka"]) as c:
-        yield c
-
-
 def new_topic(gw, partitions=1) -> str:
-    name = "w-" + uuid.uuid4().hex[:8]
-    with NativeClient(*gw.native) as c:
-        c.create_topic(name, partitions)
-    return name
+    return _new_topic(gw, partitions, prefix="w-")
 
 
 def raw_exchange(gw, data: bytes, *, read: bool = True) -> bytes:
@@ -70,7 +63,7 @@ def still_serving(gw) -> bool:
 def test_api_versions_advertises_every_key_from_zero(client):
     resp = client.call(18, 2, ApiVersionsRequest())
     assert resp.error_code == 0
-    assert {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys} == dict(SUPPORTED)
+    assert {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys} == served_versions()
     assert all(lo == 0 for lo, _ in SUPPORTED.values())
 
 
@@ -88,7 +81,7 @@ def test_api_versions_flexible_request_gets_v0_error_35_and_the_key_list(gw, ver
     correlation, error, count = struct.unpack_from(">ihi", payload)
     assert (correlation, error) == (99, 35)
     keys = [struct.unpack_from(">hhh", payload, 10 + 6 * i) for i in range(count)]
-    assert {k: (lo, hi) for k, lo, hi in keys} == dict(SUPPORTED)
+    assert {k: (lo, hi) for k, lo, hi in keys} == served_versions()
     assert len(payload) == 10 + 6 * count  # v0 layout: no throttle time, no tags
 
 
@@ -277,23 +270,60 @@ def test_offsets_committed_over_kafka_are_the_native_ones(gw, client):
     assert client.call(8, 7, unknown).topics[0].partitions[0].error_code == 3
 
 
-def test_named_producer_ids_are_stable_and_replays_are_not_appended(gw, client):
+def test_transactional_ids_keep_their_producer_id_and_fence_older_epochs(gw, client):
     from logway.codecs.kafka.api import admin as adm
 
     topic = new_topic(gw)
 
-    def init(name):
-        resp = client.call(22, 1, adm.InitProducerIdRequest(transactional_id=name, transaction_timeout_ms=1000))
-        assert resp.error_code == 0
-        return resp.producer_id, resp.producer_epoch
+    def init(name, timeout_ms=1000):
+        resp = client.call(22, 1, adm.InitProducerIdRequest(transactional_id=name, transaction_timeout_ms=timeout_ms))
+        return resp.error_code, resp.producer_id, resp.producer_epoch
 
-    pid, epoch = init("writer-a")
-    assert (pid, epoch) == init("writer-a") and init("writer-b")[0] != pid and epoch == 0
-    batches = [encode_batch([Record(b"%d" % i)], default_timestamp=1, producer_id=pid, producer_epoch=0,
+    code, pid, epoch = init("writer-a")
+    assert code == 0
+    assert init("writer-a") == (0, pid, epoch + 1)  # the same id, the next epoch: the first producer is fenced
+    assert init("writer-b")[1] != pid
+    assert init("writer-c", timeout_ms=0)[0] == 50  # INVALID_TRANSACTION_TIMEOUT
+    assert init("writer-c", timeout_ms=10**9)[0] == 50
+    assert init("")[0] == 42  # INVALID_REQUEST: an empty transactional id
+    # Idempotent batches under the transactional producer id (outside a transaction): sequence rules apply.
+    epoch += 1
+    batches = [encode_batch([Record(b"%d" % i)], default_timestamp=1, producer_id=pid, producer_epoch=epoch,
                             base_sequence=i) for i in range(8)]
     assert [client.produce(topic, 0, b) for b in batches] == [(0, i) for i in range(8)]
     assert client.produce(topic, 0, batches[0])[0] == 46  # older than the 5-batch window: DUPLICATE_SEQUENCE
     assert client.produce(topic, 0, batches[6]) == (0, 6)  # inside the window: its original offset
-    gap = encode_batch([Record(b"x")], default_timestamp=1, producer_id=pid, producer_epoch=0, base_sequence=20)
+    gap = encode_batch([Record(b"x")], default_timestamp=1, producer_id=pid, producer_epoch=epoch, base_sequence=20)
     assert client.produce(topic, 0, gap)[0] == 45
+    old = encode_batch([Record(b"x")], default_timestamp=1, producer_id=pid, producer_epoch=epoch - 1,
+                       base_sequence=8)
+    assert client.produce(topic, 0, old)[0] == 47  # INVALID_PRODUCER_EPOCH: the fenced epoch
     assert len(decode_records(_fetch(client, topic, 0))) == 8  # nothing appended twice
+
+
+# -- keys the codec knows and the broker does not handle -------------------------------------------------------
+
+def served_versions() -> dict[int, tuple[int, int]]:
+    """What the gateway advertises: the codec's versions of the keys the broker handles, plus SASL (17, 36)."""
+    from logway.codecs.kafka.api.registry import advertised
+    from logway.gateway.protocols.kafka.broker import HANDLERS
+
+    return advertised(set(HANDLERS) | {17, 36})
+
+
+def test_only_handled_keys_are_advertised_and_a_request_for_another_closes_only_its_connection(gw, client):
+    from logway.codecs.kafka.api.registry import request_type
+    from logway.codecs.kafka.connection import KafkaClientConnection, KafkaRequest
+    from logway.gateway.protocols.kafka.broker import HANDLERS
+
+    resp = client.call(18, 2, ApiVersionsRequest())
+    advertised = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+    assert advertised == served_versions() and set(advertised) <= set(HANDLERS) | {17, 36}
+    assert all(advertised[k] == SUPPORTED[k] for k in advertised)  # each served key over the codec's full range
+    # A key the codec can parse but no handler answers is treated as Kafka treats a key it does not implement:
+    # the connection is closed, nothing is answered, other connections go on.
+    for key in sorted(set(SUPPORTED) - set(advertised)):
+        frame = KafkaClientConnection().send(KafkaRequest(key, 0, body=request_type(key)()))
+        assert raw_exchange(gw, frame) == b"", key
+    assert still_serving(gw)
+    assert client.call(18, 2, ApiVersionsRequest()).error_code == 0  # the first connection too

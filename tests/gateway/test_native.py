@@ -6,6 +6,7 @@ while other connections keep working), persistence across restarts and graceful 
 
 from __future__ import annotations
 
+import json
 import struct
 
 import orjson
@@ -310,3 +311,166 @@ async def test_flush_interval_syncs_in_the_background(tmp_path):
             while plog.durable_offset < 2:
                 await trio.sleep(0.02)
         await c.aclose()
+
+
+# -- admin extensions: CreatePartitions, DeleteRecords, AlterTopicConfig, DescribeTopicConfig, DeleteGroupOffsets --
+
+async def test_create_partitions(client, gateway):
+    await client.request(nv.CreateTopicRequest("cp", 1))
+    assert await client.request(nv.CreatePartitionsRequest("cp", 3, validate_only=True)) == \
+        nv.CreatePartitionsResponse("cp", 1)
+    assert await client.request(nv.CreatePartitionsRequest("cp", 3)) == nv.CreatePartitionsResponse("cp", 3)
+    assert (await client.produce("cp", 2, [b"new"])).offsets == [0]
+    assert (await client.request(nv.ListTopicsRequest())).topics == [nv.TopicSummary("cp", 3)]
+    assert await client.request(nv.CreatePartitionsRequest("nope", 2)) == nv.ErrorResponse("topic not found: nope")
+    for bad in (3, 2, 10 ** 6):
+        resp = await client.request(nv.CreatePartitionsRequest("cp", bad))
+        assert resp.message.startswith("invalid request: ") and "partition" in resp.message, resp
+    assert len(gateway.engine.topic("cp").partitions) == 3
+
+
+async def test_delete_records(client):
+    await client.request(nv.CreateTopicRequest("dr", 2))
+    await client.produce("dr", 0, [bytes([i]) for i in range(10)])
+    assert await client.request(nv.DeleteRecordsRequest("dr", 0, 4)) == nv.DeleteRecordsResponse(4)
+    assert await client.request(nv.DeleteRecordsRequest("dr", 0, 2)) == nv.DeleteRecordsResponse(4)  # not past it
+    below = await client.request(nv.FetchRequest("dr", 0, 3, 100))
+    assert below == nv.ErrorResponse("offset out of range: offset=3, log_start_offset=4, log_end_offset=10")
+    resp = await client.request(nv.FetchRequest("dr", 0, 4, 1 << 20))
+    assert [(r.offset, r.value) for r in resp.records] == [(i, bytes([i])) for i in range(4, 10)]
+    desc = await client.request(nv.DescribeTopicRequest("dr"))
+    assert (desc.partitions[0].log_start_offset, desc.partitions[0].log_end_offset) == (4, 10)
+    # -1: every visible record; the seed's raw frame form works too.
+    await client.send_raw(frame({"DeleteRecords": {"topic": "dr", "partition": 0, "offset": -1}}))
+    assert await client.receive() == nv.DeleteRecordsResponse(10)
+    assert await client.request(nv.FetchRequest("dr", 0, 10, 100)) == nv.FetchResponse([], 10)
+    assert (await client.produce("dr", 0, [b"after"])).offsets == [10]
+    # Errors: unknown topic / partition, an offset past the end.
+    assert await client.request(nv.DeleteRecordsRequest("nope", 0, 1)) == nv.ErrorResponse(
+        "partition not found: topic=nope, partition=0")
+    assert await client.request(nv.DeleteRecordsRequest("dr", 5, 1)) == nv.ErrorResponse(
+        "partition not found: topic=dr, partition=5")
+    assert await client.request(nv.DeleteRecordsRequest("dr", 1, 1)) == nv.ErrorResponse(
+        "offset out of range: offset=1, log_start_offset=0, log_end_offset=0")
+
+
+async def test_delete_records_survives_a_restart(tmp_path):
+    data = tmp_path / "data"
+    async with running_gateway(data) as gw:
+        c = await AsyncNative.connect(gw)
+        await c.request(nv.CreateTopicRequest("drr", 1))
+        await c.produce("drr", 0, [b"a", b"b", b"c"])
+        assert await c.request(nv.DeleteRecordsRequest("drr", 0, 2)) == nv.DeleteRecordsResponse(2)
+        await c.aclose()
+    async with running_gateway(data) as gw:
+        c = await AsyncNative.connect(gw)
+        resp = await c.request(nv.FetchRequest("drr", 0, 0, 100))
+        assert resp.message.startswith("offset out of range: offset=0, log_start_offset=2")
+        assert [r.value for r in (await c.request(nv.FetchRequest("drr", 0, 2, 100))).records] == [b"c"]
+        await c.aclose()
+
+
+async def test_alter_and_describe_topic_config(tmp_path):
+    async with running_gateway(tmp_path / "data", "storage.retention_ms=86400000") as gw:
+        c = await AsyncNative.connect(gw)
+        await c.request(nv.CreateTopicRequest("cfg", 2))
+        configs = (await c.request(nv.DescribeTopicConfigRequest("cfg"))).configs
+        by_name = {e.name: e for e in configs}
+        assert by_name["retention.ms"] == nv.TopicConfigEntry("retention.ms", 86400000, "broker", 86400000, False)
+        assert by_name["segment.bytes"].source == "default"
+        assert by_name["storage.format"] == nv.TopicConfigEntry("storage.format", "kafka", "default", "kafka", True)
+        alter = nv.AlterTopicConfigRequest("cfg", {"retention.ms": "60000", "max.message.bytes": 4096})
+        assert await c.request(alter) == nv.AlterTopicConfigResponse(True)
+        assert gw.engine.partition("cfg", 1).config.max_batch_bytes == 4096  # live
+        assert (await c.request(nv.DescribeTopicConfigRequest("cfg", ["retention.ms", "max.message.bytes"]))) == \
+            nv.DescribeTopicConfigResponse("cfg", [
+                nv.TopicConfigEntry("max.message.bytes", 4096, "topic", 10 * 1024 * 1024, False),
+                nv.TopicConfigEntry("retention.ms", 60000, "topic", 86400000, False)])
+        resp = await c.produce("cfg", 0, [b"x" * 5000])
+        assert resp.message.startswith("record too large"), resp
+        assert await c.request(nv.AlterTopicConfigRequest("cfg", {"segment.bytes": 2048}, validate_only=True)) == \
+            nv.AlterTopicConfigResponse(False)
+        assert gw.engine.topic("cfg").config.segment_bytes == 2**30
+        await c.send_raw(frame({"AlterTopicConfig": {"topic": "cfg", "delete": ["max.message.bytes"]}}))
+        assert await c.receive() == nv.AlterTopicConfigResponse(True)
+        assert (await c.produce("cfg", 0, [b"x" * 5000])).offsets == [0]
+        # Errors: unknown topic, unknown keys, bad values, a read-only setting.
+        for req in (nv.AlterTopicConfigRequest("nope", {"retention.ms": 1}), nv.DescribeTopicConfigRequest("nope")):
+            assert await c.request(req) == nv.ErrorResponse("topic not found: nope")
+        for req in (nv.AlterTopicConfigRequest("cfg", {"log.retention.hours": 1}),
+                    nv.AlterTopicConfigRequest("cfg", delete=["nope"]),
+                    nv.AlterTopicConfigRequest("cfg", {"segment.bytes": "big"}),
+                    nv.AlterTopicConfigRequest("cfg", {"segment.bytes": 1}),
+                    nv.AlterTopicConfigRequest("cfg", {"storage.format": "tank"}),
+                    nv.DescribeTopicConfigRequest("cfg", ["nope"])):
+            resp = await c.request(req)
+            assert isinstance(resp, nv.ErrorResponse) and resp.message.startswith("invalid request: "), (req, resp)
+        assert gw.engine.topic("cfg").overrides == {"retention.ms": 60000}
+        await c.aclose()
+    async with running_gateway(tmp_path / "data") as gw:  # persisted
+        assert gw.engine.topic("cfg").config.retention_ms == 60000
+
+
+async def test_delete_group_offsets(client):
+    await client.request(nv.CreateTopicRequest("go", 2))
+    for group in ("g1", "g2"):
+        for p in (0, 1):
+            await client.request(nv.OffsetCommitRequest("go", p, group, 5))
+    assert await client.request(nv.DeleteGroupOffsetsRequest("g1", [("go", 0), ("go", 7), ("other", 0)])) == \
+        nv.DeleteGroupOffsetsResponse(1)
+    assert (await client.request(nv.OffsetFetchRequest("go", 0, "g1"))).offset is None
+    assert (await client.request(nv.OffsetFetchRequest("go", 1, "g1"))).offset == 5
+    assert await client.request(nv.DeleteGroupOffsetsRequest("g2")) == nv.DeleteGroupOffsetsResponse(2)
+    assert (await client.request(nv.OffsetFetchRequest("go", 1, "g2"))).offset is None
+    assert await client.request(nv.DeleteGroupOffsetsRequest("nobody")) == nv.DeleteGroupOffsetsResponse(0)
+    resp = await client.request(nv.DeleteGroupOffsetsRequest(""))
+    assert resp.message.startswith("invalid request: "), resp
+
+
+async def test_malformed_admin_requests_are_answered_and_the_connection_stays(client):
+    await client.request(nv.CreateTopicRequest("m", 1))
+    for bad in ({"CreatePartitions": {"topic": "m"}},
+                {"CreatePartitions": {"topic": "m", "partitions": 0}},
+                {"CreatePartitions": {"topic": "m", "partitions": "3"}},
+                {"CreatePartitions": {"topic": "m", "partitions": 3, "validate_only": 1}},
+                {"DeleteRecords": {"topic": "m", "partition": 0}},
+                {"DeleteRecords": {"topic": "m", "partition": 0, "offset": -2}},
+                {"DeleteRecords": {"topic": "m", "partition": 0, "offset": 2 ** 63}},
+                {"DeleteRecords": {"topic": "m", "partition": 0, "offset": True}},
+                {"DeleteRecords": {"topic": 1, "partition": 0, "offset": 0}},
+                {"AlterTopicConfig": {"set": {}}},
+                {"AlterTopicConfig": {"topic": "m", "set": [["retention.ms", 1]]}},
+                {"AlterTopicConfig": {"topic": "m", "set": {"retention.ms": 1.5}}},
+                {"AlterTopicConfig": {"topic": "m", "set": {"retention.ms": None}}},
+                {"AlterTopicConfig": {"topic": "m", "set": {"retention.ms": True}}},
+                {"AlterTopicConfig": {"topic": "m", "set": {"retention.ms": 2 ** 64}}},
+                {"AlterTopicConfig": {"topic": "m", "delete": "retention.ms"}},
+                {"AlterTopicConfig": {"topic": "m", "delete": [1]}},
+                {"DescribeTopicConfig": {"topic": "m", "keys": "retention.ms"}},
+                {"DescribeTopicConfig": {}},
+                {"DeleteGroupOffsets": {}},
+                {"DeleteGroupOffsets": {"group_id": "g", "partitions": [["m", 0]]}},
+                {"DeleteGroupOffsets": {"group_id": "g", "partitions": [{"topic": "m", "partition": -1}]}},
+                {"DeleteGroupOffsets": {"group_id": "g", "partitions": {"topic": "m", "partition": 0}}}):
+        await client.send_raw(frame(json.dumps(bad).encode()))  # (json: orjson refuses integers past 64 bits)
+        resp = await client.receive()
+        assert isinstance(resp, nv.ErrorResponse) and resp.message.startswith("failed to parse request: "), (bad, resp)
+    assert await client.request(nv.PingRequest()) == nv.PongResponse()
+    assert await client.request(nv.DescribeTopicRequest("m")) == nv.DescribeTopicResponse(
+        "m", [nv.PartitionSummary(0, 0, 0)])
+
+
+def test_admin_requests_round_trip_through_the_codec():
+    client, server = nv.NativeConnection("client"), nv.NativeConnection("server")
+    for request in (nv.CreatePartitionsRequest("t", 4, validate_only=True), nv.DeleteRecordsRequest("t", 1, -1),
+                    nv.AlterTopicConfigRequest("t", {"retention.ms": "5", "segment.bytes": 4096}, ["segment.ms"]),
+                    nv.DescribeTopicConfigRequest("t"), nv.DescribeTopicConfigRequest("t", ["retention.ms"]),
+                    nv.DeleteGroupOffsetsRequest("g"), nv.DeleteGroupOffsetsRequest("g", [("t", 0), ("u", 3)])):
+        server.receive_data(client.send(request))
+        assert server.next_event() == request
+    entry = nv.TopicConfigEntry("storage.format", "tank", "topic", "kafka", True)
+    for response in (nv.CreatePartitionsResponse("t", 4), nv.DeleteRecordsResponse(7),
+                     nv.AlterTopicConfigResponse(True), nv.DescribeTopicConfigResponse("t", [entry]),
+                     nv.DeleteGroupOffsetsResponse(3)):
+        client.receive_data(server.send(response))
+        assert client.next_event() == response

@@ -1,6 +1,6 @@
 """The TANK protocol end to end: a real gateway process (`GatewayProcess`), real sockets on 127.0.0.1, our blocking
 `TankClient`, and raw frames where the exact bytes matter. What a TANK 4.0 broker does is in
-/work/shared/specs/tank.md (section numbers below refer to it).
+docs/tank.md (section numbers below refer to it).
 
 Covers: the Ping on accept; CreateTopic (exists, invalid names and config); Produce of single, batched, keyed,
 snappy and sparse (0x05) bundles, the same partition several times in one request, unknown topics/partitions;
@@ -237,7 +237,7 @@ def test_unknown_topic_and_partition_on_produce_raw_bytes(gateway, tank):
     topic = make_topic(tank)
     s = raw_connect(gateway)
     try:
-        # spec §13: produce nosuch/0 x -> `01 05000000 01000000 ff`; tv/9 -> `... 01`
+        # spec §10: produce nosuch/0 x -> `01 05000000 01000000 ff`; tv/9 -> `... 01`
         s.sendall(bytes.fromhex("012700000002000100000003632b2b000000000001066e6f737563680100000c0400771752ffa1"
                                 "0100000178"))
         assert read_frame(s) == (0x01, bytes.fromhex("01000000ff"))
@@ -375,7 +375,7 @@ def test_unknown_topic_and_unknown_partition_on_consume(gateway, tank):
         tank.get(nosuch, 0, 0)
     assert info.value.code == 0xFF
     s = raw_connect(gateway)
-    try:  # spec §13, byte for byte: `02 13000000 0f000000 01000000 01 066e6f73756368 01 ffff`
+    try:  # spec §10, byte for byte: `02 13000000 0f000000 01000000 01 066e6f73756368 01 ffff`
         s.sendall(bytes.fromhex("022a0000000200010000000000000000000000000000000001066e6f737563680100000000000000"
                                 "00000000000008"))
         assert read_frame(s) == (0x02, bytes.fromhex("0f0000000100000001066e6f7375636801ffff"))
@@ -388,7 +388,7 @@ def test_boundary_faults_above_the_high_water_mark(tank):
     assert tank.produce(topic, 0, [b"%d" % i for i in range(5)]) == 0
     for seq in (7, 1000):
         p = one_partition(tank.consume({topic: [(0, seq, MiB)]}))
-        # spec §13: `01 | base 0 | hwm | chunk_len 0 | first_available`
+        # spec §5.2: `01 | base 0 | hwm | chunk_len 0 | first_available`
         assert (p.error, p.base_seqnum, p.high_water_mark, bytes(p.chunk), p.first_available) == (1, 0, 5, b"", 1)
     with pytest.raises(TankBoundaryError) as info:
         tank.get(topic, 0, 1000)
@@ -636,7 +636,7 @@ def test_status_discover_topics_and_topology(gateway, tank):
     s = raw_connect(gateway)
     try:
         s.sendall(bytes.fromhex("0c050000000700000000"))
-        assert read_frame(s) == (0x0C, bytes.fromhex("07000000ffff"))  # spec §13
+        assert read_frame(s) == (0x0C, bytes.fromhex("07000000ffff"))  # spec §6, §10
     finally:
         s.close()
 

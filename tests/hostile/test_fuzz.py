@@ -55,7 +55,7 @@ from logway.codecs import compression as kc
 from logway.codecs.kafka import legacy as kl
 from logway.codecs.kafka import primitives as prim
 from logway.codecs.kafka import records as kr
-from logway.codecs.kafka.api.registry import SUPPORTED, request_schema, response_schema
+from logway.codecs.kafka.api.registry import SUPPORTED, is_flexible, request_schema, response_schema
 from logway.codecs.kafka import connection as kconn
 from logway.codecs.kafka.connection import KafkaClientConnection, KafkaServerConnection
 from logway.codecs.records import Record
@@ -410,6 +410,8 @@ def _request_frame(kv: tuple[int, int], body) -> bytes:
 
 def _response_frame(kv: tuple[int, int], body) -> bytes:
     payload = prim.build_bytes(response_schema(*kv), body)
+    if kv[0] != 18 and is_flexible(*kv):
+        payload = prim.EMPTY_TAGGED_FIELDS + payload  # response header v1: a tag section after the id
     return struct.pack(">ii", 4 + len(payload), 0) + payload  # correlation id 0
 
 

@@ -22,6 +22,7 @@ from logway.codecs.kafka.api import admin as KA
 from logway.codecs.kafka.api import groups as KG
 from logway.codecs.kafka.api import metadata as KM
 from logway.codecs.kafka.api.api_versions import ApiVersionsRequest
+from logway.codecs.kafka.api import registry
 from logway.codecs.kafka.api.registry import request_schema
 from logway.codecs.kafka.connection import KafkaServerConnection
 from logway.codecs.kafka.error_codes import ErrorCode as E
@@ -77,8 +78,8 @@ def test_kafka_frame_size_over_the_limit_or_negative(size):
 # -- every array count, string length and bytes length of every request, one at a time ------------------------
 
 def _kafka_length_fields(con, value, pos: int, path: str):
-    """(field path, byte position, kind) of every count / length prefix in the encoding of `value` with `con`,
-    descending into the first item of each array."""
+    """(field path, byte position, kind, prefix size) of every count / length prefix in the encoding of `value`
+    with `con`, descending into the first item of each array."""
     if isinstance(con, prim.Schema):
         for name, sub in con.fields:
             item = getattr(value, name)
@@ -87,20 +88,30 @@ def _kafka_length_fields(con, value, pos: int, path: str):
     elif isinstance(con, prim.ArrayType):
         if value is None:
             return
-        yield path, pos, "array"
+        size = _prefix_size(con, len(value))
+        yield path, pos, "array", size
         if value and not isinstance(con.subcon, c.FormatField):
-            yield from _kafka_length_fields(con.subcon, value[0], pos + 4, f"{path}[0]")
+            yield from _kafka_length_fields(con.subcon, value[0], pos + size, f"{path}[0]")
     elif isinstance(con, prim.StringType):
         if value is not None:
-            yield path, pos, "string"
+            yield path, pos, "string", _prefix_size(con, len(value.encode()))
     elif isinstance(con, prim.BytesType):
         if value is not None:
-            yield path, pos, "bytes"
+            yield path, pos, "bytes", _prefix_size(con, len(value))
+
+
+def _prefix_size(con, n: int) -> int:
+    """Bytes of the length / count prefix of `n` items or bytes: an int16/int32, or (compact) a uvarint of n + 1."""
+    if con.compact:
+        return len(prim.build_bytes(prim.UnsignedVarint, n + 1))
+    return 2 if isinstance(con, prim.StringType) else 4
 
 
 #: What each kind of prefix is overwritten with: far more than any frame here holds.
 _ABSURD = {"array": struct.pack(">i", 0x7FFFFFFF), "bytes": struct.pack(">i", 0x7FFFFFFF),
            "string": struct.pack(">h", 0x7FFF)}
+#: The compact forms' (flexible versions): a count or length of 2**32 - 2, far beyond any frame or string.
+_ABSURD_COMPACT = prim.build_bytes(prim.UnsignedVarint, 2**32 - 1)
 
 
 def _kafka_absurd_params():
@@ -109,9 +120,10 @@ def _kafka_absurd_params():
         body = kafka_body(key, version)
         frame = kafka_frame(key, version, body)
         start = len(frame) - len(prim.build_bytes(request_schema(key, version), body))
-        for path, pos, kind in _kafka_length_fields(request_schema(key, version), body, start, ""):
-            bad = _ABSURD[kind]
-            hostile = frame[:pos] + bad + frame[pos + len(bad):]
+        for path, pos, kind, size in _kafka_length_fields(request_schema(key, version), body, start, ""):
+            bad = _ABSURD_COMPACT if registry.is_flexible(key, version) else _ABSURD[kind]
+            hostile = frame[:pos] + bad + frame[pos + size:]
+            hostile = struct.pack(">i", len(hostile) - 4) + hostile[4:]  # a compact prefix may change size
             params.append(pytest.param(hostile, id=f"{kafka_id(key, version)}-{path}-{kind}"))
     # the header's client_id (every request has one)
     frame = kafka_frame(18, 2)

@@ -29,12 +29,15 @@ from logway.clients.tank import TankClient
 from logway.codecs import native as nv
 from logway.codecs.kafka import legacy
 from logway.codecs.kafka.api import admin as KA
+from logway.codecs.kafka.api import cluster as KC
+from logway.codecs.kafka.api import configs as KCF
 from logway.codecs.kafka.api import fetch as KF
 from logway.codecs.kafka.api import groups as KG
 from logway.codecs.kafka.api import list_offsets as KL
 from logway.codecs.kafka.api import metadata as KM
 from logway.codecs.kafka.api import offsets as KO
 from logway.codecs.kafka.api import produce as KP
+from logway.codecs.kafka.api import transactions as KX
 from logway.codecs.kafka.api.api_versions import ApiVersionsRequest
 from logway.codecs.kafka.api.registry import API_KEYS, SUPPORTED, request_schema
 from logway.codecs.kafka.connection import KafkaClientConnection, KafkaRequest
@@ -43,6 +46,7 @@ from logway.codecs.kafka.records import encode_batch
 from logway.codecs.records import Record
 from logway.codecs.stream import CLOSED
 from logway.codecs import tank as tk
+from logway.gateway.protocols.kafka.broker import HANDLERS as KAFKA_HANDLERS
 from logway.storage.names import validate_topic_name
 
 from ..conftest import running_gateway
@@ -277,6 +281,15 @@ NATIVE_REQUESTS: dict[str, object] = {
     "ListTopics": nv.ListTopicsRequest(),
     "DescribeTopic": nv.DescribeTopicRequest(KT),
     "Ping": nv.PingRequest(),
+    # the admin requests, in forms that leave the shared topics as they are
+    "CreatePartitions": nv.CreatePartitionsRequest(KT, 3, validate_only=True),
+    "DeleteRecords": nv.DeleteRecordsRequest(KT, 1, 0),
+    "AlterTopicConfig": nv.AlterTopicConfigRequest(KT, {"retention.ms": 604800000}, validate_only=True),
+    "DescribeTopicConfig": nv.DescribeTopicConfigRequest(KT),
+    "DeleteGroupOffsets": nv.DeleteGroupOffsetsRequest("hg-never-there"),
+    "ListGroups": nv.ListGroupsRequest(),
+    "DescribeGroup": nv.DescribeGroupRequest(GROUP),
+    "ResetGroupOffsets": nv.ResetGroupOffsetsRequest(GROUP, "latest", topics=[(KT, [0])], validate_only=True),
 }
 if hasattr(nv, "AuthRequest"):  # without a configured token every Auth succeeds
     NATIVE_REQUESTS["Auth"] = nv.AuthRequest("any-token")
@@ -284,6 +297,12 @@ NATIVE_ANSWERS = {"Produce": nv.ProduceResponse, "Fetch": nv.FetchResponse, "Off
                   "OffsetFetch": nv.OffsetFetchResponse, "CreateTopic": nv.CreateTopicResponse,
                   "DeleteTopic": nv.DeleteTopicResponse, "ListTopics": nv.ListTopicsResponse,
                   "DescribeTopic": nv.DescribeTopicResponse, "Ping": nv.PongResponse,
+                  "CreatePartitions": nv.CreatePartitionsResponse, "DeleteRecords": nv.DeleteRecordsResponse,
+                  "AlterTopicConfig": nv.AlterTopicConfigResponse,
+                  "DescribeTopicConfig": nv.DescribeTopicConfigResponse,
+                  "DeleteGroupOffsets": nv.DeleteGroupOffsetsResponse,
+                  "ListGroups": nv.ListGroupsResponse, "DescribeGroup": nv.DescribeGroupResponse,
+                  "ResetGroupOffsets": nv.ResetGroupOffsetsResponse,
                   "Auth": getattr(nv, "AuthResponse", None)}
 
 
@@ -350,6 +369,47 @@ def kafka_body(key: int, version: int, topic: str = KT, group: str = GROUP):
         return KA.DeleteTopicsRequest(topic_names=["hk-never-there"], timeout_ms=5000)
     if key == 22:
         return KA.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000)
+    if key == 21:  # nothing of the shared topics is deleted
+        return KA.DeleteRecordsRequest(timeout_ms=5000, topics=[KA.DeleteRecordsTopic(
+            name="hk-never-there", partitions=[KA.DeleteRecordsPartition(partition_index=0, offset=0)])])
+    if key == 24:  # transactions of a transactional id that never initialised: refused, nothing changes
+        return KX.AddPartitionsToTxnRequest(transactional_id="hk-no-txn", producer_id=1, producer_epoch=0,
+                                            topics=[KX.AddPartitionsToTxnTopic(name=topic, partitions=[0])])
+    if key == 25:
+        return KX.AddOffsetsToTxnRequest(transactional_id="hk-no-txn", producer_id=1, producer_epoch=0,
+                                         group_id=group)
+    if key == 26:
+        return KX.EndTxnRequest(transactional_id="hk-no-txn", producer_id=1, producer_epoch=0, committed=False)
+    if key == 28:
+        return KX.TxnOffsetCommitRequest(transactional_id="hk-no-txn", group_id=group, producer_id=1,
+                                         producer_epoch=0, topics=[KX.TxnOffsetCommitRequestTopic(
+                                             name=topic, partitions=[KX.TxnOffsetCommitRequestPartition(
+                                                 partition_index=0, committed_offset=1)])])
+    if key == 32:
+        return KCF.DescribeConfigsRequest(resources=[KCF.DescribeConfigsResource(
+            resource_type=KCF.ConfigResourceType.TOPIC, resource_name=topic, configuration_keys=None)])
+    if key == 33:
+        return KCF.AlterConfigsRequest(validate_only=True, resources=[KCF.AlterConfigsResource(
+            resource_type=KCF.ConfigResourceType.TOPIC, resource_name="hk-never-there",
+            configs=[KCF.AlterableConfig(name="retention.ms", value="60000")])])
+    if key == 35:
+        return KC.DescribeLogDirsRequest(topics=None)
+    if key == 37:
+        return KA.CreatePartitionsRequest(timeout_ms=5000, validate_only=True, topics=[
+            KA.CreatePartitionsTopic(name="hk-never-there", count=3, assignments=None)])
+    if key == 42:
+        return KG.DeleteGroupsRequest(groups_names=[group + "-never-there"])
+    if key == 44:
+        return KCF.IncrementalAlterConfigsRequest(validate_only=True, resources=[
+            KCF.IncrementalAlterConfigsResource(resource_type=KCF.ConfigResourceType.TOPIC,
+                                                resource_name="hk-never-there", configs=[
+                                                    KCF.IncrementalAlterableConfig(name="retention.ms",
+                                                                                   value="60000")])])
+    if key == 47:
+        return KO.OffsetDeleteRequest(group_id=group + "-never-there", topics=[
+            KO.OffsetDeleteRequestTopic(name=topic, partitions=[KO.OffsetDeleteRequestPartition(0)])])
+    if key == 60:
+        return KC.DescribeClusterRequest(include_cluster_authorized_operations=False)
     if key == 17:  # SaslHandshake
         return request_schema(key, version).cls(mechanism="PLAIN")
     if key == 36:  # SaslAuthenticate
@@ -360,9 +420,13 @@ def kafka_body(key: int, version: int, topic: str = KT, group: str = GROUP):
 #: Keys whose answer to `kafka_body` is known exactly (the control checks their error codes).
 KNOWN_KAFKA_KEYS = {0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 22}
 #: Keys `kafka_body` builds by hand (any other key would fall back to its dataclass defaults).
-KAFKA_BUILT_KEYS = KNOWN_KAFKA_KEYS | {17, 36}
-#: Every key at its lowest and highest supported version.
-KAFKA_CASES = sorted({(key, v) for key, (lo, hi) in SUPPORTED.items() for v in (lo, hi)})
+KAFKA_BUILT_KEYS = KNOWN_KAFKA_KEYS | {17, 36} | {21, 24, 25, 26, 28, 32, 33, 35, 37, 42, 44, 47, 60}
+#: The keys the gateway serves: its broker's handlers, and SASL (the session answers it). The codec knows more
+#: (`registry.SUPPORTED`); the others are not advertised, and a request for one closes its connection.
+KAFKA_SERVED_KEYS = set(KAFKA_HANDLERS) | {17, 36}
+#: Every served key at its lowest and highest supported version.
+KAFKA_CASES = sorted({(key, v) for key, (lo, hi) in SUPPORTED.items() if key in KAFKA_SERVED_KEYS
+                      for v in (lo, hi)})
 
 
 def kafka_frame(key: int, version: int, body=None) -> bytes:
@@ -526,7 +590,7 @@ def assert_nothing_escaped() -> None:
     parent = os.path.dirname(data)
     assert os.listdir(parent) == ["data"], os.listdir(parent)
     assert set(os.listdir(data)) <= {".lock", ".clean_shutdown", "topics", "tmp", "trash", "offsets",
-                                     "producer_ids", "quarantine"}, os.listdir(data)
+                                     "producer_ids", "quarantine", "transactions"}, os.listdir(data)
     for name in os.listdir(os.path.join(data, "topics")):
         validate_topic_name(name)
     for sub in ("", "topics", "tmp", "trash", "offsets"):

@@ -816,3 +816,146 @@ def test_throughput_report(tmp_path):
         f"\nOffsetStore: {n / elapsed:,.0f} commits/s with one sync per 1000 commits;"
         f" commit_many of 50 entries: {2000 * 50 / elapsed2:,.0f} entries/s (one sync per 20 calls)"
     )
+
+
+# ------------------------------------------------------------------------------------------------ deleting offsets
+
+
+def test_delete_some_offsets_of_a_group(tmp_path):
+    with OffsetStore(tmp_path) as store:
+        for p in range(3):
+            store.commit("g", "a", p, p + 10)
+            store.commit("h", "a", p, p + 20)
+        store.commit("g", "b", 0, 5)
+        assert store.delete("g", [("a", 0), ("a", 2), ("a", 0), ("zzz", 1), ("a", 7)]) == 2
+        assert set(store.fetch_group("g")) == {("a", 1), ("b", 0)}
+        assert len(store.fetch_group("h")) == 3  # other groups keep theirs
+        written = store.written_seq
+        assert store.delete("g", [("a", 0)]) == 0 and store.delete("nobody", [("a", 0)]) == 0
+        assert store.delete("g", []) == 0
+        assert store.written_seq == written  # nothing to delete: nothing written
+        assert store.delete("g", [("a", 1), ("b", 0)]) == 2
+        assert store.groups() == ["h"]  # the group went with its last offset
+        assert store.live_keys == 3
+        store.commit("g", "a", 0, 99)  # and can come back
+        assert store.delete_group("h") == 3 and store.delete_group("h") == 0
+    with OffsetStore(tmp_path) as store:  # deletions are durable like commits
+        assert store.recovery.bytes_dropped == 0
+        assert store.groups() == ["g"] and store.fetch_group("g") == {("a", 0): store.fetch("g", "a", 0)}
+        assert store.fetch("g", "a", 0).offset == 99
+
+
+def test_deletions_survive_compaction(tmp_path):
+    with OffsetStore(tmp_path, compact_after=10) as store:
+        for i in range(50):
+            store.commit("g", "t", i % 5, i)
+        store.delete("g", [("t", 1), ("t", 3)])
+        store.compact()
+        assert set(store.fetch_group("g")) == {("t", 0), ("t", 2), ("t", 4)}
+        store.delete("g", [("t", 0)])  # after the compaction: in the new file
+    with OffsetStore(tmp_path) as store:
+        assert set(store.fetch_group("g")) == {("t", 2), ("t", 4)}
+
+
+def test_a_torn_deletion_is_dropped_whole(tmp_path):
+    with OffsetStore(tmp_path) as store:
+        for p in range(3):
+            store.commit("g", "t", p, p)
+        end = log_size(tmp_path)
+        store.delete("g", [("t", 0), ("t", 1)])
+        full = log_size(tmp_path)
+    for cut in range(end + 1, full):
+        data = (tmp_path / LOG_NAME).read_bytes()
+        (tmp_path / LOG_NAME).write_bytes(data[:cut])
+        with OffsetStore(tmp_path) as store:  # all of the deletion or none of it
+            assert len(store.fetch_group("g")) == 3 and log_size(tmp_path) == end
+        with OffsetStore(tmp_path) as store:
+            store.delete("g", [("t", 0), ("t", 1)])
+            assert log_size(tmp_path) == full
+
+
+def test_delete_validation(tmp_path):
+    with OffsetStore(tmp_path) as store:
+        store.commit("g", "t", 0, 1)
+        for bad in ([("t",)], [None], [("t", -1)], [("", 0)], [("t", 2**31)], [(3, 0)], [("t", True)], [("t", "0")]):
+            with pytest.raises(ValueError):
+                store.delete("g", bad)
+        with pytest.raises(ValueError):
+            store.delete("", [("t", 0)])
+        with pytest.raises(ValueError, match="MAX_RECORD_BYTES"):
+            store.delete("g", [("t" * 200, p) for p in range(MAX_RECORD_BYTES // 200)])
+        assert store.written_seq == 1 and store.live_keys == 1
+    with pytest.raises(StorageClosed):
+        store.delete("g", [("t", 0)])
+
+
+def test_random_operations_with_deletions_match_a_model(tmp_path):
+    rng = random.Random(7)
+    model: dict[tuple[str, str, int], int] = {}
+    store = OffsetStore(tmp_path, compact_after=30)
+    try:
+        for step in range(2000):
+            r = rng.random()
+            g = f"g{rng.randrange(3)}"
+            if r < 0.55:
+                t, p = f"t{rng.randrange(3)}", rng.randrange(3)
+                store.commit(g, t, p, step)
+                model[(g, t, p)] = step
+            elif r < 0.75:
+                keys = [(f"t{rng.randrange(3)}", rng.randrange(3)) for _ in range(rng.randrange(1, 4))]
+                expected = len({k for k in keys if (g, *k) in model})
+                assert store.delete(g, keys) == expected
+                for k in keys:
+                    model.pop((g, *k), None)
+            elif r < 0.8:
+                expected = sum(1 for k in model if k[0] == g)
+                assert store.delete_group(g) == expected
+                model = {k: v for k, v in model.items() if k[0] != g}
+            elif r < 0.93:
+                store.sync()
+            elif r < 0.96:
+                store.compact()
+            else:
+                store.close()
+                store = OffsetStore(tmp_path, compact_after=30)
+            got = {(grp, *k): v.offset for grp in store.groups() for k, v in store.fetch_group(grp).items()}
+            assert got == model, step
+    finally:
+        store.close()
+
+
+def test_engine_deletes_group_offsets_durably(tmp_path):
+    from .helpers import open_engine
+
+    eng = open_engine(tmp_path)
+    eng.create_topic("t", 2)
+    for g in ("g", "h"):
+        for p in range(2):
+            eng.offsets.commit(g, "t", p, 5)
+    assert eng.delete_group_offsets("g", [("t", 1)]) == 1
+    assert eng.offsets.synced_seq == eng.offsets.written_seq  # synced under every flush policy
+    assert eng.delete_group_offsets("h") == 2
+    assert eng.delete_group_offsets("nobody") == 0
+    with pytest.raises(ValueError):
+        eng.delete_group_offsets("g", [("t", -1)])
+    eng.close(clean=False)
+    eng = open_engine(tmp_path)
+    assert eng.offsets.groups() == ["g"] and set(eng.offsets.fetch_group("g")) == {("t", 0)}
+    eng.close()
+
+
+def test_deleted_group_offsets_stay_deleted_after_a_power_cut(powerfs):
+    from .helpers import open_engine
+
+    data = os.path.join(powerfs.path, "data")
+    eng = open_engine(data)
+    eng.create_topic("t", 2)
+    eng.offsets.commit_many("g", [("t", 0, 3, ""), ("t", 1, 4, "")])
+    eng.offsets.commit("h", "t", 0, 5)
+    eng.offsets.sync()
+    assert eng.delete_group_offsets("g", [("t", 0)]) == 1
+    assert eng.delete_group_offsets("h") == 1
+    powerfs.cut()  # no close: the power went
+    eng = open_engine(data)
+    assert eng.offsets.groups() == ["g"] and set(eng.offsets.fetch_group("g")) == {("t", 1)}
+    eng.close()

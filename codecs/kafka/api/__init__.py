@@ -3,25 +3,43 @@
 Each module holds one API (or a family) with its dataclasses (named as in Apache Kafka's message JSON, fields in
 snake_case, the union of every implemented version's fields with defaults) and one schema per distinct
 (api, version) layout; `registry` maps (key, version) to schemas and lists what the gateway advertises.
-`headers` holds the request header v1 and response header v0. Non-flexible versions only.
+`headers` holds the request headers v1/v2 and response headers v0/v1. Flexible versions (KIP-482) are supported
+per API where declared (`registry.is_flexible`); their schemas are `primitives.flexible(...)` of the classic
+layout. Flexible versions below are marked (f).
 
 - `api_versions` ApiVersions 0-2 · `produce` Produce 0-8 · `fetch` Fetch 0-11 · `list_offsets` ListOffsets 0-5
-- `metadata` Metadata 0-8 · `offsets` OffsetCommit 0-7, OffsetFetch 0-5
+- `metadata` Metadata 0-8 · `offsets` OffsetCommit 0-7, OffsetFetch 0-5, OffsetDelete 0
 - `groups` FindCoordinator 0-2, JoinGroup 0-5, Heartbeat 0-3, LeaveGroup 0-3, SyncGroup 0-3, DescribeGroups 0-4,
-  ListGroups 0-2
-- `admin` CreateTopics 0-4, DeleteTopics 0-3, InitProducerId 0-1
+  ListGroups 0-2, DeleteGroups 0-1
+- `admin` CreateTopics 0-4, DeleteTopics 0-3, DeleteRecords 0-1, InitProducerId 0-1, CreatePartitions 0-1
+- `transactions` AddPartitionsToTxn 0-2, AddOffsetsToTxn 0-2, EndTxn 0-2, TxnOffsetCommit 0-2
+- `configs` DescribeConfigs 0-3, AlterConfigs 0-1, IncrementalAlterConfigs 0-1 (v1 f)
+- `cluster` DescribeLogDirs 0-1, DescribeCluster 0 (f)
 - `sasl` SaslHandshake 0-1, SaslAuthenticate 0-1
 """
 
 from __future__ import annotations
 
 from .admin import (CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig, CreatableTopicResult,
-                    CreateTopicsRequest, CreateTopicsResponse, DeletableTopicResult, DeleteTopicsRequest,
-                    DeleteTopicsResponse, InitProducerIdRequest, InitProducerIdResponse)
+                    CreatePartitionsAssignment, CreatePartitionsRequest, CreatePartitionsResponse,
+                    CreatePartitionsTopic, CreatePartitionsTopicResult, CreateTopicsRequest, CreateTopicsResponse,
+                    DeletableTopicResult, DeleteRecordsPartition, DeleteRecordsPartitionResult,
+                    DeleteRecordsRequest, DeleteRecordsResponse, DeleteRecordsTopic, DeleteRecordsTopicResult,
+                    DeleteTopicsRequest, DeleteTopicsResponse, InitProducerIdRequest, InitProducerIdResponse)
 from .api_versions import ApiVersion, ApiVersionsRequest, ApiVersionsResponse
+from .cluster import (DescribableLogDirTopic, DescribeClusterBroker, DescribeClusterRequest,
+                      DescribeClusterResponse, DescribeLogDirsPartition, DescribeLogDirsRequest,
+                      DescribeLogDirsResponse, DescribeLogDirsResult, DescribeLogDirsTopic)
+from .configs import (AlterableConfig, AlterConfigOp, AlterConfigsRequest, AlterConfigsResource,
+                      AlterConfigsResourceResponse, AlterConfigsResponse, ConfigResourceType, ConfigSource,
+                      ConfigType, DescribeConfigsRequest, DescribeConfigsResource, DescribeConfigsResourceResult,
+                      DescribeConfigsResponse, DescribeConfigsResult, DescribeConfigsSynonym,
+                      IncrementalAlterableConfig, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResource,
+                      IncrementalAlterConfigsResponse)
 from .fetch import (AbortedTransaction, FetchableTopicResponse, FetchPartition, FetchRequest, FetchResponse,
                     FetchTopic, ForgottenTopic, PartitionData)
-from .groups import (DescribedGroup, DescribedGroupMember, DescribeGroupsRequest, DescribeGroupsResponse,
+from .groups import (DeletableGroupResult, DeleteGroupsRequest, DeleteGroupsResponse, DescribedGroup,
+                     DescribedGroupMember, DescribeGroupsRequest, DescribeGroupsResponse,
                      FindCoordinatorRequest, FindCoordinatorResponse, HeartbeatRequest, HeartbeatResponse,
                      JoinGroupRequest, JoinGroupRequestProtocol, JoinGroupResponse, JoinGroupResponseMember,
                      LeaveGroupRequest, LeaveGroupResponse, ListedGroup, ListGroupsRequest, ListGroupsResponse,
@@ -34,19 +52,26 @@ from .metadata import (MetadataRequest, MetadataRequestTopic, MetadataResponse, 
                        MetadataResponsePartition, MetadataResponseTopic)
 from .offsets import (OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic,
                       OffsetCommitResponse, OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+                      OffsetDeleteRequest, OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
+                      OffsetDeleteResponse, OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
                       OffsetFetchRequest, OffsetFetchRequestTopic, OffsetFetchResponse,
                       OffsetFetchResponsePartition, OffsetFetchResponseTopic)
 from .produce import (BatchIndexAndErrorMessage, PartitionProduceData, PartitionProduceResponse, ProduceRequest,
                       ProduceResponse, TopicProduceData, TopicProduceResponse)
 from .sasl import (SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
                    SaslHandshakeResponse)
-from .registry import (API_KEYS, SUPPORTED, api_versions_response, is_supported, request_schema, request_type,
-                       response_schema, response_type)
+from .transactions import (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnPartitionResult,
+                           AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, AddPartitionsToTxnTopic,
+                           AddPartitionsToTxnTopicResult, EndTxnRequest, EndTxnResponse, TxnOffsetCommitRequest,
+                           TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic, TxnOffsetCommitResponse,
+                           TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic)
+from .registry import (API_KEYS, FLEXIBLE_SINCE, SUPPORTED, advertised, api_versions_response, is_flexible,
+                       is_supported, request_schema, request_type, response_schema, response_type)
 
 __all__ = [
     # registry
-    "API_KEYS", "SUPPORTED", "is_supported", "request_schema", "response_schema", "request_type",
-    "response_type", "api_versions_response",
+    "API_KEYS", "SUPPORTED", "FLEXIBLE_SINCE", "advertised", "is_flexible", "is_supported", "request_schema",
+    "response_schema", "request_type", "response_type", "api_versions_response",
     # headers
     "RequestHeader", "ResponseHeader",
     # ApiVersions
@@ -67,16 +92,39 @@ __all__ = [
     "OffsetCommitRequest", "OffsetCommitRequestTopic", "OffsetCommitRequestPartition", "OffsetCommitResponse",
     "OffsetCommitResponseTopic", "OffsetCommitResponsePartition", "OffsetFetchRequest", "OffsetFetchRequestTopic",
     "OffsetFetchResponse", "OffsetFetchResponseTopic", "OffsetFetchResponsePartition",
+    # OffsetDelete
+    "OffsetDeleteRequest", "OffsetDeleteRequestTopic", "OffsetDeleteRequestPartition", "OffsetDeleteResponse",
+    "OffsetDeleteResponseTopic", "OffsetDeleteResponsePartition",
     # groups
     "FindCoordinatorRequest", "FindCoordinatorResponse", "JoinGroupRequest", "JoinGroupRequestProtocol",
     "JoinGroupResponse", "JoinGroupResponseMember", "HeartbeatRequest", "HeartbeatResponse", "LeaveGroupRequest",
     "MemberIdentity", "LeaveGroupResponse", "MemberResponse", "SyncGroupRequest", "SyncGroupRequestAssignment",
     "SyncGroupResponse", "DescribeGroupsRequest", "DescribeGroupsResponse", "DescribedGroup",
-    "DescribedGroupMember", "ListGroupsRequest", "ListGroupsResponse", "ListedGroup",
+    "DescribedGroupMember", "ListGroupsRequest", "ListGroupsResponse", "ListedGroup", "DeleteGroupsRequest",
+    "DeleteGroupsResponse", "DeletableGroupResult",
     # admin
     "CreateTopicsRequest", "CreatableTopic", "CreatableReplicaAssignment", "CreatableTopicConfig",
     "CreateTopicsResponse", "CreatableTopicResult", "DeleteTopicsRequest", "DeleteTopicsResponse",
-    "DeletableTopicResult", "InitProducerIdRequest", "InitProducerIdResponse",
+    "DeletableTopicResult", "InitProducerIdRequest", "InitProducerIdResponse", "DeleteRecordsRequest",
+    "DeleteRecordsTopic", "DeleteRecordsPartition", "DeleteRecordsResponse", "DeleteRecordsTopicResult",
+    "DeleteRecordsPartitionResult", "CreatePartitionsRequest", "CreatePartitionsTopic",
+    "CreatePartitionsAssignment", "CreatePartitionsResponse", "CreatePartitionsTopicResult",
+    # transactions
+    "AddPartitionsToTxnRequest", "AddPartitionsToTxnTopic", "AddPartitionsToTxnResponse",
+    "AddPartitionsToTxnTopicResult", "AddPartitionsToTxnPartitionResult", "AddOffsetsToTxnRequest",
+    "AddOffsetsToTxnResponse", "EndTxnRequest", "EndTxnResponse", "TxnOffsetCommitRequest",
+    "TxnOffsetCommitRequestTopic", "TxnOffsetCommitRequestPartition", "TxnOffsetCommitResponse",
+    "TxnOffsetCommitResponseTopic", "TxnOffsetCommitResponsePartition",
+    # configs
+    "ConfigResourceType", "ConfigSource", "ConfigType", "AlterConfigOp", "DescribeConfigsRequest",
+    "DescribeConfigsResource", "DescribeConfigsResponse", "DescribeConfigsResult", "DescribeConfigsResourceResult",
+    "DescribeConfigsSynonym", "AlterConfigsRequest", "AlterConfigsResource", "AlterableConfig",
+    "AlterConfigsResponse", "AlterConfigsResourceResponse", "IncrementalAlterConfigsRequest",
+    "IncrementalAlterConfigsResource", "IncrementalAlterableConfig", "IncrementalAlterConfigsResponse",
+    # cluster
+    "DescribeLogDirsRequest", "DescribableLogDirTopic", "DescribeLogDirsResponse", "DescribeLogDirsResult",
+    "DescribeLogDirsTopic", "DescribeLogDirsPartition", "DescribeClusterRequest", "DescribeClusterResponse",
+    "DescribeClusterBroker",
     # SASL
     "SaslHandshakeRequest", "SaslHandshakeResponse", "SaslAuthenticateRequest", "SaslAuthenticateResponse",
 ]

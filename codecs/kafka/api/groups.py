@@ -1,5 +1,6 @@
 """Consumer-group APIs: FindCoordinator (10, v0-2), JoinGroup (11, v0-5), Heartbeat (12, v0-3),
-LeaveGroup (13, v0-3), SyncGroup (14, v0-3), DescribeGroups (15, v0-4), ListGroups (16, v0-2).
+LeaveGroup (13, v0-3), SyncGroup (14, v0-3), DescribeGroups (15, v0-4), ListGroups (16, v0-2),
+DeleteGroups (42, v0-1).
 
 The member metadata (JoinGroup) and assignments (SyncGroup) are opaque bytes to the broker: the client-side
 assignor (range, roundrobin, sticky, cooperative) encodes them. Layout notes per API sit beside the schemas;
@@ -21,6 +22,7 @@ __all__ = [
     "SYNC_GROUP_KEY",
     "DESCRIBE_GROUPS_KEY",
     "LIST_GROUPS_KEY",
+    "DELETE_GROUPS_KEY",
     "FindCoordinatorRequest",
     "FindCoordinatorResponse",
     "JoinGroupRequest",
@@ -43,6 +45,9 @@ __all__ = [
     "ListGroupsRequest",
     "ListGroupsResponse",
     "ListedGroup",
+    "DeleteGroupsRequest",
+    "DeleteGroupsResponse",
+    "DeletableGroupResult",
     "SCHEMAS",
 ]
 
@@ -53,6 +58,7 @@ LEAVE_GROUP_KEY = 13
 SYNC_GROUP_KEY = 14
 DESCRIBE_GROUPS_KEY = 15
 LIST_GROUPS_KEY = 16
+DELETE_GROUPS_KEY = 42
 
 #: Kafka's "no authorized operations were requested" marker (INT32_MIN).
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
@@ -323,6 +329,30 @@ LIST_GROUPS_RESPONSE_V1 = schema(ListGroupsResponse, throttle_time_ms=Int32, err
                                  groups=Array(_LISTED_V0))  # v2 = v1
 
 
+# ============================================================================================= DeleteGroups
+
+@dataclass(slots=True)
+class DeleteGroupsRequest:
+    groups_names: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class DeletableGroupResult:
+    group_id: str = ""
+    error_code: int = 0
+
+
+@dataclass(slots=True)
+class DeleteGroupsResponse:
+    throttle_time_ms: int = 0
+    results: list[DeletableGroupResult] = field(default_factory=list)
+
+
+DELETE_GROUPS_REQUEST_V0 = schema(DeleteGroupsRequest, groups_names=Array(String))  # v1 = v0
+DELETE_GROUPS_RESPONSE_V0 = schema(DeleteGroupsResponse, throttle_time_ms=Int32, results=Array(schema(
+    DeletableGroupResult, group_id=String, error_code=Int16)))  # v1 = v0 (throttling behaviour only)
+
+
 #: key -> (request schemas by version, response schemas by version)
 SCHEMAS = {
     FIND_COORDINATOR_KEY: (
@@ -347,4 +377,7 @@ SCHEMAS = {
     LIST_GROUPS_KEY: (
         versioned(2, {0: LIST_GROUPS_REQUEST_V0}),
         versioned(2, {0: LIST_GROUPS_RESPONSE_V0, 1: LIST_GROUPS_RESPONSE_V1})),
+    DELETE_GROUPS_KEY: (
+        versioned(1, {0: DELETE_GROUPS_REQUEST_V0}),
+        versioned(1, {0: DELETE_GROUPS_RESPONSE_V0})),
 }

@@ -1,4 +1,5 @@
-"""OffsetCommit (key 8, versions 0-7) and OffsetFetch (key 9, versions 0-5): a group's committed offsets.
+"""OffsetCommit (key 8, versions 0-7), OffsetFetch (key 9, versions 0-5) and OffsetDelete (key 47, version 0): a
+group's committed offsets.
 
 OffsetCommit request: group_id, generation_id_or_member_epoch and member_id (v1+), group_instance_id (v7+),
 retention_time_ms (v2-v4 only; ignored by the gateway), topics[name, partitions[partition_index, committed_offset,
@@ -8,6 +9,9 @@ Response: throttle_time_ms (v3+), topics[name, partitions[partition_index, error
 OffsetFetch request: group_id, topics[name, partition_indexes] (v2+: nullable, null = every partition the group
 committed). Response: throttle_time_ms (v3+), topics[name, partitions[partition_index, committed_offset,
 committed_leader_epoch (v5+), metadata, error_code]], error_code (v2+, top-level, *after* the topics).
+
+OffsetDelete request: group_id, topics[name, partitions[partition_index]]. Response: error_code, throttle_time_ms,
+topics[name, partitions[partition_index, error_code]] (the group's error comes *before* the throttle time).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from ..primitives import (Array, Int16, Int32, Int64, NullableArray, NullableStr
 __all__ = [
     "OFFSET_COMMIT_KEY",
     "OFFSET_FETCH_KEY",
+    "OFFSET_DELETE_KEY",
     "OffsetCommitRequest",
     "OffsetCommitRequestTopic",
     "OffsetCommitRequestPartition",
@@ -35,12 +40,21 @@ __all__ = [
     "OFFSET_COMMIT_RESPONSE_SCHEMAS",
     "OFFSET_FETCH_REQUEST_SCHEMAS",
     "OFFSET_FETCH_RESPONSE_SCHEMAS",
+    "OffsetDeleteRequest",
+    "OffsetDeleteRequestTopic",
+    "OffsetDeleteRequestPartition",
+    "OffsetDeleteResponse",
+    "OffsetDeleteResponseTopic",
+    "OffsetDeleteResponsePartition",
+    "OFFSET_DELETE_REQUEST_SCHEMAS",
+    "OFFSET_DELETE_RESPONSE_SCHEMAS",
 ]
 
 OFFSET_COMMIT_KEY = 8
 OFFSET_COMMIT_MAX_VERSION = 7
 OFFSET_FETCH_KEY = 9
 OFFSET_FETCH_MAX_VERSION = 5
+OFFSET_DELETE_KEY = 47
 
 
 # ============================================================================================= OffsetCommit
@@ -199,3 +213,51 @@ OFFSET_FETCH_RESPONSE_V5 = schema(OffsetFetchResponse, throttle_time_ms=Int32, t
 OFFSET_FETCH_RESPONSE_SCHEMAS = versioned(OFFSET_FETCH_MAX_VERSION, {
     0: OFFSET_FETCH_RESPONSE_V0, 2: OFFSET_FETCH_RESPONSE_V2, 3: OFFSET_FETCH_RESPONSE_V3,
     5: OFFSET_FETCH_RESPONSE_V5})
+
+
+# ============================================================================================= OffsetDelete
+
+@dataclass(slots=True)
+class OffsetDeleteRequestPartition:
+    partition_index: int = 0
+
+
+@dataclass(slots=True)
+class OffsetDeleteRequestTopic:
+    name: str = ""
+    partitions: list[OffsetDeleteRequestPartition] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class OffsetDeleteRequest:
+    group_id: str = ""
+    topics: list[OffsetDeleteRequestTopic] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class OffsetDeleteResponsePartition:
+    partition_index: int = 0
+    error_code: int = 0
+
+
+@dataclass(slots=True)
+class OffsetDeleteResponseTopic:
+    name: str = ""
+    partitions: list[OffsetDeleteResponsePartition] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class OffsetDeleteResponse:
+    error_code: int = 0
+    throttle_time_ms: int = 0
+    topics: list[OffsetDeleteResponseTopic] = field(default_factory=list)
+
+
+OFFSET_DELETE_REQUEST_V0 = schema(OffsetDeleteRequest, group_id=String, topics=Array(schema(
+    OffsetDeleteRequestTopic, name=String, partitions=Array(schema(OffsetDeleteRequestPartition,
+                                                                   partition_index=Int32)))))
+OFFSET_DELETE_RESPONSE_V0 = schema(OffsetDeleteResponse, error_code=Int16, throttle_time_ms=Int32, topics=Array(
+    schema(OffsetDeleteResponseTopic, name=String, partitions=Array(schema(
+        OffsetDeleteResponsePartition, partition_index=Int32, error_code=Int16)))))
+OFFSET_DELETE_REQUEST_SCHEMAS = versioned(0, {0: OFFSET_DELETE_REQUEST_V0})
+OFFSET_DELETE_RESPONSE_SCHEMAS = versioned(0, {0: OFFSET_DELETE_RESPONSE_V0})

@@ -1,21 +1,34 @@
-"""The api keys and versions the gateway speaks, and the schema of every (key, version).
+"""The api keys and versions the codec speaks, which of them are flexible, and the schema of every (key, version).
 
-`SUPPORTED` is what ApiVersions advertises: every key with min version 0 (librdkafka before 2.11 only enables
-features, e.g. compression, when the broker's range *contains* old versions) and the highest non-flexible max
-(no client needs flexible versions, and we never write tagged fields). See the spec §2; SaslHandshake (17) and
-SaslAuthenticate (36) are added to its table for authenticated listeners (always advertised, as Kafka does).
+`SUPPORTED` is every key the codec implements, from version 0 (librdkafka before 2.11 only enables features, e.g.
+compression, when the broker's range *contains* old versions) to its highest implemented version: the highest
+non-flexible one for the keys of the spec's §2 table, and a flexible one where an API is only useful so
+(IncrementalAlterConfigs v1, DescribeCluster v0, which has no other). Flexible versions (KIP-482: compact
+strings, bytes and arrays, tagged-field sections, request header v2 and response header v1) are supported per
+API where declared: `FLEXIBLE_SINCE` gives the first flexible version of every key (as in Kafka's message JSON),
+`is_flexible(key, version)` answers for one, and the schemas of those versions are `flexible(...)` ones. We never
+write a non-empty tagged-field section. SaslHandshake (17) and SaslAuthenticate (36) are in the table for
+authenticated listeners.
+
+What a server *advertises* is its business: the gateway lists `SUPPORTED` restricted to the keys it has handlers
+for (`advertised(keys)`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from ..primitives import Schema
-from . import admin, api_versions, fetch, groups, list_offsets, metadata, offsets, produce, sasl
+from . import (admin, api_versions, cluster, configs, fetch, groups, list_offsets, metadata, offsets, produce, sasl,
+               transactions)
 
 __all__ = [
     "API_KEYS",
     "SUPPORTED",
+    "FLEXIBLE_SINCE",
+    "advertised",
+    "is_flexible",
     "request_schema",
     "response_schema",
     "request_type",
@@ -43,8 +56,29 @@ API_KEYS: dict[int, str] = {
     18: "ApiVersions",
     19: "CreateTopics",
     20: "DeleteTopics",
+    21: "DeleteRecords",
     22: "InitProducerId",
+    24: "AddPartitionsToTxn",
+    25: "AddOffsetsToTxn",
+    26: "EndTxn",
+    28: "TxnOffsetCommit",
+    32: "DescribeConfigs",
+    33: "AlterConfigs",
+    35: "DescribeLogDirs",
     36: "SaslAuthenticate",
+    37: "CreatePartitions",
+    42: "DeleteGroups",
+    44: "IncrementalAlterConfigs",
+    47: "OffsetDelete",
+    60: "DescribeCluster",
+}
+
+#: api key -> its first flexible version (Kafka's "flexibleVersions"), None when no version is flexible.
+#: Decides the header versions of a (key, version), implemented or not.
+FLEXIBLE_SINCE: dict[int, int | None] = {
+    0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3, 17: None, 18: 3,
+    19: 5, 20: 4, 21: 2, 22: 2, 24: 3, 25: 3, 26: 3, 28: 3, 32: 4, 33: 2, 35: 2, 36: 2, 37: 2, 42: 2, 44: 1,
+    47: None, 60: 0,
 }
 
 # key -> (request schemas by version, response schemas by version)
@@ -55,21 +89,44 @@ _SCHEMAS: dict[int, tuple[dict[int, Schema], dict[int, Schema]]] = {
     metadata.API_KEY: (metadata.REQUEST_SCHEMAS, metadata.RESPONSE_SCHEMAS),
     offsets.OFFSET_COMMIT_KEY: (offsets.OFFSET_COMMIT_REQUEST_SCHEMAS, offsets.OFFSET_COMMIT_RESPONSE_SCHEMAS),
     offsets.OFFSET_FETCH_KEY: (offsets.OFFSET_FETCH_REQUEST_SCHEMAS, offsets.OFFSET_FETCH_RESPONSE_SCHEMAS),
+    offsets.OFFSET_DELETE_KEY: (offsets.OFFSET_DELETE_REQUEST_SCHEMAS, offsets.OFFSET_DELETE_RESPONSE_SCHEMAS),
     **groups.SCHEMAS,
     api_versions.API_KEY: (api_versions.REQUEST_SCHEMAS, api_versions.RESPONSE_SCHEMAS),
     **admin.SCHEMAS,
+    **transactions.SCHEMAS,
+    **configs.SCHEMAS,
+    **cluster.SCHEMAS,
     **sasl.SCHEMAS,
 }
 
-#: api key -> (min version, max version) advertised and implemented.
+#: api key -> (min version, max version) the codec implements.
 SUPPORTED: dict[int, tuple[int, int]] = {
     key: (0, max(_SCHEMAS[key][0])) for key in sorted(API_KEYS)
 }
-assert set(_SCHEMAS) == set(API_KEYS)
+
+
+def is_flexible(key: int, version: int) -> bool:
+    """True when (key, version) is a flexible version (KIP-482): request header v2, response header v1 (but
+    ApiVersions always answers with header v0), compact types and tagged fields in the bodies."""
+    since = FLEXIBLE_SINCE.get(key)
+    return since is not None and version >= since
+
+
+assert set(_SCHEMAS) == set(API_KEYS) == set(FLEXIBLE_SINCE)
 assert all(set(req) == set(resp) for req, resp in _SCHEMAS.values())
+assert all(sch.flexible == is_flexible(key, v) for key, (req, resp) in _SCHEMAS.items()
+           for schemas in (req, resp) for v, sch in schemas.items()), "flexible schemas where FLEXIBLE_SINCE says"
 assert SUPPORTED == {0: (0, 8), 1: (0, 11), 2: (0, 5), 3: (0, 8), 8: (0, 7), 9: (0, 5), 10: (0, 2), 11: (0, 5),
                      12: (0, 3), 13: (0, 3), 14: (0, 3), 15: (0, 4), 16: (0, 2), 17: (0, 1), 18: (0, 2),
-                     19: (0, 4), 20: (0, 3), 22: (0, 1), 36: (0, 1)}, "the spec's §2 table + SASL"
+                     19: (0, 4), 20: (0, 3), 21: (0, 1), 22: (0, 1), 24: (0, 2), 25: (0, 2), 26: (0, 2),
+                     28: (0, 2), 32: (0, 3), 33: (0, 1), 35: (0, 1), 36: (0, 1), 37: (0, 1), 42: (0, 1),
+                     44: (0, 1), 47: (0, 0), 60: (0, 2)}, "the spec's §2 table + SASL, transactions and admin"
+
+
+def advertised(keys: Iterable[int]) -> dict[int, tuple[int, int]]:
+    """`SUPPORTED` restricted to `keys` (those a server has handlers for), in key order; unknown keys are ignored."""
+    wanted = set(keys)
+    return {key: bounds for key, bounds in SUPPORTED.items() if key in wanted}
 
 
 def is_supported(key: int, version: int) -> bool:
@@ -104,10 +161,13 @@ def response_type(key: int) -> type:
     return response_schema(key, 0).cls
 
 
-def api_versions_response(error_code: int = 0, throttle_time_ms: int = 0) -> Any:
-    """An `ApiVersionsResponse` listing every supported key (the answer to ApiVersions, v0 fallback included)."""
+def api_versions_response(error_code: int = 0, throttle_time_ms: int = 0,
+                          versions: dict[int, tuple[int, int]] | None = None) -> Any:
+    """An `ApiVersionsResponse` listing `versions` (default: every supported key): the answer to ApiVersions,
+    v0 fallback included."""
+    table = SUPPORTED if versions is None else versions
     return api_versions.ApiVersionsResponse(
         error_code=error_code,
-        api_keys=[api_versions.ApiVersion(key, lo, hi) for key, (lo, hi) in SUPPORTED.items()],
+        api_keys=[api_versions.ApiVersion(key, lo, hi) for key, (lo, hi) in table.items()],
         throttle_time_ms=throttle_time_ms,
     )

@@ -20,7 +20,7 @@ from logway.codecs.kafka.connection import KafkaResponse, KafkaServerConnection,
 
 from ...pump import Close, Session
 from ..base import INFO, WARNING, Protocol
-from .broker import KafkaBroker
+from .broker import SERVED, KafkaBroker
 from .coordinator import GroupCoordinator
 from .sasl import KafkaSasl
 
@@ -39,10 +39,11 @@ class KafkaProtocol(Protocol):
                                             min_session_timeout_ms=kc.group_min_session_timeout_ms,
                                             max_session_timeout_ms=kc.group_max_session_timeout_ms)
         listener = self.config.listeners[self.name]
-        self.broker = KafkaBroker(self.steps, self.config, self.coordinator, (listener.host, listener.port))
+        self.broker = KafkaBroker(self.steps, self.config, self.coordinator, (listener.host, listener.port),
+                                  gateway.transactions)
 
     def codec(self) -> KafkaServerConnection:
-        return KafkaServerConnection(self.config.kafka.max_request_bytes)
+        return KafkaServerConnection(self.config.kafka.max_request_bytes, api_versions=SERVED)
 
     def session(self, conn, codec) -> "KafkaSession":
         return KafkaSession(conn, codec, self)

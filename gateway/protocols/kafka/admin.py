@@ -1,15 +1,21 @@
 """The Kafka APIs about the cluster and its topics: ApiVersions, Metadata (with auto-creation), CreateTopics,
-DeleteTopics and InitProducerId. This broker is node 0 and the controller; every partition's leader is node 0."""
+DeleteTopics, DeleteRecords, CreatePartitions, DescribeLogDirs, DescribeCluster. This broker is node 0 and the
+controller; every partition's leader is node 0. (The config APIs are in `configs`, DeleteGroups and OffsetDelete
+in `group_admin`.)
+
+Partition counts are never cached here: Metadata, and every handler, read the engine's topics at each request, so
+partitions CreatePartitions adds are visible to the next request."""
 
 from __future__ import annotations
 
-import hashlib
+import functools
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from logway.codecs.kafka.api import admin as A
 from logway.codecs.kafka.api import api_versions as V
+from logway.codecs.kafka.api import cluster as K
 from logway.codecs.kafka.api import metadata as M
-from logway.codecs.kafka.api.registry import SUPPORTED
 from logway.codecs.kafka.error_codes import ErrorCode as E
 from logway.storage import InvalidPartitions, TopicExists, UnknownTopic, validate_topic_name
 
@@ -20,12 +26,16 @@ if TYPE_CHECKING:  # pragma: no cover
     from .broker import KafkaBroker
 
 CLUSTER_ID = "logway"
-#: Producer ids named by a transactional id live above this; allocated ids (logway.storage.sequences) stay below.
-STABLE_ID_BASE = 2**62
+#: DeleteRecords' low watermark of a partition that answers an error (Kafka's INVALID_LOW_WATERMARK).
+INVALID_LOW_WATERMARK = -1
+#: Kafka's "authorized operations not requested / not known" marker (INT32_MIN): there are no ACLs here.
+OPERATIONS_UNKNOWN = -2147483648
 
 
 async def api_versions(broker: "KafkaBroker", body, version, conn):
-    keys = [V.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(SUPPORTED.items())]
+    from .broker import SERVED  # here, not at the top: broker imports this module
+
+    keys = [V.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(SERVED.items())]
     return V.ApiVersionsResponse(error_code=E.NONE, api_keys=keys, throttle_time_ms=0)
 
 
@@ -120,18 +130,90 @@ async def delete_topics(broker: "KafkaBroker", body, version, conn):
     return A.DeleteTopicsResponse(throttle_time_ms=0, responses=results)
 
 
-async def init_producer_id(broker: "KafkaBroker", body, version, conn):
-    if body.transactional_id:
-        # No transactions here: a transactional id only names a stable producer id (epoch 0), so a writer that
-        # replays its batches under the same name (a retried Spark task) is recognised and not appended twice.
-        # Clients that go on to use transactions fail at AddPartitionsToTxn (unsupported).
-        return A.InitProducerIdResponse(throttle_time_ms=0, error_code=E.NONE,
-                                        producer_id=stable_producer_id(body.transactional_id), producer_epoch=0)
-    pid = await broker.steps.in_thread(broker.engine.producer_ids.next_id)
-    return A.InitProducerIdResponse(throttle_time_ms=0, error_code=E.NONE, producer_id=pid, producer_epoch=0)
+async def delete_records(broker: "KafkaBroker", body, version, conn):
+    """Move each partition's log start offset up to the offset given (-1: the high watermark), durably. An offset
+    past the high watermark (or negative other than -1) is OFFSET_OUT_OF_RANGE; one at or below the log start
+    changes nothing and answers the current start."""
+    engine = broker.engine
+    topics = []
+    for t in body.topics:
+        parts = []
+        for p in t.partitions:
+            code, low = E.NONE, INVALID_LOW_WATERMARK
+            try:
+                plog = engine.partition(t.name, p.partition_index)
+                low = await broker.steps.in_thread(plog.delete_records, p.offset)
+            except FAILURES as exc:
+                code = error_code(exc)
+            parts.append(A.DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=low,
+                                                        error_code=code))
+        topics.append(A.DeleteRecordsTopicResult(name=t.name, partitions=parts))
+    return A.DeleteRecordsResponse(throttle_time_ms=0, topics=topics)
 
 
-def stable_producer_id(name: str) -> int:
-    """The producer id a transactional id always maps to (a 62-bit hash, above every allocated id)."""
-    digest = hashlib.blake2b(name.encode(), digest_size=8).digest()
-    return STABLE_ID_BASE + int.from_bytes(digest, "big") % STABLE_ID_BASE
+async def create_partitions(broker: "KafkaBroker", body, version, conn):
+    names = Counter(t.name for t in body.topics)
+    results = []
+    for t in body.topics:
+        if names[t.name] > 1:
+            code, message = E.INVALID_REQUEST, "duplicate topic in request"
+        else:
+            code, message = await _grow(broker, t, body.validate_only)
+        results.append(A.CreatePartitionsTopicResult(name=t.name, error_code=code, error_message=message))
+    return A.CreatePartitionsResponse(throttle_time_ms=0, results=results)
+
+
+async def _grow(broker: "KafkaBroker", t, validate_only: bool) -> tuple[int, str | None]:
+    """One topic of CreatePartitions: `count` is the new total. Manual assignments must name this broker alone
+    (replication factor 1), one list per new partition."""
+    engine, node = broker.engine, broker.node_id
+    grow = functools.partial(engine.create_partitions, t.name, t.count)
+    try:
+        if t.assignments is not None:
+            topic = engine.topic(t.name)
+            grow(validate_only=True)  # the count first: UnknownTopic, InvalidPartitions
+            added = t.count - len(topic.partitions)
+            if len(t.assignments) != added:
+                given = len(t.assignments)
+                return E.INVALID_REPLICA_ASSIGNMENT, f"{added} partition(s) added but {given} assignment(s) given"
+            unknown = sorted({b for a in t.assignments for b in a.broker_ids} - {node})
+            if unknown:
+                listed = ", ".join(map(str, unknown))
+                return E.INVALID_REPLICA_ASSIGNMENT, f"unknown broker(s) in assignment: {listed} (only {node} exists)"
+            if any(len(a.broker_ids) != 1 for a in t.assignments):
+                return E.INVALID_REPLICA_ASSIGNMENT, f"each new partition must have one replica: broker {node}"
+        await broker.steps.in_thread(functools.partial(grow, validate_only=validate_only))
+    except FAILURES as exc:
+        return error_code(exc), str(exc)
+    return E.NONE, None
+
+
+async def describe_log_dirs(broker: "KafkaBroker", body, version, conn):
+    """One log directory, the data directory, with the size of every partition asked for (null: all of them;
+    partitions we do not have are left out, as Kafka does). No replicas, so no lag and no future logs."""
+    engine = broker.engine
+    usage = await broker.steps.in_thread(engine.disk_usage)
+    if body.topics is None:
+        wanted = sorted(usage)
+    else:
+        wanted = list(dict.fromkeys((t.topic, p) for t in body.topics for p in t.partitions if (t.topic, p) in usage))
+    by_topic: dict[str, list] = {}
+    for topic, partition in wanted:
+        by_topic.setdefault(topic, []).append(K.DescribeLogDirsPartition(
+            partition_index=partition, partition_size=usage[(topic, partition)], offset_lag=0, is_future_key=False))
+    result = K.DescribeLogDirsResult(error_code=E.NONE, log_dir=engine.data_dir, topics=[
+        K.DescribeLogDirsTopic(name=name, partitions=parts) for name, parts in by_topic.items()])
+    return K.DescribeLogDirsResponse(throttle_time_ms=0, results=[result])
+
+
+async def describe_cluster(broker: "KafkaBroker", body, version, conn):
+    host, port = broker.advertised
+    if version >= 1 and body.endpoint_type != K.ENDPOINT_BROKERS:  # no KRaft controllers here
+        return K.DescribeClusterResponse(throttle_time_ms=0, error_code=E.UNSUPPORTED_ENDPOINT_TYPE,
+                                         error_message=f"endpoint type {body.endpoint_type} is not served here",
+                                         endpoint_type=body.endpoint_type, cluster_id=CLUSTER_ID)
+    return K.DescribeClusterResponse(
+        throttle_time_ms=0, error_code=E.NONE, error_message=None, cluster_id=CLUSTER_ID,
+        controller_id=broker.node_id,
+        brokers=[K.DescribeClusterBroker(broker_id=broker.node_id, host=host, port=port, rack=None)],
+        cluster_authorized_operations=OPERATIONS_UNKNOWN)

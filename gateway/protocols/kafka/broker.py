@@ -1,20 +1,27 @@
 """`KafkaBroker`: the Kafka API table and what every API handler works with — the storage steps, the group
-coordinator, the idempotent producers' state and this node's advertised address. Each API lives in the module of
-its family (`records`, `offsets`, `groups`, `admin`) as `async def api(broker, body, version, conn)`."""
+coordinator, the transaction coordinator, the idempotent producers' state and this node's advertised address.
+Each API lives in the module of its family (`records`, `offsets`, `groups`, `admin`, `transactions`) as
+`async def api(broker, body, version, conn)`."""
 
 from __future__ import annotations
 
 from logway.codecs.kafka.api import admin as A
 from logway.codecs.kafka.api import api_versions as V
+from logway.codecs.kafka.api import cluster as K
+from logway.codecs.kafka.api import configs as C
 from logway.codecs.kafka.api import fetch as F
 from logway.codecs.kafka.api import groups as G
 from logway.codecs.kafka.api import list_offsets as L
 from logway.codecs.kafka.api import metadata as M
 from logway.codecs.kafka.api import offsets as O
 from logway.codecs.kafka.api import produce as P
+from logway.codecs.kafka.api.registry import advertised
+from logway.codecs.kafka.api.sasl import SASL_AUTHENTICATE_KEY, SASL_HANDSHAKE_KEY
+from logway.codecs.kafka.api import transactions as X
 
 from ...steps import Steps
-from . import admin, groups, offsets, records
+from ...transactions import TransactionCoordinator
+from . import admin, configs, group_admin, groups, offsets, records, transactions
 from .coordinator import GroupCoordinator
 from .producers import ProducerStates
 
@@ -36,21 +43,40 @@ HANDLERS = {
     V.API_KEY: admin.api_versions,
     A.CREATE_TOPICS_KEY: admin.create_topics,
     A.DELETE_TOPICS_KEY: admin.delete_topics,
-    A.INIT_PRODUCER_ID_KEY: admin.init_producer_id,
+    A.INIT_PRODUCER_ID_KEY: transactions.init_producer_id,
+    X.ADD_PARTITIONS_TO_TXN_KEY: transactions.add_partitions_to_txn,
+    X.ADD_OFFSETS_TO_TXN_KEY: transactions.add_offsets_to_txn,
+    X.END_TXN_KEY: transactions.end_txn,
+    X.TXN_OFFSET_COMMIT_KEY: transactions.txn_offset_commit,
+    A.DELETE_RECORDS_KEY: admin.delete_records,
+    C.DESCRIBE_CONFIGS_KEY: configs.describe_configs,
+    C.ALTER_CONFIGS_KEY: configs.alter_configs,
+    K.DESCRIBE_LOG_DIRS_KEY: admin.describe_log_dirs,
+    A.CREATE_PARTITIONS_KEY: admin.create_partitions,
+    G.DELETE_GROUPS_KEY: group_admin.delete_groups,
+    C.INCREMENTAL_ALTER_CONFIGS_KEY: configs.incremental_alter_configs,
+    O.OFFSET_DELETE_KEY: group_admin.offset_delete,
+    K.DESCRIBE_CLUSTER_KEY: admin.describe_cluster,
 }
+
+#: What this broker advertises and its codec accepts: the codec's versions of the keys it answers — its handlers,
+#: and SASL, which the session answers (the codec knows more keys than the broker serves).
+SERVED = advertised(set(HANDLERS) | {SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY})
 
 
 class KafkaBroker:
     #: This broker's node id: the controller, every partition's leader, every group's coordinator.
     node_id = 0
 
-    def __init__(self, steps: Steps, config, coordinator: GroupCoordinator, advertised: tuple[str, int]) -> None:
+    def __init__(self, steps: Steps, config, coordinator: GroupCoordinator, advertised: tuple[str, int],
+                 transactions: TransactionCoordinator) -> None:
         self.steps = steps
         self.engine = steps.engine
         self.config = config
         self.coordinator = coordinator
         self.advertised = advertised
         self.producers = ProducerStates()
+        self.transactions = transactions
 
     async def handle(self, request, conn):
         """The response body for a request (None: no response, a Produce with acks=0)."""

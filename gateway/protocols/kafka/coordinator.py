@@ -39,6 +39,7 @@ import heapq
 import itertools
 import logging
 import math
+import struct
 import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Hashable
@@ -759,6 +760,47 @@ class GroupCoordinator:
             return []
         return [(g.group_id, g.protocol_type or "") for g in self._groups.values()]
 
+    # -- DeleteGroups, OffsetDelete (the admin side; offsets live in the offset store) ---------------------------
+    def delete_group(self, group_id: str) -> int:
+        """DeleteGroups' part here: an Empty group's state is forgotten (E.NONE; the caller then deletes its
+        offsets). E.NON_EMPTY_GROUP while it has members (or a rebalance under way), E.GROUP_ID_NOT_FOUND when no
+        state is held for it (it may still have committed offsets: the caller decides), E.COORDINATOR_NOT_AVAILABLE
+        once closed."""
+        if self.closed:
+            return E.COORDINATOR_NOT_AVAILABLE
+        group = self._groups.get(group_id)
+        if group is None or group.is_(GroupState.DEAD):
+            return E.GROUP_ID_NOT_FOUND
+        if group.members or group.pending_members or not group.is_(GroupState.EMPTY):
+            return E.NON_EMPTY_GROUP
+        self._forget(group)
+        return E.NONE
+
+    def offset_delete_status(self, group_id: str) -> tuple[int, frozenset[str] | None]:
+        """OffsetDelete's check: (error, the topics the group's members subscribe to). (E.NONE, empty set) for an
+        Empty group; for an active consumer group the union of its members' subscriptions (None when one cannot
+        be read: every topic counts as subscribed, as Kafka); E.NON_EMPTY_GROUP for an active group of another
+        protocol type; E.GROUP_ID_NOT_FOUND without state (it may still have committed offsets: the caller
+        decides); E.COORDINATOR_NOT_AVAILABLE once closed."""
+        if self.closed:
+            return E.COORDINATOR_NOT_AVAILABLE, None
+        group = self._groups.get(group_id)
+        if group is None or group.is_(GroupState.DEAD):
+            return E.GROUP_ID_NOT_FOUND, frozenset()
+        if group.is_(GroupState.EMPTY) and not group.members and not group.pending_members:
+            return E.NONE, frozenset()
+        if group.protocol_type != "consumer":
+            return E.NON_EMPTY_GROUP, None
+        topics: set[str] = set()
+        for member in group.members.values():
+            chosen = [(n, md) for n, md in member.protocols if n == group.protocol_name] or member.protocols
+            for _, metadata in chosen:
+                subscribed = consumer_subscription(metadata)
+                if subscribed is None:
+                    return E.NONE, None
+                topics.update(subscribed)
+        return E.NONE, frozenset(topics)
+
     # -- shutdown -----------------------------------------------------------------------------------
     def close(self) -> None:
         """Answer every parked caller with E.COORDINATOR_NOT_AVAILABLE, stop the timers; later calls get the same."""
@@ -777,3 +819,23 @@ class GroupCoordinator:
         self._groups.clear()
         self._deadlines.clear()
         self._wakeup.set()
+
+
+def consumer_subscription(metadata: bytes) -> list[str] | None:
+    """The topics of a "consumer" member's metadata (Kafka's ConsumerProtocolSubscription: int16 version, then an
+    array of int16-length strings; what follows is not needed), or None when it cannot be read."""
+    data = bytes(metadata)
+    try:
+        version, count = struct.unpack_from(">hi", data, 0)
+        if version < 0 or count < 0 or count > len(data):
+            return None
+        pos, topics = 6, []
+        for _ in range(count):
+            (size,) = struct.unpack_from(">h", data, pos)
+            if size < 0 or pos + 2 + size > len(data):
+                return None
+            topics.append(data[pos + 2:pos + 2 + size].decode("utf-8"))
+            pos += 2 + size
+        return topics
+    except (struct.error, UnicodeDecodeError):
+        return None

@@ -122,7 +122,7 @@ def rebuild(plog: PartitionLog, scan_bytes: int = SCAN_BYTES) -> PartitionProduc
             break
         for batch in iter_batches(rng.read()):
             header = parse_header(batch)
-            if header.producer_id >= 0:
+            if header.producer_id >= 0 and not header.is_control:  # markers carry no sequence
                 state.record(BatchSeq.of(header, header.base_offset))
         offset = rng.end_offset
     return state

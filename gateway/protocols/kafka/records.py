@@ -26,8 +26,11 @@ from logway.storage import PartitionLog
 
 from ...errors import FAILURES
 from ...formats import KAFKA, MESSAGE_SET_V0, MESSAGE_SET_V1
+from ...steps import Isolation
+from ...transactions import TxnError
 from .errors import PRODUCE_ERRORS, error_code
 from .producers import BatchSeq
+from .transactions import txn_error_code
 
 if TYPE_CHECKING:  # pragma: no cover
     from .broker import KafkaBroker
@@ -40,6 +43,8 @@ __all__ = ["produce", "fetch", "list_offsets", "NO_OFFSET", "LATEST", "EARLIEST"
 NO_OFFSET = -1
 LATEST = -1
 EARLIEST = -2
+#: Fetch and ListOffsets isolation_level: read_committed (0 = read_uncommitted).
+READ_COMMITTED = 1
 #: Fetch bounds applied to client values (a client may ask for up to 2 GiB).
 MAX_FETCH_WAIT_MS = 60_000
 
@@ -92,6 +97,15 @@ async def _produce_partition(broker: "KafkaBroker", topic: str, partition: int, 
     except RecordFormatError as exc:
         return answer(E.CORRUPT_MESSAGE, message=str(exc))
     idempotent = [h for h in headers if h.producer_id >= 0]
+    producer = None
+    if any(h.is_transactional for h in headers):
+        first = headers[0]
+        if any(not h.is_transactional or h.is_control or (h.producer_id, h.producer_epoch) !=
+               (first.producer_id, first.producer_epoch) for h in headers):
+            return answer(E.INVALID_RECORD, message="a transactional request mixes producers or plain batches")
+        producer = (first.producer_id, first.producer_epoch)
+    elif any(h.is_control for h in headers):  # markers are the coordinator's to write
+        return answer(E.INVALID_RECORD, message="control batches cannot be produced")
     state = await broker.producers.get(plog) if idempotent else None
     if state is not None:
         code, original = state.check(BatchSeq.of(idempotent[0]))
@@ -99,12 +113,17 @@ async def _produce_partition(broker: "KafkaBroker", topic: str, partition: int, 
             return answer(code, start=plog.log_start_offset)
         if original is not None:  # a retry of a batch already in the log: its original offset, no append
             return answer(E.NONE, base=original, start=plog.log_start_offset)
+    if producer is not None:  # checked here, with no await before the append: the transaction cannot end between
+        try:
+            broker.transactions.check_produce(producer[0], producer[1], topic, partition)
+        except TxnError as exc:
+            return answer(txn_error_code(exc, knows_fenced=False), message=str(exc))
     steps = broker.steps
     try:
         if plog.fmt is not KAFKA:  # e.g. a TANK topic: the records re-encoded; headers refused, never dropped
             data = plog.fmt.encode(KAFKA.decode(data, first_offset=0, min_offset=0),
                                    now_ms=int(time.time() * 1000), max_batch_bytes=plog.config.max_batch_bytes)
-        result = steps.append(plog, data)
+        result = steps.append(plog, data, producer=producer)
     except FAILURES as exc:
         code = error_code(exc, PRODUCE_ERRORS)
         if code == E.KAFKA_STORAGE_ERROR:  # e.g. disk full: nothing was appended, the client may retry
@@ -135,9 +154,10 @@ async def fetch(broker: "KafkaBroker", body, version, conn):
     max_bytes = body.max_bytes if version >= 3 and body.max_bytes > 0 else limits.max_fetch_bytes
     max_bytes = min(max_bytes, limits.max_fetch_bytes)
     as_ = KAFKA if version >= 4 else MESSAGE_SET_V1 if version >= 2 else MESSAGE_SET_V0
+    committed = version >= 4 and body.isolation_level == READ_COMMITTED
 
     async def build():
-        responses, total = await _fetch_once(broker, body, version, max_bytes, as_)
+        responses, total = await _fetch_once(broker, body, version, max_bytes, as_, committed)
         return responses, total >= min_bytes or wait <= 0 or total < 0
 
     keys = [(t.topic, p.partition) for t in body.topics for p in t.partitions]
@@ -145,8 +165,10 @@ async def fetch(broker: "KafkaBroker", body, version, conn):
     return F.FetchResponse(throttle_time_ms=0, error_code=E.NONE, session_id=0, responses=responses)
 
 
-async def _fetch_once(broker: "KafkaBroker", body, version, max_bytes, as_):
-    """Build the per-partition answers; total = record bytes included (-1 when an error must go out now)."""
+async def _fetch_once(broker: "KafkaBroker", body, version, max_bytes, as_, committed: bool):
+    """Build the per-partition answers; total = record bytes included (-1 when an error must go out now).
+    `committed` (read_committed): up to the last stable offset; the stored RecordBatches go out with the list of
+    aborted transactions in them (the client drops those batches), transcoded reads drop aborted records here."""
     responses = []
     total = 0
     errors = False
@@ -163,15 +185,19 @@ async def _fetch_once(broker: "KafkaBroker", body, version, max_bytes, as_):
                 pd.error_code = error_code(exc)
                 errors = True
                 continue
-            end = plog.high_watermark
-            pd.high_watermark = pd.last_stable_offset = end
+            pd.high_watermark = plog.high_watermark
+            pd.last_stable_offset = plog.last_stable_offset
             pd.log_start_offset = plog.log_start_offset
+            if not committed:
+                isolation = Isolation.UNCOMMITTED
+            else:  # the stored bytes with the aborted list, or (transcoded) aborted records dropped here
+                isolation = Isolation.RAW_COMMITTED if as_ is plog.fmt else Isolation.COMMITTED
             pd.aborted_transactions = [] if version >= 4 else None
             budget = min(p.partition_max_bytes, max_bytes - total)
             if budget <= 0 and total > 0:
                 continue
             try:
-                read = await broker.steps.read(plog, p.fetch_offset, max(budget, 1), as_)
+                read = await broker.steps.read(plog, p.fetch_offset, max(budget, 1), as_, isolation)
             except FAILURES as exc:  # out of range, or stored records this answer cannot be built from
                 if isinstance(exc, RecordFormatError):
                     log.warning("fetch %s-%d at %d: cannot convert the stored records: %s", t.topic,
@@ -185,6 +211,9 @@ async def _fetch_once(broker: "KafkaBroker", body, version, max_bytes, as_):
                 continue  # only the first partition with data may exceed the limits (KIP-74)
             pd.records = read.data  # a file range (sent with os.sendfile) or transcoded bytes
             total += read.size
+            if isolation is Isolation.RAW_COMMITTED:
+                pd.aborted_transactions = [F.AbortedTransaction(producer_id=txn.producer_id, first_offset=txn.first)
+                                           for txn in plog.aborted(p.fetch_offset, read.slice.end_offset)]
         responses.append(F.FetchableTopicResponse(topic=t.topic, partitions=parts))
     return responses, (-1 if errors else total)
 
@@ -202,7 +231,8 @@ async def list_offsets(broker: "KafkaBroker", body, version, conn):
             try:
                 plog = broker.engine.partition(t.name, p.partition_index)
                 if p.timestamp == LATEST:
-                    offset = plog.high_watermark
+                    committed = version >= 2 and body.isolation_level == READ_COMMITTED
+                    offset = plog.last_stable_offset if committed else plog.high_watermark
                 elif p.timestamp == EARLIEST:
                     offset = plog.log_start_offset
                 else:

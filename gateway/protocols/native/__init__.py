@@ -36,7 +36,10 @@ class NativeProtocol(Protocol):
 
     def __init__(self, gateway) -> None:
         super().__init__(gateway)
-        self.handler = NativeHandler(self.steps, self.config)
+        # The Kafka group coordinator, looked up per request (protocols are all made before any listener starts):
+        # membership for the group admin requests, None without a Kafka listener.
+        self.handler = NativeHandler(self.steps, self.config, lambda: getattr(gateway.protocols.get("kafka"),
+                                                                              "coordinator", None))
         self.token = self.config.auth.native_token
 
     def codec(self) -> NativeConnection:

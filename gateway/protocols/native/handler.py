@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from functools import partial
 
 import trio
 
@@ -18,6 +19,7 @@ from logway.storage import UnknownTopic
 from ...errors import FAILURES, ErrorKind, kind_of
 from ...formats import RECORDS
 from ...steps import Steps
+from .groups import GroupAdmin
 
 log = logging.getLogger("logway.gateway.native")
 
@@ -47,10 +49,13 @@ _ERRORS = {
 
 
 class NativeHandler:
-    def __init__(self, steps: Steps, config) -> None:
+    def __init__(self, steps: Steps, config, kafka_coordinator=lambda: None) -> None:
+        """`kafka_coordinator()`: the Kafka protocol's group coordinator, or None (membership for the group
+        requests, see `groups.py`)."""
         self.steps = steps
         self.engine = steps.engine
         self.limits = config.limits
+        self.groups = GroupAdmin(steps, kafka_coordinator)
         self._handlers = {
             nev.ProduceRequest: self._produce,
             nev.FetchRequest: self._fetch,
@@ -60,6 +65,14 @@ class NativeHandler:
             nev.DeleteTopicRequest: self._delete_topic,
             nev.ListTopicsRequest: self._list_topics,
             nev.DescribeTopicRequest: self._describe_topic,
+            nev.CreatePartitionsRequest: self._create_partitions,
+            nev.DeleteRecordsRequest: self._delete_records,
+            nev.AlterTopicConfigRequest: self._alter_topic_config,
+            nev.DescribeTopicConfigRequest: self._describe_topic_config,
+            nev.DeleteGroupOffsetsRequest: self._delete_group_offsets,
+            nev.ListGroupsRequest: self.groups.list_groups,
+            nev.DescribeGroupRequest: self.groups.describe_group,
+            nev.ResetGroupOffsetsRequest: self.groups.reset_offsets,
             nev.PingRequest: self._ping,
         }
 
@@ -105,7 +118,7 @@ class NativeHandler:
         return await self.steps.long_poll([(ev.topic, ev.partition)], trio.current_time() + wait, build)
 
     async def _read_records(self, plog, start: int, max_bytes: int):
-        end = plog.high_watermark  # before the read: a sync in a worker thread may move it meanwhile
+        end = plog.last_stable_offset  # before the read: a sync in a worker thread may move the watermark
         read = await self.steps.read(plog, start, max_bytes, RECORDS)
         if read is None:
             return [], max(start, end)
@@ -149,8 +162,48 @@ class NativeHandler:
         topic = self.engine.topics_by_name.get(ev.topic)
         if topic is None:
             return nev.ErrorResponse(f"topic not found: {ev.topic}")
+        if not ev.details:
+            return nev.DescribeTopicResponse(topic.name, [
+                nev.PartitionSummary(p.partition, p.log_start_offset, p.high_watermark) for p in topic.partitions])
         return nev.DescribeTopicResponse(topic.name, [
-            nev.PartitionSummary(p.partition, p.log_start_offset, p.high_watermark) for p in topic.partitions])
+            nev.PartitionSummary(p.partition, p.log_start_offset, p.high_watermark, p.size_bytes, len(p.segments))
+            for p in topic.partitions], topic.format)
+
+    # -- admin: topic-level requests answer an unknown topic with "topic not found", as DeleteTopic does -----------
+    async def _create_partitions(self, ev: nev.CreatePartitionsRequest):
+        try:
+            topic = await self.steps.in_thread(
+                partial(self.engine.create_partitions, ev.topic, ev.partitions, validate_only=ev.validate_only))
+        except UnknownTopic:
+            return nev.ErrorResponse(f"topic not found: {ev.topic}")
+        return nev.CreatePartitionsResponse(topic.name, len(topic.partitions))
+
+    async def _delete_records(self, ev: nev.DeleteRecordsRequest):
+        plog = self.engine.partition(ev.topic, ev.partition)
+        return nev.DeleteRecordsResponse(await self.steps.in_thread(plog.delete_records, ev.offset))
+
+    async def _alter_topic_config(self, ev: nev.AlterTopicConfigRequest):
+        try:
+            await self.steps.in_thread(partial(self.engine.alter_topic_config, ev.topic, ev.set, ev.delete,
+                                               validate_only=ev.validate_only))
+        except UnknownTopic:
+            return nev.ErrorResponse(f"topic not found: {ev.topic}")
+        return nev.AlterTopicConfigResponse(not ev.validate_only)
+
+    async def _describe_topic_config(self, ev: nev.DescribeTopicConfigRequest):
+        try:
+            entries = self.engine.topic_config(ev.topic, ev.keys)
+        except UnknownTopic:
+            return nev.ErrorResponse(f"topic not found: {ev.topic}")
+        return nev.DescribeTopicConfigResponse(ev.topic, [
+            nev.TopicConfigEntry(e.name, e.value, e.source, e.default, e.read_only) for e in entries])
+
+    async def _delete_group_offsets(self, ev: nev.DeleteGroupOffsetsRequest):
+        try:
+            deleted = await self.steps.in_thread(self.engine.delete_group_offsets, ev.group_id, ev.partitions)
+        except ValueError as exc:  # what the offset store refuses (an empty or overlong group id or topic)
+            return nev.ErrorResponse(f"invalid request: {exc}")
+        return nev.DeleteGroupOffsetsResponse(deleted)
 
     async def _ping(self, ev: nev.PingRequest):
         return nev.PongResponse()

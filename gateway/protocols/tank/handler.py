@@ -1,4 +1,4 @@
-"""The TANK 4.0 requests on the shared log, as a standalone TANK broker answers them (see docs/protocols/tank.md).
+"""The TANK 4.0 requests on the shared log, as a standalone TANK broker answers them (see docs/tank.md).
 
 Sequence numbers are offsets + 1. A consume of a `tank`-format topic is a byte range of a segment file (sent with
 `os.sendfile`); other formats are transcoded into bundles by the shared read step. A consume whose partitions are
@@ -74,8 +74,9 @@ class TankHandler:
     # -- positions ---------------------------------------------------------------------------------------
     @staticmethod
     def bounds(plog: PartitionLog) -> tuple[int, int]:
-        """(first available seq, last assigned seq) of what readers see; (0, 0) for an empty partition."""
-        end = plog.high_watermark
+        """(first available seq, last assigned seq) of what readers see — committed data, up to the last stable
+        offset; (0, 0) for an empty partition."""
+        end = plog.last_stable_offset
         return (plog.first_offset + 1 if end > plog.log_start_offset else 0), end
 
     # -- produce -----------------------------------------------------------------------------------------
@@ -187,16 +188,16 @@ class TankHandler:
         return ConsumePartitionResult(partition, ConsumeFlags.OK, read.records[0].offset + 1, last, read.data)
 
     def park(self, req) -> list:
-        """What a consume that must wait watches: (topic, log, partition, offset at EOF, watermark segment, its
-        size) per partition. Taken in the same step as the EOF check, so an append that follows the request is
-        never missed."""
+        """What a consume that must wait watches: (topic, log, partition, offset at EOF — the last stable offset —,
+        watermark segment, its size) per partition. Taken in the same step as the EOF check, so an append that
+        follows the request is never missed."""
         watched = []
         for t in req.topics:
             topic = self.engine.topics_by_name[t.name]
             for p in t.partitions:
                 plog = topic.partitions[p.partition]
-                end, segment, size = plog.watermark()
-                watched.append((t.name, plog, p.partition, end, segment, size))
+                _, segment, size = plog.watermark()
+                watched.append((t.name, plog, p.partition, plog.last_stable_offset, segment, size))
         return watched
 
     async def poll(self, req, watched: list) -> ConsumeResponse:
@@ -214,18 +215,21 @@ class TankHandler:
     @staticmethod
     def _captured(watched) -> int:
         """Bytes appended to the watched partitions since they were parked, from their watermarks (no reads). A
-        roll of a watched partition counts as enough: it forces the answer, as in TANK."""
+        roll of a watched partition counts as enough: it forces the answer, as in TANK; so does a transaction's end
+        that makes parked data readable (in `tank` topics it appends nothing)."""
         total = 0
-        for _, plog, _, _, segment, size in watched:
+        for _, plog, _, start, segment, size in watched:
+            if plog.last_stable_offset <= start:
+                continue  # nothing readable yet (an open transaction's data waits for its end)
             _, now_segment, now_size = plog.watermark()
-            total += now_size - size if now_segment is segment else MAX_FETCH
+            total += max(now_size - size, 1) if now_segment is segment else MAX_FETCH
         return total
 
     async def _wake_response(self, req, watched) -> ConsumeResponse:
         topics: dict[str, list] = {}
         for name, plog, partition, start, *_ in watched:
             _, last = self.bounds(plog)
-            if plog.high_watermark <= start:
+            if plog.last_stable_offset <= start:
                 result = ConsumePartitionResult(partition, ConsumeFlags.OK, 0, last, b"")
             else:
                 result = await self._chunk(plog, partition, start, MAX_FETCH, last)  # not limited by fetch_size

@@ -1,0 +1,210 @@
+"""The admin listener's HTTP/1.1 server: h11 (sans-I/O, the HTTP parser and state machine) over trio streams.
+
+Bounded on every side: at most `MAX_CONNECTIONS` connections (more are closed at once and counted as refused),
+request heads of at most `MAX_HEAD_BYTES` (431), bodies of at most `MAX_BODY_BYTES` (413; the endpoints are all
+GET), a keep-alive connection idle for `KEEPALIVE_S` is closed, a request that started must arrive whole within
+`limits.request_timeout_ms` (408) and its answer must be taken by the client within the same time. A request h11
+cannot parse gets 400 and the connection closes; other connections, and the listener, go on. What to answer is
+`api.AdminApi`'s business: this module only speaks HTTP.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+from typing import Awaitable, Callable
+
+import h11
+import trio
+
+log = logging.getLogger("logway.gateway.admin")
+
+__all__ = ["KEEPALIVE_S", "MAX_BODY_BYTES", "MAX_CONNECTIONS", "MAX_HEAD_BYTES", "HttpAnswer", "serve_http"]
+
+#: Admin connections open at once; the admin listener is for a scraper, probes and a few consoles.
+MAX_CONNECTIONS = 64
+#: The request line and headers together.
+MAX_HEAD_BYTES = 16 * 1024
+#: A request body (none of the endpoints takes one; a small one is read and ignored).
+MAX_BODY_BYTES = 64 * 1024
+#: A keep-alive connection with no request in progress is closed after this long.
+KEEPALIVE_S = 30.0
+RECEIVE_CHUNK = 16 * 1024
+
+#: (status, headers, body): what a handler answers.
+HttpAnswer = tuple[int, list[tuple[str, str]], bytes]
+Handler = Callable[[str, str], Awaitable[HttpAnswer]]
+
+#: Sent with every answer.
+COMMON_HEADERS = [("X-Content-Type-Options", "nosniff"), ("Referrer-Policy", "no-referrer"),
+                  ("X-Frame-Options", "DENY"), ("Server", "logway")]
+
+
+class AdminConnections:
+    """Counts of the admin listener's connections (for `logway_connections_*{listener="admin"}`)."""
+
+    def __init__(self) -> None:
+        self.open = 0
+        self.accepted = 0
+        self.refused = 0
+
+
+async def serve_http(host: str, port: int, handler: Handler, counts: AdminConnections, request_timeout: float,
+                     ssl_context=None, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """Bind (host, port), report the bound (host, port), and serve HTTP with `handler(method, target)` until
+    cancelled. A bind failure raises OSError naming the admin listener and the address."""
+    try:
+        listeners = await trio.open_tcp_listeners(port, host=host)
+    except OSError as exc:
+        why = "the address is already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
+        raise OSError(exc.errno, f"admin listener: cannot listen on {host}:{port}: {why}") from None
+    sockname = listeners[0].socket.getsockname()
+    if ssl_context is not None:  # the handshake happens on the first receive, under the request timeouts
+        listeners = [trio.SSLListener(lst, ssl_context, https_compatible=True) for lst in listeners]
+    task_status.started((sockname[0], sockname[1]))
+
+    async def connection(stream: trio.abc.Stream) -> None:
+        if counts.open >= MAX_CONNECTIONS:
+            counts.refused += 1
+            await trio.aclose_forcefully(stream)
+            return
+        counts.accepted += 1
+        counts.open += 1
+        try:
+            await HttpConnection(stream, handler, request_timeout).serve()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+            pass  # the client went away
+        except Exception:
+            log.exception("admin: connection handler crashed")
+        finally:
+            counts.open -= 1
+            await trio.aclose_forcefully(stream)
+
+    await trio.serve_listeners(connection, listeners)
+
+
+class HttpConnection:
+    """One keep-alive connection: requests one at a time, each answered in full before the next is read."""
+
+    def __init__(self, stream: trio.abc.Stream, handler: Handler, request_timeout: float) -> None:
+        self.stream = stream
+        self.handler = handler
+        self.request_timeout = request_timeout
+        self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
+        self._head = False  # the request being answered is a HEAD: no body goes out
+
+    async def serve(self) -> None:
+        conn = self.conn
+        while True:
+            try:
+                request = await self._read_request()
+                if request is None:
+                    return
+                method = request.method.decode("ascii", "replace")
+                self._head = method == "HEAD"
+                status, headers, body = await self.handler(method, request.target.decode("ascii", "replace"))
+                await self.respond(status, headers, body)
+            except _Refuse as refusal:
+                await self._refuse(refusal.status, refusal.message)
+            except h11.RemoteProtocolError as exc:
+                await self._refuse(exc.error_status_hint, f"bad request: {exc}")
+            if conn.our_state is h11.MUST_CLOSE or conn.their_state is not h11.DONE:
+                await self._linger()
+                return
+            conn.start_next_cycle()
+
+    async def _read_request(self) -> h11.Request | None:
+        """The next request, its body read (and dropped); None when the client closed or stayed idle for
+        `KEEPALIVE_S`. Once a request has begun, it must be complete within the request timeout (else 408)."""
+        conn = self.conn
+        request = None
+        body = 0
+        begun = False
+        deadline = trio.current_time() + KEEPALIVE_S
+        while True:
+            event = conn.next_event()
+            if event is h11.NEED_DATA:
+                data = None
+                with trio.move_on_at(deadline):
+                    data = await self.stream.receive_some(RECEIVE_CHUNK)
+                if data is None:
+                    if not begun:
+                        return None
+                    raise _Refuse(408, "request not complete in time")
+                if data and not begun:
+                    begun = True
+                    deadline = trio.current_time() + self.request_timeout
+                conn.receive_data(data)
+                continue
+            etype = type(event)
+            if etype is h11.Request:
+                request = event
+                if not begun:  # it was already buffered (pipelined)
+                    begun = True
+                    deadline = trio.current_time() + self.request_timeout
+            elif etype is h11.Data:
+                body += len(event.data)
+                if body > MAX_BODY_BYTES:
+                    raise _Refuse(413, f"request body over {MAX_BODY_BYTES} bytes")
+            elif etype is h11.EndOfMessage:
+                return request
+            else:  # ConnectionClosed (or PAUSED, which cannot come before our answer)
+                return None
+
+    async def respond(self, status: int, headers: list[tuple[str, str]], body: bytes, *,
+                      close: bool = False) -> None:
+        headers = [*headers, *COMMON_HEADERS, ("Content-Length", str(len(body)))]
+        if close:
+            headers.append(("Connection", "close"))
+        with trio.move_on_after(self.request_timeout) as sending:
+            await self._send(h11.Response(status_code=status, headers=headers, reason=_reason(status)))
+            if body and not self._head:
+                await self._send(h11.Data(data=body))
+            await self._send(h11.EndOfMessage())
+        if sending.cancelled_caught:  # the client does not take its answer
+            raise trio.ClosedResourceError("answer not taken in time")
+
+    async def _send(self, event) -> None:
+        data = self.conn.send(event)
+        if data:
+            await self.stream.send_all(data)
+
+    async def _refuse(self, status: int, message: str) -> None:
+        """Answer a request we refuse (then the connection closes), when HTTP still allows an answer."""
+        if self.conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
+            return
+        await self.respond(status, [("Content-Type", "text/plain; charset=utf-8")],
+                           (message + "\n").encode("utf-8", "replace"), close=True)
+
+    async def _linger(self) -> None:
+        """Before closing: tell the client we are done and take what it is still sending, briefly, so that closing
+        with unread data does not reset the connection before it read our answer."""
+        send_eof = getattr(self.stream, "send_eof", None)
+        with trio.move_on_after(1.0):
+            try:
+                if send_eof is not None:
+                    await send_eof()
+                drained = 0
+                while drained < MAX_BODY_BYTES * 16:
+                    data = await self.stream.receive_some(RECEIVE_CHUNK)
+                    if not data:
+                        break
+                    drained += len(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError, OSError):
+                pass
+
+
+class _Refuse(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+_REASONS = {200: b"OK", 400: b"Bad Request", 404: b"Not Found", 405: b"Method Not Allowed", 408: b"Request Timeout",
+            413: b"Content Too Large", 431: b"Request Header Fields Too Large", 500: b"Internal Server Error",
+            503: b"Service Unavailable"}
+
+
+def _reason(status: int) -> bytes:
+    return _REASONS.get(status, b"")

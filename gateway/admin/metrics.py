@@ -1,0 +1,334 @@
+"""The gateway's Prometheus metrics: one `CollectorRegistry` per gateway (not prometheus_client's global one, so
+several gateways can run in one process), exposed with prometheus_client's own text exposition.
+
+Nothing here is on the request path. The counters live where the work happens, as plain attributes
+(`stats.ProtocolStats` bumped by the pump, the connection registry's, the group committer's `SyncStats`, the
+notifier's, the per-partition append counts below); `GatewayCollector.collect()` reads them, and the storage
+engine's state (offsets, sizes, segments, committed offsets), when Prometheus scrapes — no counter lives in storage.
+
+Metric names (prefix `logway_`) are listed in README.md, "Observability".
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Iterator
+
+from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from logway.storage import AppendResult, PartitionLog
+
+from ..steps import Steps
+from .stats import CURRENT, Histogram, ProtocolStats
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..server import Gateway
+
+#: The admin listener's name in `listeners` and in the connection metrics.
+ADMIN = "admin"
+
+__all__ = ["CONTENT_TYPE", "GatewayMetrics", "MeteredSteps", "RecoverySnapshot"]
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+class RecoverySnapshot:
+    """What the gateway's start found (kept for the metrics: it does not change afterwards)."""
+
+    def __init__(self, engine, transactions: dict[str, int] | None = None) -> None:
+        self.unclean = not engine.clean_start
+        self.partitions = {key: (report.truncated_bytes, report.segments_dropped)
+                           for key, report in engine.recovery_reports().items()}
+        offsets = getattr(engine.offsets, "recovery", None)
+        self.offsets_dropped_bytes = getattr(offsets, "bytes_dropped", 0) or 0
+        self.transactions = dict(transactions or {})
+
+
+class MeteredSteps(Steps):
+    """The storage steps, counting the records read for each protocol's clients (`ProtocolStats.records_out`, for
+    the protocol of the connection that reads: `stats.CURRENT`). Appends are counted by `Steps.append` itself
+    (`Steps.on_append`)."""
+
+    async def read(self, plog, offset, *args, **kwargs):
+        read = await super().read(plog, offset, *args, **kwargs)
+        if read is not None:
+            stats = CURRENT.get()
+            if stats is not None:
+                records = read.records
+                stats.records_out += (len(records) if records is not None else
+                                      read.slice.end_offset - max(read.slice.first_offset, offset))
+        return read
+
+
+class GatewayMetrics:
+    """The metrics of one gateway: its protocols' traffic counters, per-partition append counts, and the registry
+    Prometheus scrapes (`exposition()`)."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+        self.protocols: dict[str, ProtocolStats] = {}
+        self.appends: dict[PartitionLog, list[int]] = {}  # plog -> [records, bytes]; pruned when scraped
+        self.recovery: RecoverySnapshot | None = None
+        self.start_time = time.time()
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(GatewayCollector(self))
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+
+    def protocol(self, name: str) -> ProtocolStats:
+        stats = self.protocols.get(name)
+        if stats is None:
+            stats = self.protocols[name] = ProtocolStats(name)
+        return stats
+
+    def on_append(self, plog: PartitionLog, result: AppendResult, size: int) -> None:
+        """`Steps.on_append`: count an append for its partition and for the protocol of the connection."""
+        records = result.last_offset - result.base_offset + 1
+        counts = self.appends.get(plog)
+        if counts is None:
+            counts = self.appends[plog] = [0, 0]
+        counts[0] += records
+        counts[1] += size
+        stats = CURRENT.get()
+        if stats is not None:
+            stats.records_in += records
+
+    def exposition(self) -> bytes:
+        """The Prometheus text format of every metric (prometheus_client's `generate_latest`)."""
+        return generate_latest(self.registry)
+
+    def live_partitions(self) -> list[tuple[str, PartitionLog]]:
+        """(format, partition) of every partition of the open engine; [] before storage opens or after it closed."""
+        if not self.gateway.storage_open:
+            return []
+        return [(t.format, p) for t in self.gateway.engine.topics() for p in t.partitions]
+
+
+def _histogram(name: str, doc: str, labels: list[str]) -> HistogramMetricFamily:
+    return HistogramMetricFamily(name, doc, labels=labels)
+
+
+def _add_histogram(family: HistogramMetricFamily, labels: list[str], hist: Histogram) -> None:
+    family.add_metric(labels, hist.cumulative(), hist.sum)
+
+
+class GatewayCollector(Collector):
+    """Builds every `logway_*` family from the gateway's counters and its storage state, at scrape time."""
+
+    def __init__(self, metrics: GatewayMetrics) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        m = self.metrics
+        gw = m.gateway
+        yield from self._requests(m)
+        yield from self._connections(m, gw)
+        notifier = gw.notifier
+        yield GaugeMetricFamily("logway_long_polls_parked", "Fetches/consumes parked at the log end right now",
+                                value=notifier.waiting)
+        yield CounterMetricFamily("logway_long_polls", "Fetches/consumes that parked at the log end",
+                                  value=notifier.parked)
+        yield CounterMetricFamily("logway_long_polls_refused", "Long-polls answered at once because "
+                                  "limits.max_waiters were parked", value=notifier.refused)
+        yield from self._durability(gw.committer.stats)
+        partitions = m.live_partitions()
+        yield from self._partitions(m, partitions)
+        yield from self._groups(gw, partitions)
+        yield from self._recovery(m.recovery)
+        yield GaugeMetricFamily("logway_ready", "1 once storage is open and every enabled listener is bound; 0 "
+                                "while starting or shutting down", value=1 if gw.ready else 0)
+        yield GaugeMetricFamily("logway_start_time_seconds", "When this gateway started (Unix time)",
+                                value=m.start_time)
+
+    # -- traffic -------------------------------------------------------------------------------------------------
+    @staticmethod
+    def _requests(m: GatewayMetrics) -> Iterator[Metric]:
+        labels = ["protocol", "request"]
+        requests = CounterMetricFamily("logway_requests", "Requests answered, per protocol and request type",
+                                       labels=labels)
+        errors = CounterMetricFamily("logway_request_errors", "Requests that failed as a whole (error answer, "
+                                     "connection closed, handler crash; malformed requests as request=\"malformed\")",
+                                     labels=labels)
+        latency = _histogram("logway_request_duration_seconds", "From a request read to its answer written "
+                             "(long-polls included)", labels)
+        by_protocol = {name: CounterMetricFamily(f"logway_{name}", doc, labels=["protocol"]) for name, doc in (
+            ("bytes_received", "Bytes received from clients"),
+            ("bytes_sent", "Bytes sent to clients"),
+            ("records_received", "Records appended by the protocol's clients"),
+            ("records_sent", "Records read for the protocol's clients"))}
+        for name in sorted(m.protocols):
+            stats = m.protocols[name]
+            for req in stats.all_requests():
+                requests.add_metric([name, req.name], req.count)
+                errors.add_metric([name, req.name], req.errors)
+                _add_histogram(latency, [name, req.name], req.latency)
+            by_protocol["bytes_received"].add_metric([name], stats.bytes_in)
+            by_protocol["bytes_sent"].add_metric([name], stats.bytes_out)
+            by_protocol["records_received"].add_metric([name], stats.records_in)
+            by_protocol["records_sent"].add_metric([name], stats.records_out)
+        yield requests
+        yield errors
+        yield latency
+        yield from by_protocol.values()
+
+    @staticmethod
+    def _connections(m: GatewayMetrics, gw) -> Iterator[Metric]:
+        registry = gw.connections
+        names = sorted(set(gw.protocols) | set(registry.accepted) | set(registry.refused))
+        open_now = registry.open_by_protocol()
+        admin = gw.admin.connections if gw.admin is not None and ADMIN in gw.addresses else None
+        gauge = GaugeMetricFamily("logway_connections_open", "Connections open now, per listener",
+                                  labels=["listener"])
+        accepted = CounterMetricFamily("logway_connections_accepted", "Connections accepted, per listener",
+                                       labels=["listener"])
+        refused = CounterMetricFamily("logway_connections_refused", "Connections refused (connection limits, "
+                                      "shutdown), per listener", labels=["listener"])
+        for name in names:
+            gauge.add_metric([name], open_now.get(name, 0))
+            accepted.add_metric([name], registry.accepted.get(name, 0))
+            refused.add_metric([name], registry.refused.get(name, 0))
+        if admin is not None:
+            gauge.add_metric(["admin"], admin.open)
+            accepted.add_metric(["admin"], admin.accepted)
+            refused.add_metric(["admin"], admin.refused)
+        yield gauge
+        yield accepted
+        yield refused
+
+    # -- durability ----------------------------------------------------------------------------------------------
+    @staticmethod
+    def _durability(stats) -> Iterator[Metric]:
+        passes = CounterMetricFamily("logway_fsyncs", "Sync passes (a group-commit round or an interval flush; each "
+                                     "fdatasyncs every partition and store it covers), per trigger",
+                                     labels=["trigger"])
+        failed = CounterMetricFamily("logway_fsync_failures", "Sync passes that failed (their writes were not "
+                                     "acknowledged)", labels=["trigger"])
+        seconds = _histogram("logway_fsync_duration_seconds", "How long a sync pass took", ["trigger"])
+        for trigger in stats.TRIGGERS:
+            passes.add_metric([trigger], stats.passes[trigger])
+            failed.add_metric([trigger], stats.failed[trigger])
+            _add_histogram(seconds, [trigger], stats.seconds[trigger])
+        yield passes
+        yield failed
+        yield seconds
+        batch = _histogram("logway_group_commit_batch_size", "Writers (produces, offset commits) acknowledged by "
+                           "one group-commit round (storage.flush: always)", [])
+        _add_histogram(batch, [], stats.batch)
+        yield batch
+
+    # -- storage -------------------------------------------------------------------------------------------------
+    @staticmethod
+    def _partitions(m: GatewayMetrics, partitions) -> Iterator[Metric]:
+        labels = ["topic", "partition"]
+        families = {name: GaugeMetricFamily(f"logway_{name}", doc, labels=labels) for name, doc in (
+            ("log_start_offset", "The first offset a reader may ask for"),
+            ("log_end_offset", "The offset the next append gets"),
+            ("high_watermark", "The end of what readers see (with flush: always, the durable end)"),
+            ("last_stable_offset", "Where committed-data readers stop (the oldest open transaction)"),
+            ("log_size_bytes", "Bytes of the partition's segment files"),
+            ("log_segments", "Segment files of the partition"))}
+        appended = CounterMetricFamily("logway_records_appended", "Records appended since the gateway started",
+                                       labels=labels)
+        appended_bytes = CounterMetricFamily("logway_bytes_appended", "Bytes of batches appended since the "
+                                             "gateway started", labels=labels)
+        topics = GaugeMetricFamily("logway_topic_partitions", "Partitions of each topic (and its storage format)",
+                                   labels=["topic", "format"])
+        live = set()
+        counted_topics: dict[str, tuple[str, int]] = {}
+        for fmt, plog in partitions:
+            live.add(plog)
+            key = [plog.topic, str(plog.partition)]
+            families["log_start_offset"].add_metric(key, plog.log_start_offset)
+            families["log_end_offset"].add_metric(key, plog.log_end_offset)
+            families["high_watermark"].add_metric(key, plog.high_watermark)
+            families["last_stable_offset"].add_metric(key, plog.last_stable_offset)
+            families["log_size_bytes"].add_metric(key, plog.size_bytes)
+            families["log_segments"].add_metric(key, len(plog.segments))
+            counts = m.appends.get(plog, (0, 0))
+            appended.add_metric(key, counts[0])
+            appended_bytes.add_metric(key, counts[1])
+            fmt_count = counted_topics.get(plog.topic, (fmt, 0))
+            counted_topics[plog.topic] = (fmt, fmt_count[1] + 1)
+        for gone in [plog for plog in m.appends if plog not in live]:  # deleted topics
+            del m.appends[gone]
+        for name, (fmt, count) in counted_topics.items():
+            topics.add_metric([name, fmt], count)
+        yield topics
+        yield from families.values()
+        yield appended
+        yield appended_bytes
+
+    @staticmethod
+    def _groups(gw, partitions) -> Iterator[Metric]:
+        labels = ["group", "topic", "partition"]
+        committed = GaugeMetricFamily("logway_consumer_group_committed_offset", "A group's committed offset",
+                                      labels=labels)
+        lag = GaugeMetricFamily("logway_consumer_group_lag", "Records between a group's committed offset and the "
+                                "partition's end (last stable offset)", labels=labels)
+        members = GaugeMetricFamily("logway_consumer_group_members", "Members of a live Kafka group",
+                                    labels=["group", "state"])
+        if partitions:
+            by_key = {(plog.topic, plog.partition): plog for _, plog in partitions}
+            for row in group_offsets(gw.engine, by_key):
+                key = [row["group"], row["topic"], str(row["partition"])]
+                committed.add_metric(key, row["committed"])
+                if row["lag"] is not None:
+                    lag.add_metric(key, row["lag"])
+        for group in kafka_groups(gw):
+            members.add_metric([group.group_id, group.state], len(group.members))
+        yield committed
+        yield lag
+        yield members
+
+    @staticmethod
+    def _recovery(snapshot: RecoverySnapshot | None) -> Iterator[Metric]:
+        unclean = GaugeMetricFamily("logway_recovery_unclean", "1 when the previous run did not shut down cleanly "
+                                    "(logs were recovered at start)")
+        truncated = GaugeMetricFamily("logway_recovery_truncated_bytes", "Bytes recovery cut from a partition's "
+                                      "log at start", labels=["topic", "partition"])
+        dropped = GaugeMetricFamily("logway_recovery_segments_dropped", "Segments recovery dropped at start",
+                                    labels=["topic", "partition"])
+        offsets = GaugeMetricFamily("logway_recovery_offsets_dropped_bytes", "Bytes recovery cut from the "
+                                    "committed-offset log at start")
+        txns = GaugeMetricFamily("logway_recovery_transactions", "Transactions recovery finished at start: "
+                                 "interrupted completions completed, transactions left open ended",
+                                 labels=["outcome"])
+        if snapshot is not None:
+            unclean.add_metric([], 1 if snapshot.unclean else 0)
+            for (topic, partition), (cut, segs) in sorted(snapshot.partitions.items()):
+                truncated.add_metric([topic, str(partition)], cut)
+                dropped.add_metric([topic, str(partition)], segs)
+            offsets.add_metric([], snapshot.offsets_dropped_bytes)
+            for outcome, count in sorted(snapshot.transactions.items()):
+                txns.add_metric([outcome], count)
+        yield unclean
+        yield truncated
+        yield dropped
+        yield offsets
+        yield txns
+
+
+def kafka_groups(gw) -> list:
+    """Descriptions of the Kafka groups the gateway's coordinator holds (none without a Kafka listener)."""
+    kafka = gw.protocols.get("kafka")
+    coordinator = getattr(kafka, "coordinator", None)
+    if coordinator is None:
+        return []
+    ids = [group_id for group_id, _ in coordinator.list_groups()]
+    return [d for d in coordinator.describe_groups(ids) if d.state != "Dead"]
+
+
+def group_offsets(engine, partitions: dict[tuple[str, int], PartitionLog]) -> Iterator[dict]:
+    """Every committed offset of the shared offset store, with its partition's end and the lag (None when the
+    partition no longer exists): group, topic, partition, committed, end, lag, metadata, commit_time_ms."""
+    store = engine.offsets
+    for group in store.groups():
+        for (topic, partition), c in sorted(store.fetch_group(group).items()):
+            plog = partitions.get((topic, partition))
+            end = None if plog is None else plog.last_stable_offset
+            yield {"group": group, "topic": topic, "partition": partition, "committed": c.offset, "end": end,
+                   "lag": None if end is None else max(end - c.offset, 0), "metadata": c.metadata,
+                   "commit_time_ms": c.commit_time_ms}

@@ -1,0 +1,310 @@
+"""The Kafka configuration APIs: DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44).
+
+Resources:
+
+- a topic (type 2): its storage settings under their Kafka names (`logway.storage.config`), from
+  `engine.topic_config`; alterations go to `engine.alter_topic_config` (validated as a whole, applied live,
+  durable when answered). AlterConfigs replaces the topic's overrides (what it leaves out falls back to the
+  gateway's `storage.*` value); IncrementalAlterConfigs sets or deletes single keys (APPEND/SUBTRACT apply to list
+  configs only, and none of ours is one: INVALID_CONFIG). `storage.format` is shown read-only and cannot change.
+- the broker (type 4, name "0" — this node — or "" — the cluster default; the same answer: there are no dynamic
+  broker configs): the gateway settings Kafka clients know a name for, read-only (`STATIC_BROKER_CONFIG` when the
+  gateway's configuration sets them, `DEFAULT_CONFIG` otherwise). Altering them is INVALID_REQUEST: they come from
+  the gateway's configuration file and change with a restart.
+- anything else (BROKER_LOGGER, unknown types), another broker id: INVALID_REQUEST.
+
+Errors are per resource with a message, as Kafka: a resource named twice in one request, or a key named twice
+in one resource, is INVALID_REQUEST; unknown topics UNKNOWN_TOPIC_OR_PARTITION; illegal names
+INVALID_TOPIC_EXCEPTION; unknown keys and bad values INVALID_CONFIG. DescribeConfigs leaves unknown keys out of
+its answer (as Kafka) and treats an empty key list like a null one (every key).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from logway.codecs.kafka.api import configs as C
+from logway.codecs.kafka.api.configs import AlterConfigOp, ConfigResourceType, ConfigSource, ConfigType
+from logway.codecs.kafka.error_codes import ErrorCode as E
+from logway.storage import InvalidConfig, validate_topic_name
+from logway.storage.config import BUILT_IN, KAFKA_NAMES, SOURCE_BROKER, SOURCE_DEFAULT, SOURCE_TOPIC
+
+from ...config import KafkaSettings, StorageSettings
+from ...errors import FAILURES
+from .errors import error_code
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .broker import KafkaBroker
+
+__all__ = ["describe_configs", "alter_configs", "incremental_alter_configs", "BROKER_SYNONYMS", "broker_configs"]
+
+_TOPIC = ConfigResourceType.TOPIC
+_BROKER = ConfigResourceType.BROKER
+
+#: Topic config -> the broker config Kafka names as its synonym (the default every topic inherits).
+BROKER_SYNONYMS = {
+    "retention.ms": "log.retention.ms",
+    "retention.bytes": "log.retention.bytes",
+    "segment.bytes": "log.segment.bytes",
+    "segment.ms": "log.roll.ms",
+    "index.interval.bytes": "log.index.interval.bytes",
+    "max.message.bytes": "message.max.bytes",
+}
+
+#: Kafka name -> (type, documentation) of every config we describe.
+_DOCS: dict[str, tuple[int, str]] = {
+    "retention.ms": (ConfigType.LONG, "delete whole segments older than this (never the active one); -1 = forever"),
+    "retention.bytes": (ConfigType.LONG, ("per partition: delete whole old segments beyond this size; "
+                                         "-1 = unlimited")),
+    "segment.bytes": (ConfigType.INT, "roll the active segment at this size"),
+    "segment.ms": (ConfigType.LONG, "roll the active segment once it is this old"),
+    "index.interval.bytes": (ConfigType.INT, "one sparse index entry per this many bytes of batches"),
+    "max.message.bytes": (ConfigType.INT, "the largest record batch an append accepts"),
+    "storage.format": (ConfigType.STRING, "logway's segment format of the topic (kafka or tank); fixed at creation"),
+    "broker.id": (ConfigType.INT, "this broker's node id (logway is a single broker)"),
+    "log.dirs": (ConfigType.LIST, "the gateway's data directory"),
+    "log.retention.ms": (ConfigType.LONG, "the default retention.ms of topics (storage.retention_ms)"),
+    "log.retention.bytes": (ConfigType.LONG, "the default retention.bytes of topics (storage.retention_bytes)"),
+    "log.segment.bytes": (ConfigType.INT, "the default segment.bytes of topics (storage.segment_bytes)"),
+    "log.roll.ms": (ConfigType.LONG, "the default segment.ms of topics (storage.segment_ms)"),
+    "log.index.interval.bytes": (ConfigType.INT, ("the default index.interval.bytes of topics "
+                                                 "(storage.index_interval_bytes)")),
+    "message.max.bytes": (ConfigType.INT, "the default max.message.bytes of topics (storage.max_batch_bytes)"),
+    "log.retention.check.interval.ms": (ConfigType.LONG, ("how often retention runs "
+                                                         "(storage.retention_check_interval_ms)")),
+    "auto.create.topics.enable": (ConfigType.BOOLEAN, ("Metadata requests that allow it create unknown topics "
+                                                      "(kafka.auto_create_topics)")),
+    "num.partitions": (ConfigType.INT, ("partitions of auto-created topics and of CreateTopics with -1 "
+                                       "(kafka.default_partitions)")),
+    "socket.request.max.bytes": (ConfigType.INT, "larger requests close the connection (kafka.max_request_bytes)"),
+    "group.initial.rebalance.delay.ms": (ConfigType.INT, ("wait for more members before the first rebalance of an "
+                                                         "empty group (kafka.group_initial_rebalance_delay_ms)")),
+    "group.min.session.timeout.ms": (ConfigType.INT, ("the shortest consumer session timeout accepted "
+                                                     "(kafka.group_min_session_timeout_ms)")),
+    "group.max.session.timeout.ms": (ConfigType.INT, ("the longest consumer session timeout accepted "
+                                                     "(kafka.group_max_session_timeout_ms)")),
+    "transaction.max.timeout.ms": (ConfigType.INT, ("the longest transaction timeout a producer may ask for "
+                                                   "(kafka.transaction_max_timeout_ms)")),
+}
+
+_SOURCES = {SOURCE_TOPIC: ConfigSource.DYNAMIC_TOPIC_CONFIG, SOURCE_BROKER: ConfigSource.STATIC_BROKER_CONFIG,
+            SOURCE_DEFAULT: ConfigSource.DEFAULT_CONFIG}
+_BROKER_READ_ONLY = ("broker configs are read-only: they come from the gateway's configuration (kafka.*, "
+                     "storage.*) and change with a restart")
+
+
+class _Refused(Exception):
+    """A resource answered with an error code and message."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+# -- what a resource is -----------------------------------------------------------------------------------------
+
+def _check_broker(broker: "KafkaBroker", name: str) -> None:
+    """Kafka: "" is the cluster-wide default, otherwise the name must be this broker's id."""
+    if name == "":
+        return
+    try:
+        node = int(name)
+    except ValueError:
+        raise _Refused(E.INVALID_REQUEST, f"broker resource name {name!r} is not a broker id") from None
+    if node != broker.node_id:
+        raise _Refused(E.INVALID_REQUEST, f"unexpected broker id, expected {broker.node_id}, but received {name}")
+
+
+def _check_topic(name: str) -> None:
+    try:
+        validate_topic_name(name)
+    except FAILURES as exc:
+        raise _Refused(error_code(exc), str(exc)) from None
+
+
+def _refuse_other(resource_type: int) -> _Refused:
+    try:
+        kind = ConfigResourceType(resource_type).name
+    except ValueError:
+        kind = str(resource_type)
+    return _Refused(E.INVALID_REQUEST, f"unsupported resource type {kind} (only TOPIC and BROKER)")
+
+
+def _duplicates(resources) -> set[tuple[int, str]]:
+    counts = Counter((r.resource_type, r.resource_name) for r in resources)
+    return {key for key, n in counts.items() if n > 1}
+
+
+# -- broker configs -----------------------------------------------------------------------------------------------
+
+def broker_configs(broker: "KafkaBroker") -> list[tuple[str, Any, bool]]:
+    """(Kafka name, value, is the built-in default) of every broker setting we honour and describe."""
+    cfg = broker.config
+    kafka, defaults = cfg.kafka, broker.engine.defaults
+    kafka_built_in, storage_built_in = KafkaSettings(), StorageSettings()
+    entries: list[tuple[str, Any, bool]] = [("broker.id", broker.node_id, True),
+                                            ("log.dirs", broker.engine.data_dir, False)]
+    for topic_name, name in BROKER_SYNONYMS.items():
+        field = KAFKA_NAMES[topic_name]
+        value = getattr(defaults, field)
+        entries.append((name, value, value == getattr(BUILT_IN, field)))
+    entries.append(("log.retention.check.interval.ms", cfg.storage.retention_check_interval_ms,
+                    cfg.storage.retention_check_interval_ms == storage_built_in.retention_check_interval_ms))
+    for name, field in (("auto.create.topics.enable", "auto_create_topics"), ("num.partitions", "default_partitions"),
+                        ("socket.request.max.bytes", "max_request_bytes"),
+                        ("group.initial.rebalance.delay.ms", "group_initial_rebalance_delay_ms"),
+                        ("group.min.session.timeout.ms", "group_min_session_timeout_ms"),
+                        ("group.max.session.timeout.ms", "group_max_session_timeout_ms"),
+                        ("transaction.max.timeout.ms", "transaction_max_timeout_ms")):
+        value = getattr(kafka, field)
+        entries.append((name, value, value == getattr(kafka_built_in, field)))
+    return sorted(entries)
+
+
+def _entry(name: str, value: Any, source: int, read_only: bool, synonyms: list,
+           body) -> C.DescribeConfigsResourceResult:
+    config_type, doc = _DOCS.get(name, (ConfigType.UNKNOWN, None))
+    return C.DescribeConfigsResourceResult(
+        name=name, value=_text(value), read_only=read_only, config_source=source,
+        is_default=source == ConfigSource.DEFAULT_CONFIG, is_sensitive=False,
+        synonyms=synonyms if body.include_synonyms else [], config_type=config_type,
+        documentation=doc if body.include_documentation else None)
+
+
+def _describe_broker(broker: "KafkaBroker", keys, body) -> list[C.DescribeConfigsResourceResult]:
+    out = []
+    for name, value, built_in in broker_configs(broker):
+        if keys is not None and name not in keys:
+            continue
+        source = ConfigSource.DEFAULT_CONFIG if built_in else ConfigSource.STATIC_BROKER_CONFIG
+        out.append(_entry(name, value, source, True, [C.DescribeConfigsSynonym(name, _text(value), source)], body))
+    return out
+
+
+# -- topic configs ------------------------------------------------------------------------------------------------
+
+def _describe_topic(broker: "KafkaBroker", name: str, keys, body) -> list[C.DescribeConfigsResourceResult]:
+    out = []
+    for e in broker.engine.topic_config(name):  # UnknownTopic
+        if keys is not None and e.name not in keys:
+            continue
+        # Kafka's synonyms, most specific first: the topic's override, the broker setting it inherits, the
+        # built-in default (named after the broker setting, as Kafka does).
+        synonym = BROKER_SYNONYMS.get(e.name)
+        synonyms = []
+        if e.source == SOURCE_TOPIC:
+            synonyms.append(C.DescribeConfigsSynonym(e.name, _text(e.value), ConfigSource.DYNAMIC_TOPIC_CONFIG))
+        built_in = getattr(BUILT_IN, KAFKA_NAMES[e.name])
+        if synonym is not None and e.default != built_in:
+            synonyms.append(C.DescribeConfigsSynonym(synonym, _text(e.default), ConfigSource.STATIC_BROKER_CONFIG))
+        synonyms.append(C.DescribeConfigsSynonym(synonym or e.name, _text(built_in), ConfigSource.DEFAULT_CONFIG))
+        out.append(_entry(e.name, e.value, _SOURCES[e.source], e.read_only, synonyms, body))
+    return out
+
+
+# -- DescribeConfigs ------------------------------------------------------------------------------------------------
+
+async def describe_configs(broker: "KafkaBroker", body, version, conn):
+    results = []
+    duplicated = _duplicates(body.resources)
+    for r in body.resources:
+        keys = set(r.configuration_keys) if r.configuration_keys else None  # null or empty: every key
+        result = C.DescribeConfigsResult(error_code=E.NONE, error_message=None, resource_type=r.resource_type,
+                                         resource_name=r.resource_name, configs=[])
+        try:
+            if (r.resource_type, r.resource_name) in duplicated:
+                raise _Refused(E.INVALID_REQUEST, "each resource must appear at most once")
+            if r.resource_type == _TOPIC:
+                _check_topic(r.resource_name)
+                result.configs = _describe_topic(broker, r.resource_name, keys, body)
+            elif r.resource_type == _BROKER:
+                _check_broker(broker, r.resource_name)
+                result.configs = _describe_broker(broker, keys, body)
+            else:
+                raise _refuse_other(r.resource_type)
+        except _Refused as exc:
+            result.error_code, result.error_message = exc.code, str(exc)
+        except FAILURES as exc:
+            result.error_code, result.error_message = error_code(exc), str(exc)
+        results.append(result)
+    return C.DescribeConfigsResponse(throttle_time_ms=0, results=results)
+
+
+# -- AlterConfigs, IncrementalAlterConfigs --------------------------------------------------------------------------
+
+async def _alter(broker: "KafkaBroker", body, plan) -> list[C.AlterConfigsResourceResponse]:
+    """Each resource's answer; `plan(resource)` -> keyword arguments of `engine.alter_topic_config` (or raises)."""
+    out = []
+    duplicated = _duplicates(body.resources)
+    for r in body.resources:
+        code, message = E.NONE, None
+        try:
+            if (r.resource_type, r.resource_name) in duplicated:
+                raise _Refused(E.INVALID_REQUEST, "each resource must appear at most once")
+            names = Counter(c.name for c in r.configs)
+            twice = sorted(n for n, k in names.items() if k > 1)
+            if twice:
+                raise _Refused(E.INVALID_REQUEST, f"duplicate config keys: {', '.join(twice)}")
+            if r.resource_type == _TOPIC:
+                _check_topic(r.resource_name)
+                broker.engine.topic(r.resource_name)  # UnknownTopic before any complaint about its keys
+                kwargs = plan(r)
+                await broker.steps.in_thread(functools.partial(
+                    broker.engine.alter_topic_config, r.resource_name, validate_only=body.validate_only, **kwargs))
+            elif r.resource_type == _BROKER:
+                _check_broker(broker, r.resource_name)
+                if r.configs:
+                    raise _Refused(E.INVALID_REQUEST, _BROKER_READ_ONLY)
+            else:
+                raise _refuse_other(r.resource_type)
+        except _Refused as exc:
+            code, message = exc.code, str(exc)
+        except FAILURES as exc:
+            code, message = error_code(exc), str(exc)
+        out.append(C.AlterConfigsResourceResponse(error_code=code, error_message=message,
+                                                  resource_type=r.resource_type, resource_name=r.resource_name))
+    return out
+
+
+def _replace_plan(resource) -> dict:
+    # Non-incremental: the given keys become the topic's whole set of overrides; a null value leaves its key out
+    # (back to the default), as Kafka drops null entries.
+    return {"set": {c.name: c.value for c in resource.configs if c.value is not None}, "replace": True}
+
+
+def _incremental_plan(resource) -> dict:
+    set_: dict[str, str] = {}
+    delete: list[str] = []
+    for c in resource.configs:
+        op = c.config_operation
+        if op == AlterConfigOp.SET:
+            if c.value is None:
+                raise _Refused(E.INVALID_REQUEST, f"null value not supported for {c.name!r}")
+            set_[c.name] = c.value
+        elif op == AlterConfigOp.DELETE:
+            delete.append(c.name)
+        elif op in (AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT):
+            verb = AlterConfigOp(op).name.lower()
+            if c.name not in KAFKA_NAMES:
+                raise InvalidConfig(f"unknown topic config {c.name!r}")
+            raise InvalidConfig(f"config value {verb} is not allowed for config key {c.name!r} (not a list)")
+        else:
+            raise _Refused(E.INVALID_REQUEST, f"unknown alter config operation {op} for {c.name!r}")
+    return {"set": set_, "delete": delete}
+
+
+async def alter_configs(broker: "KafkaBroker", body, version, conn):
+    return C.AlterConfigsResponse(throttle_time_ms=0, responses=await _alter(broker, body, _replace_plan))
+
+
+async def incremental_alter_configs(broker: "KafkaBroker", body, version, conn):
+    return C.IncrementalAlterConfigsResponse(throttle_time_ms=0,
+                                             responses=await _alter(broker, body, _incremental_plan))

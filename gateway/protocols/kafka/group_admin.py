@@ -1,0 +1,109 @@
+"""The Kafka group admin APIs: DeleteGroups (42) and OffsetDelete (47), as Kafka's group coordinator answers them.
+
+A group exists while the coordinator holds state for it or it has committed offsets in the shared offset store
+(a consumer that only commits, with manual assignment, never joins). Offsets are the offset store's: what a
+native client committed under the same group id goes too. Deletions are durable when answered (the offset store
+is synced under every `storage.flush`).
+
+- DeleteGroups: a group with members (or in a rebalance) is NON_EMPTY_GROUP; an Empty one loses its state and
+  every committed offset; an unknown one (no state, no offsets) is GROUP_ID_NOT_FOUND; an empty id is
+  INVALID_GROUP_ID.
+- OffsetDelete: the group-level error is GROUP_ID_NOT_FOUND / INVALID_GROUP_ID / NON_EMPTY_GROUP (an active group
+  of another protocol type than "consumer"), with no partitions in the answer; otherwise each partition is
+  UNKNOWN_TOPIC_OR_PARTITION when it does not exist, GROUP_SUBSCRIBED_TO_TOPIC when an active consumer group's
+  members subscribe to its topic, else its offset is deleted (NONE, whether or not one was committed).
+A storage failure while deleting answers COORDINATOR_NOT_AVAILABLE (retriable; nothing is acknowledged).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import TYPE_CHECKING
+
+from logway.codecs.kafka.api import groups as G
+from logway.codecs.kafka.api import offsets as O
+from logway.codecs.kafka.error_codes import ErrorCode as E
+
+from ...errors import FAILURES
+from .errors import error_code
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .broker import KafkaBroker
+
+log = logging.getLogger("logway.gateway.kafka")
+
+__all__ = ["delete_groups", "offset_delete"]
+
+
+def _has_offsets(broker: "KafkaBroker", group_id: str) -> bool:
+    try:
+        return bool(broker.engine.offsets.fetch_group(group_id))
+    except ValueError:  # a name the offset store cannot hold: it holds nothing for it
+        return False
+
+
+async def delete_groups(broker: "KafkaBroker", body, version, conn):
+    results = []
+    for group_id in body.groups_names:
+        results.append(G.DeletableGroupResult(group_id=group_id, error_code=await _delete_group(broker, group_id)))
+    return G.DeleteGroupsResponse(throttle_time_ms=0, results=results)
+
+
+async def _delete_group(broker: "KafkaBroker", group_id: str) -> int:
+    if not group_id:
+        return E.INVALID_GROUP_ID
+    code = broker.coordinator.delete_group(group_id)
+    if code == E.GROUP_ID_NOT_FOUND and _has_offsets(broker, group_id):
+        code = E.NONE  # a group that only ever committed offsets
+    if code != E.NONE:
+        return code
+    try:
+        await broker.steps.in_thread(broker.engine.delete_group_offsets, group_id)
+    except ValueError:
+        return E.INVALID_GROUP_ID
+    except FAILURES as exc:
+        log.error("deleting the offsets of group %r failed: %s", group_id, exc)
+        return E.COORDINATOR_NOT_AVAILABLE
+    return E.NONE
+
+
+async def offset_delete(broker: "KafkaBroker", body, version, conn):
+    group_id = body.group_id
+    if not group_id:
+        return O.OffsetDeleteResponse(error_code=E.INVALID_GROUP_ID, throttle_time_ms=0, topics=[])
+    code, subscribed = broker.coordinator.offset_delete_status(group_id)
+    if code == E.GROUP_ID_NOT_FOUND and _has_offsets(broker, group_id):
+        code = E.NONE
+    if code != E.NONE:
+        return O.OffsetDeleteResponse(error_code=code, throttle_time_ms=0, topics=[])
+    engine = broker.engine
+    answers: list[tuple[str, list[list[int]]]] = []  # (topic, [[partition, code]]) in request order
+    doomed: list[tuple[str, int]] = []
+    for t in body.topics:
+        parts = []
+        for p in t.partitions:
+            code = E.NONE
+            try:
+                engine.partition(t.name, p.partition_index)
+            except FAILURES as exc:
+                code = error_code(exc)
+            else:
+                if subscribed is None or t.name in subscribed:
+                    code = E.GROUP_SUBSCRIBED_TO_TOPIC
+                else:
+                    doomed.append((t.name, p.partition_index))
+            parts.append([p.partition_index, code])
+        answers.append((t.name, parts))
+    if doomed:
+        try:
+            await broker.steps.in_thread(functools.partial(engine.delete_group_offsets, group_id, doomed))
+        except ValueError:
+            return O.OffsetDeleteResponse(error_code=E.INVALID_GROUP_ID, throttle_time_ms=0, topics=[])
+        except FAILURES as exc:
+            log.error("deleting offsets of group %r failed: %s", group_id, exc)
+            return O.OffsetDeleteResponse(error_code=E.COORDINATOR_NOT_AVAILABLE, throttle_time_ms=0, topics=[])
+    return O.OffsetDeleteResponse(error_code=E.NONE, throttle_time_ms=0, topics=[
+        O.OffsetDeleteResponseTopic(name=name, partitions=[
+            O.OffsetDeleteResponsePartition(partition_index=p, error_code=c) for p, c in parts])
+        for name, parts in answers])

@@ -1,0 +1,145 @@
+"""The Kafka APIs of transactional producers: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and
+TxnOffsetCommit — thin mappings onto the gateway's transaction coordinator (`logway.gateway.transactions`), which
+owns the state, its durability, fencing and timeouts. This broker is every transactional id's coordinator.
+
+Errors as Kafka answers them: a fenced producer gets PRODUCER_FENCED from the versions that know it (EndTxn and
+AddPartitionsToTxn v2+, Kafka 2.7's KIP-588 mapping) and INVALID_PRODUCER_EPOCH before; a producer id that is not
+the transactional id's gets INVALID_PRODUCER_ID_MAPPING; a request out of order INVALID_TXN_STATE; a request while
+the previous transaction completes CONCURRENT_TRANSACTIONS (the client retries).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from logway.codecs.kafka.api import admin as A
+from logway.codecs.kafka.api import transactions as X
+from logway.codecs.kafka.error_codes import ErrorCode as E
+from logway.storage.offsets import MAX_METADATA_BYTES
+
+from ...errors import FAILURES
+from ...transactions import (ConcurrentTransactions, Fenced, InvalidTimeout, InvalidTxnState, ProducerIdMismatch,
+                             TxnError)
+from .errors import error_code
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .broker import KafkaBroker
+
+__all__ = ["init_producer_id", "add_partitions_to_txn", "add_offsets_to_txn", "end_txn", "txn_offset_commit",
+           "txn_error_code"]
+
+_CODES = {
+    ConcurrentTransactions: E.CONCURRENT_TRANSACTIONS,
+    InvalidTxnState: E.INVALID_TXN_STATE,
+    ProducerIdMismatch: E.INVALID_PRODUCER_ID_MAPPING,
+    InvalidTimeout: E.INVALID_TRANSACTION_TIMEOUT,
+}
+
+
+def txn_error_code(exc: TxnError, *, knows_fenced: bool = True) -> int:
+    """The Kafka error code of a coordinator refusal (`knows_fenced`: the request version has PRODUCER_FENCED)."""
+    if isinstance(exc, Fenced):
+        return E.PRODUCER_FENCED if knows_fenced else E.INVALID_PRODUCER_EPOCH
+    return _CODES[type(exc)]
+
+
+async def init_producer_id(broker: "KafkaBroker", body, version, conn):
+    def answer(code, pid=-1, epoch=-1):
+        return A.InitProducerIdResponse(throttle_time_ms=0, error_code=code, producer_id=pid, producer_epoch=epoch)
+
+    if body.transactional_id is None:  # an idempotent producer: a fresh id, epoch 0
+        pid = await broker.steps.in_thread(broker.engine.producer_ids.next_id)
+        return answer(E.NONE, pid, 0)
+    if not body.transactional_id:
+        return answer(E.INVALID_REQUEST)
+    try:
+        pid, epoch = await broker.transactions.init_producer_id(body.transactional_id, body.transaction_timeout_ms)
+    except TxnError as exc:
+        return answer(txn_error_code(exc))
+    except FAILURES as exc:
+        return answer(error_code(exc))
+    return answer(E.NONE, pid, epoch)
+
+
+async def add_partitions_to_txn(broker: "KafkaBroker", body, version, conn):
+    topics = broker.engine.topics_by_name
+    missing = {(t.name, p) for t in body.topics for p in t.partitions
+               if t.name not in topics or not 0 <= p < len(topics[t.name].partitions)}
+    code = E.NONE
+    if missing:  # nothing is added: the unknown ones say why, the others were not attempted
+        code = E.OPERATION_NOT_ATTEMPTED
+    else:
+        try:
+            await broker.transactions.add_partitions(body.transactional_id, body.producer_id, body.producer_epoch,
+                                                     [(t.name, p) for t in body.topics for p in t.partitions])
+        except TxnError as exc:
+            code = txn_error_code(exc, knows_fenced=version >= 2)
+        except FAILURES as exc:
+            code = error_code(exc)
+    return X.AddPartitionsToTxnResponse(throttle_time_ms=0, results=[
+        X.AddPartitionsToTxnTopicResult(name=t.name, results=[
+            X.AddPartitionsToTxnPartitionResult(
+                partition_index=p, error_code=E.UNKNOWN_TOPIC_OR_PARTITION if (t.name, p) in missing else code)
+            for p in t.partitions])
+        for t in body.topics])
+
+
+async def add_offsets_to_txn(broker: "KafkaBroker", body, version, conn):
+    code = E.NONE
+    if not body.group_id:
+        code = E.INVALID_GROUP_ID
+    else:
+        try:
+            await broker.transactions.add_offsets(body.transactional_id, body.producer_id, body.producer_epoch,
+                                                  body.group_id)
+        except TxnError as exc:
+            code = txn_error_code(exc, knows_fenced=version >= 2)
+        except FAILURES as exc:
+            code = error_code(exc)
+    return X.AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=code)
+
+
+async def end_txn(broker: "KafkaBroker", body, version, conn):
+    code = E.NONE
+    try:
+        await broker.transactions.end_txn(body.transactional_id, body.producer_id, body.producer_epoch,
+                                          bool(body.committed))
+    except TxnError as exc:
+        code = txn_error_code(exc, knows_fenced=version >= 2)
+    except FAILURES as exc:
+        code = error_code(exc)
+    return X.EndTxnResponse(throttle_time_ms=0, error_code=code)
+
+
+async def txn_offset_commit(broker: "KafkaBroker", body, version, conn):
+    topics = broker.engine.topics_by_name
+    offsets = {}
+    codes: dict[tuple[str, int], int] = {}
+    for t in body.topics:
+        for p in t.partitions:
+            key = (t.name, p.partition_index)
+            if p.committed_offset < 0:
+                codes[key] = E.INVALID_REQUEST
+            elif len((p.committed_metadata or "").encode("utf-8", "replace")) > MAX_METADATA_BYTES:
+                codes[key] = E.OFFSET_METADATA_TOO_LARGE
+            elif t.name not in topics or not 0 <= p.partition_index < len(topics[t.name].partitions):
+                codes[key] = E.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                offsets[key] = (p.committed_offset, p.committed_metadata or "")
+    code = E.NONE
+    if not body.group_id:
+        code = E.INVALID_GROUP_ID
+    elif offsets:
+        try:
+            await broker.transactions.offset_commit(body.transactional_id, body.producer_id, body.producer_epoch,
+                                                    body.group_id, offsets)
+        except TxnError as exc:  # (Kafka's group coordinator answers a fenced producer with the old code)
+            code = txn_error_code(exc, knows_fenced=False)
+        except FAILURES as exc:
+            code = error_code(exc)
+    return X.TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
+        X.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
+            X.TxnOffsetCommitResponsePartition(partition_index=p.partition_index,
+                                               error_code=codes.get((t.name, p.partition_index), code))
+            for p in t.partitions])
+        for t in body.topics])

@@ -1,0 +1,171 @@
+"""The native protocol's consumer-group admin: `ListGroups`, `DescribeGroup`, `ResetGroupOffsets` (what
+`logway groups list|describe|reset-offsets` sends).
+
+Why here and not a Kafka client in the CLI: committed offsets live in the engine's one offset store, shared by
+every protocol (a native consumer's group has offsets but no Kafka membership), and the gateway's Kafka ListGroups
+knows only the groups its coordinator holds in memory. The native listener sees both: the offset store through the
+engine, and membership through the Kafka protocol's group coordinator (`gateway.protocols["kafka"].coordinator`,
+read at request time through `kafka_coordinator()`; None when the Kafka listener is disabled: every group is then
+"Empty"). Only the coordinator's read-only `list_groups` / `describe_groups` are used. A reset checks the group's
+state and commits in one step of the trio thread, so no member can join between the check and the commit (the
+same guarantee Kafka gives: its coordinator refuses a member-less OffsetCommit for a non-Empty group).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+
+from logway.codecs.native import events as nev
+
+#: Kafka group states in which the offsets may be reset (kafka-consumer-groups: "the group must be inactive").
+INACTIVE = ("Empty", "Dead")
+
+
+class GroupAdmin:
+    def __init__(self, steps, kafka_coordinator: Callable[[], object | None] = lambda: None) -> None:
+        self.steps = steps
+        self.engine = steps.engine
+        self.kafka_coordinator = kafka_coordinator
+
+    # -- membership, from the Kafka coordinator when there is one --------------------------------------------
+    def _descriptions(self, group_ids: list[str]) -> dict[str, object]:
+        coordinator = self.kafka_coordinator()
+        if coordinator is None or not group_ids:
+            return {}
+        return {d.group_id: d for d in coordinator.describe_groups(group_ids) if d.state != "Dead"}
+
+    def _kafka_groups(self) -> list[str]:
+        coordinator = self.kafka_coordinator()
+        return [] if coordinator is None else [g for g, _ in coordinator.list_groups()]
+
+    # -- requests --------------------------------------------------------------------------------------------
+    async def list_groups(self, ev: nev.ListGroupsRequest):
+        ids = sorted(set(self.engine.offsets.groups()) | set(self._kafka_groups()))
+        described = self._descriptions(ids)
+        groups = []
+        for group_id in ids:
+            d = described.get(group_id)
+            groups.append(nev.GroupSummary(group_id, "Empty", "", 0) if d is None else
+                          nev.GroupSummary(group_id, d.state, d.protocol_type, len(d.members)))
+        return nev.ListGroupsResponse(groups)
+
+    async def describe_group(self, ev: nev.DescribeGroupRequest):
+        committed = self.engine.offsets.fetch_group(ev.group_id)
+        d = self._descriptions([ev.group_id]).get(ev.group_id)
+        if d is None and not committed:  # as Kafka's DescribeGroups: an unknown group is "Dead", not an error
+            return nev.DescribeGroupResponse(ev.group_id, "Dead", "", [], [])
+        members = []
+        keys = set(committed)
+        for m in (d.members if d is not None else ()):
+            assigned = consumer_assignment(m.assignment) if d.protocol_type == "consumer" else []
+            members.append(nev.GroupMember(m.member_id, m.client_id, m.client_host, assigned))
+            keys.update(assigned)
+        partitions = []
+        for topic, partition in sorted(keys):
+            c = committed.get((topic, partition))
+            partitions.append(nev.GroupPartition(topic, partition, None if c is None else c.offset,
+                                                 self._log_end(topic, partition), "" if c is None else c.metadata))
+        return nev.DescribeGroupResponse(ev.group_id, "Empty" if d is None else d.state,
+                                         "" if d is None else d.protocol_type, members, partitions)
+
+    async def reset_offsets(self, ev: nev.ResetGroupOffsetsRequest):
+        refused = self._active(ev.group_id)
+        if refused is not None:
+            return refused
+        committed = self.engine.offsets.fetch_group(ev.group_id)
+        targets = self._targets(ev, committed)
+        if isinstance(targets, nev.ErrorResponse):
+            return targets
+        # the positions (a timestamp search reads segment files: a worker thread)
+        plan = await self.steps.in_thread(self._plan, ev, targets)
+        offsets = [nev.GroupOffsetReset(t, p, None if committed.get((t, p)) is None else committed[(t, p)].offset,
+                                        new) for (t, p), new in zip(targets, plan)]
+        if ev.validate_only:
+            return nev.ResetGroupOffsetsResponse(ev.group_id, offsets, False)
+        refused = self._active(ev.group_id)  # again: members may have joined while the plan was made
+        if refused is not None:
+            return refused
+        try:
+            self.engine.offsets.commit_many(ev.group_id, [(r.topic, r.partition, r.offset, "") for r in offsets])
+        except ValueError as exc:  # what the offset store refuses (an empty or overlong group id)
+            return nev.ErrorResponse(f"invalid request: {exc}")
+        await self.steps.sync_offsets()
+        return nev.ResetGroupOffsetsResponse(ev.group_id, offsets, True)
+
+    # -- helpers ---------------------------------------------------------------------------------------------
+    def _active(self, group_id: str) -> nev.ErrorResponse | None:
+        d = self._descriptions([group_id]).get(group_id)
+        if d is None or d.state in INACTIVE:
+            return None
+        return nev.ErrorResponse(f"group has active members: {group_id!r} is {d.state} with {len(d.members)} "
+                                 f"member(s); its offsets can be reset only while it is inactive (stop its consumers)")
+
+    def _log_end(self, topic: str, partition: int) -> int | None:
+        t = self.engine.topics_by_name.get(topic)
+        if t is None or partition >= len(t.partitions):
+            return None
+        return t.partitions[partition].last_stable_offset
+
+    def _targets(self, ev: nev.ResetGroupOffsetsRequest, committed) -> list[tuple[str, int]] | nev.ErrorResponse:
+        """The (topic, partition) pairs to reset, in order; an error for an unknown topic or partition."""
+        topics = self.engine.topics_by_name
+        if ev.topics is None:
+            pairs = sorted((t, p) for t, p in committed if t in topics and p < len(topics[t].partitions))
+            if not pairs:
+                return nev.ErrorResponse(f"invalid request: group {ev.group_id!r} has no committed offsets on "
+                                         f"existing topics: name the topics to reset")
+            return pairs
+        pairs: dict[tuple[str, int], None] = {}  # ordered, without repeats
+        for name, partitions in ev.topics:
+            topic = topics.get(name)
+            if topic is None:
+                return nev.ErrorResponse(f"topic not found: {name}")
+            count = len(topic.partitions)
+            for p in (range(count) if partitions is None else partitions):
+                if p >= count:
+                    return nev.ErrorResponse(f"partition not found: topic={name}, partition={p}")
+                pairs[(name, p)] = None
+        return list(pairs)
+
+    def _plan(self, ev: nev.ResetGroupOffsetsRequest, targets: list[tuple[str, int]]) -> list[int]:
+        out = []
+        for topic, partition in targets:
+            plog = self.engine.partition(topic, partition)
+            earliest, latest = plog.log_start_offset, plog.last_stable_offset
+            if ev.to == "earliest":
+                new = earliest
+            elif ev.to == "latest":
+                new = latest
+            elif ev.to == "offset":  # as kafka-consumer-groups: moved into the partition's range
+                new = min(max(ev.value, earliest), latest)
+            else:
+                found = plog.offset_for_timestamp(ev.value)
+                new = latest if found is None else max(found, earliest)
+            out.append(new)
+        return out
+
+
+def consumer_assignment(data: bytes) -> list[tuple[str, int]]:
+    """The partitions of a "consumer" member's assignment (Kafka's ConsumerProtocolAssignment: int16 version, an
+    array of (int16-length topic, array of int32 partitions), user data); [] when it cannot be read."""
+    data = bytes(data)
+    try:
+        version, count = struct.unpack_from(">hi", data, 0)
+        if version < 0 or count < 0 or count > len(data):
+            return []
+        pos, out = 6, []
+        for _ in range(count):
+            (size,) = struct.unpack_from(">h", data, pos)
+            if size < 0:
+                return []
+            topic = data[pos + 2:pos + 2 + size].decode("utf-8")
+            pos += 2 + size
+            (n,) = struct.unpack_from(">i", data, pos)
+            if n < 0 or pos + 4 + 4 * n > len(data):
+                return []
+            out.extend((topic, p) for p in struct.unpack_from(f">{n}i", data, pos + 4))
+            pos += 4 + 4 * n
+        return out
+    except (struct.error, UnicodeDecodeError):
+        return []

@@ -1,0 +1,377 @@
+"""The transaction coordinator: transactional ids, their producer ids and epochs, and the life of each transaction
+(Kafka's `TransactionCoordinator`), protocol-neutral — Kafka's API handlers call it, and so could any protocol.
+
+A transactional id's state (`TxnState`) is kept durably in the storage engine's `TransactionStore`; every change
+is written (and fdatasynced) before the request that caused it is answered — but for Complete* after Prepare*,
+which a crash may lose (the completion is then run again at start) unless the transaction committed offsets:
+
+    (none) --init--> Empty --add partitions / offsets--> Ongoing --end(commit)--> PrepareCommit --> CompleteCommit
+                                                            |     --end(abort) --> PrepareAbort  --> CompleteAbort
+                                                            +---- timeout, or init by a newer producer (fencing):
+                                                                  the epoch is bumped, then PrepareAbort ...
+
+Completing a transaction (`_complete`, run in a worker thread): in every partition of the transaction the
+partition's open transaction is ended — with a marker batch where the storage format has one (a Kafka control
+batch in `kafka` topics; `tank` topics record the end in the partition's transaction index only) — the partitions
+are synced (under `flush: always`), the transaction's consumer offsets are committed (commit only), and the state
+becomes Complete*. Each step is idempotent, so a completion interrupted by a crash is simply run again at start
+(`recover`), which also ends every transaction a partition still has open that its coordinator state does not
+(a store set aside after damage, a completion whose END entries a power cut took): committed when the state says
+that very transaction committed, else aborted. An Ongoing transaction found at start stays open — its producer
+may still commit it — until its timeout aborts it.
+
+Fencing: `init_producer_id` for an id whose producer is known bumps the epoch (a new producer id once the epoch
+would overflow) and aborts the transaction it had open; requests with an older epoch then fail with `Fenced`.
+Epoch bumps for timeouts also fence the late producer, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Callable, Iterable
+
+import trio
+
+from logway.storage import LogEngine, PartitionLog, UnknownPartition, UnknownTopic
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .steps import Steps
+
+log = logging.getLogger("logway.gateway.transactions")
+
+__all__ = ["TxnStatus", "TxnState", "TransactionCoordinator", "TxnError", "Fenced", "InvalidTxnState",
+           "ConcurrentTransactions", "ProducerIdMismatch", "InvalidTimeout", "MAX_EPOCH"]
+
+#: Epochs are int16; at this one a new producer id is handed out instead of a bump (Kafka's rule).
+MAX_EPOCH = 32767 - 1
+
+
+class TxnError(Exception):
+    """A transactional request that cannot be served in the id's current state."""
+
+
+class Fenced(TxnError):
+    """A newer producer (a higher epoch) owns the transactional id."""
+
+
+class InvalidTxnState(TxnError):
+    """The request does not fit the transaction's state (e.g. EndTxn with nothing begun, offsets of a group that
+    was not added)."""
+
+
+class ConcurrentTransactions(TxnError):
+    """The previous transaction is still being completed: retry."""
+
+
+class ProducerIdMismatch(TxnError):
+    """The producer id is not the one the transactional id has (or the id is unknown)."""
+
+
+class InvalidTimeout(TxnError):
+    """A transaction timeout outside 1..transaction_max_timeout_ms."""
+
+
+class TxnStatus(StrEnum):
+    EMPTY = "Empty"
+    ONGOING = "Ongoing"
+    PREPARE_COMMIT = "PrepareCommit"
+    PREPARE_ABORT = "PrepareAbort"
+    COMPLETE_COMMIT = "CompleteCommit"
+    COMPLETE_ABORT = "CompleteAbort"
+
+
+_PREPARED = (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT)
+
+
+@dataclass(slots=True)
+class TxnState:
+    """One transactional id's durable state. `offsets`: group -> {(topic, partition): (offset, metadata)}, what
+    the transaction commits for consumer groups when it commits."""
+
+    producer_id: int
+    epoch: int
+    timeout_ms: int
+    status: TxnStatus = TxnStatus.EMPTY
+    partitions: set[tuple[str, int]] = field(default_factory=set)
+    groups: set[str] = field(default_factory=set)
+    offsets: dict[str, dict[tuple[str, int], tuple[int, str]]] = field(default_factory=dict)
+    started_ms: int = -1
+
+    def to_json(self) -> dict:
+        return {"pid": self.producer_id, "epoch": self.epoch, "timeout_ms": self.timeout_ms,
+                "status": str(self.status), "partitions": sorted(self.partitions), "groups": sorted(self.groups),
+                "offsets": {g: [[t, p, o, m] for (t, p), (o, m) in sorted(entries.items())]
+                            for g, entries in self.offsets.items()},
+                "started_ms": self.started_ms}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "TxnState":
+        return cls(producer_id=int(d["pid"]), epoch=int(d["epoch"]), timeout_ms=int(d["timeout_ms"]),
+                   status=TxnStatus(d["status"]), partitions={(t, int(p)) for t, p in d.get("partitions", ())},
+                   groups=set(d.get("groups", ())),
+                   offsets={g: {(t, int(p)): (int(o), m) for t, p, o, m in entries}
+                            for g, entries in d.get("offsets", {}).items()},
+                   started_ms=int(d.get("started_ms", -1)))
+
+    def copy(self) -> "TxnState":
+        """A copy to change: the coordinator's map holds only what is durable, so a change becomes visible to
+        other requests (e.g. a bumped epoch that fences) once it is saved."""
+        return TxnState(self.producer_id, self.epoch, self.timeout_ms, self.status, set(self.partitions),
+                        set(self.groups), {g: dict(e) for g, e in self.offsets.items()}, self.started_ms)
+
+    def clear(self) -> None:
+        self.partitions, self.groups, self.offsets, self.started_ms = set(), set(), {}, -1
+
+
+class TransactionCoordinator:
+    """Every transactional id's state, in memory and in the engine's `TransactionStore`. One operation per id at
+    a time (a trio lock each); storage work runs in worker threads."""
+
+    def __init__(self, engine: LogEngine, steps: "Steps", *, max_timeout_ms: int, check_interval_ms: int,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.engine = engine
+        self.steps = steps
+        self.store = engine.transactions
+        self.max_timeout_ms = max_timeout_ms
+        self.check_interval_ms = check_interval_ms
+        self.clock = clock
+        self.states: dict[str, TxnState] = {}
+        self._by_pid: dict[int, str] = {}
+        self._locks: dict[str, trio.Lock] = {}
+        for tid, raw in self.store.items():
+            try:
+                state = TxnState.from_json(raw)
+            except (KeyError, TypeError, ValueError) as exc:
+                log.error("transactional id %r: unreadable state %r (%s): forgotten", tid, raw, exc)
+                continue
+            self.states[tid] = state
+            self._by_pid[state.producer_id] = tid
+
+    def _now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    def _lock(self, tid: str) -> trio.Lock:
+        lock = self._locks.get(tid)
+        if lock is None:
+            lock = self._locks[tid] = trio.Lock()
+        return lock
+
+    # -- recovery (at start, before any listener) -----------------------------------------------------------
+    def recover(self) -> dict[str, int]:
+        """Finish what a stop interrupted (blocking: run in a thread before serving). Returns counts of
+        transactions completed, and of orphans ended, for the start-up log line."""
+        completed = 0
+        for tid, state in list(self.states.items()):
+            if state.status in _PREPARED:
+                self._complete(tid, state, state.status == TxnStatus.PREPARE_COMMIT, wait_sync=True)
+                completed += 1
+        orphans = 0
+        for topic in self.engine.topics():
+            for plog in topic.partitions:
+                for pid, (epoch, _first) in plog.txns.open_transactions().items():
+                    tid = self._by_pid.get(pid)
+                    state = self.states.get(tid) if tid is not None else None
+                    key = (plog.topic, plog.partition)
+                    if state is not None and state.status == TxnStatus.ONGOING and key in state.partitions:
+                        continue  # still open: its producer may commit it, or its timeout aborts it
+                    committed = (state is not None and state.status == TxnStatus.COMPLETE_COMMIT
+                                 and state.epoch == epoch)
+                    self._end_in(plog, pid, epoch, committed)
+                    plog.sync()
+                    orphans += 1
+                    log.warning("%s-%d: ended the transaction of producer %d left open (%s)", plog.topic,
+                                plog.partition, pid, "committed" if committed else "aborted")
+        return {"completed": completed, "orphans": orphans}
+
+    # -- the APIs -------------------------------------------------------------------------------------------
+    async def init_producer_id(self, tid: str, timeout_ms: int) -> tuple[int, int]:
+        """The producer id and epoch for `tid`'s (new) producer; fences the previous one (see the module doc)."""
+        if not 0 < timeout_ms <= self.max_timeout_ms:
+            raise InvalidTimeout(f"transaction timeout {timeout_ms} ms is not in 1..{self.max_timeout_ms}")
+        async with self._lock(tid):
+            state = self.states.get(tid)
+            if state is not None:
+                state = state.copy()
+            else:
+                pid = await self.steps.in_thread(self.engine.producer_ids.next_id)
+                state = TxnState(pid, 0, timeout_ms)
+                await self._save(tid, state)
+                return pid, 0
+            bumped = state.status == TxnStatus.ONGOING
+            if bumped:  # a zombie's transaction: fence it, then abort it
+                self._bump(state)
+                state.status = TxnStatus.PREPARE_ABORT
+                await self._save(tid, state)
+                log.info("transactional id %r: a new producer fenced the old one; its open transaction is aborted",
+                         tid)
+            if state.status in _PREPARED:  # finish what is in flight (with the epoch it was begun with)
+                await self._complete_async(tid, state, state.status == TxnStatus.PREPARE_COMMIT)
+            if not bumped:
+                self._bump(state)
+            state.timeout_ms = timeout_ms
+            state.status = TxnStatus.EMPTY
+            state.clear()
+            await self._save(tid, state)
+            return state.producer_id, state.epoch
+
+    async def add_partitions(self, tid: str, producer_id: int, epoch: int, partitions: Iterable[tuple[str, int]]):
+        """Add partitions to the transaction (beginning it when none is open)."""
+        async with self._lock(tid):
+            state = self._check(tid, producer_id, epoch)
+            new = set(partitions) - state.partitions
+            if state.status == TxnStatus.ONGOING and not new:
+                return
+            self._begin(state)
+            state.partitions |= new
+            await self._save(tid, state)
+
+    async def add_offsets(self, tid: str, producer_id: int, epoch: int, group: str) -> None:
+        """The transaction will commit offsets of `group` (TxnOffsetCommit follows)."""
+        async with self._lock(tid):
+            state = self._check(tid, producer_id, epoch)
+            if state.status == TxnStatus.ONGOING and group in state.groups:
+                return
+            self._begin(state)
+            state.groups.add(group)
+            await self._save(tid, state)
+
+    async def offset_commit(self, tid: str, producer_id: int, epoch: int, group: str,
+                            offsets: dict[tuple[str, int], tuple[int, str]]) -> None:
+        """Offsets the transaction commits for `group` when (and only if) it commits."""
+        async with self._lock(tid):
+            state = self._check(tid, producer_id, epoch)
+            if state.status != TxnStatus.ONGOING or group not in state.groups:
+                raise InvalidTxnState(f"group {group!r} was not added to the transaction of {tid!r}")
+            state.offsets.setdefault(group, {}).update(offsets)
+            await self._save(tid, state)
+
+    async def end_txn(self, tid: str, producer_id: int, epoch: int, committed: bool) -> None:
+        """Commit or abort the open transaction; a retry of an end already done succeeds again."""
+        async with self._lock(tid):
+            state = self._check(tid, producer_id, epoch, prepared_ok=True)
+            status = state.status
+            want = TxnStatus.PREPARE_COMMIT if committed else TxnStatus.PREPARE_ABORT
+            done = TxnStatus.COMPLETE_COMMIT if committed else TxnStatus.COMPLETE_ABORT
+            if status == done:
+                return  # a retried EndTxn whose first attempt completed
+            if status == want:  # a completion that failed part-way (e.g. disk full): finish it now
+                await self._complete_async(tid, state, committed)
+                return
+            if status != TxnStatus.ONGOING:
+                raise InvalidTxnState(f"cannot {'commit' if committed else 'abort'} the transaction of {tid!r}: "
+                                      f"it is {status}")
+            state.status = want
+            await self._save(tid, state)
+            await self._complete_async(tid, state, committed)
+
+    def check_produce(self, producer_id: int, epoch: int, topic: str, partition: int) -> None:
+        """May a transactional batch of this producer go to this partition now? Raises TxnError if not."""
+        tid = self._by_pid.get(producer_id)
+        state = self.states.get(tid) if tid is not None else None
+        if state is None:
+            raise ProducerIdMismatch(f"producer id {producer_id} belongs to no transactional id")
+        if epoch < state.epoch:
+            raise Fenced(f"producer epoch {epoch} of {tid!r} was fenced by epoch {state.epoch}")
+        if epoch > state.epoch:
+            raise ProducerIdMismatch(f"producer epoch {epoch} of {tid!r} is ahead of the coordinator's {state.epoch}")
+        if state.status != TxnStatus.ONGOING or (topic, partition) not in state.partitions:
+            raise InvalidTxnState(f"partition {topic}-{partition} is not in an open transaction of {tid!r}")
+
+    # -- timeouts -------------------------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Abort transactions open longer than their timeout (checked every `check_interval_ms`)."""
+        while True:
+            await trio.sleep(self.check_interval_ms / 1000)
+            await self.abort_expired()
+
+    async def abort_expired(self) -> int:
+        now = self._now_ms()
+        expired = [tid for tid, s in self.states.items()
+                   if s.status == TxnStatus.ONGOING and now - s.started_ms > s.timeout_ms]
+        for tid in expired:
+            async with self._lock(tid):
+                state = self.states.get(tid)
+                if state is None or state.status != TxnStatus.ONGOING or now - state.started_ms <= state.timeout_ms:
+                    continue
+                state = state.copy()
+                self._bump(state)  # the late producer is fenced (Kafka bumps the epoch on timeouts too)
+                state.status = TxnStatus.PREPARE_ABORT
+                await self._save(tid, state)
+                await self._complete_async(tid, state, False)
+                log.info("transactional id %r: transaction timed out after %d ms: aborted", tid, state.timeout_ms)
+        return len(expired)
+
+    # -- helpers --------------------------------------------------------------------------------------------
+    def _check(self, tid: str, producer_id: int, epoch: int, *, prepared_ok: bool = False) -> TxnState:
+        """A copy of `tid`'s state after checking the producer's id and epoch (and that no completion is under
+        way, unless `prepared_ok`: EndTxn finishes a completion that failed part-way)."""
+        state = self.states.get(tid)
+        if state is None or state.producer_id != producer_id:
+            raise ProducerIdMismatch(f"producer id {producer_id} does not belong to transactional id {tid!r}")
+        if epoch < state.epoch:
+            raise Fenced(f"producer epoch {epoch} of {tid!r} was fenced by epoch {state.epoch}")
+        if epoch > state.epoch:
+            raise ProducerIdMismatch(f"producer epoch {epoch} of {tid!r} is ahead of the coordinator's {state.epoch}")
+        if state.status in _PREPARED and not prepared_ok:
+            raise ConcurrentTransactions(f"the previous transaction of {tid!r} is still completing")
+        return state.copy()
+
+    def _begin(self, state: TxnState) -> None:
+        if state.status != TxnStatus.ONGOING:
+            state.clear()
+            state.status = TxnStatus.ONGOING
+            state.started_ms = self._now_ms()
+
+    def _bump(self, state: TxnState) -> None:
+        if state.epoch >= MAX_EPOCH:  # a new producer id (never a wrapped epoch)
+            state.producer_id = self.engine.producer_ids.next_id()
+            state.epoch = 0
+        else:
+            state.epoch += 1
+
+    async def _save(self, tid: str, state: TxnState) -> None:
+        await self.steps.in_thread(self.store.put, tid, state.to_json())
+        old = self.states.get(tid)
+        if old is not None and old.producer_id != state.producer_id:
+            self._by_pid.pop(old.producer_id, None)
+        self.states[tid] = state
+        self._by_pid[state.producer_id] = tid
+
+    async def _complete_async(self, tid: str, state: TxnState, committed: bool) -> None:
+        touched = await self.steps.in_thread(self._complete, tid, state, committed)
+        self.states[tid] = state  # (saved by `_complete`)
+        for plog in touched:
+            self.steps.ended(plog)
+
+    def _complete(self, tid: str, state: TxnState, committed: bool, *, wait_sync: bool | None = None) -> list:
+        """End the transaction in its partitions, commit its offsets, record the outcome (blocking; idempotent)."""
+        touched: list[PartitionLog] = []
+        for topic, partition in sorted(state.partitions):
+            try:
+                plog = self.engine.partition(topic, partition)
+            except (UnknownTopic, UnknownPartition):
+                continue  # deleted since: nothing left to end
+            if self._end_in(plog, state.producer_id, state.epoch, committed):
+                touched.append(plog)
+        if wait_sync if wait_sync is not None else self.steps.sync_acks:
+            for plog in touched:
+                plog.sync()
+        if committed:
+            for group, entries in sorted(state.offsets.items()):
+                self.engine.offsets.commit_many(group, [(t, p, o, m or "") for (t, p), (o, m) in entries.items()])
+            if state.offsets:
+                self.engine.offsets.sync()
+        # Not synced unless offsets were committed: lost in a crash, the Prepare* state before it is completed
+        # again at start, which writes nothing twice; offsets committed again, though, could undo later commits.
+        durable = committed and bool(state.offsets)
+        state.status = TxnStatus.COMPLETE_COMMIT if committed else TxnStatus.COMPLETE_ABORT
+        state.clear()
+        self.store.put(tid, state.to_json(), sync=durable)
+        return touched
+
+    def _end_in(self, plog: PartitionLog, producer_id: int, epoch: int, committed: bool) -> bool:
+        marker = plog.fmt.transaction_marker(producer_id, epoch, committed, self._now_ms())
+        return plog.end_transaction(producer_id, epoch, committed=committed, marker=marker)

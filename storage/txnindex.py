@@ -1,0 +1,232 @@
+"""`TxnIndex`: the transactional writes of one partition — which offsets belong to an open, a committed or an
+aborted transaction. From it come the partition's last stable offset (LSO: where the oldest open transaction
+begins; readers that must not see uncommitted data stop there) and the aborted ranges they skip.
+
+Format-agnostic: it records offsets and producer ids, never a batch, so it serves `kafka` topics (whose batches
+also carry the producer id, and whose transaction markers are control batches in the log) and `tank` topics
+(which keep neither) alike.
+
+On disk, in the partition directory, `transactions.index`: fixed 32-byte entries, little-endian,
+
+    kind u8 | flags u8 | producer_epoch i16 | producer_id i64 | first i64 | last i64 | crc32c u32 (of the 28 before)
+
+    kind 1 DATA: the producer's transaction wrote offsets first..last (written before the batch itself)
+    kind 2 END:  the producer's transaction ended (flags bit 0: committed, bit 1: a marker was written); first =
+                 the marker's offset, or the log end when the format stores no marker; last = first
+
+Entries come in offset order (appends are serialised). Loading stops at the first torn or corrupt entry, and
+drops every entry that reaches past the log end (its batch or marker was lost: recovery cut it), so a DATA entry
+written before a batch that never made it describes nothing. The file is synced with the partition, before the
+data, so an acknowledged transactional batch is never on disk without its entry.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import struct
+from dataclasses import dataclass, field
+
+from crc32c import crc32c
+
+__all__ = ["TxnIndex", "AbortedTxn", "INDEX_NAME"]
+
+INDEX_NAME = "transactions.index"
+_ENTRY = struct.Struct("<BBhqqq")
+_CRC = struct.Struct("<I")
+ENTRY_SIZE = _ENTRY.size + _CRC.size  # 32
+DATA, END = 1, 2
+_COMMITTED, _MARKER = 1, 2
+#: Rewrite the file once it holds this many entries more than the live ones (aborted ranges below the log start
+#: and finished transactions are history).
+_REWRITE_SLACK = 4096
+
+
+@dataclass(slots=True)
+class _Open:
+    epoch: int
+    first: int
+    ranges: list[tuple[int, int]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class AbortedTxn:
+    """An aborted transaction of this partition: its producer, its first offset, the offset of its end (the
+    marker, or where the log ended when the format has none), and the exact ranges its batches hold."""
+
+    producer_id: int
+    first: int
+    end: int
+    ranges: tuple[tuple[int, int], ...]
+
+    def covers(self, offset: int) -> bool:
+        i = bisect.bisect_right(self.ranges, (offset, float("inf"))) - 1
+        return i >= 0 and self.ranges[i][0] <= offset <= self.ranges[i][1]
+
+
+class TxnIndex:
+    def __init__(self, directory: str, log_start: int, log_end: int) -> None:
+        self.path = os.path.join(directory, INDEX_NAME)
+        self._open: dict[int, _Open] = {}
+        self._aborted: list[AbortedTxn] = []  # by first offset
+        self._entries = 0
+        #: Entries written since the last `sync()`.
+        self.dirty = False
+        #: The file was created or replaced since the last `sync()`: its directory must be synced too.
+        self.new_name = False
+        try:  # created by the first transactional write only: most partitions never have one
+            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
+        except FileNotFoundError:
+            self._fd = -1
+            self.dropped = 0
+        else:
+            self.dropped = self._load(log_start, log_end)
+
+    # -- loading -----------------------------------------------------------------------------------------
+    def _load(self, log_start: int, log_end: int) -> int:
+        """Replay the entries; returns the bytes cut (a torn or corrupt tail, or entries past the log end)."""
+        data = os.pread(self._fd, os.fstat(self._fd).st_size, 0)
+        good = 0
+        for pos in range(0, len(data) - ENTRY_SIZE + 1, ENTRY_SIZE):
+            body = data[pos:pos + _ENTRY.size]
+            if _CRC.unpack_from(data, pos + _ENTRY.size)[0] != crc32c(body):
+                break
+            kind, flags, epoch, pid, first, last = _ENTRY.unpack(body)
+            # A DATA entry whose batch, or an END whose marker, is not in the log any more: cut from here on.
+            beyond = last >= log_end if kind == DATA or flags & _MARKER else first > log_end
+            if kind not in (DATA, END) or last < first or beyond:
+                break
+            self._apply(kind, flags, epoch, pid, first, last)
+            good = pos + ENTRY_SIZE
+        self._entries = good // ENTRY_SIZE
+        dropped = len(data) - good
+        if dropped:
+            os.ftruncate(self._fd, good)
+        self.prune(log_start)
+        return dropped
+
+    def _apply(self, kind: int, flags: int, epoch: int, pid: int, first: int, last: int) -> None:
+        if kind == DATA:
+            txn = self._open.get(pid)
+            if txn is None:
+                txn = self._open[pid] = _Open(epoch, first)
+            txn.ranges.append((first, last))
+            return
+        txn = self._open.pop(pid, None)
+        if txn is not None and not flags & _COMMITTED:
+            bisect.insort(self._aborted, AbortedTxn(pid, txn.first, first, tuple(txn.ranges)), key=_first)
+
+    # -- writing -----------------------------------------------------------------------------------------
+    def _write(self, kind: int, flags: int, epoch: int, pid: int, first: int, last: int) -> None:
+        if self._fd < 0:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+            self.new_name = True
+        body = _ENTRY.pack(kind, flags, epoch, pid, first, last)
+        os.write(self._fd, body + _CRC.pack(crc32c(body)))
+        self._entries += 1
+        self.dirty = True
+        self._apply(kind, flags, epoch, pid, first, last)
+
+    def add_data(self, producer_id: int, epoch: int, first: int, last: int) -> None:
+        """The producer's open transaction is about to write offsets first..last (call before the batch)."""
+        self._write(DATA, 0, epoch, producer_id, first, last)
+
+    def undo_data(self, producer_id: int) -> None:
+        """Take back the last `add_data` (its batch was not written): cut the entry off the file."""
+        size = os.fstat(self._fd).st_size - ENTRY_SIZE
+        os.ftruncate(self._fd, max(size, 0))
+        self._entries -= 1
+        txn = self._open.get(producer_id)
+        if txn is not None:
+            txn.ranges.pop()
+            if not txn.ranges:
+                del self._open[producer_id]
+
+    def end(self, producer_id: int, epoch: int, *, committed: bool, offset: int, marker: bool) -> bool:
+        """The producer's transaction ended: its marker is at `offset` (`marker`), or, for a format without
+        markers, `offset` is the log end. False (nothing written) when the producer has no open transaction."""
+        if producer_id not in self._open:
+            return False
+        flags = (_COMMITTED if committed else 0) | (_MARKER if marker else 0)
+        self._write(END, flags, epoch, producer_id, offset, offset)
+        return True
+
+    def sync(self) -> bool:
+        """Make the written entries durable; True when the file's name is new and its directory needs a sync."""
+        if self.dirty and self._fd >= 0:
+            self.dirty = False
+            os.fdatasync(self._fd)
+        new, self.new_name = self.new_name, False
+        return new
+
+    # -- reading -----------------------------------------------------------------------------------------
+    def open_transactions(self) -> dict[int, tuple[int, int]]:
+        """producer id -> (epoch, first offset) of every transaction still open in this partition."""
+        return {pid: (t.epoch, t.first) for pid, t in self._open.items()}
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """Where the oldest open transaction begins, or the high watermark when none is open."""
+        if not self._open:
+            return high_watermark
+        return min(min(t.first for t in self._open.values()), high_watermark)
+
+    def aborted(self, start: int, end: int) -> list[AbortedTxn]:
+        """The aborted transactions with data in [start, end)."""
+        out = []
+        for txn in self._aborted:
+            if txn.first >= end:
+                break
+            if txn.end >= start:
+                out.append(txn)
+        return out
+
+    @property
+    def has_aborted(self) -> bool:
+        return bool(self._aborted)
+
+    def prune(self, log_start: int) -> None:
+        """Forget aborted transactions entirely below the log start; rewrite the file when it is mostly history."""
+        self._aborted = [t for t in self._aborted if t.end >= log_start]
+        live = sum(len(t.ranges) for t in self._open.values()) + sum(len(t.ranges) + 1 for t in self._aborted)
+        if self._entries - live > _REWRITE_SLACK:
+            self._rewrite()
+
+    def _rewrite(self) -> None:
+        """Replace the file with the live entries only (aborted ranges still above the log start, open
+        transactions); synced before it replaces the old content."""
+        out = bytearray()
+        count = 0
+        for txn in self._aborted:
+            for first, last in txn.ranges:
+                body = _ENTRY.pack(DATA, 0, 0, txn.producer_id, first, last)
+                out += body + _CRC.pack(crc32c(body))
+            body = _ENTRY.pack(END, 0, 0, txn.producer_id, txn.end, txn.end)  # (no marker: never cut)
+            out += body + _CRC.pack(crc32c(body))
+            count += len(txn.ranges) + 1
+        for pid, txn in self._open.items():
+            for first, last in txn.ranges:
+                body = _ENTRY.pack(DATA, 0, txn.epoch, pid, first, last)
+                out += body + _CRC.pack(crc32c(body))
+            count += len(txn.ranges)
+        tmp = self.path + ".tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, bytes(out))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path)  # the partition syncs its directory with its next sync
+        if self._fd >= 0:
+            os.close(self._fd)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
+        self._entries = count
+        self.new_name = True
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def _first(txn: AbortedTxn) -> int:
+    return txn.first

@@ -1,0 +1,179 @@
+"""The transaction coordinator (logway.gateway.transactions) over a real storage engine in a temp dir: the state
+machine, fencing, epoch overflow, timeouts, and recovery of what a crash interrupted (prepared completions,
+transactions left open in partitions)."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from logway.gateway.durability import Flush, GroupCommitter
+from logway.gateway.formats import STORAGE_FORMATS
+from logway.gateway.notify import AppendNotifier
+from logway.gateway.steps import Steps
+from logway.gateway.transactions import (MAX_EPOCH, ConcurrentTransactions, Fenced, InvalidTimeout, InvalidTxnState,
+                                         ProducerIdMismatch, TransactionCoordinator, TxnState, TxnStatus)
+from logway.storage import LogEngine, TopicConfig
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def open_coordinator(path, clock=None, flush=Flush.NONE):
+    engine = LogEngine(path, STORAGE_FORMATS, TopicConfig())
+    steps = Steps(engine, AppendNotifier(), GroupCommitter(), flush)
+    coord = TransactionCoordinator(engine, steps, max_timeout_ms=60_000, check_interval_ms=10,
+                                   clock=clock or Clock())
+    return engine, steps, coord
+
+
+def batch(pid, epoch, seq=0):
+    from logway.codecs.kafka.records import encode_batch
+    from logway.codecs.records import Record
+
+    return encode_batch([Record(b"v")], default_timestamp=1, producer_id=pid, producer_epoch=epoch,
+                        base_sequence=seq, transactional=True)
+
+
+async def test_state_machine_and_fencing(tmp_path):
+    engine, steps, coord = open_coordinator(tmp_path)
+    plog = engine.create_topic("t", 2).partitions[0]
+    pid, epoch = await coord.init_producer_id("a", 10_000)
+    with pytest.raises(InvalidTxnState):
+        await coord.end_txn("a", pid, epoch, True)  # nothing begun
+    await coord.add_partitions("a", pid, epoch, [("t", 0)])
+    coord.check_produce(pid, epoch, "t", 0)
+    with pytest.raises(InvalidTxnState):
+        coord.check_produce(pid, epoch, "t", 1)  # not added
+    steps.append(plog, batch(pid, epoch), producer=(pid, epoch))
+    assert plog.last_stable_offset == 0
+    pid2, epoch2 = await coord.init_producer_id("a", 10_000)  # a new producer: fences, aborts the open one
+    assert (pid2, epoch2) == (pid, epoch + 1)
+    assert plog.last_stable_offset == plog.log_end_offset == 2  # the record and its ABORT marker
+    assert [t.ranges for t in plog.aborted(0, 2)] == [((0, 0),)]
+    for call in (coord.add_partitions("a", pid, epoch, [("t", 0)]), coord.end_txn("a", pid, epoch, True),
+                 coord.add_offsets("a", pid, epoch, "g")):
+        with pytest.raises(Fenced):
+            await call
+    with pytest.raises(Fenced):
+        coord.check_produce(pid, epoch, "t", 0)
+    with pytest.raises(ProducerIdMismatch):
+        await coord.add_partitions("a", pid + 1, epoch2, [("t", 0)])
+    with pytest.raises(InvalidTimeout):
+        await coord.init_producer_id("b", 0)
+    with pytest.raises(InvalidTimeout):
+        await coord.init_producer_id("b", 60_001)
+    engine.close()
+
+
+async def test_offsets_commit_with_the_transaction_only(tmp_path):
+    engine, steps, coord = open_coordinator(tmp_path)
+    engine.create_topic("t", 1)
+    pid, epoch = await coord.init_producer_id("a", 10_000)
+    with pytest.raises(InvalidTxnState):
+        await coord.offset_commit("a", pid, epoch, "g", {("t", 0): (5, "")})
+    await coord.add_offsets("a", pid, epoch, "g")
+    await coord.offset_commit("a", pid, epoch, "g", {("t", 0): (5, "m")})
+    assert engine.offsets.fetch("g", "t", 0) is None
+    await coord.end_txn("a", pid, epoch, True)
+    assert engine.offsets.fetch("g", "t", 0).offset == 5
+    await coord.end_txn("a", pid, epoch, True)  # a retry of a completed commit: fine
+    with pytest.raises(InvalidTxnState):
+        await coord.end_txn("a", pid, epoch, False)  # but not an abort of it
+    await coord.add_offsets("a", pid, epoch, "g")
+    await coord.offset_commit("a", pid, epoch, "g", {("t", 0): (9, "")})
+    await coord.end_txn("a", pid, epoch, False)
+    assert engine.offsets.fetch("g", "t", 0).offset == 5
+    engine.close()
+
+
+async def test_timeouts_abort_and_fence(tmp_path):
+    clock = Clock()
+    engine, steps, coord = open_coordinator(tmp_path, clock)
+    plog = engine.create_topic("t", 1).partitions[0]
+    pid, epoch = await coord.init_producer_id("a", 1000)
+    await coord.add_partitions("a", pid, epoch, [("t", 0)])
+    steps.append(plog, batch(pid, epoch), producer=(pid, epoch))
+    clock.now += 0.5
+    assert await coord.abort_expired() == 0
+    clock.now += 1
+    assert await coord.abort_expired() == 1
+    assert plog.last_stable_offset == plog.log_end_offset
+    with pytest.raises(Fenced):
+        await coord.end_txn("a", pid, epoch, True)
+    assert coord.states["a"].epoch == epoch + 1 and coord.states["a"].status == TxnStatus.COMPLETE_ABORT
+    # the background loop does the same on its own
+    pid, epoch = await coord.init_producer_id("a", 1000)
+    await coord.add_partitions("a", pid, epoch, [("t", 0)])
+    clock.now += 2
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(coord.run)
+        with trio.fail_after(5):
+            while coord.states["a"].status != TxnStatus.COMPLETE_ABORT:
+                await trio.sleep(0.01)
+        nursery.cancel_scope.cancel()
+    engine.close()
+
+
+async def test_epoch_overflow_hands_out_a_new_producer_id(tmp_path):
+    engine, steps, coord = open_coordinator(tmp_path)
+    pid, epoch = await coord.init_producer_id("a", 1000)
+    state = coord.states["a"].copy()
+    state.epoch = MAX_EPOCH
+    await coord._save("a", state)
+    new_pid, new_epoch = await coord.init_producer_id("a", 1000)
+    assert new_pid != pid and new_epoch == 0
+    with pytest.raises(ProducerIdMismatch):
+        coord.check_produce(pid, MAX_EPOCH, "t", 0)  # the old id belongs to no transactional id any more
+    engine.close()
+
+
+async def test_concurrent_end_while_completing_is_refused(tmp_path):
+    engine, steps, coord = open_coordinator(tmp_path)
+    engine.create_topic("t", 1)
+    pid, epoch = await coord.init_producer_id("a", 10_000)
+    await coord.add_partitions("a", pid, epoch, [("t", 0)])
+    state = coord.states["a"].copy()
+    state.status = TxnStatus.PREPARE_COMMIT
+    await coord._save("a", state)
+    with pytest.raises(ConcurrentTransactions):
+        await coord.add_partitions("a", pid, epoch, [("t", 0)])
+    await coord.end_txn("a", pid, epoch, True)  # finishes the prepared commit
+    assert coord.states["a"].status == TxnStatus.COMPLETE_COMMIT
+    engine.close()
+
+
+def test_recovery_completes_prepared_commits_and_ends_orphans(tmp_path):
+    engine = LogEngine(tmp_path, STORAGE_FORMATS, TopicConfig())
+    t = engine.create_topic("t", 3)
+    p0, p1, p2 = t.partitions
+    # "a": crashed after PrepareCommit was durable, before any marker
+    p0.append(batch(10, 0), producer=(10, 0))
+    engine.transactions.put("a", TxnState(10, 0, 10_000, TxnStatus.PREPARE_COMMIT, {("t", 0)}, set(),
+                                          {"g": {("t", 0): (7, "")}}).to_json())
+    # "b": completed its commit, but the END entry in p1 was lost (a power cut): committed again
+    p1.append(batch(11, 2), producer=(11, 2))
+    engine.transactions.put("b", TxnState(11, 2, 10_000, TxnStatus.COMPLETE_COMMIT).to_json())
+    # producer 12: no coordinator state at all (a damaged store set aside): aborted
+    p2.append(batch(12, 0), producer=(12, 0))
+    # "c": still Ongoing, with p2 in it: kept open for its producer (or its timeout)
+    p2.append(batch(13, 1), producer=(13, 1))
+    engine.transactions.put("c", TxnState(13, 1, 10_000, TxnStatus.ONGOING, {("t", 2)}).to_json())
+    engine.close(clean=False)
+
+    engine, steps, coord = open_coordinator(tmp_path)
+    assert coord.recover() == {"completed": 1, "orphans": 2}
+    p0, p1, p2 = engine.topic("t").partitions
+    assert coord.states["a"].status == TxnStatus.COMPLETE_COMMIT
+    assert engine.offsets.fetch("g", "t", 0).offset == 7
+    assert p0.last_stable_offset == p0.log_end_offset == 2 and p0.aborted(0, 2) == []
+    assert p1.last_stable_offset == p1.log_end_offset and p1.aborted(0, 9) == []
+    assert [txn.producer_id for txn in p2.aborted(0, 9)] == [12]
+    assert p2.txns.open_transactions() == {13: (1, 1)} and p2.last_stable_offset == 1
+    assert coord.recover() == {"completed": 0, "orphans": 0}  # idempotent
+    engine.close()
