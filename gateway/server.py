@@ -231,10 +231,17 @@ class Gateway:
         engine = self.engine
         if not engine.clean_start:
             log.warning("the previous run did not shut down cleanly; logs were recovered")
-        for (topic, partition), report in engine.recovery_reports().items():
+        reports = engine.recovery_reports()
+        for (topic, partition), report in reports.items():
             if report.truncated_bytes or report.segments_dropped:
                 log.warning("recovery of %s-%d truncated %d bytes and dropped %d segment(s)", topic, partition,
                             report.truncated_bytes, report.segments_dropped)
+        # One line per start, whatever happened: what was opened and what recovery had to do.
+        log.info("storage opened (%s start): %d topic(s), %d partition(s); recovery truncated %d bytes, dropped "
+                 "%d segment(s), rebuilt the indexes of %d segment(s)",
+                 "clean" if engine.clean_start else "unclean", len(engine.topics_by_name), len(reports),
+                 sum(r.truncated_bytes for r in reports.values()), sum(r.segments_dropped for r in reports.values()),
+                 sum(r.indexes_rebuilt for r in reports.values()))
 
 
 def _raise_fd_limit() -> None:

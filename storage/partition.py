@@ -82,6 +82,7 @@ class RecoveryReport:
     truncated_bytes: int = 0
     segments_dropped: int = 0
     unclean: bool = False
+    indexes_rebuilt: int = 0  # segments whose offset and time indexes recovery rewrote
 
 
 class PartitionLog:
@@ -186,6 +187,7 @@ class PartitionLog:
             full = not clean and (last or seg.base_offset >= self._recovery_point)
             dropped = seg.recover(full=full, legacy_checksums=legacy)
             self.recovery.truncated_bytes += dropped
+            self.recovery.indexes_rebuilt += seg.indexes_rebuilt
             expected_end = segments[i + 1].base_offset if not last else None
             # A segment may end below the next one's base only where the next begins with a batch that names that
             # base itself (a far jump of a format with explicit offsets); otherwise what is missing is a hole.
@@ -326,6 +328,10 @@ class PartitionLog:
             undo = (self.segments, seg.size, seg.next_offset)
             if producer is not None:  # transactional: consecutive offsets (no format with explicit ones is)
                 self.txns.add_data(producer[0], producer[1], base, base + sum(b[3] + 1 for b in batches) - 1)
+                if self.reads_need_sync:
+                    # The entry durable before the batch can be: written back early, or kept by a power cut, a
+                    # batch without its entry would pass for committed data (TANK bundles do not say whose they are).
+                    self._sync_txn_index()
             try:
                 for batch, size, explicit, delta, max_ts in batches:
                     if explicit is not None and self.explicit_offsets:
@@ -350,6 +356,10 @@ class PartitionLog:
         return AppendResult(base, offset - 1, now)
 
     # -- transactions ------------------------------------------------------------------------------------
+    def _sync_txn_index(self) -> None:
+        if self.txns.sync():  # a new file: its name durable too
+            fsync_dir(self.directory)
+
     def end_transaction(self, producer_id: int, epoch: int, *, committed: bool, marker=None) -> bool:
         """End the producer's open transaction here: append its `marker` batch when the format has one (a Kafka
         control batch), then record the end. False when the producer has no open transaction here (already

@@ -58,7 +58,7 @@ class Segment:
     __slots__ = (
         "directory", "base_offset", "fmt", "log_path", "index", "timeindex", "size", "next_offset",
         "max_timestamp", "created_ms", "bytes_since_index", "index_interval", "_fd", "active", "_reserved",
-        "checksums", "__weakref__",
+        "checksums", "indexes_rebuilt", "__weakref__",
     )
 
     def __init__(self, directory: str, base_offset: int, fmt: BatchFormat, *, active: bool,
@@ -83,6 +83,7 @@ class Segment:
         self.max_timestamp = self.timeindex.last_timestamp
         self.created_ms = created_ms
         self.bytes_since_index = 0
+        self.indexes_rebuilt = False  # set by `recover` when it rewrote the indexes
 
     # -- file access -------------------------------------------------------------------------------------
     def fileno(self) -> int:
@@ -382,6 +383,7 @@ class Segment:
             log.warning("%s: %s; truncating %d bytes", self.log_path, result.problem, file_size - result.end_position)
         entries = [self.index.entry(i) for i in range(keep_entries)] + result.index_entries
         if full or result.problem or len(self.index) != len(entries):
+            self.indexes_rebuilt = True
             self.index.reset(entries)
             old_times = [] if full else [t for t in self.timeindex.entries() if t[1] < (start_off - self.base_offset)]
             times = []

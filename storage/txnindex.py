@@ -17,7 +17,9 @@ On disk, in the partition directory, `transactions.index`: fixed 32-byte entries
 Entries come in offset order (appends are serialised). Loading stops at the first torn or corrupt entry, and
 drops every entry that reaches past the log end (its batch or marker was lost: recovery cut it), so a DATA entry
 written before a batch that never made it describes nothing. The file is synced with the partition, before the
-data, so an acknowledged transactional batch is never on disk without its entry.
+data; with `reads_need_sync` (`flush: always`) the partition syncs a DATA entry before it writes the batch, since a
+page written back early, or kept by a power cut, could otherwise put a batch on disk without the entry that says it
+belongs to a transaction (under `interval`/`none` a cut may do so for the unsynced tail).
 """
 
 from __future__ import annotations

@@ -329,6 +329,29 @@ def test_second_start_finds_nothing_to_repair(shared, golden):
                  for t in c.list_topics() for p in range(t.partitions)}
     assert after == before
     log = log_path.read_text(errors="replace")
-    repairs = [line for line in log.splitlines()
-               if re.search(r"truncat|rebuild|dropp|moved to|quarantine|did not shut down", line)]
+    repairs = [line for line in log.splitlines() if "storage opened" not in line  # (the summary: below)
+               and re.search(r"truncat|rebuild|dropp|moved to|quarantine|did not shut down", line)]
     assert not repairs and "Traceback" not in log, repairs
+    assert "truncated 0 bytes, dropped 0 segment(s), rebuilt the indexes of 0 segment(s)" in log
+
+
+def test_one_recovery_summary_line_per_start(shared, golden, tmp_path):
+    """Every start logs one line saying what was opened and what recovery did (here: the damaged directory)."""
+    import re
+
+    lines = [line for line in shared.log().splitlines() if "storage opened" in line]
+    assert len(lines) == 1, lines
+    m = re.search(r"storage opened \((clean|unclean) start\): (\d+) topic\(s\), (\d+) partition\(s\); recovery "
+                  r"truncated (\d+) bytes, dropped (\d+) segment\(s\), rebuilt the indexes of (\d+) segment\(s\)",
+                  lines[0])
+    assert m, lines[0]
+    topics, partitions, truncated, rebuilt = int(m[2]), int(m[3]), int(m[4]), int(m[6])
+    assert topics >= 2 and partitions == 2 * topics and truncated > 0 and rebuilt > 0
+    # an undamaged copy: a clean start with nothing to do
+    data = tmp_path / "clean"
+    shutil.copytree(golden, data)
+    log_path = tmp_path / "clean.log"
+    with open(log_path, "wb") as stderr:
+        start(data, stderr).stop()
+    [line] = [line for line in log_path.read_text().splitlines() if "storage opened" in line]
+    assert "(clean start)" in line and "truncated 0 bytes, dropped 0 segment(s), rebuilt the indexes of 0" in line
