@@ -75,9 +75,7 @@ DEFAULT_PORT = 9092
 #: ListOffsets timestamps with a special meaning (Kafka's): the log start and the log end (next offset).
 EARLIEST = -2
 LATEST = -1
-#: Fetch and ListOffsets isolation levels: everything appended, or committed records only (up to the last stable
-#: offset; the fetch answer lists the aborted transactions in it, whose batches the reader drops).
-READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+READ_UNCOMMITTED, READ_COMMITTED = fetch.READ_UNCOMMITTED, fetch.READ_COMMITTED  # (re-exported for callers)
 #: Bytes asked from the connection per read: large, since fetch responses are megabytes.
 RECEIVE_BYTES = 4 * 1024 * 1024
 #: API versions we speak: the highest non-flexible ones the gateway implements.

@@ -270,13 +270,9 @@ class TransactionCoordinator:
     def check_produce(self, producer_id: int, epoch: int, topic: str, partition: int) -> None:
         """May a transactional batch of this producer go to this partition now? Raises TxnError if not."""
         tid = self._by_pid.get(producer_id)
-        state = self.states.get(tid) if tid is not None else None
-        if state is None:
+        if tid is None:
             raise ProducerIdMismatch(f"producer id {producer_id} belongs to no transactional id")
-        if epoch < state.epoch:
-            raise Fenced(f"producer epoch {epoch} of {tid!r} was fenced by epoch {state.epoch}")
-        if epoch > state.epoch:
-            raise ProducerIdMismatch(f"producer epoch {epoch} of {tid!r} is ahead of the coordinator's {state.epoch}")
+        state = self._owned(tid, producer_id, epoch)
         if state.status != TxnStatus.ONGOING or (topic, partition) not in state.partitions:
             raise InvalidTxnState(f"partition {topic}-{partition} is not in an open transaction of {tid!r}")
 
@@ -308,6 +304,13 @@ class TransactionCoordinator:
     def _check(self, tid: str, producer_id: int, epoch: int, *, prepared_ok: bool = False) -> TxnState:
         """A copy of `tid`'s state after checking the producer's id and epoch (and that no completion is under
         way, unless `prepared_ok`: EndTxn finishes a completion that failed part-way)."""
+        state = self._owned(tid, producer_id, epoch)
+        if state.status in _PREPARED and not prepared_ok:
+            raise ConcurrentTransactions(f"the previous transaction of {tid!r} is still completing")
+        return state.copy()
+
+    def _owned(self, tid: str, producer_id: int, epoch: int) -> TxnState:
+        """`tid`'s state (not a copy), when this producer id and epoch are its current producer's."""
         state = self.states.get(tid)
         if state is None or state.producer_id != producer_id:
             raise ProducerIdMismatch(f"producer id {producer_id} does not belong to transactional id {tid!r}")
@@ -315,9 +318,7 @@ class TransactionCoordinator:
             raise Fenced(f"producer epoch {epoch} of {tid!r} was fenced by epoch {state.epoch}")
         if epoch > state.epoch:
             raise ProducerIdMismatch(f"producer epoch {epoch} of {tid!r} is ahead of the coordinator's {state.epoch}")
-        if state.status in _PREPARED and not prepared_ok:
-            raise ConcurrentTransactions(f"the previous transaction of {tid!r} is still completing")
-        return state.copy()
+        return state
 
     def _begin(self, state: TxnState) -> None:
         if state.status != TxnStatus.ONGOING:

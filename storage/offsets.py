@@ -188,22 +188,26 @@ def _commit_time(value: object) -> int:
 # ---------------------------------------------------------------------------------------------- encoding
 
 
+def _group_head(payload: bytes, entry_size: int) -> tuple[str, int, int]:
+    """(group, entry count, position of the first entry) of a COMMIT or DELETE_OFFSETS payload; the count is
+    bounded by the bytes present (`entry_size` each at least) before anyone loops over it."""
+    _, glen, count = _COMMIT_HEAD.unpack_from(payload, 0)
+    pos = _COMMIT_HEAD.size
+    end = pos + glen
+    if not 0 < glen <= MAX_GROUP_BYTES or end > len(payload):
+        raise ValueError(f"bad group length {glen}")
+    if count == 0 or count > (len(payload) - end) // entry_size:
+        raise ValueError(f"bad entry count {count}")
+    return str(payload[pos:end], "utf-8"), count, end
+
+
 def _decode(payload: bytes) -> tuple[int, str, list | None]:
     """(op, group-or-topic, [(key, CommittedOffset)] (COMMIT), [key] (DELETE_OFFSETS) or None). Raises ValueError /
     struct.error on garbage."""
     op = payload[0]
     n = len(payload)
     if op == OP_COMMIT:
-        _, glen, count = _COMMIT_HEAD.unpack_from(payload, 0)
-        pos = _COMMIT_HEAD.size
-        end = pos + glen
-        if not 0 < glen <= MAX_GROUP_BYTES or end > n:
-            raise ValueError(f"bad group length {glen}")
-        group = str(payload[pos:end], "utf-8")
-        pos = end
-        # Bound the count by the bytes present before looping over it.
-        if count == 0 or count > (n - pos) // _ENTRY.size:
-            raise ValueError(f"bad entry count {count}")
+        group, count, pos = _group_head(payload, _ENTRY.size)
         items = []
         for _ in range(count):
             partition, offset, ts, tlen, mlen = _ENTRY.unpack_from(payload, pos)
@@ -222,15 +226,7 @@ def _decode(payload: bytes) -> tuple[int, str, list | None]:
             raise ValueError(f"{n - pos} trailing bytes")
         return op, group, items
     if op == OP_DELETE_OFFSETS:
-        _, glen, count = _COMMIT_HEAD.unpack_from(payload, 0)
-        pos = _COMMIT_HEAD.size
-        end = pos + glen
-        if not 0 < glen <= MAX_GROUP_BYTES or end > n:
-            raise ValueError(f"bad group length {glen}")
-        group = str(payload[pos:end], "utf-8")
-        pos = end
-        if count == 0 or count > (n - pos) // _KEY.size:
-            raise ValueError(f"bad entry count {count}")
+        group, count, pos = _group_head(payload, _KEY.size)
         keys = []
         for _ in range(count):
             partition, tlen = _KEY.unpack_from(payload, pos)

@@ -123,8 +123,7 @@ class TxnIndex:
         if self._fd < 0:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
             self.new_name = True
-        body = _ENTRY.pack(kind, flags, epoch, pid, first, last)
-        os.write(self._fd, body + _CRC.pack(crc32c(body)))
+        os.write(self._fd, _entry(kind, flags, epoch, pid, first, last))
         self._entries += 1
         self.dirty = True
         self._apply(kind, flags, epoch, pid, first, last)
@@ -200,15 +199,12 @@ class TxnIndex:
         count = 0
         for txn in self._aborted:
             for first, last in txn.ranges:
-                body = _ENTRY.pack(DATA, 0, 0, txn.producer_id, first, last)
-                out += body + _CRC.pack(crc32c(body))
-            body = _ENTRY.pack(END, 0, 0, txn.producer_id, txn.end, txn.end)  # (no marker: never cut)
-            out += body + _CRC.pack(crc32c(body))
+                out += _entry(DATA, 0, 0, txn.producer_id, first, last)
+            out += _entry(END, 0, 0, txn.producer_id, txn.end, txn.end)  # (no marker: never cut)
             count += len(txn.ranges) + 1
         for pid, txn in self._open.items():
             for first, last in txn.ranges:
-                body = _ENTRY.pack(DATA, 0, txn.epoch, pid, first, last)
-                out += body + _CRC.pack(crc32c(body))
+                out += _entry(DATA, 0, txn.epoch, pid, first, last)
             count += len(txn.ranges)
         tmp = self.path + ".tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -228,6 +224,12 @@ class TxnIndex:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+
+def _entry(kind: int, flags: int, epoch: int, pid: int, first: int, last: int) -> bytes:
+    """One entry as stored: the fields and their CRC-32C."""
+    body = _ENTRY.pack(kind, flags, epoch, pid, first, last)
+    return body + _CRC.pack(crc32c(body))
 
 
 def _first(txn: AbortedTxn) -> int:

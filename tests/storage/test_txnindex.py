@@ -194,3 +194,23 @@ def test_aborted_history_below_the_log_start_is_pruned(tmp_path):
     plog.enforce_retention()
     assert plog.aborted(0, plog.log_end_offset) == []
     eng.close()
+
+
+def test_history_is_rewritten_away_keeping_open_and_aborted_transactions(tmp_path):
+    eng = open_engine(tmp_path)
+    plog = eng.create_topic("t", 1).partitions[0]
+    for i in range(2100):  # finished, committed transactions: history only
+        plog.append(batch(1), producer=(PID, EPOCH))
+        plog.end_transaction(PID, EPOCH, committed=True)
+    plog.append(batch(1), producer=(PID + 1, 0))
+    plog.end_transaction(PID + 1, 0, committed=False)
+    plog.append(batch(2), producer=(PID + 2, 0))  # still open
+    aborted, lso = [t.ranges for t in plog.aborted(0, plog.log_end_offset)], plog.last_stable_offset
+    plog.txns.prune(plog.log_start_offset)
+    assert os.path.getsize(index_path(plog)) == 3 * ENTRY_SIZE  # the aborted DATA + END, the open DATA
+    plog.sync()
+    eng.close()
+    eng = open_engine(tmp_path)
+    plog = eng.partition("t", 0)
+    assert [t.ranges for t in plog.aborted(0, plog.log_end_offset)] == aborted and plog.last_stable_offset == lso
+    eng.close()

@@ -23,6 +23,8 @@ from ..primitives import (Array, Int8, Int16, Int32, Int64, NullableArray, Recor
 
 __all__ = [
     "API_KEY",
+    "READ_UNCOMMITTED",
+    "READ_COMMITTED",
     "FetchRequest",
     "FetchTopic",
     "FetchPartition",
@@ -37,6 +39,9 @@ __all__ = [
 
 API_KEY = 1
 MAX_VERSION = 11
+#: Fetch (v4+) and ListOffsets (v2+) isolation levels: everything appended, or committed records only (up to the
+#: last stable offset; a fetch answer lists the aborted transactions in it, whose batches the reader drops).
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 
 
 @dataclass(slots=True)

@@ -43,8 +43,6 @@ __all__ = ["produce", "fetch", "list_offsets", "NO_OFFSET", "LATEST", "EARLIEST"
 NO_OFFSET = -1
 LATEST = -1
 EARLIEST = -2
-#: Fetch and ListOffsets isolation_level: read_committed (0 = read_uncommitted).
-READ_COMMITTED = 1
 #: Fetch bounds applied to client values (a client may ask for up to 2 GiB).
 MAX_FETCH_WAIT_MS = 60_000
 
@@ -154,7 +152,7 @@ async def fetch(broker: "KafkaBroker", body, version, conn):
     max_bytes = body.max_bytes if version >= 3 and body.max_bytes > 0 else limits.max_fetch_bytes
     max_bytes = min(max_bytes, limits.max_fetch_bytes)
     as_ = KAFKA if version >= 4 else MESSAGE_SET_V1 if version >= 2 else MESSAGE_SET_V0
-    committed = version >= 4 and body.isolation_level == READ_COMMITTED
+    committed = version >= 4 and body.isolation_level == F.READ_COMMITTED
 
     async def build():
         responses, total = await _fetch_once(broker, body, version, max_bytes, as_, committed)
@@ -231,7 +229,7 @@ async def list_offsets(broker: "KafkaBroker", body, version, conn):
             try:
                 plog = broker.engine.partition(t.name, p.partition_index)
                 if p.timestamp == LATEST:
-                    committed = version >= 2 and body.isolation_level == READ_COMMITTED
+                    committed = version >= 2 and body.isolation_level == F.READ_COMMITTED
                     offset = plog.last_stable_offset if committed else plog.high_watermark
                 elif p.timestamp == EARLIEST:
                     offset = plog.log_start_offset
