@@ -1,7 +1,9 @@
 """Start `logway serve` as a child process on ephemeral 127.0.0.1 ports and wait until it listens.
 
 Used by the benchmarks and by tests that must kill a real gateway process (`kill -9`). The child is
-`python -m logway.cli serve` with the same interpreter, so it runs the code of this checkout.
+`python -m logway.cli serve` with the same interpreter, so it runs the code of this checkout — unless
+`BENCH_GATEWAY_PYTHONPATH` names a directory holding another `logway` package: the child alone then runs that
+one (before/after comparisons with the same benchmark clients; see BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -31,7 +33,11 @@ class GatewayProcess:
                "--set", "listeners.admin.port=0"]
         for item in overrides:
             cmd += ["--set", item]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stderr=stderr)
+        env = None
+        other = os.environ.get("BENCH_GATEWAY_PYTHONPATH")
+        if other:
+            env = dict(os.environ, PYTHONPATH=other)
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stderr=stderr, env=env)
         deadline = time.monotonic() + start_timeout
         while not os.path.exists(self.ready_file):
             if self.proc.poll() is not None:

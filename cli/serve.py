@@ -7,6 +7,11 @@ starting — a port in use (the listener and the address are named), a data dire
 not writable, TLS files that cannot be read — 1 for a storage error (e.g. a locked data directory), 130 on
 KeyboardInterrupt. Each of these is one line on stderr (`logway: …`), no traceback: the errors come out of trio's
 nurseries wrapped in exception groups, which `_leaves` unwraps. An unexpected exception still shows its traceback.
+
+With `workers: N` > 1 this process is the supervisor of N worker processes (`logway.gateway.workers.supervise`):
+they are `logway serve` again with the same arguments, told which worker they are by the environment
+(LOGWAY_WORKER); the ready file then names every worker's listeners ("kafka", "kafka.1", ...). Exit status: as
+above, or 1 when a worker died.
 """
 
 from __future__ import annotations
@@ -37,7 +42,18 @@ def serve(args: argparse.Namespace) -> int:
     problem = data_dir_problem(config.data_dir)
     if problem is not None:
         return _fail(problem)
-    logging.basicConfig(level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from logway.gateway.workers import WorkerRole
+
+    try:
+        role = WorkerRole.from_env() if config.workers > 1 else None
+    except ValueError as exc:
+        return _fail(str(exc))
+    if role is not None and role.count != config.workers:  # the configuration changed under the supervisor
+        return _fail(f"configuration error: this worker of {role.count} reads workers: {config.workers}")
+    who = "" if role is None else f"worker-{role.index} "
+    logging.basicConfig(level=config.log_level, format=f"%(asctime)s %(levelname)s {who}%(name)s: %(message)s")
+    if config.workers > 1 and role is None:
+        return _supervise(args, config)
     import trio
 
     from logway.gateway import Gateway
@@ -45,7 +61,7 @@ def serve(args: argparse.Namespace) -> int:
     from logway.storage import StorageError
 
     try:
-        gateway = Gateway(config)
+        gateway = Gateway(config, worker=role)
     except ConfigError as exc:  # e.g. a TLS certificate that cannot be loaded
         return _fail(f"configuration error: {exc}")
     started = False
@@ -61,7 +77,7 @@ def serve(args: argparse.Namespace) -> int:
             # the CPU and 50-110 ms pauses (probe p99 28 ms instead of 53 ms at 1,000 connections, BENCHMARKS.md).
             gc.freeze()
             gc.set_threshold(10_000, 10, 10)
-            if args.ready_file:
+            if args.ready_file and role is None:  # (a worker's addresses go to its supervisor)
                 tmp = args.ready_file + ".tmp"
                 with open(tmp, "w") as f:
                     json.dump({name: list(addr) for name, addr in addresses.items()} | {"pid": os.getpid()}, f)
@@ -85,6 +101,25 @@ def serve(args: argparse.Namespace) -> int:
             return _fail(_os_error(leaves[0], config.data_dir))
         raise
     return 0
+
+
+def _supervise(args: argparse.Namespace, config) -> int:
+    """`workers` > 1: start and watch the worker processes (each gets this command's arguments)."""
+    from logway.gateway.workers import supervise
+    from logway.storage import StorageError
+
+    argv = ["--config", args.config] if args.config else []
+    if args.data_dir:
+        argv += ["--data-dir", args.data_dir]
+    for item in args.set:
+        argv += ["--set", item]
+    try:
+        return supervise(config, argv, args.ready_file)
+    except StorageError as exc:  # e.g. the data directory is locked by another gateway
+        logging.getLogger("logway").error("%s", exc)
+        return 1
+    except OSError as exc:
+        return _fail(_os_error(exc, config.data_dir))
 
 
 def _fail(message: str, status: int = 2) -> int:

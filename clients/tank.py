@@ -356,7 +356,16 @@ class TankClient(_Requests, BlockingClient):
 
     def next_event(self, deadline: float | None = None) -> Any:
         """The next response (framed here, parsed by the codec); ConnectionClosed at EOF."""
-        return parse_response(*self._read_frame(deadline), self._produce_entries)
+        return self.parse_frame(self._read_frame(deadline))
+
+    def receive_frame(self, *, timeout: float | None = None) -> tuple[int, Any]:
+        """The next response frame as (msg_type, payload), unparsed (Pings skipped): a latency benchmark stops its
+        clock here and parses later with `parse_frame`."""
+        return self._read_frame(self._deadline(timeout))
+
+    def parse_frame(self, frame: tuple[int, Any]) -> Any:
+        """The response a frame of `receive_frame` holds."""
+        return parse_response(*frame, self._produce_entries)
 
     def _produce_entries(self, request_id: int) -> list | None:
         """(topic, partition) of each entry of a pending Produce request: its response matches by position."""

@@ -189,6 +189,8 @@ class AuthSettings:
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+#: The most worker processes `workers` may ask for.
+MAX_WORKERS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +214,11 @@ class Config:
                                        minimum=0)
     log_level: str = setting("INFO", "how much the gateway logs", choices=LOG_LEVELS,
                              normalize=lambda value: str(value).upper())
+    workers: int = setting(1, "processes serving the data directory, each the only writer of a share of every "
+                              "topic's partitions", minimum=1, maximum=MAX_WORKERS,
+                           more="(a prototype: with more than 1, Kafka clients see one broker per worker on "
+                                "consecutive ports; native clients reach worker 0's partitions only, TANK is off "
+                                "and transactions are refused — see [docs/scaling.md](docs/scaling.md))")
     raw: dict[str, Any] = derived("the merged tree, as `logway serve --print-config` shows it", factory=dict)
 
 
@@ -361,8 +368,9 @@ FREE_FORM = frozenset(path for path, hint, _ in settings() if typing.get_origin(
 TEXT_KEYS = frozenset(path for path, hint, _ in settings() if isinstance(hint, type) and issubclass(hint, str))
 
 
-#: `LOGWAY_*` environment variables that are not settings: scripts/dev's venv, where the tests keep artifacts.
-NOT_SETTINGS = frozenset({"LOGWAY_VENV", "LOGWAY_ARTIFACTS"})
+#: `LOGWAY_*` environment variables that are not settings: scripts/dev's venv, where the tests keep artifacts, and
+#: what a supervisor tells the worker processes it starts (`logway.gateway.workers`).
+NOT_SETTINGS = frozenset({"LOGWAY_VENV", "LOGWAY_ARTIFACTS", "LOGWAY_WORKER", "LOGWAY_WORKER_FD"})
 
 
 def defaults() -> dict[str, Any]:

@@ -1,15 +1,28 @@
-"""Live connections: the limit on how many, and what graceful shutdown needs to know about each one.
+"""Live connections: the limit on how many, their read timeouts, and what graceful shutdown needs to know about
+each one.
 
 A `Connection` is idle (waiting for the next request: safe to cancel) or busy (requests are being served:
 let them finish). `drain()` cancels idle connections at once and asks busy ones to close after their
 current response. The registry counts connections accepted and refused per protocol (`logway_connections_*`).
+
+Read timeouts: while the pump waits for bytes it sets `read_deadline` (and `waiting_for`, the reason a timeout
+gives: "idle" or "request not complete in time"); `enforce_timeouts()`, one task for the whole gateway, closes
+the connections whose deadline passed, checking a few times per timeout period. A cancel scope per receive would
+cost every request a scope and two updates of trio's deadline heap; a float per wait costs nothing.
 """
 
 from __future__ import annotations
 
+import logging
+import math
 from dataclasses import dataclass, field
 
 import trio
+
+log = logging.getLogger("logway.gateway")
+
+#: How often `enforce_timeouts` looks, as a fraction of the shorter timeout (bounds: 10 ms, 1 s).
+CHECKS_PER_TIMEOUT = 10
 
 
 @dataclass(eq=False)
@@ -21,6 +34,8 @@ class Connection:
     draining: bool = False
     client_id: str | None = None  # as the client names itself (Kafka request header)
     address: str = ""  # the client's IP address
+    read_deadline: float = math.inf  # trio time by which the awaited bytes must arrive (inf: none awaited)
+    waiting_for: str = "idle"  # what the pump waits for, named when the deadline closes the connection
 
     @property
     def busy(self) -> bool:
@@ -89,6 +104,19 @@ class ConnectionRegistry:
                 self._by_address.pop(conn.address, None)
         self._changed.set()
         self._changed = trio.Event()
+
+    async def enforce_timeouts(self, shortest: float) -> None:
+        """Close every connection whose `read_deadline` has passed, forever (a background task); `shortest` is the
+        shortest timeout in seconds (it sets how often to look)."""
+        tick = min(max(shortest / CHECKS_PER_TIMEOUT, 0.01), 1.0)
+        while True:
+            await trio.sleep(tick)
+            now = trio.current_time()
+            for conn in self._live:
+                if conn.read_deadline <= now:
+                    log.info("%s: closing (%s)", conn.peer, conn.waiting_for)
+                    conn.read_deadline = math.inf
+                    conn.scope.cancel()
 
     async def changed(self) -> None:
         await self._changed.wait()

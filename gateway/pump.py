@@ -35,7 +35,7 @@ from logway.codecs.errors import RemoteProtocolError
 from .admin.stats import CURRENT, ProtocolStats, RequestStats
 from .connections import Connection
 from .reading import RequestReader
-from .sendfile import send_pieces
+from .transport import transport_for
 
 log = logging.getLogger("logway.gateway")
 
@@ -51,10 +51,11 @@ class Close:
 
 @dataclass(slots=True)
 class Park:
-    """An answer that comes later: `wait()` produces it (in the connection's nursery); `now()` is the answer to
-    give at once instead when the connection has too many parked already."""
+    """An answer that comes later: `wait(deliver)` produces it (in the connection's nursery) — or, when the answer
+    could be written by whoever woke it, calls `deliver(answer)` (True: it is out) and returns None; `now()` is the
+    answer to give at once instead when the connection has too many parked already."""
 
-    wait: Callable[[], Awaitable[Any]]
+    wait: Callable[[Callable[[Any], bool]], Awaitable[Any]]
     now: Callable[[], Any]
 
 
@@ -77,55 +78,48 @@ class Session:
 
 
 class Outbox:
-    """Encodes events and writes them whole, counting the bytes. With `shared` (answers of parked requests may
-    interleave with the pump's), one at a time under a lock; otherwise only the pump writes and no lock is
-    needed."""
+    """Encodes events and writes them whole through the connection's transport. With `shared` (answers of parked
+    requests may interleave with the pump's), one at a time under a lock; otherwise only the pump writes and no
+    lock is needed. `send_now` writes an answer without waiting — from another task (the appending one, for a
+    parked long-poll) — when nothing else is being written; what the socket did not take then goes out first on
+    the next `send` or `flush`."""
 
-    def __init__(self, stream: trio.abc.SendStream, codec, stats: ProtocolStats, *, shared: bool) -> None:
-        self.stream = stream
+    def __init__(self, transport, codec, *, shared: bool) -> None:
+        self.transport = transport
         self.codec = codec
-        self.stats = stats
         self._lock = trio.Lock() if shared else None
+        self._rest = None  # what `send_now` could not write yet
+
+    def send_now(self, event) -> bool:
+        """Encode and write `event` now if no other write is under way; False (nothing done) if one is."""
+        if self._rest is not None or (self._lock is not None and self._lock.locked()):
+            return False
+        self._rest = self.transport.send_now(self.codec.send(event))
+        return True
 
     async def send(self, event) -> None:
+        await self._locked(self.codec.send, event)
+
+    async def flush(self) -> None:
+        """Write what `send_now` left."""
+        await self._locked(None, None)
+
+    async def _locked(self, encode, event) -> None:
         lock = self._lock
-        if lock is None:
-            await self._send(event)
-            return
+        if lock is not None:
+            try:
+                lock.acquire_nowait()  # the usual case, uncontended: no scheduler pass (`async with` takes one)
+            except trio.WouldBlock:
+                await lock.acquire()
         try:
-            lock.acquire_nowait()  # the usual case, uncontended: no scheduler pass (`async with` would take one)
-        except trio.WouldBlock:
-            await lock.acquire()
-        try:
-            await self._send(event)
+            if self._rest is not None:
+                rest, self._rest = self._rest, None
+                await self.transport.send(rest)
+            if encode is not None:
+                await self.transport.send(encode(event))
         finally:
-            lock.release()
-
-    async def _send(self, event) -> None:
-        pieces = self.codec.send(event)
-        if isinstance(pieces, (bytes, bytearray, memoryview)):
-            self.stats.bytes_out += len(pieces)
-        else:
-            size = 0
-            for piece in pieces:
-                size += len(piece) if isinstance(piece, (bytes, bytearray, memoryview)) else piece.length
-            self.stats.bytes_out += size
-        await send_pieces(self.stream, pieces)
-
-
-class _CountedReceive:
-    """The receiving side of a connection, counting the bytes received."""
-
-    __slots__ = ("stats", "stream")
-
-    def __init__(self, stream: trio.abc.ReceiveStream, stats: ProtocolStats) -> None:
-        self.stream = stream
-        self.stats = stats
-
-    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
-        data = await self.stream.receive_some(max_bytes)
-        self.stats.bytes_in += len(data)
-        return data
+            if lock is not None:
+                lock.release()
 
 
 def protocol_stats(protocol) -> ProtocolStats:
@@ -140,14 +134,27 @@ async def serve_connection(stream: trio.abc.Stream, conn: Connection, protocol, 
     CURRENT.set(stats)  # this connection's task (and its parked answers): the steps count records for `stats`
     codec = protocol.codec()
     session = protocol.session(conn, codec)
-    reader = RequestReader(_CountedReceive(stream, stats), codec, conn, limits)
+    transport = transport_for(stream, stats)
+    reader = RequestReader(transport, codec, conn, limits)
     max_parked = protocol.max_parked
-    out = Outbox(stream, codec, stats, shared=max_parked > 0)
+    out = Outbox(transport, codec, shared=max_parked > 0)
 
     async def answer_later(park: Park, request: RequestStats, started: float) -> None:
+        delivered = []
+
+        def deliver(reply) -> bool:  # called by the appending task (in this task's context: see notify.py)
+            if not out.send_now(reply):
+                return False
+            delivered.append(reply)
+            return True
+
         try:
-            reply = await park.wait()
-            await out.send(reply)
+            reply = await park.wait(deliver)
+            if delivered:
+                reply = delivered[0]
+                await out.flush()
+            else:
+                await out.send(reply)
             request.answered(started, reply)
         finally:
             conn.end_request()

@@ -11,6 +11,9 @@ connections; let connections that are in the middle of a request finish it, for 
 The admin listener (`listeners.admin`: metrics, probes, the console; `admin/`) starts first and stops last, so
 `/health` answers while storage recovers and `/ready` says when the gateway can serve: `state` goes "starting" →
 "ready" (storage open, every enabled listener bound) → "stopping" (shutdown asked) → "stopped".
+
+`Gateway(config, worker=WorkerRole(...))` is one worker process of several (`workers: N`, `workers.py`): its
+engine opens only its partitions, and it is ready once the supervisor told it the other workers' addresses.
 """
 
 from __future__ import annotations
@@ -19,12 +22,13 @@ import logging
 import resource
 import signal
 from time import perf_counter
+from typing import TYPE_CHECKING
 
 import trio
 
 from logway.storage import LogEngine
 
-from .admin.metrics import GatewayMetrics, MeteredSteps, RecoverySnapshot
+from .admin.metrics import GatewayMetrics, RecoverySnapshot
 from .admin.server import AdminServer
 from .config import Config
 from .connections import ConnectionRegistry
@@ -33,8 +37,12 @@ from .formats import STORAGE_FORMATS
 from .listeners import is_loopback, listen, serve
 from .notify import AppendNotifier
 from .protocols import REGISTRY, Protocol
+from .steps import Steps
 from .transactions import TransactionCoordinator
 from .tls import server_ssl_context
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .workers import WorkerRole
 
 log = logging.getLogger("logway.gateway")
 
@@ -43,12 +51,13 @@ ADMIN = "admin"
 
 
 class Gateway:
-    def __init__(self, config: Config, *, listen: bool = True) -> None:
+    def __init__(self, config: Config, *, listen: bool = True, worker: "WorkerRole | None" = None) -> None:
         self.config = config
         self.listen = listen
+        self.worker = worker
         self._conn_nursery: trio.Nursery | None = None
         self.engine: LogEngine | None = None
-        self.steps: MeteredSteps | None = None
+        self.steps: Steps | None = None
         self.transactions: TransactionCoordinator | None = None
         self.protocols: dict[str, Protocol] = {}
         self.notifier = AppendNotifier(config.limits.max_waiters)
@@ -100,17 +109,21 @@ class Gateway:
         cfg = self.config
         _raise_fd_limit()
         flush = cfg.storage.flush
+        share = self.worker.share if self.worker is not None else None
         self.engine = await trio.to_thread.run_sync(
             lambda: LogEngine(cfg.data_dir, STORAGE_FORMATS, cfg.storage.topic_defaults,
-                              reads_need_sync=flush == Flush.ALWAYS))
+                              reads_need_sync=flush == Flush.ALWAYS, share=share))
         self.storage_open = True
         self._log_recovery()
-        self.steps = MeteredSteps(self.engine, self.notifier, self.committer, flush)
+        self.steps = Steps(self.engine, self.notifier, self.committer, flush)
         self.steps.on_append = self.metrics.on_append
+        self.steps.on_read = self.metrics.on_read
         kc = cfg.kafka
         self.transactions = TransactionCoordinator(self.engine, self.steps,
                                                    max_timeout_ms=kc.transaction_max_timeout_ms,
                                                    check_interval_ms=kc.transaction_abort_check_ms)
+        if self.worker is not None:
+            self.worker.check_transactions(self.engine, self.transactions)
         recovered = await trio.to_thread.run_sync(self.transactions.recover)
         self.metrics.recovery = RecoverySnapshot(self.engine, {"completed": recovered["completed"],
                                                               "ended": recovered["orphans"]})
@@ -134,14 +147,21 @@ class Gateway:
                 if flush == Flush.INTERVAL:
                     background.start_soon(self._flush_loop)
                 background.start_soon(self._retention_loop)
+                limits = cfg.limits
+                background.start_soon(self.connections.enforce_timeouts,
+                                      min(limits.idle_timeout_ms, limits.request_timeout_ms) / 1000)
                 if handle_signals:
                     background.start_soon(self._signal_loop)
+                if self.worker is not None:
+                    background.start_soon(self.worker.run, self)
                 async with trio.open_nursery() as conn_nursery:
                     self._conn_nursery = conn_nursery
                     async with trio.open_nursery() as listeners:
                         for name, protocol in self.protocols.items():
                             if self.listen:
                                 await self._start_listener(listeners, conn_nursery, protocol, cfg.listeners[name])
+                        if self.worker is not None:  # the other workers' addresses (a Kafka broker each)
+                            await self.worker.join(self)
                         if not self._shutdown.is_set():
                             self.state = "ready"
                         task_status.started(dict(self.addresses))

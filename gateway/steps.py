@@ -13,8 +13,9 @@
   the stored bytes up to the LSO, the aborted list beside them) or asked for everything (`UNCOMMITTED`).
 - `end_transaction(plog, ...)` / `ended(plog)`: a transaction's end in a partition (the marker the storage format
   uses, if any); it moves the last stable offset, which wakes the partition's long-polls.
-- `long_poll(keys, deadline, build)`: build the answer; while it is not enough and time is left, park until one
-  of the partitions gets new visible data, then build it again.
+- `long_poll(keys, deadline, build, build_now=, deliver=)`: build the answer; while it is not enough and time is
+  left, park until one of the partitions gets new visible data, then build it again — in the appending task
+  itself, written at once, when the caller gave a `build_now` that does not wait and the pump's `deliver`.
 
 Protocol handlers call these and map failures with `logway.gateway.errors`; they never touch segments or files.
 """
@@ -34,13 +35,17 @@ from .durability import Flush, GroupCommitter
 from .formats import ReadFormat
 from .notify import AppendNotifier
 
-__all__ = ["INLINE_READ_BYTES", "Isolation", "Read", "Steps"]
+__all__ = ["INLINE_READ_BYTES", "Isolation", "NotNow", "Read", "Steps"]
 
 #: Reads larger than this run in a worker thread, so a cold read from disk does not stall other connections;
 #: smaller ones run inline (a thread hop costs more than a read from the page cache).
 INLINE_READ_BYTES = 4 * 1024 * 1024
 
 T = TypeVar("T")
+
+
+class NotNow(Exception):
+    """An answer that cannot be built without waiting (a large read): build it on the asynchronous path."""
 
 
 class Isolation(Enum):
@@ -78,6 +83,8 @@ class Read:
 class Steps:
     #: Told of every append as (plog, result, bytes): the gateway's metrics (`admin.metrics`); None: not counted.
     on_append: Callable[[PartitionLog, AppendResult, int], None] | None = None
+    #: Told of every read that found something as (read, offset asked): the metrics count records out.
+    on_read: Callable[[Read, int], None] | None = None
 
     def __init__(self, engine: LogEngine, notifier: AppendNotifier, committer: GroupCommitter, flush: Flush):
         self.engine = engine
@@ -134,6 +141,35 @@ class Steps:
 
         With `Isolation.COMMITTED`, a slice that held aborted records only is skipped: the answer holds the next
         committed records (or None up to the last stable offset)."""
+        work = self._read(plog, offset, max_bytes, as_, isolation)
+        try:
+            rng = next(work)
+            while True:
+                rng = work.send(await self.read_bytes(rng))
+        except StopIteration as done:
+            return self._done(done.value, offset)
+
+    def read_now(self, plog: PartitionLog, offset: int, max_bytes: int, as_: ReadFormat,
+                 isolation: Isolation = Isolation.COMMITTED) -> Read | None:
+        """`read` without waiting (to answer a parked long-poll from the appending task); raises `NotNow` when it
+        would read more than `INLINE_READ_BYTES` from a file (the caller then takes the asynchronous path)."""
+        work = self._read(plog, offset, max_bytes, as_, isolation)
+        try:
+            rng = next(work)
+            while True:
+                if rng.length > INLINE_READ_BYTES:
+                    raise NotNow
+                rng = work.send(rng.read())
+        except StopIteration as done:
+            return self._done(done.value, offset)
+
+    def _done(self, read: Read | None, offset: int) -> Read | None:
+        if read is not None and self.on_read is not None:
+            self.on_read(read, offset)
+        return read
+
+    def _read(self, plog: PartitionLog, offset: int, max_bytes: int, as_: ReadFormat, isolation: Isolation):
+        """The read, written once: a generator that yields each slice whose bytes it needs and is sent them."""
         stored = plog.fmt
         if isolation is Isolation.UNCOMMITTED:
             until = None
@@ -145,13 +181,13 @@ class Steps:
         if isolation is not Isolation.COMMITTED or not plog.txns.has_aborted:
             if as_ is stored:
                 return Read(rng, rng)
-            records = stored.decode(await self.read_bytes(rng), first_offset=rng.first_offset, min_offset=offset)
+            records = stored.decode((yield rng), first_offset=rng.first_offset, min_offset=offset)
             return Read(rng, as_.encode_read(records), records)
         while True:  # committed records only: drop what aborted transactions wrote
             aborted = plog.aborted(rng.first_offset, rng.end_offset)
             if not aborted and as_ is stored:
                 return Read(rng, rng)
-            records = stored.decode(await self.read_bytes(rng), first_offset=rng.first_offset, min_offset=offset)
+            records = stored.decode((yield rng), first_offset=rng.first_offset, min_offset=offset)
             if aborted:
                 records = [r for r in records if not any(t.covers(r.offset) for t in aborted)]
             if records or rng.end_offset >= until:
@@ -174,14 +210,31 @@ class Steps:
 
     # -- waiting -----------------------------------------------------------------------------------------
     async def long_poll(self, keys: Iterable[Hashable], deadline: float,
-                        build: Callable[[], Awaitable[tuple[T, bool]]]) -> T:
+                        build: Callable[[], Awaitable[tuple[T, bool]]], *,
+                        build_now: Callable[[], tuple[T, bool]] | None = None,
+                        deliver: Callable[[T], bool] | None = None) -> T | None:
         """`build()` -> (answer, enough). Return the first answer that is enough, or the one built after the
         deadline (or at once when the notifier refuses to park: shutdown, `limits.max_waiters`). `keys` are the
-        (topic, partition) pairs whose new data may make the answer enough."""
+        (topic, partition) pairs whose new data may make the answer enough.
+
+        With `build_now` (a `build` that does not wait; it may raise `NotNow`) and `deliver` (the pump's: write an
+        answer now; False when it cannot), the append that wakes the poll builds and writes the answer itself, and
+        this returns None: the answer is out."""
         keys = list(keys)
+        answer_now = None
+        if build_now is not None and deliver is not None:
+            def answer_now() -> bool:
+                try:
+                    answer, enough = build_now()
+                except NotNow:
+                    return False
+                return enough and deliver(answer)
         while True:
             answer, enough = await build()
             if enough or trio.current_time() >= deadline:
                 return answer
-            if not await self.notifier.wait(keys, deadline):
+            woken = await self.notifier.wait(keys, deadline, answer_now)
+            if woken is None:
+                return None
+            if not woken:
                 return (await build())[0]

@@ -15,6 +15,12 @@ On disk:
                                         that cannot be opened, segments dropped by recovery, entries of the wrong
                                         kind (a file where a directory belongs, ...), an unreadable offset store
                                         or producer-id file
+    <data>/workers/                     only when the gateway runs several worker processes (`Share`, below):
+    <data>/workers/<i>/.lock            flock held by worker i while it runs (the supervisor holds <data>/.lock)
+    <data>/workers/<i>/producer_ids     worker i's own block of producer ids (i >= 1; worker 0 uses the shared one)
+    <data>/workers/<i>/offsets/, transactions/   private stores of workers i >= 1, kept empty (worker 0 is the
+                                        group and transaction coordinator and owns the shared ones)
+    <data>/workers/admin.lock           flock taken around every topic creation, deletion and change
 
 Opening never fails on a damaged directory (only on one locked by another process, or an I/O error): segments
 are truncated to their last valid batch and indexes rebuilt (logway.storage.partition / segment), and what
@@ -24,6 +30,16 @@ Topic names are validated (logway.storage.names) before they become paths. Creat
 tmp/, then renamed into topics/); deletion renames into trash/ first, so a crash never leaves half a topic.
 Partitions are added (never removed) by creating their directories first and then rewriting topic.json, so a
 crash leaves either the old count (the next attempt clears the directories it left) or the new one.
+
+Sharing a directory between processes (`share=Share(...)`, the gateway's `workers: N`): partition p of topic t
+belongs to worker `Share.owner(t, p)`, and only its owner ever opens it (recovery, appends, retention). The
+supervisor's engine (`Share(workers=N)`, no worker) takes `.lock`, reads and clears the clean-shutdown marker,
+clears tmp/ and trash/, checks the topic directories and opens no partition and no store; each worker's engine
+(`Share(N, worker=i, clean_start=...)`) locks workers/<i>/.lock, opens its own partitions — the others are
+`ForeignPartition` stubs, and a topic's `partitions` is then a `WorkerPartitions` (len() = the partition count,
+[p] = the log or the stub, iteration = this worker's logs only) — and sees other workers' topic changes with
+`refresh()`. Topic creation, deletion and changes are serialized across workers by workers/admin.lock. With
+`share=None` (one process, the default) none of this applies.
 """
 
 from __future__ import annotations
@@ -36,6 +52,8 @@ import shutil
 import threading
 import time
 import uuid
+import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
@@ -56,10 +74,78 @@ log = logging.getLogger("logway.storage")
 MAX_PARTITIONS = 1000
 #: Entries of a data directory that the engine owns; anything else is left alone with a warning.
 DATA_DIR_ENTRIES = frozenset({".lock", ".clean_shutdown", "topics", "tmp", "trash", "quarantine", "offsets",
-                              "producer_ids", "producer_ids.tmp", "transactions"})
+                              "producer_ids", "producer_ids.tmp", "transactions", "workers"})
 #: After a damaged producer-id file, ids restart at (wall-clock ms) × this: above anything handed out before
 #: (blocks of 1000 ids cost one fsync each, so no allocator gets near a million ids per millisecond).
 PRODUCER_ID_FLOOR_PER_MS = 1_000_000
+#: Workers i >= 1 hand out producer ids from their own range, [2^62 + (i-1) * 2^55, 2^62 + i * 2^55): apart from
+#: each other's whatever the number of workers, and above the shared allocator (and its time-based floor).
+WORKER_PRODUCER_IDS = 1 << 62
+WORKER_PRODUCER_ID_SPAN = 1 << 55
+
+
+@dataclass(frozen=True, slots=True)
+class Share:
+    """One of several processes over the same data directory: `workers` of them, this one `worker` (None: the
+    supervisor, which owns the directory but no partition), `clean_start` what the supervisor found."""
+    workers: int
+    worker: int | None = None
+    clean_start: bool = False
+
+    def owner(self, topic: str, partition: int) -> int:
+        """The worker that owns partition `partition` of `topic`: consecutive partitions on consecutive workers,
+        starting at a worker chosen by the topic's name (CRC-32), so one-partition topics spread too. Stable:
+        it depends on the name, the partition and `workers` only."""
+        return (zlib.crc32(topic.encode("utf-8")) + partition) % self.workers
+
+    def owns(self, topic: str, partition: int) -> bool:
+        return self.worker is not None and self.owner(topic, partition) == self.worker
+
+
+class PartitionNotOwned(StorageError):
+    """The partition belongs to another worker process (see `Share`)."""
+
+
+class ForeignPartition:
+    """Another worker's partition, in this worker's engine: its topic, number and owner; anything else raises
+    `PartitionNotOwned` (a `StorageError`)."""
+    __slots__ = ("topic", "partition", "owner")
+
+    def __init__(self, topic: str, partition: int, owner: int) -> None:
+        self.topic, self.partition, self.owner = topic, partition, owner
+
+    def __getattr__(self, name: str):
+        raise PartitionNotOwned(f"partition {self.partition} of topic {self.topic!r} is served by worker "
+                                f"{self.owner}")
+
+    def __repr__(self) -> str:
+        return f"ForeignPartition({self.topic!r}, {self.partition}, owner={self.owner})"
+
+
+class WorkerPartitions:
+    """A topic's partitions in a worker's engine: `len()` is the topic's partition count and `[p]` partition p (a
+    `PartitionLog`, or a `ForeignPartition`); iterating yields this worker's `PartitionLog`s only, so every
+    "for each partition" (sync, retention, metrics) covers what this process owns."""
+    __slots__ = ("_all", "_owned")
+
+    def __init__(self, entries) -> None:
+        self._all = tuple(entries)
+        self._owned = tuple(p for p in self._all if not isinstance(p, ForeignPartition))
+
+    def __len__(self) -> int:
+        return len(self._all)
+
+    def __getitem__(self, index):
+        return self._all[index]
+
+    def __iter__(self):
+        return iter(self._owned)
+
+    def __add__(self, more) -> "WorkerPartitions":
+        return WorkerPartitions(self._all + tuple(more))
+
+    def __repr__(self) -> str:
+        return f"WorkerPartitions({list(self._all)!r})"
 
 
 @dataclass(slots=True)
@@ -78,19 +164,26 @@ class Topic:
 class LogEngine:
     def __init__(self, data_dir: str | os.PathLike, formats: Mapping[str, BatchFormat],
                  defaults: TopicConfig | None = None, *, clock: Callable[[], float] = time.time,
-                 reads_need_sync: bool = False) -> None:
+                 reads_need_sync: bool = False, share: Share | None = None) -> None:
         """`reads_need_sync`: readers of every partition see only what was synced (see logway.storage.partition);
-        the gateway sets it when it acknowledges only synced writes (`flush: always`)."""
+        the gateway sets it when it acknowledges only synced writes (`flush: always`). `share`: this engine is the
+        supervisor or one worker of several processes over the directory (see the module docstring)."""
         self.data_dir = os.path.abspath(os.fspath(data_dir))
         self.reads_need_sync = reads_need_sync
         self.formats = dict(formats)
         self.defaults = (defaults or TopicConfig()).validate()
         self.clock = clock
+        self.share = share
+        worker = share.worker if share is not None else None
         self._lock = threading.Lock()
         self._closed = False
+        self._stamps: dict[str, tuple[int, int, int]] = {}  # share mode: topic.json as last read, per topic
         makedirs_durably(self.data_dir)
         self._quarantine_dir = os.path.join(self.data_dir, "quarantine")
-        lock_path = os.path.join(self.data_dir, ".lock")
+        own_dir = self.data_dir if worker is None else os.path.join(self.data_dir, "workers", str(worker))
+        if worker is not None:
+            makedirs_durably(own_dir)
+        lock_path = os.path.join(own_dir, ".lock")
         if os.path.lexists(lock_path) and not os.path.isfile(lock_path):
             self._set_aside(lock_path, ".lock", "not a regular file")
         self._lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -98,35 +191,34 @@ class LogEngine:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(self._lock_fd)
-            raise StorageError(f"data directory {self.data_dir} is in use by another logway process") from None
+            who = "" if worker is None else f"worker {worker}'s part of "
+            raise StorageError(f"{who}data directory {self.data_dir} is in use by another logway process") from None
         previous_owner = self._claim_lock()
-        marker = os.path.join(self.data_dir, ".clean_shutdown")
         self._topics_dir = os.path.join(self.data_dir, "topics")
-        if os.path.lexists(marker) and not os.path.isfile(marker):
-            self._set_aside(marker, ".clean_shutdown", "not a regular file (the shutdown counts as unclean)")
-        # A brand-new directory has nothing to recover; otherwise only the marker proves a clean stop.
-        self.clean_start = os.path.exists(marker) or not os.path.lexists(self._topics_dir)
-        if os.path.exists(marker):
-            # Durably gone before anything is written: a marker that came back after a power cut would vouch
-            # for logs that were never closed cleanly.
-            os.unlink(marker)
-            sync_names(marker)
-        elif not self.clean_start and previous_owner:
-            log.warning("%s: left by process %s, which did not shut down cleanly (a stale lock); recovering",
-                        lock_path, previous_owner)
+        if worker is None:
+            self.clean_start = self._take_clean_marker(previous_owner, lock_path)
+        else:  # the supervisor took the marker (and clears tmp/ and trash/)
+            self.clean_start = share.clean_start
         for sub in ("topics", "tmp", "trash"):
             path = os.path.join(self.data_dir, sub)
             if os.path.lexists(path) and not os.path.isdir(path):
                 self._set_aside(path, sub, "not a directory")
-            elif sub != "topics":
+            elif sub != "topics" and worker is None:
                 shutil.rmtree(path, ignore_errors=True)
             makedirs_durably(path)  # a fresh data directory's topics/ must not vanish with its topics
         self.topics_by_name: dict[str, Topic] = {}
         self._load_topics()
-        self.offsets = self._open_offsets(os.path.join(self.data_dir, "offsets"))
-        self.producer_ids = self._open_producer_ids(os.path.join(self.data_dir, "producer_ids"))
-        self.transactions = self._open_transactions(os.path.join(self.data_dir, "transactions"))
-        for name in sorted(os.listdir(self.data_dir)):
+        if share is not None and worker is None:  # the supervisor: no store (its workers open them)
+            self.offsets = self.producer_ids = self.transactions = None
+        else:
+            # Worker 0 (the coordinator) opens the shared stores, the others their private ones.
+            stores, first = self.data_dir, 0
+            if worker:
+                stores, first = own_dir, WORKER_PRODUCER_IDS + (worker - 1) * WORKER_PRODUCER_ID_SPAN
+            self.offsets = self._open_offsets(os.path.join(stores, "offsets"))
+            self.producer_ids = self._open_producer_ids(os.path.join(stores, "producer_ids"), first)
+            self.transactions = self._open_transactions(os.path.join(stores, "transactions"))
+        for name in sorted(os.listdir(self.data_dir)) if worker is None else ():
             if name not in DATA_DIR_ENTRIES:
                 log.warning("%s: ignoring unknown entry %s", self.data_dir, name)
 
@@ -141,6 +233,23 @@ class LogEngine:
             return ""
         return previous
 
+    def _take_clean_marker(self, previous_owner: str, lock_path: str) -> bool:
+        """Whether the last stop was clean (or the directory is new); the marker is durably gone afterwards."""
+        marker = os.path.join(self.data_dir, ".clean_shutdown")
+        if os.path.lexists(marker) and not os.path.isfile(marker):
+            self._set_aside(marker, ".clean_shutdown", "not a regular file (the shutdown counts as unclean)")
+        # A brand-new directory has nothing to recover; otherwise only the marker proves a clean stop.
+        clean_start = os.path.exists(marker) or not os.path.lexists(self._topics_dir)
+        if os.path.exists(marker):
+            # Durably gone before anything is written: a marker that came back after a power cut would vouch
+            # for logs that were never closed cleanly.
+            os.unlink(marker)
+            sync_names(marker)
+        elif not clean_start and previous_owner:
+            log.warning("%s: left by process %s, which did not shut down cleanly (a stale lock); recovering",
+                        lock_path, previous_owner)
+        return clean_start
+
     def _set_aside(self, path: str, label: str, why: object, consequence: str = "") -> str:
         """Quarantine one damaged entry with an error log line naming it, why, and where it went."""
         dest = quarantine(path, self._quarantine_dir, label)
@@ -148,28 +257,42 @@ class LogEngine:
         return dest
 
     def _load_topics(self) -> None:
+        worker = self.share is not None and self.share.worker is not None
         for name in sorted(os.listdir(self._topics_dir)):
             path = os.path.join(self._topics_dir, name)
             try:
-                validate_topic_name(name)
-                if not os.path.isdir(path):
-                    raise StorageError("not a topic directory")
-                with open(os.path.join(path, "topic.json"), "rb") as f:
-                    meta = json.load(f)
-                if not isinstance(meta, dict) or not isinstance(meta.get("config") or {}, dict):
-                    raise StorageError(f"topic.json does not hold a topic's metadata: {str(meta)[:80]!r}")
-                if meta.get("name") != name:
-                    raise StorageError(f"topic.json names {meta.get('name')!r}")
-                partitions = int(meta["partitions"])
-                if not 1 <= partitions <= MAX_PARTITIONS:
-                    raise InvalidPartitions(f"partition count {partitions} is not in 1..{MAX_PARTITIONS}")
-                self._check_topic_entries(path, name, partitions)
-                topic = self._open_topic(name, partitions, meta.get("config") or {},
-                                         int(meta.get("created_ms", 0)), clean=self.clean_start)
+                partitions, overrides, created_ms = self._read_topic_json(name)
+                if not worker:  # a worker leaves the directory's entries to the supervisor
+                    self._check_topic_entries(path, name, partitions)
+                topic = self._open_topic(name, partitions, overrides, created_ms, clean=self.clean_start)
             except (OSError, ValueError, KeyError, TypeError, StorageError) as exc:
-                self._quarantine(path, name, exc)
+                if worker:  # the supervisor set aside what it could not open: this one is new damage
+                    log.error("cannot open topic directory %s (%s): skipped", path, exc)
+                else:
+                    self._quarantine(path, name, exc)
                 continue
             self.topics_by_name[name] = topic
+
+    def _read_topic_json(self, name: str) -> tuple[int, dict, int]:
+        """(partitions, overrides, created_ms) of a topic's topic.json, checked; in share mode its identity is
+        remembered (`refresh` reads it again only once it was replaced)."""
+        validate_topic_name(name)
+        path = os.path.join(self._topics_dir, name)
+        if not os.path.isdir(path):
+            raise StorageError("not a topic directory")
+        with open(os.path.join(path, "topic.json"), "rb") as f:
+            st = os.fstat(f.fileno())
+            meta = json.load(f)
+        if not isinstance(meta, dict) or not isinstance(meta.get("config") or {}, dict):
+            raise StorageError(f"topic.json does not hold a topic's metadata: {str(meta)[:80]!r}")
+        if meta.get("name") != name:
+            raise StorageError(f"topic.json names {meta.get('name')!r}")
+        partitions = int(meta["partitions"])
+        if not 1 <= partitions <= MAX_PARTITIONS:
+            raise InvalidPartitions(f"partition count {partitions} is not in 1..{MAX_PARTITIONS}")
+        if self.share is not None:
+            self._stamps[name] = (st.st_ino, st.st_mtime_ns, st.st_size)
+        return partitions, meta.get("config") or {}, int(meta.get("created_ms", 0))
 
     def _check_topic_entries(self, path: str, name: str, partitions: int) -> None:
         """Partition entries that are not directories are quarantined (the partition starts empty); missing
@@ -211,11 +334,15 @@ class LogEngine:
                             "transaction states start empty")
             return TransactionStore(path)
 
-    def _open_producer_ids(self, path: str) -> IdAllocator:
+    def _open_producer_ids(self, path: str, first: int = 0) -> IdAllocator:
+        """`first`: where a new allocator starts (a worker's range, see WORKER_PRODUCER_IDS)."""
         try:
-            return IdAllocator(path)
+            return IdAllocator(path, first=first)
         except (StorageError, OSError) as exc:
-            first = int(self.clock() * 1000) * PRODUCER_ID_FLOOR_PER_MS
+            if first:  # a worker's range: a floor inside it (1000 ids per ms)
+                first += int(self.clock() * 1000) * 1000 % WORKER_PRODUCER_ID_SPAN
+            else:
+                first = int(self.clock() * 1000) * PRODUCER_ID_FLOOR_PER_MS
             self._set_aside(path, "producer_ids", exc, f"producer ids continue from {first}")
             return IdAllocator(path, first=first)
 
@@ -227,10 +354,35 @@ class LogEngine:
         if fmt is None:
             raise UnknownFormat(f"unknown storage format {config.format!r} (known: {sorted(self.formats)})")
         base = os.path.join(self._topics_dir, name)
-        logs = [PartitionLog(os.path.join(base, str(p)), name, p, fmt, config, clean_shutdown=clean, clock=self.clock,
-                             quarantine_dir=self._quarantine_dir, reads_need_sync=self.reads_need_sync)
-                for p in range(partitions)]
-        return Topic(name, config, dict(overrides), logs, created_ms)
+        if self.share is None:
+            logs = [PartitionLog(os.path.join(base, str(p)), name, p, fmt, config, clean_shutdown=clean,
+                                 clock=self.clock, quarantine_dir=self._quarantine_dir,
+                                 reads_need_sync=self.reads_need_sync)
+                    for p in range(partitions)]
+            return Topic(name, config, dict(overrides), logs, created_ms)
+        return Topic(name, config, dict(overrides),
+                     WorkerPartitions(self._open_shared(name, range(partitions), fmt, config, clean)), created_ms)
+
+    def _open_shared(self, name: str, numbers: Iterable[int], fmt: BatchFormat, config: TopicConfig,
+                     clean: bool) -> list:
+        """Share mode: a `PartitionLog` for each of these partitions this worker owns, a `ForeignPartition` for
+        the others."""
+        share, base = self.share, os.path.join(self._topics_dir, name)
+        entries: list = []
+        try:
+            for p in numbers:
+                if share.owns(name, p):
+                    entries.append(PartitionLog(os.path.join(base, str(p)), name, p, fmt, config, clean_shutdown=clean,
+                                                clock=self.clock, quarantine_dir=self._quarantine_dir,
+                                                reads_need_sync=self.reads_need_sync))
+                else:
+                    entries.append(ForeignPartition(name, p, share.owner(name, p)))
+        except BaseException:
+            for plog in entries:
+                if not isinstance(plog, ForeignPartition):
+                    plog.close()
+            raise
+        return entries
 
     # -- topics ------------------------------------------------------------------------------------------
     def create_topic(self, name: str, partitions: int = 1, config: Mapping[str, Any] | None = None) -> Topic:
@@ -242,7 +394,7 @@ class LogEngine:
         cfg = self.defaults.with_overrides(overrides)
         if cfg.format not in self.formats:
             raise UnknownFormat(f"unknown storage format {cfg.format!r} (known: {sorted(self.formats)})")
-        with self._lock:
+        with self._lock, self._shared_change(name):
             if name in self.topics_by_name:
                 raise TopicExists(f"topic {name!r} already exists")
             created_ms = int(self.clock() * 1000)
@@ -257,16 +409,18 @@ class LogEngine:
             # Each partition creates its first segment's files and syncs its directory before it is used.
             topic = self._open_topic(name, partitions, overrides, created_ms, clean=True)
             self.topics_by_name = {**self.topics_by_name, name: topic}
+            self._stamp(name)
         log.info("created topic %s with %d partition(s), format %s", name, partitions, cfg.format)
         return topic
 
     def delete_topic(self, name: str) -> None:
         self._check_open()
-        with self._lock:
+        with self._lock, self._shared_change(name):
             topic = self.topic(name)
             rest = dict(self.topics_by_name)
             del rest[name]
             self.topics_by_name = rest
+            self._stamps.pop(name, None)
             trash = os.path.join(self.data_dir, "trash", f"{name}.{uuid.uuid4().hex[:8]}")
             rename_durably(os.path.join(self._topics_dir, name), trash)
         for plog in topic.partitions:
@@ -292,7 +446,7 @@ class LogEngine:
         self._check_open()
         set = dict(set or {})
         delete = [canonical_name(key) for key in delete]
-        with self._lock:
+        with self._lock, self._shared_change(name):
             topic = self.topic(name)
             current = canonical_overrides(topic.overrides)
             overrides = {k: v for k, v in current.items() if k in READ_ONLY} if replace else dict(current)
@@ -309,6 +463,7 @@ class LogEngine:
             for plog in topic.partitions:
                 plog.apply_config(config)
             topic.config, topic.overrides = config, overrides
+            self._stamp(name)
         log.info("altered the config of topic %s: %s", name, overrides or "defaults")
         return topic
 
@@ -325,7 +480,7 @@ class LogEngine:
         place). A directory left beyond the topic's count by an attempt that crashed before its topic.json was
         written is removed first when it holds no records (quarantined otherwise)."""
         self._check_open()
-        with self._lock:
+        with self._lock, self._shared_change(name):
             topic = self.topic(name)
             have = len(topic.partitions)
             if isinstance(count, bool) or not isinstance(count, int) or count > MAX_PARTITIONS:
@@ -337,21 +492,27 @@ class LogEngine:
                 return topic
             base = os.path.join(self._topics_dir, name)
             fmt = self.formats[topic.config.format]
-            added: list[PartitionLog] = []
+            added: list = []
             try:
                 for p in range(have, count):
                     directory = os.path.join(base, str(p))
                     if os.path.lexists(directory):
                         self._clear_leftover_partition(directory, f"{name}-{p}")
+                    if self.share is not None and not self.share.owns(name, p):  # its owner opens it
+                        makedirs_durably(directory)
+                        added.append(ForeignPartition(name, p, self.share.owner(name, p)))
+                        continue
                     added.append(PartitionLog(directory, name, p, fmt, topic.config, clean_shutdown=True,
                                               clock=self.clock, quarantine_dir=self._quarantine_dir,
                                               reads_need_sync=self.reads_need_sync))
                 self._write_topic_json(name, count, topic.overrides, topic.created_ms)
             except BaseException:
                 for plog in added:
-                    plog.close()
+                    if not isinstance(plog, ForeignPartition):
+                        plog.close()
                 raise
             topic.partitions = topic.partitions + added
+            self._stamp(name)
         log.info("topic %s: %d partition(s) now (was %d)", name, count, have)
         return topic
 
@@ -428,7 +589,8 @@ class LogEngine:
         for t in self.topics():
             for p in t.partitions:
                 p.sync()
-        self.offsets.sync()
+        if self.offsets is not None:  # (None: a supervisor's engine)
+            self.offsets.sync()
 
     def close(self, *, clean: bool = True) -> None:
         """Sync and close everything, then mark the shutdown clean.
@@ -444,9 +606,10 @@ class LogEngine:
         for t in self.topics():
             for p in t.partitions:
                 p.close(durable=clean)
-        self.offsets.close()
-        self.transactions.close()
-        if clean:
+        if self.offsets is not None:  # (None: a supervisor's engine)
+            self.offsets.close()
+            self.transactions.close()
+        if clean and (self.share is None or self.share.worker is None):  # a worker's stop is its supervisor's
             marker = os.path.join(self.data_dir, ".clean_shutdown")
             write_synced(marker, b"")
             sync_names(marker)
@@ -455,3 +618,86 @@ class LogEngine:
     def _check_open(self) -> None:
         if self._closed:
             raise StorageClosed("the log engine is closed")
+
+    # -- sharing the directory with other worker processes (share mode) ----------------------------------
+    @contextmanager
+    def _shared_change(self, name: str):
+        """Around a topic's creation, deletion or change (the caller holds `_lock`): in share mode, hold
+        workers/admin.lock (one change at a time across the workers) and first read what other workers changed
+        about this topic; otherwise nothing."""
+        if self.share is None:
+            yield
+            return
+        path = os.path.join(self.data_dir, "workers", "admin.lock")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            self._refresh([name])
+            yield
+        finally:
+            os.close(fd)  # (releases the flock)
+
+    def _stamp(self, name: str) -> None:
+        """Share mode: remember topic.json as this engine wrote it (not to read it back at the next refresh)."""
+        if self.share is not None:
+            st = os.stat(os.path.join(self._topics_dir, name, "topic.json"))
+            self._stamps[name] = (st.st_ino, st.st_mtime_ns, st.st_size)
+
+    def refresh(self) -> list[str]:
+        """Share mode: catch up with the topics other workers created, deleted, grew or reconfigured since this
+        engine last looked (one listdir and one stat per topic; topic.json is read again only once replaced).
+        Returns the names of the topics that went away (their partitions here are closed). Without a share,
+        nothing to do: []."""
+        if self.share is None:
+            return []
+        self._check_open()
+        with self._lock:
+            return self._refresh(None)
+
+    def _refresh(self, names: list[str] | None) -> list[str]:
+        """`refresh` for every topic on disk (None) or the ones named; the caller holds `_lock`."""
+        current = dict(self.topics_by_name)
+        if names is None:
+            on_disk = os.listdir(self._topics_dir)
+            names = sorted(set(on_disk) | set(current))
+        gone = []
+        for name in names:
+            topic = current.get(name)
+            try:
+                st = os.stat(os.path.join(self._topics_dir, name, "topic.json"))
+            except (FileNotFoundError, NotADirectoryError):
+                st = None
+            stamp = None if st is None else (st.st_ino, st.st_mtime_ns, st.st_size)
+            if stamp is not None and self._stamps.get(name) == stamp:
+                continue  # unchanged since this engine read it (or failed to: said once)
+            try:
+                partitions, overrides, created_ms = self._read_topic_json(name) if st is not None else (0, {}, 0)
+            except (OSError, ValueError, KeyError, TypeError, StorageError) as exc:
+                self._stamps[name] = stamp  # not again until topic.json is replaced
+                log.warning("%s: cannot read topic %s (%s): left as it was", self._topics_dir, name, exc)
+                continue
+            if topic is not None and (st is None or created_ms != topic.created_ms):  # deleted (and made again?)
+                del current[name]
+                for plog in topic.partitions:
+                    plog.close()
+                gone.append(name)
+                topic = None
+            if st is None:
+                self._stamps.pop(name, None)
+                continue
+            try:
+                if topic is None:  # new since this engine looked: nobody wrote to its partitions before
+                    current[name] = self._open_topic(name, partitions, overrides, created_ms, clean=True)
+                    continue
+                config = self.defaults.with_overrides(overrides)
+                if overrides != topic.overrides:
+                    for plog in topic.partitions:
+                        plog.apply_config(config)
+                    topic.config, topic.overrides = config, dict(overrides)
+                if partitions > len(topic.partitions):
+                    topic.partitions = topic.partitions + self._open_shared(
+                        name, range(len(topic.partitions), partitions), self.formats[config.format], config, True)
+            except (OSError, StorageError) as exc:  # tried again once topic.json is replaced
+                log.error("%s: cannot open the changes of topic %s (%s)", self._topics_dir, name, exc)
+        self.topics_by_name = current
+        return gone

@@ -65,15 +65,20 @@ class ReadSlice:
     length: int
     first_offset: int  # first offset of the first batch in the range (may be below the requested offset)
     end_offset: int  # offset just after the last batch in the range
+    data: bytes | None = None  # the range's bytes, when the segment still had them in memory (its last batch)
 
     def fileno(self) -> int:
         return self.segment.fileno()
 
     def read(self) -> bytes:
+        if self.data is not None:
+            return self.data
         return self.segment.pread(self.position, self.length)
 
     def head(self, n: int) -> bytes:
         """The first `n` bytes of the range (a batch header, without reading the whole range)."""
+        if self.data is not None:
+            return self.data[:n]
         return self.segment.pread(self.position, min(n, self.length))
 
 
@@ -483,6 +488,9 @@ class PartitionLog:
                 stop, stop_offset = seg.range_end(position, first, max(max_bytes, 1), end)
                 if stop_offset < 0:
                     stop_offset = end_off
+                last_batch = seg.last_batch
+                if last_batch is not None and last_batch[0] == position and last_batch[2] == stop - position:
+                    return ReadSlice(seg, position, stop - position, first, stop_offset, last_batch[4])
                 return ReadSlice(seg, position, stop - position, first, stop_offset)
             if seg is last:
                 return None

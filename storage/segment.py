@@ -34,6 +34,8 @@ RECOVERY_CHUNK = 4 * 1024 * 1024
 #: The active segment reserves disk blocks ahead of its end in steps of this size (fallocate KEEP_SIZE);
 #: small enough that thousands of idle partitions do not reserve much, large enough to be rare.
 PREALLOCATE_BYTES = 16 * 1024 * 1024
+#: The last appended batch is kept in memory up to this size (tailing readers get it without a file read).
+KEEP_LAST_BATCH_BYTES = 16 * 1024
 
 
 def segment_name(base_offset: int) -> str:
@@ -58,7 +60,7 @@ class Segment:
     __slots__ = (
         "directory", "base_offset", "fmt", "log_path", "index", "timeindex", "size", "next_offset",
         "max_timestamp", "created_ms", "bytes_since_index", "index_interval", "_fd", "active", "_reserved",
-        "checksums", "indexes_rebuilt", "__weakref__",
+        "checksums", "indexes_rebuilt", "last_batch", "__weakref__",
     )
 
     def __init__(self, directory: str, base_offset: int, fmt: BatchFormat, *, active: bool,
@@ -84,6 +86,10 @@ class Segment:
         self.created_ms = created_ms
         self.bytes_since_index = 0
         self.indexes_rebuilt = False  # set by `recover` when it rewrote the indexes
+        #: (position, first offset, size, last offset, bytes or None) of the batch appended last by this process:
+        #: a tailing reader asks for it, and finds it without scanning headers from the index point — and, when
+        #: it is small (≤ `KEEP_LAST_BATCH_BYTES`), without reading the file.
+        self.last_batch: tuple[int, int, int, int, bytes | None] | None = None
 
     # -- file access -------------------------------------------------------------------------------------
     def fileno(self) -> int:
@@ -132,11 +138,15 @@ class Segment:
         if max_timestamp > self.max_timestamp:
             self.max_timestamp = max_timestamp
         self.next_offset = last_offset + 1
+        self.last_batch = (position, first_offset, length, last_offset,
+                           (pieces[0] if len(pieces) == 1 and type(pieces[0]) is bytes else b"".join(pieces))
+                           if length <= KEEP_LAST_BATCH_BYTES else None)
 
     def rollback(self, size: int) -> None:
         """Undo a failed write: cut the data file back to `size` bytes."""
         os.ftruncate(self.fileno(), size)
         self.size = size
+        self.last_batch = None
         if self.checksums is not None:
             self.checksums.cut(size)
 
@@ -205,6 +215,9 @@ class Segment:
 
     def locate(self, offset: int, end: int) -> tuple[int, int] | None:
         """(position, first offset) of the batch holding `offset` (or the first batch after it), below `end`."""
+        last = self.last_batch
+        if last is not None and last[1] <= offset <= last[3] and last[0] + last[2] <= end:
+            return last[0], last[1]
         rel, pos = self.index.floor_offset(max(offset - self.base_offset, 0))
         for position, first, _size, last, _ts in self.headers(pos, self.base_offset + rel, end):
             if last >= offset:

@@ -11,17 +11,18 @@ Metric names (prefix `logway_`) are listed in README.md, "Observability".
 
 from __future__ import annotations
 
+import gc
 import time
 from typing import TYPE_CHECKING, Iterator
 
-from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector, generate_latest
+from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from logway.storage import AppendResult, PartitionLog
 
-from ..steps import Steps
+from ..steps import Read
 from .stats import CURRENT, Histogram, ProtocolStats
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -30,7 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
 #: The admin listener's name in `listeners` and in the connection metrics.
 ADMIN = "admin"
 
-__all__ = ["CONTENT_TYPE", "GatewayMetrics", "MeteredSteps", "RecoverySnapshot"]
+__all__ = ["CONTENT_TYPE", "GatewayMetrics", "RecoverySnapshot"]
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
@@ -47,22 +48,6 @@ class RecoverySnapshot:
         self.transactions = dict(transactions or {})
 
 
-class MeteredSteps(Steps):
-    """The storage steps, counting the records read for each protocol's clients (`ProtocolStats.records_out`, for
-    the protocol of the connection that reads: `stats.CURRENT`). Appends are counted by `Steps.append` itself
-    (`Steps.on_append`)."""
-
-    async def read(self, plog, offset, *args, **kwargs):
-        read = await super().read(plog, offset, *args, **kwargs)
-        if read is not None:
-            stats = CURRENT.get()
-            if stats is not None:
-                records = read.records
-                stats.records_out += (len(records) if records is not None else
-                                      read.slice.end_offset - max(read.slice.first_offset, offset))
-        return read
-
-
 class GatewayMetrics:
     """The metrics of one gateway: its protocols' traffic counters, per-partition append counts, and the registry
     Prometheus scrapes (`exposition()`)."""
@@ -77,6 +62,8 @@ class GatewayMetrics:
         self.registry.register(GatewayCollector(self))
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
+        GCCollector(registry=self.registry)  # python_gc_collections_total, python_gc_objects_collected_total, ...
+        self.registry.register(GCCountCollector())
 
     def protocol(self, name: str) -> ProtocolStats:
         stats = self.protocols.get(name)
@@ -96,6 +83,14 @@ class GatewayMetrics:
         if stats is not None:
             stats.records_in += records
 
+    def on_read(self, read: Read, offset: int) -> None:
+        """`Steps.on_read`: count the records read for the protocol of the connection that reads."""
+        stats = CURRENT.get()
+        if stats is not None:
+            records = read.records
+            stats.records_out += (len(records) if records is not None else
+                                  read.slice.end_offset - max(read.slice.first_offset, offset))
+
     def exposition(self) -> bytes:
         """The Prometheus text format of every metric (prometheus_client's `generate_latest`)."""
         return generate_latest(self.registry)
@@ -105,6 +100,24 @@ class GatewayMetrics:
         if not self.gateway.storage_open:
             return []
         return [(t.format, p) for t in self.gateway.engine.topics() for p in t.partitions]
+
+
+class GCCountCollector(Collector):
+    """The cyclic collector's state beside GCCollector's totals: `gc.get_count()` (generation 0: GC-tracked
+    allocations minus deallocations since its last collection; 1 and 2: collections of the younger generation) and
+    `gc.get_threshold()`. With `python_gc_collections_total` they give the net tracked allocations between two
+    scrapes (what `logway bench requests` reports per request)."""
+
+    def collect(self) -> Iterator[Metric]:
+        count = GaugeMetricFamily("python_gc_count", "gc.get_count(): what counts towards each generation's next "
+                                  "collection", labels=["generation"])
+        threshold = GaugeMetricFamily("python_gc_threshold", "gc.get_threshold(): each generation's collection "
+                                      "threshold", labels=["generation"])
+        for generation, (n, limit) in enumerate(zip(gc.get_count(), gc.get_threshold())):
+            count.add_metric([str(generation)], n)
+            threshold.add_metric([str(generation)], limit)
+        yield count
+        yield threshold
 
 
 def _histogram(name: str, doc: str, labels: list[str]) -> HistogramMetricFamily:

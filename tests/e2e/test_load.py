@@ -30,4 +30,6 @@ def test_short_load_has_no_errors_and_every_connection_works():
     assert all(len(v) > 0 for v in report.probe_latencies.values())
     assert not report.probe_errors
     assert report.peak_rss > 0 and report.peak_rss >= report.rss_start > 0
+    assert report.gateway_cpu > 0 and report.client_cpu > 0  # printed per request too
+    assert "µs per request" in report.format()
     assert report.gateway_exit == 0 and not report.gateway_log_errors

@@ -160,3 +160,30 @@ def test_an_unclean_open_makes_what_recovery_kept_durable_and_visible(tmp_path):
     plog = eng.partition("t", 0)
     assert plog.durable_offset == plog.high_watermark == 4 and len(values(plog)) == 4
     eng.close()
+
+
+def test_the_last_batch_is_read_from_memory_and_matches_the_file(tmp_path):
+    eng = open_engine(tmp_path, segment_bytes=1 << 20)
+    plog = eng.create_topic("t", 1).partitions[0]
+    for i in range(50):
+        plog.append(batch(3, size=30, tag=str(i)))
+    small = batch(2, size=20, tag="last")
+    plog.append(small)
+    rng = plog.read(150, 1 << 20)  # a tailing reader: the batch appended last, found without a header scan
+    assert (rng.first_offset, rng.end_offset, rng.length) == (150, 152, len(small))
+    stored = os.pread(rng.fileno(), rng.length, rng.position)  # (the offsets assigned on append are in it)
+    assert rng.data == stored and rng.read() == stored and rng.head(8) == stored[:8]
+    wider = plog.read(147, 1 << 20)  # a range that ends with it but starts earlier: read from the file
+    assert wider.data is None and wider.read().endswith(stored)
+    big = batch(1, size=20_000)  # above the size kept in memory
+    plog.append(big)
+    rng = plog.read(152, 1 << 20)
+    assert rng.data is None and rng.length == len(big)
+    seg = plog.segments[-1]
+    seg.rollback(seg.size - len(big))  # a failed write undone: nothing is remembered
+    assert seg.last_batch is None
+    eng.close()
+    eng = open_engine(tmp_path, segment_bytes=1 << 20)  # after a restart the file is read
+    rng = eng.partition("t", 0).read(150, 1 << 20)
+    assert rng.data is None and rng.read() == stored
+    eng.close()

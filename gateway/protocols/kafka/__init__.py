@@ -9,6 +9,8 @@ an unsupported API/version closes the connection (Kafka's behaviour); other conn
 
 With `auth.kafka_sasl_plain` a connection must authenticate first (`sasl.KafkaSasl`): SaslHandshake and
 SaslAuthenticate are answered by the session, not the broker, since they concern this connection only.
+
+In a worker process (`workers: N` > 1) the broker is node i of N brokers (`cluster.KafkaCluster`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from logway.codecs.kafka.connection import KafkaResponse, KafkaServerConnection,
 from ...pump import Close, Session
 from ..base import INFO, WARNING, Protocol
 from .broker import SERVED, KafkaBroker
+from .cluster import KafkaCluster
 from .coordinator import GroupCoordinator
 from .sasl import KafkaSasl
 
@@ -41,6 +44,11 @@ class KafkaProtocol(Protocol):
         listener = self.config.listeners[self.name]
         self.broker = KafkaBroker(self.steps, self.config, self.coordinator, (listener.host, listener.port),
                                   gateway.transactions)
+        worker = getattr(gateway, "worker", None)
+        if worker is not None:  # one of several workers: node `worker.index` of a cluster
+            self.broker.cluster = KafkaCluster(worker)
+            self.broker.node_id = worker.index
+            worker.on_topic_gone.append(self.broker.producers.forget)
 
     def codec(self) -> KafkaServerConnection:
         return KafkaServerConnection(self.config.kafka.max_request_bytes, api_versions=SERVED)

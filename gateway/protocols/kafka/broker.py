@@ -1,7 +1,10 @@
 """`KafkaBroker`: the Kafka API table and what every API handler works with — the storage steps, the group
 coordinator, the transaction coordinator, the idempotent producers' state and this node's advertised address.
 Each API lives in the module of its family (`records`, `offsets`, `groups`, `admin`, `transactions`) as
-`async def api(broker, body, version, conn)`."""
+`async def api(broker, body, version, conn)`.
+
+With several worker processes (`workers: N`), `cluster` (`cluster.KafkaCluster`) makes this broker node i of N:
+it routes each request before the API modules see it. With one, `cluster` is None and nothing changes."""
 
 from __future__ import annotations
 
@@ -65,8 +68,10 @@ SERVED = advertised(set(HANDLERS) | {SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY})
 
 
 class KafkaBroker:
-    #: This broker's node id: the controller, every partition's leader, every group's coordinator.
+    #: This broker's node id: the controller, every partition's leader, every group's coordinator (one worker).
     node_id = 0
+    #: Several workers: this broker's routing as node `cluster.node_id` (set by the Kafka protocol).
+    cluster = None
 
     def __init__(self, steps: Steps, config, coordinator: GroupCoordinator, advertised: tuple[str, int],
                  transactions: TransactionCoordinator) -> None:
@@ -80,4 +85,6 @@ class KafkaBroker:
 
     async def handle(self, request, conn):
         """The response body for a request (None: no response, a Produce with acks=0)."""
+        if self.cluster is not None:
+            return await self.cluster.handle(self, request, conn, HANDLERS)
         return await HANDLERS[request.api_key](self, request.body, request.api_version, conn)

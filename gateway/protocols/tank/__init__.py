@@ -62,5 +62,6 @@ class TankSession(Session):
             if response is not None:
                 return response
             watched = self.handler.park(event)  # in the same step as the EOF check: no append is missed
-            return Park(lambda: self.handler.poll(event, watched), lambda: self.handler.timeout_response(event))
+            return Park(lambda deliver: self.handler.poll(event, watched, deliver),
+                        lambda: self.handler.timeout_response(event))
         return await self.handler.handle(event)

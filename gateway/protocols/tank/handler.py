@@ -26,7 +26,7 @@ from logway.storage import PartitionLog
 
 from ...errors import FAILURES, ErrorKind, kind_of
 from ...formats import TANK
-from ...steps import Steps
+from ...steps import NotNow, Steps
 
 log = logging.getLogger("logway.gateway.tank")
 
@@ -171,11 +171,27 @@ class TankHandler:
         try:
             read = await self.steps.read(plog, offset, max(max_bytes, 1), TANK)
         except FAILURES as exc:
-            # A stored batch whose records cannot be decoded (the produce path checks only its header and CRC),
-            # or a record TANK cannot carry (a key over 255 bytes): this partition's answer is a system error,
-            # the connection and the request's other partitions are served as usual.
-            log.warning("consume of %s-%d at offset %d refused: %s", plog.topic, partition, offset, exc)
-            return ConsumePartitionResult(partition, ConsumeFlags.SYSTEM_ERROR, 0, last, b"")
+            return self._refused(plog, partition, offset, last, exc)
+        return self._chunk_of(read, partition, last)
+
+    def _chunk_now(self, plog: PartitionLog, partition: int, offset: int, max_bytes: int, last: int):
+        """`_chunk` without waiting (`Steps.read_now`: raises NotNow for a large read)."""
+        try:
+            read = self.steps.read_now(plog, offset, max(max_bytes, 1), TANK)
+        except FAILURES as exc:
+            return self._refused(plog, partition, offset, last, exc)
+        return self._chunk_of(read, partition, last)
+
+    @staticmethod
+    def _refused(plog: PartitionLog, partition: int, offset: int, last: int, exc: Exception):
+        # A stored batch whose records cannot be decoded (the produce path checks only its header and CRC),
+        # or a record TANK cannot carry (a key over 255 bytes): this partition's answer is a system error,
+        # the connection and the request's other partitions are served as usual.
+        log.warning("consume of %s-%d at offset %d refused: %s", plog.topic, partition, offset, exc)
+        return ConsumePartitionResult(partition, ConsumeFlags.SYSTEM_ERROR, 0, last, b"")
+
+    @staticmethod
+    def _chunk_of(read, partition: int, last: int) -> ConsumePartitionResult:
         if read is None:
             return ConsumePartitionResult(partition, ConsumeFlags.OK, 0, last, b"")
         if read.zero_copy:
@@ -200,8 +216,9 @@ class TankHandler:
                 watched.append((t.name, plog, p.partition, plog.last_stable_offset, segment, size))
         return watched
 
-    async def poll(self, req, watched: list) -> ConsumeResponse:
-        """A consume whose partitions are all at EOF: answer on min_bytes appended or on the timer."""
+    async def poll(self, req, watched: list, deliver=None) -> ConsumeResponse | None:
+        """A consume whose partitions are all at EOF: answer on min_bytes appended or on the timer. With the pump's
+        `deliver`, the append that brings enough answers it on the spot (then this returns None)."""
         min_bytes = max(min(req.min_bytes, MAX_FETCH), 1)
 
         async def build():
@@ -209,8 +226,14 @@ class TankHandler:
                 return await self._wake_response(req, watched), True
             return self._timeout_response(req, watched), False
 
+        def build_now():
+            if self._captured(watched) >= min_bytes:
+                return self._wake_response(req, watched, self._chunk_now), True
+            return None, False
+
         keys = [(w[0], w[2]) for w in watched]
-        return await self.steps.long_poll(keys, normalised_expiry(trio.current_time(), req.max_wait_ms), build)
+        return await self.steps.long_poll(keys, normalised_expiry(trio.current_time(), req.max_wait_ms), build,
+                                          build_now=build_now, deliver=deliver)
 
     @staticmethod
     def _captured(watched) -> int:
@@ -225,16 +248,32 @@ class TankHandler:
             total += max(now_size - size, 1) if now_segment is segment else MAX_FETCH
         return total
 
-    async def _wake_response(self, req, watched) -> ConsumeResponse:
+    def _wake_response(self, req, watched, chunk=None):
+        """The answer to a woken consume: each partition's data from where it was parked (not limited by
+        fetch_size). With `chunk` (`_chunk_now`) it is built at once; without, a coroutine builds it."""
+        if chunk is None:
+            return self._wake_response_async(req, watched)
         topics: dict[str, list] = {}
         for name, plog, partition, start, *_ in watched:
             _, last = self.bounds(plog)
             if plog.last_stable_offset <= start:
                 result = ConsumePartitionResult(partition, ConsumeFlags.OK, 0, last, b"")
             else:
-                result = await self._chunk(plog, partition, start, MAX_FETCH, last)  # not limited by fetch_size
+                result = chunk(plog, partition, start, MAX_FETCH, last)
             topics.setdefault(name, []).append(result)
         return ConsumeResponse(req.request_id, [ConsumeTopicResult(n, parts) for n, parts in topics.items()])
+
+    async def _wake_response_async(self, req, watched) -> ConsumeResponse:
+        try:
+            return self._wake_response(req, watched, self._chunk_now)
+        except NotNow:  # a large read: each partition's chunk through the waiting read step
+            chunks = {}
+            for _, plog, partition, start, *_ in watched:
+                if plog.last_stable_offset > start:
+                    chunks[(plog.topic, partition)] = await self._chunk(plog, partition, start, MAX_FETCH,
+                                                                        self.bounds(plog)[1])
+            return self._wake_response(req, watched, lambda plog, partition, _start, _max, last: chunks.get(
+                (plog.topic, partition)) or ConsumePartitionResult(partition, ConsumeFlags.OK, 0, last, b""))
 
     def timeout_response(self, req) -> ConsumeResponse:
         """The answer a parked consume gets when its timer expires, given at once."""

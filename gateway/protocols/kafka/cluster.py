@@ -1,0 +1,253 @@
+"""The Kafka broker as one of several worker processes (`workers: N` > 1; `logway.gateway.workers`): node i of a
+cluster of N brokers on one host, each the leader of the partitions its worker owns. Nothing here runs with one
+worker (`KafkaBroker.cluster` is None).
+
+What changes for the clients, API by API (the rest is answered as by a single broker, for this worker's
+partitions — DescribeLogDirs, for instance):
+
+- Metadata lists every worker as a broker (node id = worker index, its advertised Kafka address), node 0 as the
+  controller, and each partition with its owner as leader, only replica and ISR. It first catches up with topics
+  the other workers created or changed (`WorkerRole.refresh`).
+- Produce, Fetch, ListOffsets and DeleteRecords: partitions of other workers are answered NOT_LEADER_OR_FOLLOWER
+  (the client refreshes its metadata and goes to the leader), the rest as usual; a Fetch that names any of them
+  does not wait (max_wait 0) so the error goes out at once. A topic or partition this worker does not know yet is
+  looked up on disk first.
+- FindCoordinator: node 0 for every group (and transactional id). The group APIs (JoinGroup, SyncGroup,
+  Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, DeleteGroups, OffsetDelete) sent to another
+  worker are NOT_COORDINATOR; ListGroups there lists nothing (each broker lists the groups it coordinates).
+- DeleteTopics goes to the controller (worker 0, which owns the offset store the topic's offsets leave):
+  NOT_CONTROLLER elsewhere. CreateTopics and CreatePartitions work on every worker (the engine serializes topic
+  changes across workers).
+- Transactions are refused: InitProducerId with a transactional id answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+  (fatal for the client, with a log line here). Idempotent producers work: each worker hands out producer ids
+  from its own range.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from logway.codecs.kafka.api import admin as A
+from logway.codecs.kafka.api import cluster as K
+from logway.codecs.kafka.api import fetch as F
+from logway.codecs.kafka.api import groups as G
+from logway.codecs.kafka.api import list_offsets as L
+from logway.codecs.kafka.api import metadata as M
+from logway.codecs.kafka.api import offsets as O
+from logway.codecs.kafka.api import produce as P
+from logway.codecs.kafka.error_codes import ErrorCode as E
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...workers import WorkerRole
+    from .broker import KafkaBroker
+
+log = logging.getLogger("logway.gateway.kafka")
+
+__all__ = ["KafkaCluster", "COORDINATOR", "CONTROLLER"]
+
+#: The node that coordinates every group (and would coordinate every transaction), and the controller.
+COORDINATOR = CONTROLLER = 0
+
+
+class _Routed:
+    """How to split one partitioned API between this worker's partitions and the others': the request's and the
+    response's field names, and the answer for a partition of another worker."""
+
+    def __init__(self, topics, name, parts, index, r_topics, r_name, r_parts, r_index, topic_cls, error) -> None:
+        self.topics, self.name, self.parts, self.index = topics, name, parts, index
+        self.r_topics, self.r_name, self.r_parts, self.r_index = r_topics, r_name, r_parts, r_index
+        self.topic_cls = topic_cls
+        self.error = error  # partition number -> the response entry saying NOT_LEADER_OR_FOLLOWER
+
+
+_NOT_LEADER = E.NOT_LEADER_OR_FOLLOWER
+ROUTED = {
+    P.API_KEY: _Routed("topic_data", "name", "partition_data", "index", "responses", "name", "partition_responses",
+                       "index", P.TopicProduceResponse,
+                       lambda p: P.PartitionProduceResponse(index=p, error_code=_NOT_LEADER, base_offset=-1,
+                                                            log_append_time_ms=-1, log_start_offset=-1)),
+    F.API_KEY: _Routed("topics", "topic", "partitions", "partition", "responses", "topic", "partitions",
+                       "partition_index", F.FetchableTopicResponse,
+                       lambda p: F.PartitionData(partition_index=p, error_code=_NOT_LEADER, high_watermark=-1,
+                                                 last_stable_offset=-1, log_start_offset=-1,
+                                                 aborted_transactions=None, preferred_read_replica=-1, records=b"")),
+    L.API_KEY: _Routed("topics", "name", "partitions", "partition_index", "topics", "name", "partitions",
+                       "partition_index", L.ListOffsetsTopicResponse,
+                       lambda p: L.ListOffsetsPartitionResponse(partition_index=p, error_code=_NOT_LEADER,
+                                                                timestamp=-1, offset=-1, leader_epoch=-1,
+                                                                old_style_offsets=[])),
+    A.DELETE_RECORDS_KEY: _Routed("topics", "name", "partitions", "partition_index", "topics", "name", "partitions",
+                                  "partition_index", A.DeleteRecordsTopicResult,
+                                  lambda p: A.DeleteRecordsPartitionResult(partition_index=p, low_watermark=-1,
+                                                                           error_code=_NOT_LEADER)),
+}
+
+_NC = E.NOT_COORDINATOR
+
+
+def _not_coordinator_commit(body):
+    return O.OffsetCommitResponse(throttle_time_ms=0, topics=[
+        O.OffsetCommitResponseTopic(name=t.name, partitions=[
+            O.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=_NC) for p in t.partitions])
+        for t in body.topics])
+
+
+def _not_coordinator_fetch(body):
+    return O.OffsetFetchResponse(throttle_time_ms=0, error_code=_NC, topics=[
+        O.OffsetFetchResponseTopic(name=t.name, partitions=[
+            O.OffsetFetchResponsePartition(partition_index=p, committed_offset=-1, metadata="", error_code=_NC)
+            for p in t.partition_indexes])
+        for t in body.topics or []])
+
+
+#: The group APIs, answered NOT_COORDINATOR by every worker but the coordinator.
+NOT_COORDINATOR = {
+    O.OFFSET_COMMIT_KEY: _not_coordinator_commit,
+    O.OFFSET_FETCH_KEY: _not_coordinator_fetch,
+    G.JOIN_GROUP_KEY: lambda body: G.JoinGroupResponse(throttle_time_ms=0, error_code=_NC, generation_id=-1,
+                                                       protocol_name="", leader="", member_id=body.member_id,
+                                                       members=[]),
+    G.SYNC_GROUP_KEY: lambda body: G.SyncGroupResponse(throttle_time_ms=0, error_code=_NC, assignment=b""),
+    G.HEARTBEAT_KEY: lambda body: G.HeartbeatResponse(throttle_time_ms=0, error_code=_NC),
+    G.LEAVE_GROUP_KEY: lambda body: G.LeaveGroupResponse(throttle_time_ms=0, error_code=_NC, members=[]),
+    G.DESCRIBE_GROUPS_KEY: lambda body: G.DescribeGroupsResponse(throttle_time_ms=0, groups=[
+        G.DescribedGroup(error_code=_NC, group_id=g, group_state="", protocol_type="", protocol_data="", members=[],
+                         authorized_operations=-2147483648) for g in body.groups]),
+    G.LIST_GROUPS_KEY: lambda body: G.ListGroupsResponse(throttle_time_ms=0, error_code=E.NONE, groups=[]),
+    G.DELETE_GROUPS_KEY: lambda body: G.DeleteGroupsResponse(throttle_time_ms=0, results=[
+        G.DeletableGroupResult(group_id=g, error_code=_NC) for g in body.groups_names]),
+    O.OFFSET_DELETE_KEY: lambda body: O.OffsetDeleteResponse(error_code=_NC, throttle_time_ms=0, topics=[]),
+}
+
+
+class KafkaCluster:
+    """Routing for a Kafka broker that is worker `role.index` of `role.count` (see the module docstring)."""
+
+    def __init__(self, role: "WorkerRole") -> None:
+        self.role = role
+        self.node_id = role.index
+        self._refused_transactions = False
+
+    def leader(self, topic: str, partition: int) -> int:
+        return self.role.share.owner(topic, partition)
+
+    def brokers(self, broker: "KafkaBroker") -> list[tuple[int, str, int]]:
+        """(node id, host, port) of every worker's Kafka listener (only this one until the supervisor told)."""
+        known = self.role.brokers
+        if not known:
+            return [(self.node_id, *broker.advertised)]
+        return [(node, host, port) for node, (host, port) in enumerate(known)]
+
+    async def handle(self, broker: "KafkaBroker", request, conn, handlers):
+        key, body, version = request.api_key, request.body, request.api_version
+        if key in ROUTED:
+            return await self._routed(broker, ROUTED[key], handlers[key], request, conn)
+        if key in NOT_COORDINATOR and self.node_id != COORDINATOR:
+            return NOT_COORDINATOR[key](body)
+        if key == O.OFFSET_COMMIT_KEY and any(t.name not in broker.engine.topics_by_name for t in body.topics):
+            await self.role.refresh(broker.engine)  # a topic another worker created a moment ago
+        if key == A.DELETE_TOPICS_KEY and self.node_id != CONTROLLER:
+            return A.DeleteTopicsResponse(throttle_time_ms=0, responses=[
+                A.DeletableTopicResult(name=name, error_code=E.NOT_CONTROLLER) for name in body.topic_names])
+        if key == A.INIT_PRODUCER_ID_KEY and body.transactional_id is not None:
+            if not self._refused_transactions:
+                self._refused_transactions = True
+                log.warning("refusing transactional producers (transactional id %r): transactions are not "
+                            "supported with workers > 1 (see docs/scaling.md)", body.transactional_id)
+            return A.InitProducerIdResponse(throttle_time_ms=0, error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                            producer_id=-1, producer_epoch=-1)
+        if key == M.API_KEY:
+            await self.role.refresh(broker.engine)
+            return self._metadata(broker, await handlers[key](broker, body, version, conn))
+        if key == G.FIND_COORDINATOR_KEY:
+            node, host, port = self.brokers(broker)[COORDINATOR]
+            return G.FindCoordinatorResponse(throttle_time_ms=0, error_code=E.NONE, error_message=None,
+                                             node_id=node, host=host, port=port)
+        if key == K.DESCRIBE_CLUSTER_KEY:
+            response = await handlers[key](broker, body, version, conn)
+            if response.error_code == E.NONE:
+                response.controller_id = CONTROLLER
+                response.brokers = [K.DescribeClusterBroker(broker_id=node, host=host, port=port, rack=None)
+                                    for node, host, port in self.brokers(broker)]
+            return response
+        return await handlers[key](broker, body, version, conn)
+
+    def _metadata(self, broker: "KafkaBroker", response):
+        response.controller_id = CONTROLLER
+        response.brokers = [M.MetadataResponseBroker(node_id=node, host=host, port=port, rack=None)
+                            for node, host, port in self.brokers(broker)]
+        for topic in response.topics:
+            for p in topic.partitions:
+                leader = self.leader(topic.name, p.partition_index)
+                p.leader_id, p.replica_nodes, p.isr_nodes = leader, [leader], [leader]
+        return response
+
+    async def _routed(self, broker: "KafkaBroker", api: _Routed, handler, request, conn):
+        """Serve this worker's partitions of the request; answer the others NOT_LEADER_OR_FOLLOWER."""
+        body = request.body
+        engine = broker.engine
+        topics = getattr(body, api.topics)
+        if any(not self._known(engine, getattr(t, api.name), getattr(p, api.index))
+               for t in topics for p in getattr(t, api.parts)):
+            await self.role.refresh(engine)
+        ours, theirs = [], set()
+        for t in topics:
+            name = getattr(t, api.name)
+            mine = []
+            for p in getattr(t, api.parts):
+                number = getattr(p, api.index)
+                if self._known(engine, name, number) and self.leader(name, number) != self.node_id:
+                    theirs.add((name, number))
+                else:  # ours, or unknown here too: the handler answers UNKNOWN_TOPIC_OR_PARTITION
+                    mine.append(p)
+            if mine:
+                ours.append(replace(t, **{api.parts: mine}))
+        if not theirs:
+            return await handler(broker, body, request.api_version, conn)
+        changes = {api.topics: ours}
+        if request.api_key == F.API_KEY:
+            changes["max_wait_ms"] = 0  # the client must hear about the other leaders now
+        response = None
+        if ours:
+            response = await handler(broker, replace(body, **changes), request.api_version, conn)
+            if response is None:  # a Produce with acks=0
+                return None
+        elif request.api_key == P.API_KEY and body.acks == 0:
+            return None
+        answered = {}
+        if response is not None:
+            for rt in getattr(response, api.r_topics):
+                for rp in getattr(rt, api.r_parts):
+                    answered[getattr(rt, api.r_name), getattr(rp, api.r_index)] = rp
+        else:
+            response = _empty_response(request.api_key)
+        # Every partition asked about, in the request's order.
+        out = []
+        for t in topics:
+            name = getattr(t, api.name)
+            parts = []
+            for p in getattr(t, api.parts):
+                number = getattr(p, api.index)
+                entry = api.error(number) if (name, number) in theirs else answered.get((name, number))
+                if entry is not None:
+                    parts.append(entry)
+            out.append(api.topic_cls(**{api.r_name: name, api.r_parts: parts}))
+        setattr(response, api.r_topics, out)
+        return response
+
+    @staticmethod
+    def _known(engine, topic: str, partition: int) -> bool:
+        t = engine.topics_by_name.get(topic)
+        return t is not None and 0 <= partition < len(t.partitions)
+
+
+def _empty_response(api_key: int):
+    if api_key == P.API_KEY:
+        return P.ProduceResponse(responses=[], throttle_time_ms=0)
+    if api_key == F.API_KEY:
+        return F.FetchResponse(throttle_time_ms=0, error_code=E.NONE, session_id=0, responses=[])
+    if api_key == L.API_KEY:
+        return L.ListOffsetsResponse(throttle_time_ms=0, topics=[])
+    return A.DeleteRecordsResponse(throttle_time_ms=0, topics=[])

@@ -1,0 +1,407 @@
+"""Several worker processes over one data directory (`workers: N` > 1, a prototype): the supervisor that starts
+them, and what a worker does beyond a single gateway. The design, and what is left out: docs/scaling.md.
+
+Worker i is a whole gateway process (`logway serve` again) that owns partition p of topic t when
+`Share.owner(t, p) == i` (`logway.storage.engine`): only it opens, recovers, appends to, reads and trims that
+partition. Kafka clients see worker i as broker i (its own Kafka listener, on the configured port + i) and route
+produce and fetch to each partition's leader themselves (`protocols/kafka/cluster.py`). Worker 0 is also the
+group coordinator, the controller and the owner of the shared offset store. The native listener runs on worker 0
+only and serves its partitions only, the TANK listener is off (no forwarding yet).
+
+- `supervise(config, argv, ready_file)`: the `logway serve` process itself when `workers` > 1. It holds the data
+  directory (a `LogEngine` with `Share(N)`: `.lock`, the clean-shutdown marker, tmp/ and trash/, no partition),
+  starts the N workers — `python -m logway.cli serve` with the same arguments, plus `LOGWAY_WORKER=i/N/clean` and
+  worker i's listeners — each with a control socket (JSON lines). When every worker has bound its listeners and told
+  its addresses, the supervisor sends all of them the list of Kafka brokers, waits for each to acknowledge and
+  writes the ready file: worker 0's addresses under the usual names ("kafka", "admin", "native"), worker i's as
+  "kafka.i" and "admin.i", and the supervisor's pid. SIGTERM and SIGINT are passed on to every worker;
+  once they have all stopped, the directory is marked cleanly shut down if each of them exited 0. A worker that
+  dies is not restarted: the supervisor stops the others and exits 1 (2 or 1 as the worker did when it failed
+  while starting: a port in use, a locked directory).
+- `WorkerRole` (in each worker, from the environment): its index, the ownership (`share`), the Kafka brokers'
+  addresses, the control socket (when it closes — the supervisor died — the worker shuts down), and `refresh`:
+  topics other workers created, deleted, grew or reconfigured (on demand, and every `REFRESH_INTERVAL`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import time
+from typing import Callable
+
+import trio
+
+from logway.storage import LogEngine, StorageError
+from logway.storage.engine import Share
+
+from .config import Config
+from .formats import STORAGE_FORMATS
+from .transactions import TxnStatus
+
+log = logging.getLogger("logway.workers")
+
+__all__ = ["WorkerRole", "supervise", "worker_overrides", "REFRESH_INTERVAL"]
+
+#: How often a worker looks for topic changes made by the others (also: on demand, at most every REFRESH_MIN).
+REFRESH_INTERVAL = 1.0
+REFRESH_MIN = 0.05
+#: Listeners only worker 0 runs, serving its own partitions (their clients do not route to a partition's owner and
+#: nothing forwards yet; see docs/scaling.md), and listeners no worker runs (TANK: its consume path cannot answer
+#: for another worker's partition without a change to its handler).
+WORKER_0_ONLY = ("native",)
+NOT_WITH_WORKERS = ("tank",)
+_ENV, _ENV_FD = "LOGWAY_WORKER", "LOGWAY_WORKER_FD"
+#: Beyond the shutdown timeout, how long the supervisor waits for workers to close storage before SIGKILL.
+_STOP_GRACE = 60.0
+
+
+# -- in a worker -------------------------------------------------------------------------------------------------
+
+class WorkerRole:
+    """What makes a gateway process worker `index` of `count` (see the module docstring)."""
+
+    def __init__(self, index: int, count: int, clean_start: bool, control_fd: int | None = None) -> None:
+        self.index = index
+        self.count = count
+        self.share = Share(count, index, clean_start)
+        #: The Kafka brokers' advertised addresses by node id (= worker index); known once `join` returned.
+        self.brokers: list[tuple[str, int]] = []
+        #: Called with the name of each topic another worker deleted (the Kafka producers' state forgets it).
+        self.on_topic_gone: list[Callable[[str], None]] = []
+        self._fd = control_fd
+        self._control: trio.SocketStream | None = None
+        self._buffer = b""
+        self._joined = trio.Event()
+        self._refreshed_at = -math.inf
+        self._refreshing: trio.Event | None = None
+
+    @classmethod
+    def from_env(cls, env=None) -> "WorkerRole | None":
+        """The role the supervisor gave this process (LOGWAY_WORKER=i/N/clean, LOGWAY_WORKER_FD), or None."""
+        env = os.environ if env is None else env
+        text = env.get(_ENV)
+        if not text:
+            return None
+        try:
+            index, count, clean = (int(x) for x in text.split("/"))
+            fd = int(env[_ENV_FD]) if env.get(_ENV_FD) else None
+        except (ValueError, KeyError):
+            raise ValueError(f"{_ENV}={text!r} is not i/N/clean (it is set by a supervising logway serve)") from None
+        if not 0 <= index < count:
+            raise ValueError(f"{_ENV}={text!r}: worker index out of range")
+        return cls(index, count, bool(clean), fd)
+
+    @property
+    def suffix(self) -> str:
+        """"" for worker 0, ".i" for the others: how the ready file names a worker's listeners."""
+        return f".{self.index}" if self.index else ""
+
+    # -- start-up --------------------------------------------------------------------------------------------
+    def check_transactions(self, engine: LogEngine, coordinator) -> None:
+        """Refuse to start over transactions an earlier single-process run left unfinished: completing them needs
+        markers in partitions of several workers, which this prototype cannot write (docs/scaling.md)."""
+        open_ids = [tid for tid, state in coordinator.states.items()
+                    if state.status in (TxnStatus.ONGOING, TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT)]
+        open_in = [f"{p.topic}-{p.partition}" for t in engine.topics() for p in t.partitions
+                   if p.txns.open_transactions()]
+        if open_ids or open_in:
+            what = (f"transactional id(s) {', '.join(sorted(open_ids)[:5])}" if open_ids
+                    else f"partition(s) {', '.join(open_in[:5])}")
+            raise StorageError(f"transactions are open or completing in {what}: workers > 1 cannot finish them; "
+                               f"start once with workers: 1 and let them complete or time out")
+
+    async def join(self, gateway) -> None:
+        """Tell the supervisor this worker's addresses; learn every Kafka broker's (called once the listeners are
+        bound). If the supervisor goes away meanwhile, the gateway shuts down."""
+        if self._fd is None:  # (a worker without a supervisor: tests) only itself
+            kafka = gateway.protocols.get("kafka")
+            self.brokers = [kafka.broker.advertised] if kafka is not None else []
+            self._joined.set()
+            return
+        sock = trio.socket.fromfd(self._fd, socket.AF_UNIX, socket.SOCK_STREAM)
+        os.close(self._fd)
+        self._control = trio.SocketStream(sock)
+        kafka = gateway.protocols.get("kafka")
+        await self._send({"listening": {name: list(addr) for name, addr in gateway.addresses.items()},
+                          "kafka": list(kafka.broker.advertised) if kafka is not None else None,
+                          "pid": os.getpid()})
+        message = await self._receive()
+        if message is None or "brokers" not in message:
+            log.error("worker %d: the supervisor ended the start (another worker failed?) or died: shutting down",
+                      self.index)
+            gateway.request_shutdown()
+            return
+        self.brokers = [(host, port) for host, port in message["brokers"]]
+        await self._send({"ready": True})
+        self._joined.set()
+
+    # -- while serving ---------------------------------------------------------------------------------------
+    async def run(self, gateway) -> None:
+        """Background work for the gateway's life: topic changes every REFRESH_INTERVAL, and the supervisor's
+        socket (closed: the supervisor died, so this worker stops instead of serving on alone)."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._watch_supervisor, gateway)
+            while True:
+                await trio.sleep(REFRESH_INTERVAL)
+                await self.refresh(gateway.engine)
+
+    async def _watch_supervisor(self, gateway) -> None:
+        await self._joined.wait()
+        if self._control is None:
+            return
+        while await self._receive() is not None:
+            pass
+        if gateway.state not in ("stopping", "stopped"):
+            log.error("worker %d: the supervisor went away: shutting down", self.index)
+        gateway.request_shutdown()
+
+    async def refresh(self, engine: LogEngine, max_age: float = REFRESH_MIN) -> None:
+        """Catch up with other workers' topic changes (`LogEngine.refresh`, in a thread), unless that was done less
+        than `max_age` seconds ago; concurrent callers share one refresh."""
+        if self._refreshing is not None:
+            await self._refreshing.wait()
+            return
+        if trio.current_time() - self._refreshed_at < max_age:
+            return
+        self._refreshing = done = trio.Event()
+        try:
+            gone = await trio.to_thread.run_sync(engine.refresh)
+        except (StorageError, OSError) as exc:
+            log.warning("worker %d: cannot read the topics of the other workers: %s", self.index, exc)
+            gone = []
+        finally:
+            self._refreshed_at = trio.current_time()
+            self._refreshing = None
+            done.set()
+        for name in gone:
+            log.info("worker %d: topic %s was deleted by another worker", self.index, name)
+            for callback in self.on_topic_gone:
+                callback(name)
+
+    # -- the control socket ----------------------------------------------------------------------------------
+    async def _send(self, message: dict) -> None:
+        await self._control.send_all(json.dumps(message).encode() + b"\n")
+
+    async def _receive(self) -> dict | None:
+        """The next JSON line from the supervisor; None once the socket is closed."""
+        while b"\n" not in self._buffer:
+            try:
+                data = await self._control.receive_some(65536)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                data = b""
+            if not data:
+                return None
+            self._buffer += data
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return json.loads(line)
+
+
+# -- the supervisor ----------------------------------------------------------------------------------------------
+
+def worker_overrides(config: Config, index: int) -> list[str]:
+    """The `--set` flags of worker `index`: each listener's port + index (0 stays 0: the worker picks one and
+    tells), the advertised Kafka port likewise, native off beyond worker 0 and TANK off."""
+    out = []
+    for name, lc in config.listeners.items():
+        if not lc.enabled:
+            continue
+        if name in NOT_WITH_WORKERS or (index and name in WORKER_0_ONLY):
+            out.append(f"listeners.{name}.enabled=false")
+        elif lc.port:
+            out.append(f"listeners.{name}.port={lc.port + index}")
+    if config.kafka.advertised_port:
+        out.append(f"kafka.advertised_port={config.kafka.advertised_port + index}")
+    return out
+
+
+def _port_problem(config: Config) -> str | None:
+    last = config.workers - 1
+    for name, lc in config.listeners.items():
+        if lc.enabled and lc.port and name not in WORKER_0_ONLY + NOT_WITH_WORKERS and lc.port + last > 65535:
+            return (f"listeners.{name}.port {lc.port} + {last} (worker {last}'s port) is beyond 65535: lower the "
+                    f"port or workers")
+    if config.kafka.advertised_port and config.kafka.advertised_port + last > 65535:
+        return f"kafka.advertised_port {config.kafka.advertised_port} + {last} is beyond 65535"
+    return None
+
+
+class _Worker:
+    """The supervisor's view of one worker process."""
+
+    def __init__(self, index: int, proc: subprocess.Popen, control: socket.socket) -> None:
+        self.index = index
+        self.proc = proc
+        self.control = control
+        self.buffer = b""
+        self.listening: dict | None = None
+        self.kafka: list | None = None
+        self.ready = False
+        self.closed = False
+        self.stopped = False
+        self.reported = False  # its exit was logged
+
+    def stop(self) -> None:
+        """SIGTERM, once: a graceful stop."""
+        if not self.stopped and self.proc.poll() is None:
+            self.stopped = True
+            self.proc.send_signal(signal.SIGTERM)
+
+    def messages(self) -> list[dict]:
+        """The whole lines read so far (call when the socket is readable); `closed` once it is at its end."""
+        try:
+            data = self.control.recv(65536)
+        except OSError:
+            data = b""
+        if not data:
+            self.closed = True
+            return []
+        self.buffer += data
+        *lines, self.buffer = self.buffer.split(b"\n")
+        return [json.loads(line) for line in lines if line.strip()]
+
+    def send(self, message: dict) -> None:
+        try:
+            self.control.sendall(json.dumps(message).encode() + b"\n")
+        except OSError:
+            pass  # it died: noticed by its exit
+
+
+def supervise(config: Config, argv: list[str], ready_file: str | None) -> int:
+    """Run `config.workers` worker processes until SIGTERM/SIGINT or until one of them dies; the exit status.
+    `argv` are the `logway serve` arguments the workers get (configuration file, data directory, --set flags).
+    StorageError when the data directory is locked (another gateway runs on it)."""
+    count = config.workers
+    problem = _port_problem(config)
+    if problem is not None:
+        print(f"logway: configuration error: {problem}", file=sys.stderr)
+        return 2
+    engine = LogEngine(config.data_dir, STORAGE_FORMATS, config.storage.topic_defaults, share=Share(count))
+    stopping = False
+
+    def on_signal(signum, frame) -> None:
+        nonlocal stopping
+        if not stopping:
+            log.info("received %s: stopping %d workers", signal.Signals(signum).name, count)
+        stopping = True
+        for w in workers:
+            w.stop()
+
+    workers: list[_Worker] = []
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    selector = selectors.DefaultSelector()
+    status: int | None = 1
+    try:
+        for i in range(count):
+            ours, theirs = socket.socketpair()
+            env = dict(os.environ, **{_ENV: f"{i}/{count}/{int(engine.clean_start)}", _ENV_FD: str(theirs.fileno())})
+            cmd = [sys.executable, "-m", "logway.cli", "serve", *argv]
+            for item in worker_overrides(config, i):
+                cmd += ["--set", item]
+            # Its own session: a terminal's ^C reaches the supervisor only, which passes on one SIGTERM (a second
+            # signal could arrive after the worker's gateway stopped listening for signals, and kill it).
+            proc = subprocess.Popen(cmd, env=env, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
+                                    start_new_session=True)
+            theirs.close()
+            workers.append(_Worker(i, proc, ours))
+            selector.register(ours, selectors.EVENT_READ, workers[-1])
+        log.info("started %d workers (pids %s) over %s", count, ", ".join(str(w.proc.pid) for w in workers),
+                 engine.data_dir)
+        for name in WORKER_0_ONLY + NOT_WITH_WORKERS:
+            if config.listeners[name].enabled:
+                what = "runs on worker 0 and serves only its partitions" if name in WORKER_0_ONLY else "is off"
+                log.warning("workers: %d: the %s listener %s (no forwarding between workers yet; see "
+                            "docs/scaling.md)", count, name, what)
+        status = _run(workers, selector, ready_file, lambda: stopping)
+    finally:
+        for w in workers:
+            w.stop()
+            if not w.ready:  # still waiting for the brokers' addresses: the closed socket ends its wait
+                w.control.close()
+        _wait_all(workers, config.shutdown_timeout_ms / 1000 + _STOP_GRACE)
+        for w in workers:
+            w.control.close()
+        selector.close()
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        for w in workers:
+            if w.proc.returncode and not w.reported:
+                log.error("worker %d (pid %d) exited with status %d", w.index, w.proc.pid, w.proc.returncode)
+        clean = bool(workers) and all(w.proc.returncode == 0 for w in workers)
+        engine.close(clean=clean)
+    if status is None:  # asked to stop: 0 if every worker stopped cleanly
+        status = 0 if clean else 1
+    return status
+
+
+def _run(workers: list[_Worker], selector: selectors.BaseSelector, ready_file: str | None,
+         stopping: Callable[[], bool]) -> int | None:
+    """Start-up (addresses in, brokers out, acknowledgements, the ready file), then watch the workers. None when
+    asked to stop; the exit status when a worker died (or failed to start)."""
+    started = sent = False
+    while True:
+        for key, _ in selector.select(timeout=0.2):
+            w = key.data
+            for message in w.messages():
+                if "listening" in message:
+                    w.listening, w.kafka = message["listening"], message["kafka"]
+                elif message.get("ready"):
+                    w.ready = True
+            if w.closed:
+                selector.unregister(w.control)
+        dead = next((w for w in workers if w.proc.poll() is not None), None)
+        if stopping():
+            return None
+        if dead is not None:
+            code = dead.proc.returncode
+            dead.reported = True
+            if not started:
+                log.error("worker %d exited with status %d while starting: stopping the others", dead.index, code)
+                return code if code in (1, 2) else 1
+            log.error("worker %d (pid %d) exited with status %d: stopping the others (workers are not restarted)",
+                      dead.index, dead.proc.pid, code)
+            return 1
+        if not sent and all(w.listening is not None for w in workers):
+            brokers = [w.kafka for w in workers]
+            if any(b is None for b in brokers):
+                brokers = []  # no Kafka listener: nothing to route
+            for w in workers:
+                w.send({"brokers": brokers})  # each acknowledges with {"ready": true}
+            sent = True
+        if not started and all(w.ready for w in workers):
+            started = True
+            _write_ready(ready_file, workers)
+            kafka = ", ".join("%s:%d" % tuple(w.kafka) for w in workers if w.kafka)
+            log.info("%d workers ready%s", len(workers), f"; Kafka brokers {kafka}" if kafka else "")
+
+
+def _write_ready(ready_file: str | None, workers: list[_Worker]) -> None:
+    if not ready_file:
+        return
+    info: dict = {}
+    for w in workers:
+        suffix = f".{w.index}" if w.index else ""
+        info.update({name + suffix: addr for name, addr in w.listening.items()})
+    info["pid"] = os.getpid()
+    tmp = ready_file + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(info, f)
+    os.replace(tmp, ready_file)
+
+
+def _wait_all(workers: list[_Worker], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    for w in workers:
+        try:
+            w.proc.wait(max(deadline - time.monotonic(), 0.01))
+        except subprocess.TimeoutExpired:
+            log.error("worker %d did not stop in time: killed", w.index)
+            w.proc.kill()
+            w.proc.wait()

@@ -1,0 +1,273 @@
+"""`workers: 2` (docs/scaling.md): two worker processes over one data directory, each the only writer of its
+partitions, seen by Kafka clients as two brokers. The storage engine's share mode in process first (ownership,
+topic changes seen across engines, the locks, producer-id ranges), then real `logway serve` processes with
+confluent-kafka (librdkafka routes produce and fetch to each partition's leader) and the wire client for the
+answers a client only sees by mistake (NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR). `workers: 1` is the rest of the
+suite."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from logway.bench.launcher import GatewayProcess
+from logway.clients.errors import NativeError
+from logway.clients.native import NativeClient
+from logway.codecs.kafka.api import fetch as F
+from logway.codecs.kafka.api import groups as G
+from logway.codecs.kafka.api import list_offsets as L
+from logway.codecs.kafka.api import offsets as O
+from logway.codecs.kafka.error_codes import ErrorCode as E
+from logway.codecs.kafka.records import encode_batch
+from logway.codecs.records import Record
+from logway.gateway.formats import STORAGE_FORMATS
+from logway.storage import LogEngine, StorageError, TopicExists
+from logway.storage.engine import WORKER_PRODUCER_IDS, ForeignPartition, PartitionNotOwned, Share
+
+from ..kafka_wire import KafkaWireClient
+
+pytestmark = pytest.mark.slow
+
+PARTITIONS = 4
+
+
+# -- the engine's share mode, in process ---------------------------------------------------------------------------
+
+def test_workers_engines_own_their_partitions_and_see_each_others_topic_changes(tmp_path):
+    data = str(tmp_path / "data")
+    supervisor = LogEngine(data, STORAGE_FORMATS, share=Share(2))
+    with pytest.raises(StorageError, match="in use"):  # a single gateway cannot open it meanwhile
+        LogEngine(data, STORAGE_FORMATS)
+    w0 = LogEngine(data, STORAGE_FORMATS, share=Share(2, 0, supervisor.clean_start))
+    w1 = LogEngine(data, STORAGE_FORMATS, share=Share(2, 1, supervisor.clean_start))
+    topic = w0.create_topic("t", PARTITIONS)
+    owners = [Share(2).owner("t", p) for p in range(PARTITIONS)]
+    assert sorted(owners) == [0, 0, 1, 1]  # consecutive partitions on consecutive workers
+    assert len(topic.partitions) == PARTITIONS
+    assert [p.partition for p in topic.partitions] == [p for p in range(PARTITIONS) if owners[p] == 0]
+    foreign = next(p for p in range(PARTITIONS) if owners[p] == 1)
+    assert isinstance(w0.partition("t", foreign), ForeignPartition)
+    with pytest.raises(PartitionNotOwned, match="served by worker 1"):
+        w0.partition("t", foreign).append  # noqa: B018 (an attribute of another worker's partition)
+
+    assert w1.refresh() == [] and len(w1.topic("t").partitions) == PARTITIONS  # created by worker 0
+    with pytest.raises(TopicExists):
+        w1.create_topic("t", 2)
+    w1.create_partitions("t", 6)
+    w1.alter_topic_config("t", {"retention.ms": 60000})
+    w0.refresh()
+    assert len(w0.topic("t").partitions) == 6 and w0.topic("t").config.retention_ms == 60000
+    assert [p.partition for p in w0.topic("t").partitions] == [p for p in range(6) if Share(2).owner("t", p) == 0]
+    assert w0.producer_ids.next_id() < WORKER_PRODUCER_IDS <= w1.producer_ids.next_id()  # apart, whatever N
+    w0.delete_topic("t")
+    assert w1.refresh() == ["t"] and w1.topics_by_name == {}
+    for engine in (w0, w1):
+        engine.close()
+    supervisor.close()  # it, not the workers, marks the directory cleanly shut down
+    assert os.path.exists(os.path.join(data, ".clean_shutdown"))
+    LogEngine(data, STORAGE_FORMATS).close()  # and a single gateway opens it again
+
+
+# -- two worker processes ------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory):
+    gateway = GatewayProcess(str(tmp_path_factory.mktemp("workers") / "data"), "workers=2", "log_level=WARNING")
+    yield gateway
+    gateway.stop()
+
+
+def bootstrap(gw) -> str:
+    return "%s:%d" % gw.addresses["kafka"]
+
+
+def kafka_topic(gw, partitions: int = PARTITIONS, via: str = "kafka") -> str:
+    name = "w-" + uuid.uuid4().hex[:8]
+    admin = AdminClient({"bootstrap.servers": "%s:%d" % gw.addresses[via]})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(15)
+    return name
+
+
+def produce(gw, topic: str, values: list[bytes], partitions: int = PARTITIONS) -> None:
+    failed = []
+    producer = Producer({"bootstrap.servers": bootstrap(gw), "linger.ms": 5, "enable.idempotence": True})
+    for i, value in enumerate(values):
+        producer.produce(topic, value, partition=i % partitions,
+                         on_delivery=lambda err, msg: failed.append(err) if err else None)
+    assert producer.flush(30) == 0 and failed == []
+
+
+def consume(consumer: Consumer, count: int, timeout: float = 30) -> list[tuple[int, int, bytes]]:
+    out = []
+    deadline = time.monotonic() + timeout
+    while len(out) < count and time.monotonic() < deadline:
+        for msg in consumer.consume(500, 0.5):
+            assert not msg.error(), msg.error()
+            out.append((msg.partition(), msg.offset(), msg.value()))
+    return out
+
+
+def test_metadata_has_two_brokers_and_librdkafka_produces_and_fetches_every_partition(gw):
+    assert {"kafka", "kafka.1", "admin", "admin.1", "native"} == set(gw.addresses)  # TANK is off
+    topic = kafka_topic(gw)
+    md = AdminClient({"bootstrap.servers": bootstrap(gw)}).list_topics(timeout=10)
+    assert {b.id: (b.host, b.port) for b in md.brokers.values()} == {0: gw.addresses["kafka"],
+                                                                    1: gw.addresses["kafka.1"]}
+    assert md.controller_id == 0
+    leaders = {p: md.topics[topic].partitions[p].leader for p in range(PARTITIONS)}
+    assert leaders == {p: Share(2).owner(topic, p) for p in range(PARTITIONS)}
+    values = [b"v%d" % i for i in range(400)]
+    produce(gw, topic, values)
+    consumer = Consumer({"bootstrap.servers": bootstrap(gw), "group.id": "check", "enable.auto.commit": False,
+                         "fetch.queue.backoff.ms": 10})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    got = consume(consumer, len(values))
+    consumer.close()
+    assert sorted(v for _, _, v in got) == sorted(values)
+    assert {p: sum(1 for q, _, _ in got if q == p) for p in range(PARTITIONS)} == {p: 100 for p in range(PARTITIONS)}
+
+
+def test_a_group_commits_once_and_a_new_member_resumes_from_the_committed_offsets(gw):
+    topic = kafka_topic(gw)
+    produce(gw, topic, [b"first-%d" % i for i in range(40)])
+    conf = {"bootstrap.servers": bootstrap(gw), "group.id": "g-" + topic, "auto.offset.reset": "earliest",
+            "enable.auto.commit": False, "fetch.queue.backoff.ms": 10, "session.timeout.ms": 6000}
+    first = Consumer(conf)
+    first.subscribe([topic])
+    assert len(consume(first, 40)) == 40
+    first.commit(asynchronous=False)
+    committed = first.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], 10)
+    assert [tp.offset for tp in committed] == [10] * PARTITIONS
+    first.close()
+    produce(gw, topic, [b"second-%d" % i for i in range(40)])
+    second = Consumer(conf)
+    second.subscribe([topic])
+    got = consume(second, 40)
+    time.sleep(0.5)
+    got += second.consume(100, 0.5)  # nothing more: the first 40 are not read again
+    second.close()
+    assert sorted(v for _, _, v in got[:40]) == sorted(b"second-%d" % i for i in range(40)) and len(got) == 40
+    # The offsets live in worker 0's store only: worker 1 is not the coordinator.
+    with KafkaWireClient(*gw.addresses["kafka.1"]) as c:
+        found = c.call(G.FIND_COORDINATOR_KEY, 1, G.FindCoordinatorRequest(key="g-" + topic))
+        assert (found.error_code, found.node_id, found.port) == (E.NONE, 0, gw.addresses["kafka"][1])
+        commit = c.call(O.OFFSET_COMMIT_KEY, 2, O.OffsetCommitRequest(group_id="g-" + topic, topics=[
+            O.OffsetCommitRequestTopic(topic, [O.OffsetCommitRequestPartition(0, 5)])]))
+        assert commit.topics[0].partitions[0].error_code == E.NOT_COORDINATOR
+
+
+def test_a_request_to_the_wrong_broker_is_not_leader_or_follower(gw):
+    topic = kafka_topic(gw)
+    owners = {p: Share(2).owner(topic, p) for p in range(PARTITIONS)}
+    batch = encode_batch([Record(b"x")], default_timestamp=1)
+    for node, key in ((0, "kafka"), (1, "kafka.1")):
+        mine = next(p for p, o in owners.items() if o == node)
+        theirs = next(p for p, o in owners.items() if o != node)
+        with KafkaWireClient(*gw.addresses[key]) as c:
+            assert c.produce(topic, mine, batch) == (E.NONE, 0)
+            assert c.produce(topic, theirs, batch)[0] == E.NOT_LEADER_OR_FOLLOWER
+            started = time.monotonic()
+            fetch = c.call(F.API_KEY, 11, F.FetchRequest(max_wait_ms=5000, min_bytes=1 << 20, topics=[
+                F.FetchTopic(topic, [F.FetchPartition(partition=p, fetch_offset=0, partition_max_bytes=1 << 20)
+                                     for p in (mine, theirs)])]))
+            codes = {p.partition_index: p.error_code for p in fetch.responses[0].partitions}
+            assert codes == {mine: E.NONE, theirs: E.NOT_LEADER_OR_FOLLOWER}
+            assert time.monotonic() - started < 4  # at once, not after max_wait
+            listed = c.call(L.API_KEY, 5, L.ListOffsetsRequest(topics=[
+                L.ListOffsetsTopic(topic, [L.ListOffsetsPartition(partition_index=p, timestamp=-1)
+                                           for p in (mine, theirs)])]))
+            assert {p.partition_index: (p.error_code, p.offset) for p in listed.topics[0].partitions} == {
+                mine: (E.NONE, 1), theirs: (E.NOT_LEADER_OR_FOLLOWER, -1)}
+
+
+def test_native_clients_reach_worker_0s_partitions_and_hear_which_worker_serves_the_others(gw):
+    name = "n-" + uuid.uuid4().hex[:8]
+    with NativeClient(*gw.native) as c:
+        c.create_topic(name, PARTITIONS)
+        for p in range(PARTITIONS):
+            owner = Share(2).owner(name, p)
+            if owner == 0:
+                assert c.produce(name, p, [Record(b"x")]) == [0]
+            else:
+                with pytest.raises(NativeError, match=f"partition {p} of topic '{name}' is served by worker 1"):
+                    c.produce(name, p, [Record(b"x")])
+
+
+def test_a_topic_created_through_worker_1_is_served_by_both(gw):
+    topic = kafka_topic(gw, via="kafka.1")
+    produce(gw, topic, [b"%d" % i for i in range(20)])
+    consumer = Consumer({"bootstrap.servers": "%s:%d" % gw.addresses["kafka.1"], "group.id": "check",
+                         "enable.auto.commit": False, "fetch.queue.backoff.ms": 10})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    assert len(consume(consumer, 20)) == 20
+    consumer.close()
+
+
+def test_transactional_producers_are_refused(gw):
+    producer = Producer({"bootstrap.servers": bootstrap(gw), "transactional.id": "tx-" + uuid.uuid4().hex[:6]})
+    with pytest.raises(KafkaException) as info:
+        producer.init_transactions(10)
+    error = info.value.args[0]
+    producer = info = None  # (librdkafka's threads stop with it, before the gateway does)
+    assert error.fatal() and "authorization" in str(error).lower()
+
+
+# -- stopping ------------------------------------------------------------------------------------------------------
+
+def children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        found.append(int(entry))
+            except (OSError, IndexError, ValueError):
+                pass
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_sigterm_stops_every_worker_cleanly_and_one_process_reads_their_partitions(tmp_path):
+    data = str(tmp_path / "data")
+    gw = GatewayProcess(data, "workers=2", "log_level=WARNING")
+    try:
+        workers = children(gw.pid)
+        assert len(workers) == 2
+        topic = kafka_topic(gw)
+        produce(gw, topic, [b"%d" % i for i in range(80)])
+    finally:
+        status = gw.stop()
+    assert status == 0
+    assert not any(alive(pid) for pid in workers)
+    assert os.path.exists(os.path.join(data, ".clean_shutdown"))
+    single = GatewayProcess(data, "log_level=WARNING")  # workers: 1 over the same directory: every partition
+    try:
+        consumer = Consumer({"bootstrap.servers": bootstrap(single), "group.id": "check",
+                             "enable.auto.commit": False, "fetch.queue.backoff.ms": 10})
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        assert len(consume(consumer, 80)) == 80
+        consumer.close()
+    finally:
+        assert single.stop() == 0
+
+
+def test_a_dead_worker_stops_the_others_and_the_supervisor_fails(tmp_path):
+    gw = GatewayProcess(str(tmp_path / "data"), "workers=2", "log_level=ERROR")
+    workers = children(gw.pid)
+    os.kill(workers[-1], signal.SIGKILL)
+    assert gw.proc.wait(30) == 1
+    assert not any(alive(pid) for pid in workers)
