@@ -687,18 +687,29 @@ def prepare_topics(gw) -> None:
 # Each row's `prepare(bench)` opens what it needs and returns `step()`: one request, answered and checked, its
 # records; and the round trip it timed, in ns (returned as (records, ns)).
 
-def _native_simple(frame_of, check):
+def _simple(proto: str, build, check):
+    """A row of one request at a time on one `proto` connection: `build(bench)` -> (wire, next_frame()), `check`
+    reads the answer in place and returns its records."""
     def prepare(b: _Bench):
-        conn = b.connect("native")
-        wire, frame = frame_of(b)
+        conn = b.connect(proto)
+        wire, next_frame = build(b)
 
         def step():
+            frame = next_frame()
             t0 = time.perf_counter_ns()
             s, e = conn.exchange(frame)
             t1 = time.perf_counter_ns()
             return check(wire, conn.buf, s, e), t1 - t0
         return step
     return prepare
+
+
+def _native_simple(frame_of, check):
+    """`_simple` for native builders, which give one frame for every request."""
+    def build(b: _Bench):
+        wire, frame = frame_of(b)
+        return wire, lambda: frame
+    return _simple("native", build, check)
 
 
 def _native_ping(b):
@@ -739,21 +750,6 @@ def _native_fetched(wire, buf, s, e):
     return count
 
 
-def _kafka_simple(build, check):
-    def prepare(b: _Bench):
-        conn = b.connect("kafka")
-        wire, next_frame = build(b)
-
-        def step():
-            frame = next_frame()
-            t0 = time.perf_counter_ns()
-            s, e = conn.exchange(frame)
-            t1 = time.perf_counter_ns()
-            return check(wire, conn.buf, s, e), t1 - t0
-        return step
-    return prepare
-
-
 def _kafka_api_versions(b):
     wire = KafkaWire(TOPICS["kafka"], 0)
     return wire, wire.hello_frame
@@ -781,14 +777,16 @@ def _kafka_metadata_checked(wire, buf, s, e):
     return 0
 
 
-def _kafka_produce(fmt):
+def _produce(proto: str, fmt: str):
+    """Kafka or TANK: a Produce of RECORDS to `fmt`'s topic (the frame rebuilt for each request)."""
     def build(b):
-        wire = b.wire("kafka", fmt, PRODUCE_PARTITION)
+        wire = b.wire(proto, fmt, PRODUCE_PARTITION)
         return wire, wire.produce_frame
     return build
 
 
-def _kafka_produced(wire, buf, s, e):
+def _produced(wire, buf, s, e):
+    """Kafka or TANK: the Produce answer has no error (raises otherwise)."""
     wire.produce_answer(buf, s, e)
     return RECORDS
 
@@ -805,33 +803,6 @@ def _kafka_fetched(wire, buf, s, e):
     if not count:
         raise AnswerError("a Fetch of a filled partition answered no record")
     return count
-
-
-def _tank_simple(build, check):
-    def prepare(b: _Bench):
-        conn = b.connect("tank")
-        wire, next_frame = build(b)
-
-        def step():
-            frame = next_frame()
-            t0 = time.perf_counter_ns()
-            s, e = conn.exchange(frame)
-            t1 = time.perf_counter_ns()
-            return check(wire, conn.buf, s, e), t1 - t0
-        return step
-    return prepare
-
-
-def _tank_produce(fmt):
-    def build(b):
-        wire = b.wire("tank", fmt, PRODUCE_PARTITION)
-        return wire, wire.produce_frame
-    return build
-
-
-def _tank_produced(wire, buf, s, e):
-    wire.produce_answer(buf, s, e)
-    return RECORDS
 
 
 def _tank_consume(fmt):
@@ -906,17 +877,17 @@ def _rows() -> list[_Row]:
                                                                          _native_produced)),
         _Row("native", "Fetch 4 KiB, tank topic", _native_simple(_native_fetch("tank"), _native_fetched)),
         _Row("native", "long-poll wake-up", _wake_up("native")),
-        _Row("kafka", "ApiVersions", _kafka_simple(_kafka_api_versions, _kafka_hello_checked)),
-        _Row("kafka", "Metadata (1 topic)", _kafka_simple(_kafka_metadata, _kafka_metadata_checked)),
-        _Row("kafka", "Produce 10 x 100 B", _kafka_simple(_kafka_produce("kafka"), _kafka_produced)),
-        _Row("kafka", "Fetch 16 KiB", _kafka_simple(_kafka_fetch("kafka"), _kafka_fetched)),
-        _Row("kafka", "Produce 10 x 100 B, tank topic", _kafka_simple(_kafka_produce("tank"), _kafka_produced)),
-        _Row("kafka", "Fetch 16 KiB, tank topic", _kafka_simple(_kafka_fetch("tank"), _kafka_fetched)),
+        _Row("kafka", "ApiVersions", _simple("kafka", _kafka_api_versions, _kafka_hello_checked)),
+        _Row("kafka", "Metadata (1 topic)", _simple("kafka", _kafka_metadata, _kafka_metadata_checked)),
+        _Row("kafka", "Produce 10 x 100 B", _simple("kafka", _produce("kafka", "kafka"), _produced)),
+        _Row("kafka", "Fetch 16 KiB", _simple("kafka", _kafka_fetch("kafka"), _kafka_fetched)),
+        _Row("kafka", "Produce 10 x 100 B, tank topic", _simple("kafka", _produce("kafka", "tank"), _produced)),
+        _Row("kafka", "Fetch 16 KiB, tank topic", _simple("kafka", _kafka_fetch("tank"), _kafka_fetched)),
         _Row("kafka", "long-poll wake-up", _wake_up("kafka")),
-        _Row("tank", "Produce 10 x 100 B", _tank_simple(_tank_produce("tank"), _tank_produced)),
-        _Row("tank", "Consume 16 KiB", _tank_simple(_tank_consume("tank"), _tank_consumed)),
-        _Row("tank", "Produce 10 x 100 B, kafka topic", _tank_simple(_tank_produce("kafka"), _tank_produced)),
-        _Row("tank", "Consume 16 KiB, kafka topic", _tank_simple(_tank_consume("kafka"), _tank_consumed)),
+        _Row("tank", "Produce 10 x 100 B", _simple("tank", _produce("tank", "tank"), _produced)),
+        _Row("tank", "Consume 16 KiB", _simple("tank", _tank_consume("tank"), _tank_consumed)),
+        _Row("tank", "Produce 10 x 100 B, kafka topic", _simple("tank", _produce("tank", "kafka"), _produced)),
+        _Row("tank", "Consume 16 KiB, kafka topic", _simple("tank", _tank_consume("kafka"), _tank_consumed)),
         _Row("tank", "long-poll wake-up", _wake_up("tank")),
     ]
 

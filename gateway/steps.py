@@ -221,20 +221,24 @@ class Steps:
         answer now; False when it cannot), the append that wakes the poll builds and writes the answer itself, and
         this returns None: the answer is out."""
         keys = list(keys)
-        answer_now = None
-        if build_now is not None and deliver is not None:
-            def answer_now() -> bool:
-                try:
-                    answer, enough = build_now()
-                except NotNow:
-                    return False
-                return enough and deliver(answer)
         while True:
             answer, enough = await build()
             if enough or trio.current_time() >= deadline:
                 return answer
+            answer_now = None if build_now is None or deliver is None else _answer_now(build_now, deliver)
             woken = await self.notifier.wait(keys, deadline, answer_now)
             if woken is None:
                 return None
             if not woken:
                 return (await build())[0]
+
+
+def _answer_now(build_now: Callable[[], tuple[T, bool]], deliver: Callable[[T], bool]) -> Callable[[], bool]:
+    """The notifier's callback for a parked long-poll: build the answer without waiting and write it, if enough."""
+    def answer_now() -> bool:
+        try:
+            answer, enough = build_now()
+        except NotNow:
+            return False
+        return enough and deliver(answer)
+    return answer_now
