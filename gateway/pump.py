@@ -3,9 +3,12 @@ protocol. A protocol plugs in with a `Session` (one per connection) and three sm
 
 - `greeting()`: events sent as soon as the connection is accepted (TANK's Ping);
 - `handle(event)` -> an event to send, `None` (nothing to send: Kafka acks=0, a client's Ping), `Close(event)`
-  (send it, then close: failed authentication), or `Park(wait, now)`: an answer that comes later (a TANK long-poll
-  at the log end). The pump runs `wait()` in the connection's nursery and goes on reading; its answer goes out
-  when ready — out of order, under a send lock. Past the protocol's `max_parked` the pump answers `now()` instead;
+  (send it, then close: failed authentication), or `Park(wait, now)`: an answer that comes later (a long-poll at
+  the log end). For a protocol whose answers may go out of order (`max_parked` > 0: TANK) the pump runs `wait()`
+  in the connection's nursery and goes on reading; its answer goes out when ready, under a send lock — past
+  `max_parked` parked, the pump answers `now()` instead. For the others (Kafka, native: answers in request order)
+  the pump awaits `wait()` before it reads the next request. Either way `wait` gets the pump's `deliver`, with
+  which the task that wakes the long-poll writes the answer itself;
 - `protocol_error(exc)` -> the answer to a malformed request (the native protocol answers and keeps reading unless
   the stream can no longer be framed), or `None`: close (Kafka and TANK close on a bad request).
 
@@ -51,12 +54,12 @@ class Close:
 
 @dataclass(slots=True)
 class Park:
-    """An answer that comes later: `wait(deliver)` produces it (in the connection's nursery) — or, when the answer
-    could be written by whoever woke it, calls `deliver(answer)` (True: it is out) and returns None; `now()` is the
-    answer to give at once instead when the connection has too many parked already."""
+    """An answer that comes later: `wait(deliver)` produces it — or, when the answer could be written by whoever
+    woke it, calls `deliver(answer)` (True: it is out) and returns None; `now()` is the answer to give at once
+    instead when the connection has too many parked already (protocols with `max_parked` > 0 only)."""
 
     wait: Callable[[Callable[[Any], bool]], Awaitable[Any]]
-    now: Callable[[], Any]
+    now: Callable[[], Any] | None = None
 
 
 class Session:
@@ -139,7 +142,8 @@ async def serve_connection(stream: trio.abc.Stream, conn: Connection, protocol, 
     max_parked = protocol.max_parked
     out = Outbox(transport, codec, shared=max_parked > 0)
 
-    async def answer_later(park: Park, request: RequestStats, started: float) -> None:
+    async def wait_for(park: Park) -> tuple[Any, bool]:
+        """The parked request's answer, and whether it is out already (written by the task that woke it)."""
         delivered = []
 
         def deliver(reply) -> bool:  # called by the appending task (in this task's context: see notify.py)
@@ -148,12 +152,16 @@ async def serve_connection(stream: trio.abc.Stream, conn: Connection, protocol, 
             delivered.append(reply)
             return True
 
+        reply = await park.wait(deliver)
+        if delivered:
+            await out.flush()
+            return delivered[0], True
+        return reply, False
+
+    async def answer_later(park: Park, request: RequestStats, started: float) -> None:
         try:
-            reply = await park.wait(deliver)
-            if delivered:
-                reply = delivered[0]
-                await out.flush()
-            else:
+            reply, sent = await wait_for(park)
+            if not sent:
                 await out.send(reply)
             request.answered(started, reply)
         finally:
@@ -187,15 +195,19 @@ async def serve_connection(stream: trio.abc.Stream, conn: Connection, protocol, 
                 except Exception:
                     request.observe(perf_counter() - started, True)
                     raise
+                sent = False
                 if type(reply) is Park:
-                    if conn.inflight <= max_parked:
+                    if not max_parked:  # answers go out in request order: this one is awaited here
+                        reply, sent = await wait_for(reply)
+                    elif conn.inflight <= max_parked:
                         parked.start_soon(answer_later, reply, request, started)
                         continue
-                    reply = reply.now()
+                    else:
+                        reply = reply.now()
                 closing = type(reply) is Close
                 if closing:
                     reply = reply.event
-                if reply is not None:
+                if reply is not None and not sent:
                     await out.send(reply)
                 request.answered(started, reply, closing)
                 if not conn.end_request() or closing:

@@ -4,18 +4,20 @@
   `flush: always` only once the sync round that covers it is done, since readers then see only synced records.
 - `make_durable(plog)` / `sync_offsets()`: with `flush: always`, return once a group-commit round has synced what
   was written (every waiting writer shares the round's fdatasync).
-- `read(plog, offset, max_bytes, as_=format, isolation=...)`: whole batches from `offset` in the format the reader
-  asks for (`logway.gateway.formats`): the stored bytes untouched — a file range the pump sends with
-  `os.sendfile` — when they already are that format, otherwise decoded and re-encoded. Bytes read from a file
-  above `INLINE_READ_BYTES` are read in a worker thread, below it inline (one rule for every protocol).
+- `read(plog, offset, max_bytes, as_=format, isolation=..., at_once=False)`: whole batches from `offset` in the
+  format the reader asks for (`logway.gateway.formats`): the stored bytes untouched — a file range the pump sends
+  as it lies — when they already are that format, otherwise decoded and re-encoded. Bytes read from a file above
+  `INLINE_READ_BYTES` are read in a worker thread, below it inline (one rule for every protocol); with `at_once`
+  such a read raises `NotNow` instead, so the read never waits.
   Transactions (see `Isolation`): readers see committed data only — up to the last stable offset, aborted records
   dropped, markers never shown — unless they are Kafka readers that filter for themselves (`RAW_COMMITTED`:
   the stored bytes up to the LSO, the aborted list beside them) or asked for everything (`UNCOMMITTED`).
 - `end_transaction(plog, ...)` / `ended(plog)`: a transaction's end in a partition (the marker the storage format
   uses, if any); it moves the last stable offset, which wakes the partition's long-polls.
-- `long_poll(keys, deadline, build, build_now=, deliver=)`: build the answer; while it is not enough and time is
-  left, park until one of the partitions gets new visible data, then build it again — in the appending task
-  itself, written at once, when the caller gave a `build_now` that does not wait and the pump's `deliver`.
+- `long_poll(keys, deadline, build, deliver=)`: build the answer; while it is not enough and time is left, park
+  until one of the partitions gets new visible data, then build it again — in the appending task itself, written
+  at once, when the pump gave its `deliver`. Each protocol writes its answer once, as a coroutine `build(at_once)`:
+  awaited by the waiting task, run to its end by `run_now` in the appending one (`at_once`: its reads never wait).
 
 Protocol handlers call these and map failures with `logway.gateway.errors`; they never touch segments or files.
 """
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Awaitable, Callable, Hashable, Iterable, TypeVar
+from typing import Any, Awaitable, Callable, Coroutine, Hashable, Iterable, TypeVar
 
 import trio
 
@@ -35,7 +37,7 @@ from .durability import Flush, GroupCommitter
 from .formats import ReadFormat
 from .notify import AppendNotifier
 
-__all__ = ["INLINE_READ_BYTES", "Isolation", "NotNow", "Read", "Steps"]
+__all__ = ["INLINE_READ_BYTES", "Isolation", "NotNow", "Read", "Steps", "run_now"]
 
 #: Reads larger than this run in a worker thread, so a cold read from disk does not stall other connections;
 #: smaller ones run inline (a thread hop costs more than a read from the page cache).
@@ -135,74 +137,56 @@ class Steps:
 
     # -- reading -----------------------------------------------------------------------------------------
     async def read(self, plog: PartitionLog, offset: int, max_bytes: int, as_: ReadFormat,
-                   isolation: Isolation = Isolation.COMMITTED) -> Read | None:
+                   isolation: Isolation = Isolation.COMMITTED, *, at_once: bool = False) -> Read | None:
         """Whole batches from `offset` (at least one when there is one) in format `as_`; None when nothing is
         visible there. Raises OffsetOutOfRange, and RecordFormatError when stored records cannot be converted.
 
         With `Isolation.COMMITTED`, a slice that held aborted records only is skipped: the answer holds the next
-        committed records (or None up to the last stable offset)."""
-        work = self._read(plog, offset, max_bytes, as_, isolation)
-        try:
-            rng = next(work)
-            while True:
-                rng = work.send(await self.read_bytes(rng))
-        except StopIteration as done:
-            return self._done(done.value, offset)
+        committed records (or None up to the last stable offset).
 
-    def read_now(self, plog: PartitionLog, offset: int, max_bytes: int, as_: ReadFormat,
-                 isolation: Isolation = Isolation.COMMITTED) -> Read | None:
-        """`read` without waiting (to answer a parked long-poll from the appending task); raises `NotNow` when it
-        would read more than `INLINE_READ_BYTES` from a file (the caller then takes the asynchronous path)."""
-        work = self._read(plog, offset, max_bytes, as_, isolation)
-        try:
-            rng = next(work)
-            while True:
-                if rng.length > INLINE_READ_BYTES:
-                    raise NotNow
-                rng = work.send(rng.read())
-        except StopIteration as done:
-            return self._done(done.value, offset)
-
-    def _done(self, read: Read | None, offset: int) -> Read | None:
-        if read is not None and self.on_read is not None:
-            self.on_read(read, offset)
-        return read
-
-    def _read(self, plog: PartitionLog, offset: int, max_bytes: int, as_: ReadFormat, isolation: Isolation):
-        """The read, written once: a generator that yields each slice whose bytes it needs and is sent them."""
+        `at_once`: never wait — raise `NotNow` instead of reading more than `INLINE_READ_BYTES` in a worker thread
+        — so that the caller's coroutine can be run to its end by `run_now` (an answer built by the appending
+        task; see `long_poll`)."""
         stored = plog.fmt
-        if isolation is Isolation.UNCOMMITTED:
-            until = None
-        else:
-            until = plog.last_stable_offset
+        until = None if isolation is Isolation.UNCOMMITTED else plog.last_stable_offset
         rng = plog.read(offset, max_bytes, until=until)
         if rng is None:
             return None
         if isolation is not Isolation.COMMITTED or not plog.txns.has_aborted:
             if as_ is stored:
-                return Read(rng, rng)
-            records = stored.decode((yield rng), first_offset=rng.first_offset, min_offset=offset)
-            return Read(rng, as_.encode_read(records), records)
+                return self._done(Read(rng, rng), offset)
+            records = stored.decode(await self._bytes(rng, at_once), first_offset=rng.first_offset,
+                                    min_offset=offset)
+            return self._done(Read(rng, as_.encode_read(records), records), offset)
+        asked = offset
         while True:  # committed records only: drop what aborted transactions wrote
             aborted = plog.aborted(rng.first_offset, rng.end_offset)
             if not aborted and as_ is stored:
-                return Read(rng, rng)
-            records = stored.decode((yield rng), first_offset=rng.first_offset, min_offset=offset)
+                return self._done(Read(rng, rng), asked)
+            records = stored.decode(await self._bytes(rng, at_once), first_offset=rng.first_offset,
+                                    min_offset=offset)
             if aborted:
                 records = [r for r in records if not any(t.covers(r.offset) for t in aborted)]
             if records or rng.end_offset >= until:
-                return Read(rng, as_.encode_read(records), records) if records else None
+                return self._done(Read(rng, as_.encode_read(records), records), asked) if records else None
             offset = rng.end_offset
             rng = plog.read(offset, max_bytes, until=until)
             if rng is None:
                 return None
 
+    def _done(self, read: Read, offset: int) -> Read:
+        if self.on_read is not None:
+            self.on_read(read, offset)
+        return read
+
     @staticmethod
-    async def read_bytes(rng: ReadSlice) -> bytes:
-        """The bytes of a slice: inline when small, in a worker thread when large."""
-        if rng.length > INLINE_READ_BYTES:
-            return await trio.to_thread.run_sync(rng.read)
-        return rng.read()
+    async def _bytes(rng: ReadSlice, at_once: bool) -> bytes:
+        """The bytes of a slice: inline when small; when large, in a worker thread (or `NotNow` when `at_once`)."""
+        if rng.length <= INLINE_READ_BYTES:
+            return rng.read()
+        if at_once:
+            raise NotNow
+        return await trio.to_thread.run_sync(rng.read)
 
     async def in_thread(self, fn: Callable[..., T], *args) -> T:
         """Run a blocking storage call (topic creation, a timestamp search) in a worker thread."""
@@ -210,34 +194,47 @@ class Steps:
 
     # -- waiting -----------------------------------------------------------------------------------------
     async def long_poll(self, keys: Iterable[Hashable], deadline: float,
-                        build: Callable[[], Awaitable[tuple[T, bool]]], *,
-                        build_now: Callable[[], tuple[T, bool]] | None = None,
+                        build: Callable[[bool], Awaitable[tuple[T, bool]]], *,
                         deliver: Callable[[T], bool] | None = None) -> T | None:
-        """`build()` -> (answer, enough). Return the first answer that is enough, or the one built after the
+        """`build(at_once)` -> (answer, enough). Return the first answer that is enough, or the one built after the
         deadline (or at once when the notifier refuses to park: shutdown, `limits.max_waiters`). `keys` are the
         (topic, partition) pairs whose new data may make the answer enough.
 
-        With `build_now` (a `build` that does not wait; it may raise `NotNow`) and `deliver` (the pump's: write an
-        answer now; False when it cannot), the append that wakes the poll builds and writes the answer itself, and
-        this returns None: the answer is out."""
+        With `deliver` (the pump's: write this answer now; False when it cannot), the append that wakes the poll
+        builds the answer itself — `build(at_once=True)` run by `run_now`: its reads must pass `at_once` on, and a
+        read that would wait makes the waiting task build it instead — and writes it, and this returns None: the
+        answer is out."""
         keys = list(keys)
         while True:
-            answer, enough = await build()
+            answer, enough = await build(False)
             if enough or trio.current_time() >= deadline:
                 return answer
-            answer_now = None if build_now is None or deliver is None else _answer_now(build_now, deliver)
+            answer_now = None if deliver is None else _answer_now(build, deliver)
             woken = await self.notifier.wait(keys, deadline, answer_now)
             if woken is None:
                 return None
             if not woken:
-                return (await build())[0]
+                return (await build(False))[0]
 
 
-def _answer_now(build_now: Callable[[], tuple[T, bool]], deliver: Callable[[T], bool]) -> Callable[[], bool]:
+def run_now(coro: Coroutine[Any, Any, T]) -> T:
+    """Run to its end, here and now, a coroutine that never waits — one whose reads are `Steps.read(...,
+    at_once=True)` — and return its result: the one code path of an answer serves both the appending task (this)
+    and the waiting one (awaited). Raises `NotNow`, the coroutine closed, if it tries to wait after all."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value
+    coro.close()
+    raise NotNow
+
+
+def _answer_now(build: Callable[[bool], Awaitable[tuple[T, bool]]], deliver: Callable[[T], bool]
+                ) -> Callable[[], bool]:
     """The notifier's callback for a parked long-poll: build the answer without waiting and write it, if enough."""
     def answer_now() -> bool:
         try:
-            answer, enough = build_now()
+            answer, enough = run_now(build(True))
         except NotNow:
             return False
         return enough and deliver(answer)

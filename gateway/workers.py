@@ -163,9 +163,19 @@ class WorkerRole:
             log.error("worker %d: the supervisor went away: shutting down", self.index)
         gateway.request_shutdown()
 
-    async def refresh(self, engine: LogEngine, max_age: float = REFRESH_MIN) -> None:
+    async def refresh(self, engine: LogEngine, max_age: float = REFRESH_MIN, names=None) -> None:
         """Catch up with other workers' topic changes (`LogEngine.refresh`, in a thread), unless that was done less
-        than `max_age` seconds ago; concurrent callers share one refresh."""
+        than `max_age` seconds ago; concurrent callers share one refresh. With `names` (topics a request named that
+        this worker does not know), look at those now, whatever the last refresh saw: one created by another worker
+        a moment ago is then found even if a refresh ran since (or is running, having listed the topics before)."""
+        if names:
+            try:
+                gone = await trio.to_thread.run_sync(engine.refresh, list(names))
+            except (StorageError, OSError) as exc:
+                log.warning("worker %d: cannot read topics %s of the other workers: %s", self.index, names, exc)
+                return
+            self._topics_gone(gone)
+            return
         if self._refreshing is not None:
             await self._refreshing.wait()
             return
@@ -181,6 +191,9 @@ class WorkerRole:
             self._refreshed_at = trio.current_time()
             self._refreshing = None
             done.set()
+        self._topics_gone(gone)
+
+    def _topics_gone(self, gone: list[str]) -> None:
         for name in gone:
             log.info("worker %d: topic %s was deleted by another worker", self.index, name)
             for callback in self.on_topic_gone:

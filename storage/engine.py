@@ -643,16 +643,17 @@ class LogEngine:
             st = os.stat(os.path.join(self._topics_dir, name, "topic.json"))
             self._stamps[name] = (st.st_ino, st.st_mtime_ns, st.st_size)
 
-    def refresh(self) -> list[str]:
+    def refresh(self, names: Iterable[str] | None = None) -> list[str]:
         """Share mode: catch up with the topics other workers created, deleted, grew or reconfigured since this
-        engine last looked (one listdir and one stat per topic; topic.json is read again only once replaced).
+        engine last looked (one listdir and one stat per topic; topic.json is read again only once replaced) —
+        every topic, or only the `names` given (one stat each: a request naming a topic this engine does not know).
         Returns the names of the topics that went away (their partitions here are closed). Without a share,
         nothing to do: []."""
         if self.share is None:
             return []
         self._check_open()
         with self._lock:
-            return self._refresh(None)
+            return self._refresh(None if names is None else list(names))
 
     def _refresh(self, names: list[str] | None) -> list[str]:
         """`refresh` for every topic on disk (None) or the ones named; the caller holds `_lock`."""

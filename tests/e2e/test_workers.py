@@ -61,12 +61,14 @@ def test_workers_engines_own_their_partitions_and_see_each_others_topic_changes(
         w1.create_topic("t", 2)
     w1.create_partitions("t", 6)
     w1.alter_topic_config("t", {"retention.ms": 60000})
+    w0.create_topic("u", 2)
+    assert w1.refresh(["u", "never-made"]) == [] and "u" in w1.topics_by_name  # only the names a request asked for
     w0.refresh()
     assert len(w0.topic("t").partitions) == 6 and w0.topic("t").config.retention_ms == 60000
     assert [p.partition for p in w0.topic("t").partitions] == [p for p in range(6) if Share(2).owner("t", p) == 0]
     assert w0.producer_ids.next_id() < WORKER_PRODUCER_IDS <= w1.producer_ids.next_id()  # apart, whatever N
     w0.delete_topic("t")
-    assert w1.refresh() == ["t"] and w1.topics_by_name == {}
+    assert w1.refresh() == ["t"] and list(w1.topics_by_name) == ["u"]
     for engine in (w0, w1):
         engine.close()
     supervisor.close()  # it, not the workers, marks the directory cleanly shut down

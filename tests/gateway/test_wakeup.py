@@ -1,8 +1,9 @@
-"""The long-poll wake-up path (issue 14): a parked TANK consume is answered by the append itself — built and written
-in the appending task, before the producer's acknowledgement — with its records counted for the consumer's
-protocol; answers the socket cannot take at once are finished by the parked request's task, in order with the
-connection's other answers; transcoded and large reads take the waiting path. Real sockets, an in-process gateway
-(so the notifier's counters can be read)."""
+"""The long-poll wake-up path (issue 14): a parked TANK consume, Kafka Fetch or native fetch is answered by the append
+itself — built and written in the appending task, before the producer's acknowledgement — with its records counted
+for the consumer's protocol; answers the socket cannot take at once are finished by the parked request's task, in
+order with the connection's other answers (Kafka and native: a request pipelined behind a parked fetch is answered
+after it); transcoded and large reads take the waiting path; a failure met while building the woken answer gets the
+protocol's own error. Real sockets, an in-process gateway (so the notifier's counters can be read)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,16 @@ import socket
 import struct
 
 import trio
+from crc32c import crc32c
 
 from logway.clients.native import NativeClient
+from logway.codecs.kafka.api import api_versions as V
+from logway.codecs.kafka.api import fetch as F
+from logway.codecs.kafka.connection import KafkaClientConnection, KafkaRequest
+from logway.codecs.kafka.records import decode_records, encode_batch
+from logway.codecs.native import (ErrorResponse, FetchRequest, FetchResponse, NativeConnection, PingRequest,
+                                  PongResponse)
+from logway.codecs.stream import NEED_DATA
 from logway.clients.tank import TankClient, consume_request
 from logway.codecs.records import Record
 from logway.codecs.tank import (ConsumeFlags, DiscoverPartitionsRequest, TankClientConnection, decode_chunk,
@@ -20,6 +29,7 @@ from logway.codecs.tank.messages import MsgType
 from logway.codecs.tank.responses import parse_response
 
 from ..conftest import running_gateway
+from ..kafka_wire import KafkaWireClient
 
 MiB = 1024 * 1024
 
@@ -145,3 +155,90 @@ async def test_a_transcoded_parked_consume_and_several_parked_on_one_connection(
             got.append([r.value for r in decode_chunk(p.chunk, p.base_seqnum).records])
         assert got == [[b"p0-a", b"p0-b"], [b"p1"]]
         assert gw.notifier.answered_at_once >= 2
+
+
+def _answers(sock: socket.socket, codec, count: int) -> list:
+    """The next `count` events `codec` parses from `sock`."""
+    events = []
+    while len(events) < count:
+        event = codec.next_event()
+        if event is NEED_DATA:
+            data = sock.recv(65536)
+            assert data, "closed"
+            codec.receive_data(data)
+        else:
+            events.append(event)
+    return events
+
+
+async def test_a_parked_kafka_fetch_is_answered_by_the_append_before_a_request_pipelined_behind_it(tmp_path):
+    async with running_gateway(tmp_path / "data", "storage.flush=none") as gw:
+        await trio.to_thread.run_sync(lambda: NativeClient(*gw.addresses["native"]).create_topic("kt", 1))
+        sock = socket.create_connection(gw.addresses["kafka"], timeout=10)
+        codec = KafkaClientConnection()
+        try:
+            fetch = F.FetchRequest(max_wait_ms=10_000, min_bytes=1, topics=[F.FetchTopic("kt", [F.FetchPartition(
+                partition=0, fetch_offset=0, partition_max_bytes=MiB)])])
+            sock.sendall(codec.send(KafkaRequest(F.API_KEY, 11, body=fetch)))
+            await _parked(gw)
+            sock.sendall(codec.send(KafkaRequest(V.API_KEY, 0, body=V.ApiVersionsRequest())))
+            await trio.sleep(0.05)  # read by now if the gateway read past the parked fetch (it must not)
+            before = gw.notifier.answered_at_once
+            kafka_out = gw.metrics.protocol("kafka").records_out
+
+            def produce():
+                with NativeClient(*gw.addresses["native"]) as native:
+                    return native.produce("kt", 0, [b"k1", b"k2"])
+            assert await trio.to_thread.run_sync(produce) == [0, 1]
+            first, second = await trio.to_thread.run_sync(_answers, sock, codec, 2)
+        finally:
+            sock.close()
+        assert first.api_key == F.API_KEY and second.api_key == V.API_KEY  # in request order
+        part = first.body.responses[0].partitions[0]
+        assert part.error_code == 0 and part.high_watermark == 2
+        assert [r.value for r in decode_records(part.records)] == [b"k1", b"k2"]
+        assert gw.notifier.answered_at_once == before + 1
+        assert gw.metrics.protocol("kafka").records_out == kafka_out + 2
+
+
+async def test_a_parked_native_fetch_is_answered_by_the_append_and_a_failure_gets_the_native_error(tmp_path):
+    async with running_gateway(tmp_path / "data", "storage.flush=none") as gw:
+        await trio.to_thread.run_sync(lambda: NativeClient(*gw.addresses["native"]).create_topic("nt", 2))
+        sock = socket.create_connection(gw.addresses["native"], timeout=10)
+        codec = NativeConnection("client")
+        try:
+            sock.sendall(codec.send(FetchRequest("nt", 0, 0, max_bytes=MiB, max_wait_ms=10_000)))
+            await _parked(gw)
+            sock.sendall(codec.send(PingRequest()))
+            await trio.sleep(0.05)
+            before = gw.notifier.answered_at_once
+
+            def produce():
+                with NativeClient(*gw.addresses["native"]) as native:
+                    return native.produce("nt", 0, [b"n1"])
+            assert await trio.to_thread.run_sync(produce) == [0]
+            first, second = await trio.to_thread.run_sync(_answers, sock, codec, 2)
+            assert type(first) is FetchResponse and type(second) is PongResponse
+            assert [r.value for r in first.records] == [b"n1"] and first.next_offset == 1
+            assert gw.notifier.answered_at_once == before + 1
+
+            # A batch whose CRC holds but whose records do not decode (the produce path checks header and CRC
+            # only): the woken fetch cannot be built — the appending task leaves it to the parked one, which
+            # answers with the native error text, and the connection goes on.
+            sock.sendall(codec.send(FetchRequest("nt", 1, 0, max_bytes=MiB, max_wait_ms=10_000)))
+            await _parked(gw)
+            batch = bytearray(encode_batch([Record(b"x" * 40)], default_timestamp=1))
+            batch[61:] = b"\xff" * (len(batch) - 61)  # the records, past the 61-byte header: garbage
+            struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
+
+            def produce_garbage():
+                with KafkaWireClient(*gw.addresses["kafka"]) as kafka:
+                    return kafka.produce("nt", 1, bytes(batch))
+            assert await trio.to_thread.run_sync(produce_garbage) == (0, 0)
+            (failed,) = await trio.to_thread.run_sync(_answers, sock, codec, 1)
+            sock.sendall(codec.send(PingRequest()))
+            (pong,) = await trio.to_thread.run_sync(_answers, sock, codec, 1)
+        finally:
+            sock.close()
+        assert type(failed) is ErrorResponse and failed.message.startswith("invalid record"), failed
+        assert type(pong) is PongResponse

@@ -3,9 +3,10 @@ broker (`broker.KafkaBroker` and the API modules), the group coordinator (`coord
 idempotent producers' state (`producers`).
 
 Requests are served one at a time in arrival order, as Kafka brokers do (clients may pipeline several; the answers
-go out in request order). A Produce with acks=0 gets no answer. Fetch responses carry file ranges that the pump
-sends with `os.sendfile` between the bytes the codec built. A request that cannot be parsed, is too large or uses
-an unsupported API/version closes the connection (Kafka's behaviour); other connections are unaffected.
+go out in request order): a Fetch that waits for data is a `Park` the pump awaits before the next request, and the
+append that brings the data writes its answer. A Produce with acks=0 gets no answer. Fetch responses carry file
+ranges that the pump sends between the bytes the codec built. A request that cannot be parsed, is too large or
+uses an unsupported API/version closes the connection (Kafka's behaviour); other connections are unaffected.
 
 With `auth.kafka_sasl_plain` a connection must authenticate first (`sasl.KafkaSasl`): SaslHandshake and
 SaslAuthenticate are answered by the session, not the broker, since they concern this connection only.
@@ -20,7 +21,7 @@ import logging
 from logway.codecs.kafka.api.sasl import SASL_AUTHENTICATE_KEY, SASL_HANDSHAKE_KEY
 from logway.codecs.kafka.connection import KafkaResponse, KafkaServerConnection, SaslToken
 
-from ...pump import Close, Session
+from ...pump import Close, Park, Session
 from ..base import INFO, WARNING, Protocol
 from .broker import SERVED, KafkaBroker
 from .cluster import KafkaCluster
@@ -101,5 +102,15 @@ class KafkaSession(Session):
             body, close = sasl.authenticate_request(request.body)
         else:
             body = await self.broker.handle(request, self.conn)
+            if type(body) is Park:  # a Fetch that may wait: its answer, whoever writes it, gets our header
+                return _answering(request.correlation_id, body)
         reply = None if body is None else KafkaResponse(correlation_id=request.correlation_id, body=body)
         return Close(reply) if close else reply
+
+
+def _answering(correlation_id: int, park: Park) -> Park:
+    """`park`, whose answer is a response body, made to produce the `KafkaResponse` to `correlation_id`."""
+    async def wait(deliver):
+        body = await park.wait(lambda body: deliver(KafkaResponse(correlation_id=correlation_id, body=body)))
+        return None if body is None else KafkaResponse(correlation_id=correlation_id, body=body)
+    return Park(wait)

@@ -3,8 +3,9 @@
 Produce: a `kafka`-format topic stores the client's RecordBatches as sent (CRC checked by the storage adapter,
 base offset stamped), legacy MessageSets (Produce v0–v2) are converted up, other formats get the records
 re-encoded; idempotent producers' retries are answered with their original offset (`producers`). Fetch reads
-through the shared read step (the stored bytes sent with sendfile when the topic is `kafka` and the version ≥ 4)
-and parks in the shared long-poll step until `min_bytes` arrived or `max_wait_ms` passed.
+through the shared read step (the stored bytes sent as they lie when the topic is `kafka` and the version ≥ 4)
+and parks in the shared long-poll step until `min_bytes` arrived or `max_wait_ms` passed: a Fetch that may wait
+is a `Park` the pump awaits in request order, and the append that brings enough data writes its answer.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from logway.storage import PartitionLog
 
 from ...errors import FAILURES
 from ...formats import KAFKA, MESSAGE_SET_V0, MESSAGE_SET_V1
+from ...pump import Park
 from ...steps import Isolation
 from ...transactions import TxnError
 from .errors import PRODUCE_ERRORS, error_code
@@ -154,17 +156,21 @@ async def fetch(broker: "KafkaBroker", body, version, conn):
     as_ = KAFKA if version >= 4 else MESSAGE_SET_V1 if version >= 2 else MESSAGE_SET_V0
     committed = version >= 4 and body.isolation_level == F.READ_COMMITTED
 
-    async def build():
-        responses, total = await _fetch_once(broker, body, version, max_bytes, as_, committed)
-        return responses, total >= min_bytes or wait <= 0 or total < 0
+    async def build(at_once: bool):
+        responses, total = await _fetch_once(broker, body, version, max_bytes, as_, committed, at_once)
+        answer = F.FetchResponse(throttle_time_ms=0, error_code=E.NONE, session_id=0, responses=responses)
+        return answer, total >= min_bytes or wait <= 0 or total < 0
 
+    if wait <= 0:
+        return (await build(False))[0]
     keys = [(t.topic, p.partition) for t in body.topics for p in t.partitions]
-    responses = await broker.steps.long_poll(keys, trio.current_time() + wait, build)
-    return F.FetchResponse(throttle_time_ms=0, error_code=E.NONE, session_id=0, responses=responses)
+    deadline = trio.current_time() + wait
+    return Park(lambda deliver: broker.steps.long_poll(keys, deadline, build, deliver=deliver))
 
 
-async def _fetch_once(broker: "KafkaBroker", body, version, max_bytes, as_, committed: bool):
+async def _fetch_once(broker: "KafkaBroker", body, version, max_bytes, as_, committed: bool, at_once: bool):
     """Build the per-partition answers; total = record bytes included (-1 when an error must go out now).
+    `at_once`: reads that never wait (`Steps.read`), for an answer built by the appending task.
     `committed` (read_committed): up to the last stable offset; the stored RecordBatches go out with the list of
     aborted transactions in them (the client drops those batches), transcoded reads drop aborted records here."""
     responses = []
@@ -195,7 +201,8 @@ async def _fetch_once(broker: "KafkaBroker", body, version, max_bytes, as_, comm
             if budget <= 0 and total > 0:
                 continue
             try:
-                read = await broker.steps.read(plog, p.fetch_offset, max(budget, 1), as_, isolation)
+                read = await broker.steps.read(plog, p.fetch_offset, max(budget, 1), as_, isolation,
+                                               at_once=at_once)
             except FAILURES as exc:  # out of range, or stored records this answer cannot be built from
                 if isinstance(exc, RecordFormatError):
                     log.warning("fetch %s-%d at %d: cannot convert the stored records: %s", t.topic,

@@ -2,7 +2,7 @@
 
 Storage failures become the seed's error texts (`partition not found: …`, `offset out of range: …`) through one
 table (`_ERRORS`, by `ErrorKind`); a fetch with `max_wait_ms` parks in the shared long-poll step until enough
-payload arrived.
+payload arrived (a `Park` the pump awaits before the next request; the append that brings enough writes it).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from logway.storage import UnknownTopic
 
 from ...errors import FAILURES, ErrorKind, kind_of
 from ...formats import RECORDS
+from ...pump import Park
 from ...steps import Steps
 from .groups import GroupAdmin
 
@@ -77,11 +78,21 @@ class NativeHandler:
         }
 
     async def handle(self, event):
+        """The answer to `event`: a response event, or a `Park` (a fetch that waits for data), whose answer gets the
+        same error mapping."""
         handler = self._handlers.get(type(event))
         if handler is None:
             return nev.ErrorResponse(f"unsupported request: {type(event).__name__}")
+        reply = await self._answer(event, handler, event)
+        if type(reply) is Park:
+            return Park(partial(self._answer, event, reply.wait))
+        return reply
+
+    @staticmethod
+    async def _answer(event, fn, *args):
+        """`await fn(*args)`, with storage failures answered as the seed's error texts."""
         try:
-            return await handler(event)
+            return await fn(*args)
         except FAILURES as exc:
             kind = kind_of(exc)
             if kind is ErrorKind.STORAGE_FAILURE:
@@ -110,16 +121,19 @@ class NativeHandler:
         wait = min(ev.max_wait_ms, self.limits.max_wait_ms) / 1000
         min_bytes = max(ev.min_bytes, 1)
 
-        async def build():
-            records, next_offset = await self._read_records(plog, start, max_bytes)
+        async def build(at_once: bool):
+            records, next_offset = await self._read_records(plog, start, max_bytes, at_once)
             enough = wait <= 0 or (records and sum(len(r.value or b"") for r in records) >= min_bytes)
             return nev.FetchResponse(records, next_offset), enough
 
-        return await self.steps.long_poll([(ev.topic, ev.partition)], trio.current_time() + wait, build)
+        if wait <= 0:
+            return (await build(False))[0]
+        key, deadline = (ev.topic, ev.partition), trio.current_time() + wait
+        return Park(lambda deliver: self.steps.long_poll([key], deadline, build, deliver=deliver))
 
-    async def _read_records(self, plog, start: int, max_bytes: int):
+    async def _read_records(self, plog, start: int, max_bytes: int, at_once: bool):
         end = plog.last_stable_offset  # before the read: a sync in a worker thread may move the watermark
-        read = await self.steps.read(plog, start, max_bytes, RECORDS)
+        read = await self.steps.read(plog, start, max_bytes, RECORDS, at_once=at_once)
         if read is None:
             return [], max(start, end)
         records = read.data

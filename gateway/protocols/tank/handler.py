@@ -26,7 +26,7 @@ from logway.storage import PartitionLog
 
 from ...errors import FAILURES, ErrorKind, kind_of
 from ...formats import TANK
-from ...steps import NotNow, Steps
+from ...steps import Steps
 
 log = logging.getLogger("logway.gateway.tank")
 
@@ -167,17 +167,10 @@ class TankHandler:
             return ConsumePartitionResult(p.partition, ConsumeFlags.BOUNDARY, 0, last, b"", first), True
         return await self._chunk(plog, p.partition, seq - 1, min(p.fetch_size, MAX_FETCH), last), True
 
-    async def _chunk(self, plog: PartitionLog, partition: int, offset: int, max_bytes: int, last: int):
+    async def _chunk(self, plog: PartitionLog, partition: int, offset: int, max_bytes: int, last: int,
+                     at_once: bool = False):
         try:
-            read = await self.steps.read(plog, offset, max(max_bytes, 1), TANK)
-        except FAILURES as exc:
-            return self._refused(plog, partition, offset, last, exc)
-        return self._chunk_of(read, partition, last)
-
-    def _chunk_now(self, plog: PartitionLog, partition: int, offset: int, max_bytes: int, last: int):
-        """`_chunk` without waiting (`Steps.read_now`: raises NotNow for a large read)."""
-        try:
-            read = self.steps.read_now(plog, offset, max(max_bytes, 1), TANK)
+            read = await self.steps.read(plog, offset, max(max_bytes, 1), TANK, at_once=at_once)
         except FAILURES as exc:
             return self._refused(plog, partition, offset, last, exc)
         return self._chunk_of(read, partition, last)
@@ -221,19 +214,14 @@ class TankHandler:
         `deliver`, the append that brings enough answers it on the spot (then this returns None)."""
         min_bytes = max(min(req.min_bytes, MAX_FETCH), 1)
 
-        async def build():
+        async def build(at_once):
             if self._captured(watched) >= min_bytes:
-                return await self._wake_response(req, watched), True
+                return await self._wake_response(req, watched, at_once), True
             return self._timeout_response(req, watched), False
-
-        def build_now():
-            if self._captured(watched) >= min_bytes:
-                return self._wake_response(req, watched, self._chunk_now), True
-            return None, False
 
         keys = [(w[0], w[2]) for w in watched]
         return await self.steps.long_poll(keys, normalised_expiry(trio.current_time(), req.max_wait_ms), build,
-                                          build_now=build_now, deliver=deliver)
+                                          deliver=deliver)
 
     @staticmethod
     def _captured(watched) -> int:
@@ -248,32 +236,18 @@ class TankHandler:
             total += max(now_size - size, 1) if now_segment is segment else MAX_FETCH
         return total
 
-    def _wake_response(self, req, watched, chunk=None):
+    async def _wake_response(self, req, watched, at_once: bool) -> ConsumeResponse:
         """The answer to a woken consume: each partition's data from where it was parked (not limited by
-        fetch_size). With `chunk` (`_chunk_now`) it is built at once; without, a coroutine builds it."""
-        if chunk is None:
-            return self._wake_response_async(req, watched)
+        fetch_size)."""
         topics: dict[str, list] = {}
         for name, plog, partition, start, *_ in watched:
             _, last = self.bounds(plog)
             if plog.last_stable_offset <= start:
                 result = ConsumePartitionResult(partition, ConsumeFlags.OK, 0, last, b"")
             else:
-                result = chunk(plog, partition, start, MAX_FETCH, last)
+                result = await self._chunk(plog, partition, start, MAX_FETCH, last, at_once)
             topics.setdefault(name, []).append(result)
         return ConsumeResponse(req.request_id, [ConsumeTopicResult(n, parts) for n, parts in topics.items()])
-
-    async def _wake_response_async(self, req, watched) -> ConsumeResponse:
-        try:
-            return self._wake_response(req, watched, self._chunk_now)
-        except NotNow:  # a large read: each partition's chunk through the waiting read step
-            chunks = {}
-            for _, plog, partition, start, *_ in watched:
-                if plog.last_stable_offset > start:
-                    chunks[(plog.topic, partition)] = await self._chunk(plog, partition, start, MAX_FETCH,
-                                                                        self.bounds(plog)[1])
-            return self._wake_response(req, watched, lambda plog, partition, _start, _max, last: chunks.get(
-                (plog.topic, partition)) or ConsumePartitionResult(partition, ConsumeFlags.OK, 0, last, b""))
 
     def timeout_response(self, req) -> ConsumeResponse:
         """The answer a parked consume gets when its timer expires, given at once."""
