@@ -1,4 +1,4 @@
-"""The crash-restart checker (`logway.bench.chaos`) against a real gateway killed with SIGKILL 22 times:
+"""The crash-restart checker (`logway.bench.chaos`) against a real gateway killed with SIGKILL 12 times:
 producers over the native, TANK and Kafka (idempotent) protocols, two transactional Kafka producers, and a
 two-member Kafka consumer group, every check after every restart, then a graceful stop and a clean start. Also:
 the checker does fail when the log breaks a promise (it is not vacuous), and the pure check of the transactional
@@ -12,7 +12,7 @@ from logway.bench.chaos import (ABORTED, COMMITTED, COMMITTING, GROUP, OPEN, PRO
                                  ChaosConfig, ChaosReport, ChaosRun, ChaosViolation, CycleSummary, Ledger,
                                  Transaction, TxnLedger, TxnPartitionRead, verify_partition, verify_transactions)
 
-CYCLES = 22
+CYCLES = 12
 
 
 @pytest.fixture(scope="module")

@@ -155,7 +155,7 @@ def run_powerloss(tmp_path, **cfg) -> tuple[PowerLossRun, PowerLossReport]:
 
 
 def test_power_cuts_under_flush_always_lose_nothing_acknowledged(fuse, tmp_path):
-    cycles = 20
+    cycles = 10
     run, report = run_powerloss(tmp_path / "always", cycles=cycles)
     report.chaos.raise_for_violations()
     assert len(report.cuts) == cycles and report.chaos.final is not None and not report.chaos.final.violations

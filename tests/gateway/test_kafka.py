@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import socket
 import struct
+import time
 import uuid
 from pathlib import Path
 
@@ -39,10 +40,13 @@ def new_topic(gw, partitions=1) -> str:
     return _new_topic(gw, partitions, prefix="w-")
 
 
-def raw_exchange(gw, data: bytes, *, read: bool = True) -> bytes:
-    """Send raw bytes on a fresh connection, then read until the gateway closes it (or 5 s pass)."""
+def raw_exchange(gw, data: bytes, *, read: bool = True, eof: bool = False) -> bytes:
+    """Send raw bytes on a fresh connection (then EOF, with `eof`), then read until the gateway closes it (or 5 s
+    pass)."""
     s = socket.create_connection(gw.addresses["kafka"], timeout=5)
     s.sendall(data)
+    if eof:
+        s.shutdown(socket.SHUT_WR)
     out = b""
     try:
         while read and (chunk := s.recv(65536)):
@@ -102,7 +106,9 @@ def test_hostile_frames_close_only_their_connection(gw, frame):
 
 def test_truncated_request_then_eof(gw):
     frame = struct.pack(">hhih", 18, 2, 1, -1)
-    assert raw_exchange(gw, struct.pack(">i", 100) + frame) == b""
+    started = time.monotonic()
+    assert raw_exchange(gw, struct.pack(">i", 100) + frame, eof=True) == b""
+    assert time.monotonic() - started < 4  # closed at the EOF, not by a timeout
     assert still_serving(gw)
 
 
