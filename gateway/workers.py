@@ -20,7 +20,8 @@ only and serves its partitions only, the TANK listener is off (no forwarding yet
   while starting: a port in use, a locked directory).
 - `WorkerRole` (in each worker, from the environment): its index, the ownership (`share`), the Kafka brokers'
   addresses, the control socket (when it closes — the supervisor died — the worker shuts down), and `refresh`:
-  topics other workers created, deleted, grew or reconfigured (on demand, and every `REFRESH_INTERVAL`).
+  topics other workers created, deleted, grew or reconfigured (on demand, and every `REFRESH_INTERVAL`) — or
+  `look_up` for the topics a request named that this worker does not know.
 """
 
 from __future__ import annotations
@@ -163,19 +164,20 @@ class WorkerRole:
             log.error("worker %d: the supervisor went away: shutting down", self.index)
         gateway.request_shutdown()
 
-    async def refresh(self, engine: LogEngine, max_age: float = REFRESH_MIN, names=None) -> None:
-        """Catch up with other workers' topic changes (`LogEngine.refresh`, in a thread), unless that was done less
-        than `max_age` seconds ago; concurrent callers share one refresh. With `names` (topics a request named that
-        this worker does not know), look at those now, whatever the last refresh saw: one created by another worker
-        a moment ago is then found even if a refresh ran since (or is running, having listed the topics before)."""
-        if names:
-            try:
-                gone = await trio.to_thread.run_sync(engine.refresh, list(names))
-            except (StorageError, OSError) as exc:
-                log.warning("worker %d: cannot read topics %s of the other workers: %s", self.index, names, exc)
-                return
-            self._topics_gone(gone)
+    async def look_up(self, engine: LogEngine, names) -> None:
+        """Look at the named topics now (a request named them and this worker does not know them, or not all their
+        partitions), whatever the last refresh saw: one another worker created or grew a moment ago is found even
+        if a refresh ran since (or is running, having listed the topics before). One stat per name, in a thread."""
+        try:
+            gone = await trio.to_thread.run_sync(engine.refresh, list(names))
+        except (StorageError, OSError) as exc:
+            log.warning("worker %d: cannot read topics %s of the other workers: %s", self.index, names, exc)
             return
+        self._topics_gone(gone)
+
+    async def refresh(self, engine: LogEngine, max_age: float = REFRESH_MIN) -> None:
+        """Catch up with other workers' topic changes (`LogEngine.refresh`, in a thread), unless that was done less
+        than `max_age` seconds ago; concurrent callers share one refresh."""
         if self._refreshing is not None:
             await self._refreshing.wait()
             return

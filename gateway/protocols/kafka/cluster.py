@@ -193,7 +193,7 @@ class KafkaCluster:
         unknown = [getattr(t, api.name) for t in topics for p in getattr(t, api.parts)
                    if not self._known(engine, getattr(t, api.name), getattr(p, api.index))]
         if unknown:  # created or grown by another worker a moment ago?
-            await self.role.refresh(engine, names=set(unknown))
+            await self.role.look_up(engine, set(unknown))
         ours, theirs = [], set()
         for t in topics:
             name = getattr(t, api.name)
@@ -243,7 +243,7 @@ class KafkaCluster:
         """Look for the named topics this worker does not know (another worker may have just created them)."""
         unknown = {name for name in names if name not in engine.topics_by_name}
         if unknown:
-            await self.role.refresh(engine, names=unknown)
+            await self.role.look_up(engine, unknown)
 
     @staticmethod
     def _known(engine, topic: str, partition: int) -> bool:
