@@ -114,13 +114,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--storm", type=int, default=0,
                         help="a third into the load, the probe opens this many new native connections at once and "
                              "times each one's first Ping (clients reconnecting together); 0 = none")
+    parser.add_argument("--set", dest="gateway_settings", action="append", default=[], metavar="KEY=VALUE",
+                        help="a gateway configuration override, as `logway serve --set` takes it (repeatable), "
+                             "e.g. limits.data_requests_per_pass=0")
 
 
 def run(args: argparse.Namespace) -> int:
     settings = LoadSettings(connections=args.connections, seconds=args.seconds, partitions=args.partitions,
                             record_bytes=args.record_bytes, long_poll_ms=args.long_poll_ms,
                             think_ms=args.think_ms, probe_interval_ms=args.probe_interval_ms, flush=args.flush,
-                            storm=args.storm)
+                            storm=args.storm, gateway_settings=tuple(args.gateway_settings))
     report = run_load(settings)
     print(report.format())
     return 1 if report.problems() else 0
@@ -141,6 +144,7 @@ class LoadSettings:
     probe_interval_ms: float = 50.0
     flush: str = "interval"
     storm: int = 0  # new connections the probe opens at once a third into the load (0 = none)
+    gateway_settings: tuple[str, ...] = ()  # KEY=VALUE overrides of the gateway's configuration
 
 
 @dataclass
@@ -218,7 +222,7 @@ class LoadReport:
         lines = [f"load (flush: {s.flush}): {s.connections:,} connections over native, kafka and tank, each "
                  f"looping over produce ({RECORDS_PER_PRODUCE} x {s.record_bytes} B), fetch and long-poll "
                  f"({s.long_poll_ms} ms) for {s.seconds:g} s; {s.partitions} partitions per topic; think time "
-                 f"{s.think_ms:g} ms",
+                 f"{s.think_ms:g} ms" + "".join(f"; {item}" for item in s.gateway_settings),
                  f"  connections established: {self.connections:,} "
                  f"({', '.join(f'{p} {self.connections_by_protocol[p]}' for p in PROTOCOLS)}); "
                  f"failed: {sum(self.connect_failures.values())}; connect to first answer (before the load): "
@@ -313,7 +317,7 @@ def run_load(settings: LoadSettings) -> LoadReport:
         with open(log_path, "wb") as log_file:
             gw = GatewayProcess(os.path.join(tmp, "data"), f"storage.flush={settings.flush}", "log_level=WARNING",
                                 f"limits.max_connections={limit}", f"limits.max_connections_per_ip={limit}",
-                                "listeners.tank.enabled=true", stderr=log_file)
+                                "listeners.tank.enabled=true", *settings.gateway_settings, stderr=log_file)
             try:
                 for proto in PROTOCOLS:
                     if proto not in gw.addresses:

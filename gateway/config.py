@@ -117,6 +117,10 @@ class StorageSettings:
                                 "What each promises: [Durability](#durability)")
     flush_interval_ms: int = setting(1000, "with flush: interval, how often everything is fdatasynced", minimum=1)
     retention_check_interval_ms: int = setting(60000, "how often retention runs", minimum=1)
+    transcode_cache_bytes: int = setting(
+        4 * MiB, "stored bytes of the transcoded reads kept for other readers", more=": readers that ask for another "
+        "format than the stored one (native readers, TANK consumers of a Kafka topic, …) and read the same slice "
+        "share one decode and encode; 0 = off", minimum=0)
     topic_defaults: TopicConfig = flattened(TopicConfig, "defaults of every topic (its own config overrides them)", {
         "segment_bytes": "roll the active segment at this size",
         "segment_ms": "roll the active segment once it is this old",
@@ -141,6 +145,13 @@ class Limits:
                                more="; beyond it a fetch answers at once", minimum=1)
     max_wait_ms: int = setting(30000, "cap on a long-poll fetch's max_wait_ms", minimum=1)
     max_fetch_bytes: int = setting(50 * MiB, "cap on a fetch's max_bytes", minimum=1)
+    data_requests_per_pass: int = setting(
+        16, "produce/fetch/consume requests started per pass of the event loop; more wait for the next pass, in "
+            "arrival order", more=", so that other requests (heartbeats, metadata, pings) and new connections "
+            "are served within about one such pass however busy the gateway is; 0 = no limit", minimum=0)
+    data_pass_ms: int = setting(5, "while data requests wait for a turn, fewer start per pass when passes run "
+                                   "longer than this", more="(heavy requests: large or transcoded reads); 0 = a "
+                                   "fixed data_requests_per_pass", minimum=0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -115,12 +115,13 @@ class _Tank(TankFormat, StorageFormat):
 
 
 class _Records(ReadFormat):
-    """Decoded records (the native protocol answers with JSON built from them)."""
+    """Decoded records (the native protocol answers with JSON built from them), as a tuple: a read's answer may be
+    shared by several readers (`transcoded.py`)."""
 
     name = "records"
 
     def encode_read(self, records):
-        return list(records)
+        return tuple(records)
 
 
 class KafkaMessageSet(ReadFormat):

@@ -12,6 +12,10 @@ protocol. A protocol plugs in with a `Session` (one per connection) and three sm
 - `protocol_error(exc)` -> the answer to a malformed request (the native protocol answers and keeps reading unless
   the stream can no longer be framed), or `None`: close (Kafka and TANK close on a bad request).
 
+Requests that read or write the log (the protocol's `data_requests`) take turns with the gateway's other
+connections (`turns.py`: at most `limits.data_requests_per_pass` start per scheduler pass) before they are handled;
+other requests are handled at once.
+
 Authentication is the session's business: it answers or closes before it lets a request through. Requests are
 read one at a time (`reading.RequestReader`: idle and slow-request timeouts), so a client that does not read its
 answers is not read from either (back-pressure); graceful shutdown drains through `Connection.end_request()`.
@@ -141,6 +145,8 @@ async def serve_connection(stream: trio.abc.Stream, conn: Connection, protocol, 
     reader = RequestReader(transport, codec, conn, limits)
     max_parked = protocol.max_parked
     out = Outbox(transport, codec, shared=max_parked > 0)
+    turns = getattr(getattr(protocol, "gateway", None), "turns", None)
+    data_requests = protocol.data_requests if turns is not None else ()
 
     async def wait_for(park: Park) -> tuple[Any, bool]:
         """The parked request's answer, and whether it is out already (written by the task that woke it)."""
@@ -190,6 +196,8 @@ async def serve_connection(stream: trio.abc.Stream, conn: Connection, protocol, 
                 conn.start_request()
                 request = stats.request(event)
                 started = perf_counter()
+                if request.name in data_requests:
+                    await turns.take()
                 try:
                     reply = await session.handle(event)
                 except Exception:

@@ -1,5 +1,6 @@
 """The gateway process: opens storage, starts one listener per enabled protocol of `protocols.REGISTRY` and the
-background tasks (group commit, interval flush, retention, each protocol's own), and shuts down gracefully.
+background tasks (group commit, interval flush, retention, the data requests' turns, each protocol's own), and shuts
+down gracefully.
 
 `Gateway(config, listen=False)` binds no socket: `connect(protocol)` then hands out in-memory connections served
 by the same pump (trio memory streams), for fast protocol tests and in-process tools.
@@ -38,8 +39,9 @@ from .listeners import is_loopback, listen, serve
 from .notify import AppendNotifier
 from .protocols import REGISTRY, Protocol
 from .steps import Steps
-from .transactions import TransactionCoordinator
 from .tls import server_ssl_context
+from .transactions import TransactionCoordinator
+from .turns import Turns
 
 if TYPE_CHECKING:  # pragma: no cover
     from .workers import WorkerRole
@@ -61,6 +63,8 @@ class Gateway:
         self.transactions: TransactionCoordinator | None = None
         self.protocols: dict[str, Protocol] = {}
         self.notifier = AppendNotifier(config.limits.max_waiters)
+        per_pass = config.limits.data_requests_per_pass
+        self.turns = Turns(per_pass, config.limits.data_pass_ms) if per_pass else None
         self.committer = GroupCommitter(on_synced=self._synced)
         self.connections = ConnectionRegistry(config.limits.max_connections, config.limits.max_connections_per_ip)
         self.addresses: dict[str, tuple[str, int]] = {}
@@ -115,7 +119,8 @@ class Gateway:
                               reads_need_sync=flush == Flush.ALWAYS, share=share))
         self.storage_open = True
         self._log_recovery()
-        self.steps = Steps(self.engine, self.notifier, self.committer, flush)
+        self.steps = Steps(self.engine, self.notifier, self.committer, flush,
+                           transcode_cache_bytes=cfg.storage.transcode_cache_bytes)
         self.steps.on_append = self.metrics.on_append
         self.steps.on_read = self.metrics.on_read
         kc = cfg.kafka
@@ -147,6 +152,8 @@ class Gateway:
                 if flush == Flush.INTERVAL:
                     background.start_soon(self._flush_loop)
                 background.start_soon(self._retention_loop)
+                if self.turns is not None:
+                    background.start_soon(self.turns.run)
                 limits = cfg.limits
                 background.start_soon(self.connections.enforce_timeouts,
                                       min(limits.idle_timeout_ms, limits.request_timeout_ms) / 1000)

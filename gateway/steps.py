@@ -6,7 +6,8 @@
   was written (every waiting writer shares the round's fdatasync).
 - `read(plog, offset, max_bytes, as_=format, isolation=..., at_once=False)`: whole batches from `offset` in the
   format the reader asks for (`logway.gateway.formats`): the stored bytes untouched — a file range the pump sends
-  as it lies — when they already are that format, otherwise decoded and re-encoded. Bytes read from a file above
+  as it lies — when they already are that format, otherwise decoded and re-encoded (once for every reader that
+  asks for the same slice in the same format while it is in `transcoded.TranscodedReads`). Bytes read from a file above
   `INLINE_READ_BYTES` are read in a worker thread, below it inline (one rule for every protocol); with `at_once`
   such a read raises `NotNow` instead, so the read never waits.
   Transactions (see `Isolation`): readers see committed data only — up to the last stable offset, aborted records
@@ -34,8 +35,9 @@ from logway.codecs.records import Record
 from logway.storage import AppendResult, LogEngine, PartitionLog, ReadSlice
 
 from .durability import Flush, GroupCommitter
-from .formats import ReadFormat
+from .formats import ReadFormat, StorageFormat
 from .notify import AppendNotifier
+from .transcoded import TranscodedReads
 
 __all__ = ["INLINE_READ_BYTES", "Isolation", "NotNow", "Read", "Steps", "run_now"]
 
@@ -88,8 +90,11 @@ class Steps:
     #: Told of every read that found something as (read, offset asked): the metrics count records out.
     on_read: Callable[[Read, int], None] | None = None
 
-    def __init__(self, engine: LogEngine, notifier: AppendNotifier, committer: GroupCommitter, flush: Flush):
+    def __init__(self, engine: LogEngine, notifier: AppendNotifier, committer: GroupCommitter, flush: Flush, *,
+                 transcode_cache_bytes: int = 0):
         self.engine = engine
+        #: Transcoded slices shared between readers (`transcoded.py`); None: every read transcodes its own.
+        self.transcoded = TranscodedReads(transcode_cache_bytes) if transcode_cache_bytes > 0 else None
         self.notifier = notifier
         self.committer = committer
         self.sync_acks = flush == Flush.ALWAYS
@@ -155,24 +160,42 @@ class Steps:
         if isolation is not Isolation.COMMITTED or not plog.txns.has_aborted:
             if as_ is stored:
                 return self._done(Read(rng, rng), offset)
-            records = stored.decode(await self._bytes(rng, at_once), first_offset=rng.first_offset,
-                                    min_offset=offset)
-            return self._done(Read(rng, as_.encode_read(records), records), offset)
+            records, data = await self._transcode(rng, offset, stored, as_, at_once)
+            return self._done(Read(rng, data, records), offset)
         asked = offset
         while True:  # committed records only: drop what aborted transactions wrote
             aborted = plog.aborted(rng.first_offset, rng.end_offset)
-            if not aborted and as_ is stored:
-                return self._done(Read(rng, rng), asked)
+            if not aborted:
+                if as_ is stored:
+                    return self._done(Read(rng, rng), asked)
+                records, data = await self._transcode(rng, offset, stored, as_, at_once)
+                return self._done(Read(rng, data, records), asked)
             records = stored.decode(await self._bytes(rng, at_once), first_offset=rng.first_offset,
                                     min_offset=offset)
-            if aborted:
-                records = [r for r in records if not any(t.covers(r.offset) for t in aborted)]
+            records = [r for r in records if not any(t.covers(r.offset) for t in aborted)]
             if records or rng.end_offset >= until:
                 return self._done(Read(rng, as_.encode_read(records), records), asked) if records else None
             offset = rng.end_offset
             rng = plog.read(offset, max_bytes, until=until)
             if rng is None:
                 return None
+
+    async def _transcode(self, rng: ReadSlice, offset: int, stored: StorageFormat, as_: ReadFormat,
+                         at_once: bool) -> tuple[Any, Any]:
+        """(records, data in `as_`) of the slice's records from `offset`: shared with the readers that asked for
+        the same (`transcoded.TranscodedReads`), else decoded and encoded now."""
+        cache = self.transcoded
+        if cache is not None:
+            seg = rng.segment
+            key = (seg, seg.generation, rng.position, rng.length, max(offset, rng.first_offset), as_)
+            hit = cache.get(key)
+            if hit is not None:
+                return hit
+        records = stored.decode(await self._bytes(rng, at_once), first_offset=rng.first_offset, min_offset=offset)
+        data = as_.encode_read(records)
+        if cache is not None:
+            cache.put(key, records, data, rng.length)
+        return records, data
 
     def _done(self, read: Read, offset: int) -> Read:
         if self.on_read is not None:

@@ -36,6 +36,10 @@ RECOVERY_CHUNK = 4 * 1024 * 1024
 PREALLOCATE_BYTES = 16 * 1024 * 1024
 #: The last appended batch is kept in memory up to this size (tailing readers get it without a file read).
 KEEP_LAST_BATCH_BYTES = 16 * 1024
+#: Lookups (`locate`, `range_end`) remembered per segment for the next reader that asks the same: readers that
+#: walk a partition from the same offset with the same byte budget ask the same questions. Forgotten all at once
+#: when full.
+REMEMBERED_LOOKUPS = 1024
 
 
 def segment_name(base_offset: int) -> str:
@@ -60,7 +64,7 @@ class Segment:
     __slots__ = (
         "directory", "base_offset", "fmt", "log_path", "index", "timeindex", "size", "next_offset",
         "max_timestamp", "created_ms", "bytes_since_index", "index_interval", "_fd", "active", "_reserved",
-        "checksums", "indexes_rebuilt", "last_batch", "__weakref__",
+        "checksums", "indexes_rebuilt", "last_batch", "generation", "_located", "_ranges", "__weakref__",
     )
 
     def __init__(self, directory: str, base_offset: int, fmt: BatchFormat, *, active: bool,
@@ -90,6 +94,11 @@ class Segment:
         #: a tailing reader asks for it, and finds it without scanning headers from the index point — and, when
         #: it is small (≤ `KEEP_LAST_BATCH_BYTES`), without reading the file.
         self.last_batch: tuple[int, int, int, int, bytes | None] | None = None
+        #: Bumped when bytes that were appended are cut again (`rollback`): whatever was derived from the
+        #: segment's bytes before (remembered lookups here, transcoded reads in the gateway) no longer holds.
+        self.generation = 0
+        self._located: dict[int, tuple[int, int]] = {}  # offset -> `locate`'s answer
+        self._ranges: dict[tuple[int, int], tuple[int, int]] = {}  # (start, max_bytes) -> `range_end`'s answer
 
     # -- file access -------------------------------------------------------------------------------------
     def fileno(self) -> int:
@@ -147,6 +156,9 @@ class Segment:
         os.ftruncate(self.fileno(), size)
         self.size = size
         self.last_batch = None
+        self.generation += 1
+        self._located.clear()
+        self._ranges.clear()
         if self.checksums is not None:
             self.checksums.cut(size)
 
@@ -218,9 +230,15 @@ class Segment:
         last = self.last_batch
         if last is not None and last[1] <= offset <= last[3] and last[0] + last[2] <= end:
             return last[0], last[1]
+        located = self._located.get(offset)
+        if located is not None and located[0] < end:
+            return located
         rel, pos = self.index.floor_offset(max(offset - self.base_offset, 0))
         for position, first, _size, last, _ts in self.headers(pos, self.base_offset + rel, end):
             if last >= offset:
+                if len(self._located) >= REMEMBERED_LOOKUPS:
+                    self._located.clear()
+                self._located[offset] = (position, first)
                 return position, first
         return None
 
@@ -229,6 +247,9 @@ class Segment:
         target = start + max_bytes
         if target >= end:
             return end, -1  # -1: everything to the segment end; the caller knows that end offset
+        known = self._ranges.get((start, max_bytes))
+        if known is not None:
+            return known  # (its batches ended before target < end then, and still do)
         rel, pos = self.index.floor_position(target)
         if pos <= start:
             pos, first = start, start_offset
@@ -242,6 +263,9 @@ class Segment:
             stop, stop_offset = position + size, last + 1
             if stop >= target:
                 break
+        if len(self._ranges) >= REMEMBERED_LOOKUPS:
+            self._ranges.clear()
+        self._ranges[(start, max_bytes)] = (stop, stop_offset)
         return stop, stop_offset
 
     def time_lookup(self, timestamp: int, end: int) -> tuple[int, int, int] | None:

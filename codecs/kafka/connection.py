@@ -55,7 +55,8 @@ from .api import api_versions
 from .api.headers import REQUEST_HEADER_PREFIX_SIZE, REQUEST_HEADER_V1, REQUEST_HEADER_V2, RequestHeader
 from .api.registry import SUPPORTED, api_versions_response, is_flexible, request_schema, response_schema
 from .error_codes import ErrorCode
-from .primitives import EMPTY_TAGGED_FIELDS, FrameReader, FrameWriter, NullableString, TaggedFields, build_chunks
+from .primitives import (EMPTY_TAGGED_FIELDS, FrameReader, FrameWriter, NullableString, TaggedFields, build_chunks,
+                         build_into, parse_from)
 
 __all__ = [
     "NEED_DATA",
@@ -366,7 +367,7 @@ class KafkaServerConnection(_Receiver):
         reader = FrameReader(frame)
         reader.pos = REQUEST_HEADER_PREFIX_SIZE
         try:
-            client_id = NullableString.parse_stream(reader)
+            client_id = parse_from(NullableString, reader)
         except c.ConstructError as exc:
             raise self._fatal(f"malformed request header: {exc}", ErrorCode.INVALID_REQUEST, **info) from None
         bounds = self.api_versions.get(key)
@@ -383,8 +384,8 @@ class KafkaServerConnection(_Receiver):
             raise self._fatal(message, ErrorCode.UNSUPPORTED_VERSION, **info)
         try:
             if is_flexible(key, version):
-                TaggedFields.parse_stream(reader)  # request header v2: skipped, we know no header tag
-            body = request_schema(key, version).parse_stream(reader)
+                parse_from(TaggedFields, reader)  # request header v2: skipped, we know no header tag
+            body = parse_from(request_schema(key, version), reader)
         except c.ConstructError as exc:
             raise self._fatal(f"malformed request body (api key {key} v{version}): {exc}",
                               ErrorCode.INVALID_REQUEST, **info) from None
@@ -454,8 +455,8 @@ class KafkaClientConnection(_Receiver):
         stream = FrameWriter(b"\0\0\0\0")  # size patched below
         try:
             header = REQUEST_HEADER_V2 if is_flexible(api_key, api_version) else REQUEST_HEADER_V1
-            header.build_stream(RequestHeader(api_key, api_version, cid, request.client_id), stream)
-            schema.build_stream(body, stream)
+            build_into(header, RequestHeader(api_key, api_version, cid, request.client_id), stream)
+            build_into(schema, body, stream)
         except (c.ConstructError, TypeError, ValueError, AttributeError) as exc:
             raise LocalProtocolError(f"cannot encode {type(body).__name__}: {exc}") from exc
         size = stream.tell() - 4
@@ -490,8 +491,8 @@ class KafkaClientConnection(_Receiver):
         reader.pos = 4
         try:
             if _response_header_v1(key, version):
-                TaggedFields.parse_stream(reader)  # response header v1: skipped
-            body = schema.parse_stream(reader)
+                parse_from(TaggedFields, reader)  # response header v1: skipped
+            body = parse_from(schema, reader)
         except c.ConstructError as exc:
             raise self._fatal(f"malformed response (api key {key} v{version}): {exc}",
                               correlation_id=cid, api_key=key, api_version=version) from None

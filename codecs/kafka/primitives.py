@@ -113,8 +113,10 @@ __all__ = [
     "versioned",
     "is_deferred",
     "parse_frame",
+    "parse_from",
     "build_bytes",
     "build_chunks",
+    "build_into",
 ]
 
 _I16 = struct.Struct(">h")
@@ -704,18 +706,40 @@ def versioned(max_version: int, changes: dict[int, Schema]) -> dict[int, Schema]
 # ----------------------------------------------------------------------------------------- entry points
 
 
+def _context(parsing: bool, params: dict) -> c.Container:
+    """A top-level context as construct's `parse_stream`/`build_stream` make it, but for `_params`: there it is the
+    context itself, a reference cycle per call that only the cyclic garbage collector frees (the gateway parses and
+    builds a few per Kafka request: they filled its young generation, whose collections became its longest pauses)."""
+    context = c.Container(params)
+    context._parsing = parsing
+    context._building = not parsing
+    context._sizing = False
+    context._params = c.Container(params)
+    return context
+
+
+def parse_from(con: c.Construct, stream) -> Any:
+    """`con.parse_stream(stream)` without the context's reference cycle (see `_context`)."""
+    return con._parsereport(stream, _context(True, {}), "(parsing)")
+
+
+def build_into(con: c.Construct, obj: Any, stream, **params: Any) -> None:
+    """`con.build_stream(obj, stream, **params)` without the context's reference cycle (see `_context`)."""
+    con._build(obj, stream, _context(False, params), "(building)")
+
+
 def parse_frame(con: c.Construct, data: bytes | bytearray | memoryview, offset: int = 0) -> tuple[Any, int]:
     """Parse `con` from `data[offset:]`; return (value, bytes left unread). Raises construct.ConstructError."""
     reader = FrameReader(data)
     reader.pos = offset
-    value = con.parse_stream(reader)
+    value = parse_from(con, reader)
     return value, reader.end - reader.pos
 
 
 def build_bytes(con: c.Construct, obj: Any) -> bytes:
     """Build `obj` with `con` into bytes (no deferred records allowed)."""
     out = FrameWriter()
-    con.build_stream(obj, out)
+    build_into(con, obj, out)
     return out.getvalue()
 
 
@@ -725,5 +749,5 @@ def build_chunks(con: c.Construct, obj: Any, stream: FrameWriter) -> list[tuple[
     The bytes of each deferred object belong at its position (after its int32 length, already written).
     """
     deferred: list[tuple[int, Any]] = []
-    con.build_stream(obj, stream, deferred=deferred)
+    build_into(con, obj, stream, deferred=deferred)
     return deferred

@@ -146,6 +146,16 @@ class GatewayCollector(Collector):
                                   value=notifier.parked)
         yield CounterMetricFamily("logway_long_polls_refused", "Long-polls answered at once because "
                                   "limits.max_waiters were parked", value=notifier.refused)
+        turns = gw.turns
+        yield CounterMetricFamily("logway_data_requests_deferred", "Produce/fetch/consume requests that waited for "
+                                  "a later pass of the event loop (limits.data_requests_per_pass: the gateway was "
+                                  "saturated)", value=turns.waited if turns is not None else 0)
+        cache = gw.steps.transcoded if gw.steps is not None else None
+        yield CounterMetricFamily("logway_transcoded_reads_shared", "Reads in another format than the stored one "
+                                  "answered with a slice another reader had transcoded (storage.transcode_cache_bytes)",
+                                  value=cache.hits if cache is not None else 0)
+        yield CounterMetricFamily("logway_transcoded_reads", "Reads in another format than the stored one that "
+                                  "decoded and encoded their slice", value=cache.misses if cache is not None else 0)
         yield from self._durability(gw.committer.stats)
         partitions = m.live_partitions()
         yield from self._partitions(m, partitions)

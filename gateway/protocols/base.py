@@ -20,6 +20,8 @@ class Protocol:
     #: Long-polls one connection may have parked at once while later requests are answered (out of order);
     #: 0 answers every request in order.
     max_parked: ClassVar[int] = 0
+    #: The request types (`admin.stats.request_name`) that read or write the log: they take turns (`turns.py`).
+    data_requests: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, gateway: "Gateway") -> None:
         self.gateway = gateway

@@ -187,3 +187,44 @@ def test_the_last_batch_is_read_from_memory_and_matches_the_file(tmp_path):
     rng = eng.partition("t", 0).read(150, 1 << 20)
     assert rng.data is None and rng.read() == stored
     eng.close()
+
+
+def _lookups(plog, max_bytes_list=(1, 300, 1000)) -> list:
+    """Every slice of a reader walking the partition from 0 with each budget, and one read at every offset."""
+    end = plog.log_end_offset
+    out = []
+    for max_bytes in max_bytes_list:
+        offset = 0
+        while offset < end:
+            rng = plog.read(offset, max_bytes)
+            out.append((offset, max_bytes, rng.first_offset, rng.position, rng.length, rng.end_offset))
+            offset = rng.end_offset
+    for offset in range(end):
+        rng = plog.read(offset, 500)
+        out.append((offset, 500, rng.first_offset, rng.position, rng.length, rng.end_offset))
+    return out
+
+
+def test_remembered_lookups_answer_as_a_fresh_scan_does_and_are_forgotten_when_bytes_are_cut(tmp_path):
+    eng = open_engine(tmp_path, index_interval_bytes=256, segment_bytes=1 << 20)
+    plog = eng.create_topic("t", 1).partitions[0]
+    for i in range(40):
+        plog.append(batch(1 + i % 3, size=40, tag=str(i)))
+    seg = plog.segments[-1]
+    kept = seg.size
+    for i in range(10):
+        plog.append(batch(2, size=60, tag=f"cut{i}"))
+    asked = _lookups(plog)
+    assert _lookups(plog) == asked  # asked again: the remembered answers
+    generation = seg.generation
+    seg.rollback(kept)  # bytes that were appended cut again (a failed append's undo) ...
+    seg.recover(full=False)
+    assert seg.generation == generation + 1
+    for i in range(10):  # ... and other batches written where they were
+        plog.append(batch(3, size=25, tag=f"new{i}"))
+    after = _lookups(plog)
+    eng.close()
+    fresh = open_engine(tmp_path, index_interval_bytes=256, segment_bytes=1 << 20)  # nothing remembered
+    assert _lookups(fresh.partition("t", 0)) == after
+    assert after != asked
+    fresh.close()

@@ -35,6 +35,7 @@ __all__ = ["KafkaProtocol", "KafkaSession"]
 
 class KafkaProtocol(Protocol):
     name = "kafka"
+    data_requests = frozenset({"Produce", "Fetch"})
 
     def __init__(self, gateway) -> None:
         super().__init__(gateway)

@@ -33,6 +33,7 @@ def token_matches(expected: str, given: str) -> bool:
 
 class NativeProtocol(Protocol):
     name = "native"
+    data_requests = frozenset({"Produce", "Fetch"})
 
     def __init__(self, gateway) -> None:
         super().__init__(gateway)

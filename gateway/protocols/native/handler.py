@@ -141,7 +141,7 @@ class NativeHandler:
         for i, rec in enumerate(records):
             total += len(rec.value or b"")
             if total > max_bytes and i > 0:
-                del records[i:]
+                records = records[:i]  # (shared with other readers: never changed in place)
                 break
         return records, records[-1].offset + 1 if records else read.slice.end_offset
 

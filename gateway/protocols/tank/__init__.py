@@ -27,6 +27,7 @@ MAX_PARKED_PER_CONNECTION = 256
 class TankProtocol(Protocol):
     name = "tank"
     max_parked = MAX_PARKED_PER_CONNECTION
+    data_requests = frozenset({"Produce", "Consume"})
 
     def __init__(self, gateway) -> None:
         super().__init__(gateway)

@@ -1,0 +1,93 @@
+"""Transcoded reads shared between readers (`gateway/transcoded.py`, `storage.transcode_cache_bytes`): a slice read
+in another format than the stored one is decoded and encoded once for every reader that asks for the same slice
+from the same offset in the same format; a reader that trims its answer (a native fetch over its max_bytes) does not
+trim anyone else's; the cache keeps to its byte bound, least recently used out first; 0 turns it off. Real sockets,
+real clients, an in-process gateway (so the cache's counters can be read beside the metrics)."""
+
+from __future__ import annotations
+
+import trio
+
+from logway.clients.native import NativeClient
+from logway.clients.tank import TankClient
+
+from ..conftest import running_gateway
+from .test_admin_http import scrape, value
+
+MiB = 1024 * 1024
+VALUES = [b"value-%02d" % i for i in range(10)]
+
+
+async def _in_thread(fn):
+    return await trio.to_thread.run_sync(fn)
+
+
+async def test_readers_of_another_format_share_one_transcode_of_a_slice(tmp_path):
+    async with running_gateway(tmp_path / "data", "storage.flush=none", "listeners.tank.enabled=true") as gw:
+        cache = gw.steps.transcoded
+        native = await _in_thread(lambda: NativeClient(*gw.addresses["native"]))
+        tank = await _in_thread(lambda: TankClient(*gw.addresses["tank"]))
+        try:
+            await _in_thread(lambda: native.create_topic("shared", 1))  # a Kafka-format topic
+            await _in_thread(lambda: native.produce("shared", 0, VALUES))  # one batch of 10 records
+
+            def values(offset: int, max_bytes: int) -> list[bytes]:
+                return [r.value for r in native.fetch("shared", 0, offset, max_bytes=max_bytes).records]
+
+            assert await _in_thread(lambda: values(0, MiB)) == VALUES
+            assert (cache.misses, cache.hits) == (1, 0)
+            # The same slice (one whole batch is always read), trimmed by this reader to ~its max_bytes ...
+            assert await _in_thread(lambda: values(0, 20)) == VALUES[:2]
+            assert (cache.misses, cache.hits) == (1, 1)
+            # ... and whole again for the next one: the shared answer was not trimmed in place.
+            assert await _in_thread(lambda: values(0, MiB)) == VALUES
+            assert (cache.misses, cache.hits) == (1, 2)
+            # From another offset, the answer differs: a transcode of its own, shared in turn.
+            assert await _in_thread(lambda: values(5, MiB)) == VALUES[5:]
+            assert await _in_thread(lambda: values(5, MiB)) == VALUES[5:]
+            assert (cache.misses, cache.hits) == (2, 3)
+            # A TANK consumer of the Kafka topic asks for bundles: another format, another transcode, shared too.
+            for _ in range(2):
+                got = await _in_thread(lambda: tank.get("shared", 0, 1, MiB))
+                assert [m.value for m in got.messages] == VALUES
+            assert (cache.misses, cache.hits) == (3, 4)
+        finally:
+            native.close()
+            tank.close()
+        samples = await scrape(gw)
+        assert value(samples, "logway_transcoded_reads_total") == 3
+        assert value(samples, "logway_transcoded_reads_shared_total") == 4
+
+
+async def test_the_cache_keeps_to_its_bytes_least_recently_used_out_first(tmp_path):
+    async with running_gateway(tmp_path / "data", "storage.flush=none", "storage.transcode_cache_bytes=3000") as gw:
+        cache = gw.steps.transcoded
+        with NativeClient(*gw.addresses["native"]) as native:
+            await _in_thread(lambda: native.create_topic("small", 1))
+            for i in range(6):  # six batches of ~900 bytes: three fit
+                await _in_thread(lambda i=i: native.produce("small", 0, [bytes([65 + i]) * 800]))
+
+            def read(offset: int) -> bytes:
+                return native.fetch("small", 0, offset, max_bytes=1).records[0].value
+
+            for offset in range(6):
+                assert await _in_thread(lambda o=offset: read(o)) == bytes([65 + offset]) * 800
+                assert cache.bytes <= 3000
+            assert len(cache) == 3 and cache.misses == 6
+            assert await _in_thread(lambda: read(5)) == b"F" * 800  # kept
+            assert cache.hits == 1
+            assert await _in_thread(lambda: read(0)) == b"A" * 800  # evicted: transcoded again
+            assert cache.misses == 7 and cache.bytes <= 3000
+
+
+async def test_with_the_cache_off_every_read_transcodes_its_own(tmp_path):
+    async with running_gateway(tmp_path / "data", "storage.flush=none", "storage.transcode_cache_bytes=0") as gw:
+        assert gw.steps.transcoded is None
+        with NativeClient(*gw.addresses["native"]) as native:
+            await _in_thread(lambda: native.create_topic("off", 1))
+            await _in_thread(lambda: native.produce("off", 0, VALUES))
+            for _ in range(2):
+                got = await _in_thread(lambda: native.fetch("off", 0, 0, max_bytes=MiB))
+                assert [r.value for r in got.records] == VALUES
+        samples = await scrape(gw)
+        assert value(samples, "logway_transcoded_reads_total") == 0
