@@ -2,8 +2,9 @@
 
 A storage format (`KAFKA`, `TANK`) is the codecs' storage adapter (scan / validate / stamp, which the log engine
 uses) plus how records go into it (`encode`, for a produce from another protocol) and come out of it (`decode`).
-A reader asks a read for a format: `KAFKA` or `TANK` (the protocol's own bytes), `RECORDS` (native JSON), or
-`KafkaMessageSet(magic)` (Kafka fetches before v4). The read step hands out the stored bytes untouched when the
+A reader asks a read for a format: `KAFKA` or `TANK` (the protocol's own bytes), `NATIVE` (the records of a native
+Fetch answer, encoded as its JSON items), `RECORDS` (decoded records), or `KafkaMessageSet(magic)` (Kafka fetches
+before v4). The read step hands out the stored bytes untouched when the
 reader asks for the stored format and transcodes otherwise (`encode_read`) — one rule, no `format == "…"`
 branches anywhere. What a format cannot carry (headers or a null value in a TANK bundle, a key over 255 bytes)
 raises `RecordFormatError`, which callers answer with their protocol's error: never dropped.
@@ -15,11 +16,12 @@ from typing import Sequence
 
 from logway.codecs.kafka import legacy
 from logway.codecs.kafka.records import KafkaFormat, decode_records, encode_batch, encode_control_batch
+from logway.codecs.native import encode_fetched
 from logway.codecs.records import Record
 from logway.codecs.tank import TankFormat, decode_chunk, encode_bundle, wrap
 
-__all__ = ["KAFKA", "TANK", "RECORDS", "MESSAGE_SET_V0", "MESSAGE_SET_V1", "STORAGE_FORMATS", "KafkaMessageSet",
-           "ReadFormat", "StorageFormat"]
+__all__ = ["KAFKA", "TANK", "RECORDS", "NATIVE", "MESSAGE_SET_V0", "MESSAGE_SET_V1", "STORAGE_FORMATS",
+           "KafkaMessageSet", "ReadFormat", "StorageFormat"]
 
 #: Per-record overhead assumed when splitting records into batches of at most max_batch_bytes.
 _RECORD_OVERHEAD = 32
@@ -115,13 +117,22 @@ class _Tank(TankFormat, StorageFormat):
 
 
 class _Records(ReadFormat):
-    """Decoded records (the native protocol answers with JSON built from them), as a tuple: a read's answer may be
-    shared by several readers (`transcoded.py`)."""
+    """Decoded records, as a tuple (the admin console's message browser)."""
 
     name = "records"
 
     def encode_read(self, records):
         return tuple(records)
+
+
+class _Native(ReadFormat):
+    """A native Fetch answer's records, each encoded once as its JSON item (`codecs.native.EncodedRecords`): what
+    readers that ask for the same slice share (`transcoded.py`) is bytes, not records to encode again."""
+
+    name = "native"
+
+    def encode_read(self, records):
+        return encode_fetched(records)
 
 
 class KafkaMessageSet(ReadFormat):
@@ -139,6 +150,7 @@ class KafkaMessageSet(ReadFormat):
 KAFKA = _Kafka()
 TANK = _Tank()
 RECORDS = _Records()
+NATIVE = _Native()
 MESSAGE_SET_V0 = KafkaMessageSet(0)
 MESSAGE_SET_V1 = KafkaMessageSet(1)
 #: Every storage format by name: what the log engine is opened with, so a partition's `fmt` is one of these.

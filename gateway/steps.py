@@ -31,7 +31,6 @@ from typing import Any, Awaitable, Callable, Coroutine, Hashable, Iterable, Type
 
 import trio
 
-from logway.codecs.records import Record
 from logway.storage import AppendResult, LogEngine, PartitionLog, ReadSlice
 
 from .durability import Flush, GroupCommitter
@@ -68,11 +67,14 @@ class Isolation(Enum):
 @dataclass(slots=True)
 class Read:
     """What `Steps.read` found: `data` in the asked format — the `ReadSlice` itself when no transcode was needed,
-    else bytes (or, for `RECORDS`, the records) — and the slice of the log it came from."""
+    else what the format's `encode_read` made (bytes, encoded native records, a tuple of records) — and the slice
+    of the log it came from. A transcoded read also says how many records it holds and the first one's offset
+    (None when it holds none)."""
 
     slice: ReadSlice
     data: object
-    records: list[Record] | None = None  # the decoded records, when the read decoded them
+    count: int | None = None  # records in `data`, when the read decoded them (else: count the slice's offsets)
+    first: int | None = None  # offset of the first record in `data`, when the read decoded them
 
     @property
     def zero_copy(self) -> bool:
@@ -160,42 +162,44 @@ class Steps:
         if isolation is not Isolation.COMMITTED or not plog.txns.has_aborted:
             if as_ is stored:
                 return self._done(Read(rng, rng), offset)
-            records, data = await self._transcode(rng, offset, stored, as_, at_once)
-            return self._done(Read(rng, data, records), offset)
+            return self._done(await self._transcode(rng, offset, stored, as_, at_once), offset)
         asked = offset
         while True:  # committed records only: drop what aborted transactions wrote
             aborted = plog.aborted(rng.first_offset, rng.end_offset)
             if not aborted:
                 if as_ is stored:
                     return self._done(Read(rng, rng), asked)
-                records, data = await self._transcode(rng, offset, stored, as_, at_once)
-                return self._done(Read(rng, data, records), asked)
+                return self._done(await self._transcode(rng, offset, stored, as_, at_once), asked)
             records = stored.decode(await self._bytes(rng, at_once), first_offset=rng.first_offset,
                                     min_offset=offset)
             records = [r for r in records if not any(t.covers(r.offset) for t in aborted)]
-            if records or rng.end_offset >= until:
-                return self._done(Read(rng, as_.encode_read(records), records), asked) if records else None
+            if records:
+                return self._done(Read(rng, as_.encode_read(records), len(records), records[0].offset), asked)
+            if rng.end_offset >= until:
+                return None
             offset = rng.end_offset
             rng = plog.read(offset, max_bytes, until=until)
             if rng is None:
                 return None
 
     async def _transcode(self, rng: ReadSlice, offset: int, stored: StorageFormat, as_: ReadFormat,
-                         at_once: bool) -> tuple[Any, Any]:
-        """(records, data in `as_`) of the slice's records from `offset`: shared with the readers that asked for
-        the same (`transcoded.TranscodedReads`), else decoded and encoded now."""
+                         at_once: bool) -> Read:
+        """The slice's records from `offset` in `as_`: shared with the readers that asked for the same
+        (`transcoded.TranscodedReads`: the answer without the decoded records, which would only weigh on the
+        garbage collector), else decoded and encoded now."""
         cache = self.transcoded
         if cache is not None:
             seg = rng.segment
             key = (seg, seg.generation, rng.position, rng.length, max(offset, rng.first_offset), as_)
             hit = cache.get(key)
             if hit is not None:
-                return hit
+                data, count, first = hit
+                return Read(rng, data, count, first)
         records = stored.decode(await self._bytes(rng, at_once), first_offset=rng.first_offset, min_offset=offset)
-        data = as_.encode_read(records)
+        read = Read(rng, as_.encode_read(records), len(records), records[0].offset if records else None)
         if cache is not None:
-            cache.put(key, records, data, rng.length)
-        return records, data
+            cache.put(key, (read.data, read.count, read.first), rng.length)
+        return read
 
     def _done(self, read: Read, offset: int) -> Read:
         if self.on_read is not None:

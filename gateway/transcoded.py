@@ -7,13 +7,15 @@ all read the newest batches, and consumers that walk the log from the same offse
 the same slices in the same order. `TranscodedReads` keeps the last transcoded slices (least recently used out
 first) under `storage.transcode_cache_bytes` of stored bytes, keyed by what determines the answer: the slice
 (segment, its generation, position, length), the first offset asked for (records before it are left out) and the
-format.
+format. An answer is what the reader is handed (bytes, `codecs.native.EncodedRecords`, …) with its record count
+and first offset — not the decoded records: thousands of live `Record` objects would only lengthen the cyclic
+garbage collector's passes.
 
 A slice's bytes do not change while its segment lives: appends only add past the visible end; bytes of a failed
 append that are cut again (`Segment.rollback`) bump the segment's generation, so nothing derived from them is found
 again; a segment that recovery rewrites or retention deletes is a new `Segment` object (the key holds the object,
-not its name). Entries are shared: `records` and `data` must not be changed by readers (`formats.RECORDS` hands out
-a tuple).
+not its name). Entries are shared: readers must not change them (`formats.RECORDS` hands out a tuple,
+`EncodedRecords` are immutable).
 """
 
 from __future__ import annotations
@@ -25,35 +27,35 @@ __all__ = ["TranscodedReads"]
 
 
 class TranscodedReads:
-    """An LRU map (slice, first offset, format) → (records, data), bounded by the stored bytes of its slices."""
+    """An LRU map (slice, first offset, format) → an answer, bounded by the stored bytes of its slices."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self.bytes = 0
         self.hits = 0
         self.misses = 0
-        self._entries: OrderedDict[tuple, tuple[Any, Any, int]] = OrderedDict()
+        self._entries: OrderedDict[tuple, tuple[Any, int]] = OrderedDict()
 
-    def get(self, key: tuple) -> tuple[Any, Any] | None:
+    def get(self, key: tuple) -> Any:
         entry = self._entries.get(key)
         if entry is None:
             self.misses += 1
             return None
         self._entries.move_to_end(key)
         self.hits += 1
-        return entry[0], entry[1]
+        return entry[0]
 
-    def put(self, key: tuple, records, data, stored_bytes: int) -> None:
+    def put(self, key: tuple, answer: Any, stored_bytes: int) -> None:
         if stored_bytes > self.max_bytes:
             return
         entries = self._entries
         old = entries.pop(key, None)
         if old is not None:
-            self.bytes -= old[2]
-        entries[key] = (records, data, stored_bytes)
+            self.bytes -= old[1]
+        entries[key] = (answer, stored_bytes)
         self.bytes += stored_bytes
         while self.bytes > self.max_bytes:
-            _, (_, _, size) = entries.popitem(last=False)
+            _, (_, size) = entries.popitem(last=False)
             self.bytes -= size
 
     def __len__(self) -> int:

@@ -103,6 +103,7 @@ from logway.codecs.native.events import (
     DescribeTopicConfigResponse,
     DescribeTopicRequest,
     DescribeTopicResponse,
+    EncodedRecords,
     ErrorResponse,
     FetchRequest,
     FetchResponse,
@@ -130,6 +131,7 @@ from logway.codecs.native.events import (
     TopicConfigEntry,
     TopicSummary,
 )
+from logway.codecs.native.wire import encode_fetched
 
 __all__ = [
     "CLOSED",
@@ -159,6 +161,8 @@ __all__ = [
     "AuthRequest",
     "ProduceResponse",
     "FetchResponse",
+    "EncodedRecords",
+    "encode_fetched",
     "OffsetCommitResponse",
     "OffsetFetchResponse",
     "CreateTopicResponse",

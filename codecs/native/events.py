@@ -190,11 +190,56 @@ class ProduceResponse:
     offsets: list[int]
 
 
+class EncodedRecords:
+    """Fetched records already encoded as the items of a Fetch answer's `records` array (`wire.encode_fetched`):
+    `text` is the items' JSON joined by commas, `ends[i]` where item i ends in it, with each record's offset and
+    value size beside. A server that answers several readers with the same records encodes them once; nothing in
+    it is tracked by the cyclic garbage collector."""
+
+    __slots__ = ("text", "ends", "offsets", "sizes")
+
+    def __init__(self, text: bytes, ends: tuple[int, ...], offsets: tuple[int, ...], sizes: tuple[int, ...]) -> None:
+        self.text = text
+        self.ends = ends
+        self.offsets = offsets
+        self.sizes = sizes  # bytes of each record's value (0 for a null one)
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+    def head(self, count: int) -> "EncodedRecords":
+        """The first `count` records."""
+        if count >= len(self.ends):
+            return self
+        return EncodedRecords(self.text[:self.ends[count - 1]] if count else b"", self.ends[:count],
+                              self.offsets[:count], self.sizes[:count])
+
+    def fitting(self, max_bytes: int) -> int:
+        """How many records from the first fit in `max_bytes` of values (at least one, when there is one)."""
+        total = 0
+        for i, size in enumerate(self.sizes):
+            total += size
+            if total > max_bytes and i > 0:
+                return i
+        return len(self.sizes)
+
+    @property
+    def value_bytes(self) -> int:
+        return sum(self.sizes)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, EncodedRecords) and (self.text, self.ends) == (other.text, other.ends)
+
+    def __repr__(self) -> str:
+        return f"EncodedRecords({len(self.ends)} records, offsets {self.offsets[:1]}..{self.offsets[-1:]})"
+
+
 @dataclass(frozen=True, slots=True)
 class FetchResponse:
-    """Records read (each with its `offset` set) and the offset to fetch next."""
+    """Records read (each with its `offset` set, or already encoded: `EncodedRecords`) and the offset to fetch
+    next."""
 
-    records: list[Record]
+    records: list[Record] | EncodedRecords
     next_offset: int
 
 

@@ -12,8 +12,8 @@
 | `/api/topics/<t>/partitions/<p>/messages?last=N` | the last N (1–500, 20 by default) records of a partition |
 
 Every answer is GET/HEAD only (405 otherwise); JSON answers are `application/json` and never cached. The message
-browser reads through `Steps.read(..., RECORDS)` — the path a native fetch takes — so it sees committed records
-only, as any non-Kafka reader does.
+browser reads through `Steps.read(..., RECORDS)` — the path a native fetch takes, in decoded records rather than
+native JSON — so it sees committed records only, as any non-Kafka reader does.
 """
 
 from __future__ import annotations

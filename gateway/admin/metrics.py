@@ -87,8 +87,8 @@ class GatewayMetrics:
         """`Steps.on_read`: count the records read for the protocol of the connection that reads."""
         stats = CURRENT.get()
         if stats is not None:
-            records = read.records
-            stats.records_out += (len(records) if records is not None else
+            count = read.count
+            stats.records_out += (count if count is not None else
                                   read.slice.end_offset - max(read.slice.first_offset, offset))
 
     def exposition(self) -> bytes:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from logway.codecs import native
-from logway.codecs.errors import LocalProtocolError, RemoteProtocolError
+from logway.codecs.errors import LocalProtocolError, RecordFormatError, RemoteProtocolError
 from logway.codecs.native import (
     CLOSED,
     MAX_FRAME_BYTES,
@@ -370,3 +370,40 @@ def test_send_refuses_frames_over_max_frame():
 def test_constructor_validates_arguments(kwargs):
     with pytest.raises(ValueError):
         NativeConnection(**kwargs)
+
+
+def test_encoded_records_are_sent_as_the_records_themselves_would_be():
+    records = [Record(b"abc", b"k", 5, (), 10), Record(None, None, None, (), 11),
+               Record(b"\x00\xff" * 3, None, 7, (("dropped", b"header"),), 12), Record(b"", b"", 0, (), 13)]
+    server = NativeConnection("server")
+    encoded = native.encode_fetched(records)
+    assert server.send(FetchResponse(encoded, 14)) == server.send(FetchResponse(records, 14))
+    assert server.send(FetchResponse(native.encode_fetched([]), 3)) == server.send(FetchResponse([], 3))
+    client = NativeConnection("client")
+    client.receive_data(server.send(FetchResponse(encoded.head(2), 12)))
+    got = client.next_event()
+    assert [(r.offset, r.value, r.key) for r in got.records] == [(10, b"abc", b"k"), (11, None, None)]
+    # What a native fetch keeps of them under max_bytes: values up to it, at least one record.
+    assert (encoded.offsets, encoded.sizes, encoded.value_bytes) == ((10, 11, 12, 13), (3, 0, 6, 0), 9)
+    assert [encoded.fitting(n) for n in (0, 2, 3, 8, 9, 100)] == [1, 1, 2, 2, 4, 4]
+    assert encoded.head(9) is encoded and len(encoded.head(1)) == 1
+
+
+def test_a_record_the_native_answer_cannot_carry_is_refused_when_encoded():
+    with pytest.raises(RecordFormatError, match="timestamp"):
+        native.encode_fetched([Record(b"x", None, -1, (), 0)])
+
+
+def test_encoded_records_keep_about_their_text_in_memory():
+    """orjson's results keep the capacity they were allocated with (KiBs for a record of a hundred bytes): kept
+    per record, a cache of encoded answers weighed ~40x its text."""
+    records = [Record(bytes(range(100)), None, 1_700_000_000_000, (), i) for i in range(200)]
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        encoded = native.encode_fetched(records)
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(encoded.text) > 200 * 300
+    assert kept < 2 * len(encoded.text) + 200 * 3 * 40, (kept, len(encoded.text))

@@ -1,17 +1,23 @@
 """Transcoded reads shared between readers (`gateway/transcoded.py`, `storage.transcode_cache_bytes`): a slice read
 in another format than the stored one is decoded and encoded once for every reader that asks for the same slice
 from the same offset in the same format; a reader that trims its answer (a native fetch over its max_bytes) does not
-trim anyone else's; the cache keeps to its byte bound, least recently used out first; 0 turns it off. Real sockets,
+trim anyone else's; the cache keeps to its byte bound, least recently used out first; 0 turns it off; a record the
+reader's format cannot carry gets the protocol's error (and nothing is kept). Real sockets,
 real clients, an in-process gateway (so the cache's counters can be read beside the metrics)."""
 
 from __future__ import annotations
 
+import pytest
 import trio
 
+from logway.clients.errors import NativeError
 from logway.clients.native import NativeClient
 from logway.clients.tank import TankClient
+from logway.codecs.kafka.records import encode_batch
+from logway.codecs.records import Record
 
 from ..conftest import running_gateway
+from ..kafka_wire import KafkaWireClient
 from .test_admin_http import scrape, value
 
 MiB = 1024 * 1024
@@ -91,3 +97,19 @@ async def test_with_the_cache_off_every_read_transcodes_its_own(tmp_path):
                 assert [r.value for r in got.records] == VALUES
         samples = await scrape(gw)
         assert value(samples, "logway_transcoded_reads_total") == 0
+
+
+async def test_a_record_the_readers_format_cannot_carry_gets_its_error_and_the_connection_goes_on(tmp_path):
+    async with running_gateway(tmp_path / "data", "storage.flush=none") as gw:
+        def scenario():
+            with NativeClient(*gw.addresses["native"]) as native:
+                native.create_topic("negative", 1)
+                with KafkaWireClient(*gw.addresses["kafka"]) as kafka:  # Kafka allows a timestamp of -1
+                    batch = encode_batch([Record(b"then", timestamp=-1)], default_timestamp=-1)
+                    assert kafka.produce("negative", 0, batch) == (0, 0)
+                for _ in range(2):  # (not shared: the second read meets the same error)
+                    with pytest.raises(NativeError, match="invalid record: .*timestamp"):
+                        native.fetch("negative", 0, 0)
+                native.ping()
+        await _in_thread(scenario)
+        assert gw.steps.transcoded.misses == 2 and len(gw.steps.transcoded) == 0

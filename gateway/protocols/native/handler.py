@@ -17,12 +17,13 @@ from logway.codecs.native import events as nev
 from logway.storage import UnknownTopic
 
 from ...errors import FAILURES, ErrorKind, kind_of
-from ...formats import RECORDS
+from ...formats import NATIVE
 from ...pump import Park
 from ...steps import Steps
 from .groups import GroupAdmin
 
 log = logging.getLogger("logway.gateway.native")
+NO_RECORDS = nev.EncodedRecords(b"", (), (), ())
 
 
 def _partition_not_found(exc, ev) -> str:
@@ -116,14 +117,14 @@ class NativeHandler:
             if committed is not None and committed.offset > start:
                 start = committed.offset
         if start > plog.high_watermark:
-            return nev.FetchResponse([], plog.high_watermark)
+            return nev.FetchResponse(NO_RECORDS, plog.high_watermark)
         max_bytes = min(max(ev.max_bytes, 0), self.limits.max_fetch_bytes)
         wait = min(ev.max_wait_ms, self.limits.max_wait_ms) / 1000
         min_bytes = max(ev.min_bytes, 1)
 
         async def build(at_once: bool):
             records, next_offset = await self._read_records(plog, start, max_bytes, at_once)
-            enough = wait <= 0 or (records and sum(len(r.value or b"") for r in records) >= min_bytes)
+            enough = wait <= 0 or (len(records) > 0 and records.value_bytes >= min_bytes)
             return nev.FetchResponse(records, next_offset), enough
 
         if wait <= 0:
@@ -133,17 +134,11 @@ class NativeHandler:
 
     async def _read_records(self, plog, start: int, max_bytes: int, at_once: bool):
         end = plog.last_stable_offset  # before the read: a sync in a worker thread may move the watermark
-        read = await self.steps.read(plog, start, max_bytes, RECORDS, at_once=at_once)
+        read = await self.steps.read(plog, start, max_bytes, NATIVE, at_once=at_once)
         if read is None:
-            return [], max(start, end)
-        records = read.data
-        total = 0
-        for i, rec in enumerate(records):
-            total += len(rec.value or b"")
-            if total > max_bytes and i > 0:
-                records = records[:i]  # (shared with other readers: never changed in place)
-                break
-        return records, records[-1].offset + 1 if records else read.slice.end_offset
+            return NO_RECORDS, max(start, end)
+        records = read.data.head(read.data.fitting(max_bytes))  # (shared with other readers: never changed)
+        return records, records.offsets[-1] + 1 if records else read.slice.end_offset
 
     async def _commit(self, ev: nev.OffsetCommitRequest):
         self.engine.partition(ev.topic, ev.partition)

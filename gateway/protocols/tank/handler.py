@@ -192,9 +192,9 @@ class TankHandler:
             if info is not None and info[1] is not None:  # the first bundle is sparse: it names its own seq
                 return ConsumePartitionResult(partition, ConsumeFlags.SPARSE_FIRST, None, last, read.data)
             return ConsumePartitionResult(partition, ConsumeFlags.OK, read.slice.first_offset + 1, last, read.data)
-        if not read.records:
+        if not read.count:
             return ConsumePartitionResult(partition, ConsumeFlags.OK, 0, last, b"")
-        return ConsumePartitionResult(partition, ConsumeFlags.OK, read.records[0].offset + 1, last, read.data)
+        return ConsumePartitionResult(partition, ConsumeFlags.OK, read.first + 1, last, read.data)
 
     def park(self, req) -> list:
         """What a consume that must wait watches: (topic, log, partition, offset at EOF — the last stable offset —,
