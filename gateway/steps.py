@@ -169,12 +169,16 @@ class Steps:
             if not aborted:
                 if as_ is stored:
                     return self._done(Read(rng, rng), asked)
-                return self._done(await self._transcode(rng, offset, stored, as_, at_once), asked)
-            records = stored.decode(await self._bytes(rng, at_once), first_offset=rng.first_offset,
-                                    min_offset=offset)
-            records = [r for r in records if not any(t.covers(r.offset) for t in aborted)]
-            if records:
-                return self._done(Read(rng, as_.encode_read(records), len(records), records[0].offset), asked)
+                read = await self._transcode(rng, offset, stored, as_, at_once)
+                if read.count:
+                    return self._done(read, asked)
+            else:
+                records = stored.decode(await self._bytes(rng, at_once), first_offset=rng.first_offset,
+                                        min_offset=offset)
+                records = [r for r in records if not any(t.covers(r.offset) for t in aborted)]
+                if records:
+                    return self._done(Read(rng, as_.encode_read(records), len(records), records[0].offset), asked)
+            # Nothing committed in this slice (only markers or aborted records): the next one, up to the LSO.
             if rng.end_offset >= until:
                 return None
             offset = rng.end_offset

@@ -177,3 +177,28 @@ def test_recovery_completes_prepared_commits_and_ends_orphans(tmp_path):
     assert p2.txns.open_transactions() == {13: (1, 1)} and p2.last_stable_offset == 1
     assert coord.recover() == {"completed": 0, "orphans": 0}  # idempotent
     engine.close()
+
+
+async def test_committed_reads_in_another_format_go_past_slices_that_hold_only_markers(tmp_path):
+    from logway.codecs.kafka.records import encode_batch
+    from logway.codecs.records import Record
+    from logway.gateway.formats import NATIVE, TANK
+
+    engine, steps, coord = open_coordinator(tmp_path)
+    plog = engine.create_topic("t", 1).partitions[0]
+    for commit in (False, True):  # offsets 0 + ABORT marker 1, then 2 + COMMIT marker 3
+        pid, epoch = await coord.init_producer_id("a", 10_000)
+        await coord.add_partitions("a", pid, epoch, [("t", 0)])
+        steps.append(plog, batch(pid, epoch), producer=(pid, epoch))
+        await coord.end_txn("a", pid, epoch, commit)
+    steps.append(plog, encode_batch([Record(b"after")], default_timestamp=1))  # offset 4
+    assert plog.txns.has_aborted and plog.last_stable_offset == 5
+    sharing = Steps(engine, AppendNotifier(), GroupCommitter(), Flush.NONE, transcode_cache_bytes=1 << 20)
+    for reader in (steps, sharing):
+        for as_ in (NATIVE, TANK):
+            for asked, first in ((0, 2), (1, 2), (3, 4)):
+                for _ in range(2):  # (the second time a shared transcode, for `sharing`)
+                    read = await reader.read(plog, asked, 1, as_)  # one batch per slice: a marker alone at 1, 3
+                    assert (read.count, read.first) == (1, first), (as_, asked)
+    assert sharing.transcoded.hits > 0
+    engine.close()
