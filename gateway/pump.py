@@ -13,8 +13,8 @@ protocol. A protocol plugs in with a `Session` (one per connection) and three sm
   the stream can no longer be framed), or `None`: close (Kafka and TANK close on a bad request).
 
 Requests that read or write the log (the protocol's `data_requests`) take turns with the gateway's other
-connections (`turns.py`: at most `limits.data_requests_per_pass` start per scheduler pass) before they are handled;
-other requests are handled at once.
+connections (`turns.py`: at most `limits.data_requests_per_pass` start per scheduler pass, fewer while passes run
+long) before they are handled; other requests are handled at once.
 
 Authentication is the session's business: it answers or closes before it lets a request through. Requests are
 read one at a time (`reading.RequestReader`: idle and slow-request timeouts), so a client that does not read its

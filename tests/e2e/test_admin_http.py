@@ -121,10 +121,19 @@ def test_metrics_and_endpoints_of_a_busy_gateway(busy):
 
 
 def test_console_in_headless_chromium(busy, chromium, tmp_path):
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
     wait = WebDriverWait(chromium, 20)
+
+    def click(selector: str) -> None:
+        """Click the element `selector` names; the console re-renders its tables every 2 s, so an element found a
+        moment ago may be gone: find it again until the click lands."""
+        def attempt(d) -> bool:
+            d.find_element(By.CSS_SELECTOR, selector).click()
+            return True
+        WebDriverWait(chromium, 20, ignored_exceptions=[StaleElementReferenceException]).until(attempt)
     chromium.get("http://{}:{}/".format(*busy.addresses["admin"]))
     try:
         # topics: one row per partition, the topic named on its first
@@ -144,14 +153,13 @@ def test_console_in_headless_chromium(busy, chromium, tmp_path):
         wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#rates .chart canvas")) == 3)
         assert chromium.find_element(By.CSS_SELECTOR, '#rates .chart[data-protocol="kafka"]')
         # the message browser: markup in a record stays text
-        rows[1].find_element(By.TAG_NAME, "button").click()
+        click('#topics tbody tr[data-topic="orders"][data-partition="1"] button')
         wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#messages tbody tr")) == 2)
         values = [r.find_elements(By.TAG_NAME, "td")[3].text
                   for r in chromium.find_elements(By.CSS_SELECTOR, "#messages tbody tr")]
         assert values[1] == "<b>not bold</b>" and not chromium.find_elements(By.CSS_SELECTOR, "#messages b")
         assert values[0] == "00 ff 62 69 6e 61 72 79"  # not UTF-8: shown as hex
-        chromium.find_element(By.CSS_SELECTOR, '#topics tbody tr[data-topic="orders"][data-partition="2"] button'
-                              ).click()
+        click('#topics tbody tr[data-topic="orders"][data-partition="2"] button')
         wait.until(lambda d: "source=kafka-python" in d.find_element(By.ID, "messages").text)
         assert chromium.find_element(By.ID, "status").text == "ready"
         time.sleep(2.5)  # a few rate samples in the charts for the picture
