@@ -5,11 +5,11 @@ Kafka consumer of a TANK topic) costs a decode of the stored batches and an enco
 CPU of handing out the stored bytes. Readers of a partition mostly ask for the same slices: consumers at the tail
 all read the newest batches, and consumers that walk the log from the same offset with the same byte budget read
 the same slices in the same order. `TranscodedReads` keeps the last transcoded slices (least recently used out
-first) under `storage.transcode_cache_bytes` of stored bytes, keyed by what determines the answer: the slice
-(segment, its generation, position, length), the first offset asked for (records before it are left out) and the
-format. An answer is what the reader is handed (bytes, `codecs.native.EncodedRecords`, …) with its record count
-and first offset — not the decoded records: thousands of live `Record` objects would only lengthen the cyclic
-garbage collector's passes.
+first) under `storage.transcode_cache_bytes` of stored bytes (in memory a native answer weighs 3–4× its stored
+bytes: its byte arrays are JSON numbers), keyed by what determines the answer: the slice (segment, its generation,
+position, length), the first offset asked for (records before it are left out) and the format. An answer is what
+the reader is handed (bytes, `codecs.native.EncodedRecords`, …) with its record count and first offset — not the
+decoded records: thousands of live `Record` objects would only lengthen the cyclic garbage collector's passes.
 
 A slice's bytes do not change while its segment lives: appends only add past the visible end; bytes of a failed
 append that are cut again (`Segment.rollback`) bump the segment's generation, so nothing derived from them is found
