@@ -175,7 +175,8 @@ class TransactionCoordinator:
                     tid = self._by_pid.get(pid)
                     state = self.states.get(tid) if tid is not None else None
                     key = (plog.topic, plog.partition)
-                    if state is not None and state.status == TxnStatus.ONGOING and key in state.partitions:
+                    if (state is not None and state.status == TxnStatus.ONGOING and key in state.partitions
+                            and state.epoch == epoch):
                         continue  # still open: its producer may commit it, or its timeout aborts it
                     committed = (state is not None and state.status == TxnStatus.COMPLETE_COMMIT
                                  and state.epoch == epoch)

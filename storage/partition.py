@@ -310,6 +310,13 @@ class PartitionLog:
         anything; an OSError (e.g. disk full) leaves the log as it was. `producer` = (producer id, epoch): the
         batches belong to that producer's open transaction (recorded in `txns` before they are written).
         """
+        batches = self._batches(data)
+        with self.lock:
+            return self._append_locked(batches, producer)
+
+    def _batches(self, data) -> tuple:
+        """The whole batches of `data`, scanned and validated: (batch, size, explicit offset, last offset delta,
+        max timestamp) each. Raises CorruptBatch or BatchTooLarge."""
         fmt = self.fmt
         view = memoryview(data)
         total = len(view)
@@ -325,39 +332,43 @@ class PartitionLog:
             raise CorruptBatch(str(exc)) from None
         if not batches:
             raise CorruptBatch("no batch to append")
+        return batches
+
+    def _append_locked(self, batches, producer: tuple[int, int] | None) -> AppendResult:
+        """Write validated `batches` (the caller holds `lock`)."""
+        fmt = self.fmt
         now = int(self.clock() * 1000)
         cfg = self.config
-        with self.lock:
-            seg = self.segments[-1]
-            base = offset = seg.next_offset
-            undo = (self.segments, seg.size, seg.next_offset)
-            if producer is not None:  # transactional: consecutive offsets (no format with explicit ones is)
-                self.txns.add_data(producer[0], producer[1], base, base + sum(b[3] + 1 for b in batches) - 1)
-                if self.reads_need_sync:
-                    # The entry durable before the batch can be: written back early, or kept by a power cut, a
-                    # batch without its entry would pass for committed data (TANK bundles do not say whose they are).
-                    self._sync_txn_index()
-            try:
-                for batch, size, explicit, delta, max_ts in batches:
-                    if explicit is not None and self.explicit_offsets:
-                        if explicit < offset:
-                            raise InvalidBatchOffset(f"batch starts at offset {explicit}, the log is at {offset}")
-                        if offset == base:
-                            base = explicit
-                        offset = explicit  # a gap: offsets up to here are simply never used
-                    if offset + delta >= MAX_OFFSET:  # the log end (last + 1) must stay a valid offset too
-                        raise InvalidBatchOffset(f"batch reaches offset {offset + delta}, beyond {MAX_OFFSET - 1}")
-                    if offset + delta - seg.base_offset > MAX_RELATIVE_OFFSET:
-                        seg = self._roll(now, offset)  # a far jump: a new segment based where the batch starts
-                    elif seg.size and (seg.size + size > cfg.segment_bytes or now - seg.created_ms >= cfg.segment_ms):
-                        seg = self._roll(now)
-                    seg.append(fmt.stamp(batch, offset), size, offset, offset + delta, max_ts)
-                    offset += delta + 1
-            except BaseException:  # disk full, a refused offset, anything: the log stays as it was
-                self._undo(undo)
-                if producer is not None:
-                    self.txns.undo_data(producer[0])
-                raise
+        seg = self.segments[-1]
+        base = offset = seg.next_offset
+        undo = (self.segments, seg.size, seg.next_offset)
+        if producer is not None:  # transactional: consecutive offsets (no format with explicit ones is)
+            self.txns.add_data(producer[0], producer[1], base, base + sum(b[3] + 1 for b in batches) - 1)
+            if self.reads_need_sync:
+                # The entry durable before the batch can be: written back early, or kept by a power cut, a
+                # batch without its entry would pass for committed data (TANK bundles do not say whose they are).
+                self._sync_txn_index()
+        try:
+            for batch, size, explicit, delta, max_ts in batches:
+                if explicit is not None and self.explicit_offsets:
+                    if explicit < offset:
+                        raise InvalidBatchOffset(f"batch starts at offset {explicit}, the log is at {offset}")
+                    if offset == base:
+                        base = explicit
+                    offset = explicit  # a gap: offsets up to here are simply never used
+                if offset + delta >= MAX_OFFSET:  # the log end (last + 1) must stay a valid offset too
+                    raise InvalidBatchOffset(f"batch reaches offset {offset + delta}, beyond {MAX_OFFSET - 1}")
+                if offset + delta - seg.base_offset > MAX_RELATIVE_OFFSET:
+                    seg = self._roll(now, offset)  # a far jump: a new segment based where the batch starts
+                elif seg.size and (seg.size + size > cfg.segment_bytes or now - seg.created_ms >= cfg.segment_ms):
+                    seg = self._roll(now)
+                seg.append(fmt.stamp(batch, offset), size, offset, offset + delta, max_ts)
+                offset += delta + 1
+        except BaseException:  # disk full, a refused offset, anything: the log stays as it was
+            self._undo(undo)
+            if producer is not None:
+                self.txns.undo_data(producer[0])
+            raise
         return AppendResult(base, offset - 1, now)
 
     # -- transactions ------------------------------------------------------------------------------------
@@ -368,21 +379,33 @@ class PartitionLog:
     def end_transaction(self, producer_id: int, epoch: int, *, committed: bool, marker=None) -> bool:
         """End the producer's open transaction here: append its `marker` batch when the format has one (a Kafka
         control batch), then record the end. False when the producer has no open transaction here (already
-        ended: a completion that is repeated after a crash writes nothing twice)."""
-        if producer_id not in self.txns.open_transactions():
-            return False
-        if marker is not None:
-            offset = self.append(marker).base_offset
-            with self.lock:
-                return self.txns.end(producer_id, epoch, committed=committed, offset=offset, marker=True)
+        ended: a completion that is repeated after a crash writes nothing twice).
+
+        The marker and the end entry are written under one hold of `lock`, so the index's entries stay in offset
+        order (an append in between would put its entry before this end: loading drops every entry after one
+        whose batch a crash lost, and would forget this end with it)."""
+        batches = self._batches(marker) if marker is not None else None
         with self.lock:
+            if not self.txns.is_open(producer_id):
+                return False
+            if batches is not None:
+                offset = self._append_locked(batches, None).base_offset
+                return self.txns.end(producer_id, epoch, committed=committed, offset=offset, marker=True)
             return self.txns.end(producer_id, epoch, committed=committed, offset=self.log_end_offset, marker=False)
 
     @property
     def last_stable_offset(self) -> int:
         """Where the oldest open transaction begins (readers of committed data stop there); the high watermark
         when no transaction is open."""
-        return max(self.txns.last_stable_offset(self.high_watermark), self.log_start_offset)
+        return self.stable_bounds()[0]
+
+    def stable_bounds(self) -> tuple[int, int]:
+        """(last stable offset, high watermark) of one instant. Read apart, the two can straddle a transaction's
+        end and the sync that makes its marker visible (with `reads_need_sync`), e.g. an LSO already past a
+        transaction that just ended with a high watermark read after the marker became visible."""
+        with self.lock:  # transactions end in worker threads: no end, append or sync half seen
+            hw = self.high_watermark
+            return max(self.txns.last_stable_offset(hw), self.log_start_offset), hw
 
     def _split(self, view: memoryview, max_batch: int) -> list:
         """Scan and validate every batch of `view`; (batch, size, last_offset_delta, max_timestamp) each."""

@@ -14,9 +14,10 @@ On disk, in the partition directory, `transactions.index`: fixed 32-byte entries
     kind 2 END:  the producer's transaction ended (flags bit 0: committed, bit 1: a marker was written); first =
                  the marker's offset, or the log end when the format stores no marker; last = first
 
-Entries come in offset order (appends are serialised). Loading stops at the first torn or corrupt entry, and
-drops every entry that reaches past the log end (its batch or marker was lost: recovery cut it), so a DATA entry
-written before a batch that never made it describes nothing. The file is synced with the partition, before the
+Entries come in offset order (appends, and each end with its marker, are serialised by the partition's lock).
+Loading stops at the first torn or corrupt entry, and skips every entry that reaches past the log end (its batch
+or marker was lost: recovery cut it), so a DATA entry written before a batch that never made it describes nothing;
+the file is then rewritten without them. The file is synced with the partition, before the
 data; with `reads_need_sync` (`flush: always`) the partition syncs a DATA entry before it writes the batch, since a
 page written back early, or kept by a power cut, could otherwise put a batch on disk without the entry that says it
 belongs to a transaction (under `interval`/`none` a cut may do so for the unsynced tail).
@@ -89,21 +90,28 @@ class TxnIndex:
         """Replay the entries; returns the bytes cut (a torn or corrupt tail, or entries past the log end)."""
         data = os.pread(self._fd, os.fstat(self._fd).st_size, 0)
         good = 0
+        skipped = 0
         for pos in range(0, len(data) - ENTRY_SIZE + 1, ENTRY_SIZE):
             body = data[pos:pos + _ENTRY.size]
             if _CRC.unpack_from(data, pos + _ENTRY.size)[0] != crc32c(body):
                 break
             kind, flags, epoch, pid, first, last = _ENTRY.unpack(body)
-            # A DATA entry whose batch, or an END whose marker, is not in the log any more: cut from here on.
-            beyond = last >= log_end if kind == DATA or flags & _MARKER else first > log_end
-            if kind not in (DATA, END) or last < first or beyond:
+            if kind not in (DATA, END) or last < first:
                 break
-            self._apply(kind, flags, epoch, pid, first, last)
             good = pos + ENTRY_SIZE
-        self._entries = good // ENTRY_SIZE
-        dropped = len(data) - good
-        if dropped:
+            # A DATA entry whose batch, or an END whose marker, is not in the log any more: it describes nothing.
+            # Skipped, not a reason to stop: an index written before ends were kept in offset order may hold, after
+            # it, the end of a transaction whose marker is further back (and still there).
+            if last >= log_end if kind == DATA or flags & _MARKER else first > log_end:
+                skipped += 1
+                continue
+            self._apply(kind, flags, epoch, pid, first, last)
+        self._entries = good // ENTRY_SIZE - skipped
+        dropped = len(data) - good + skipped * ENTRY_SIZE
+        if good < len(data):
             os.ftruncate(self._fd, good)
+        if skipped:
+            self._rewrite()  # the entries kept, without those that describe nothing
         self.prune(log_start)
         return dropped
 
@@ -161,6 +169,10 @@ class TxnIndex:
         return new
 
     # -- reading -----------------------------------------------------------------------------------------
+    def is_open(self, producer_id: int) -> bool:
+        """Has the producer a transaction open in this partition?"""
+        return producer_id in self._open
+
     def open_transactions(self) -> dict[int, tuple[int, int]]:
         """producer id -> (epoch, first offset) of every transaction still open in this partition."""
         return {pid: (t.epoch, t.first) for pid, t in self._open.items()}

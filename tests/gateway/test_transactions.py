@@ -179,6 +179,25 @@ def test_recovery_completes_prepared_commits_and_ends_orphans(tmp_path):
     engine.close()
 
 
+def test_recovery_ends_an_older_epochs_transaction_though_the_id_has_one_ongoing(tmp_path):
+    """An open transaction left in a partition with an older epoch than the id's Ongoing one is not that
+    transaction (a bump aborts what was open before it): recovery aborts it rather than keeping it for the
+    producer, which would hold the partition's LSO back until the Ongoing transaction ends."""
+    engine = LogEngine(tmp_path, STORAGE_FORMATS, TopicConfig())
+    plog = engine.create_topic("t", 1).partitions[0]
+    plog.append(batch(20, 4), producer=(20, 4))  # 0: left open by epoch 4
+    engine.transactions.put("d", TxnState(20, 5, 10_000, TxnStatus.ONGOING, {("t", 0)}).to_json())
+    engine.close(clean=False)
+
+    engine, steps, coord = open_coordinator(tmp_path)
+    assert coord.recover() == {"completed": 0, "orphans": 1}
+    plog = engine.partition("t", 0)
+    assert plog.txns.open_transactions() == {}
+    assert plog.stable_bounds() == (2, 2) and [t.producer_id for t in plog.aborted(0, 2)] == [20]
+    assert coord.states["d"].status == TxnStatus.ONGOING  # the Ongoing transaction itself is untouched
+    engine.close()
+
+
 async def test_committed_reads_in_another_format_go_past_slices_that_hold_only_markers(tmp_path):
     from logway.codecs.kafka.records import encode_batch
     from logway.codecs.records import Record

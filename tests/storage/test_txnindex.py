@@ -127,6 +127,88 @@ def test_a_torn_index_tail_is_cut(tmp_path):
     eng.close()
 
 
+def test_an_end_written_after_a_lost_batch_entry_is_kept(tmp_path):
+    """An index written before each end was kept next to its marker could hold the END of a transaction after the
+    DATA entry of a later batch (appended between the marker and the END). When a crash loses that batch, its
+    entry describes nothing and is skipped; the END after it still counts (the transaction stayed ended), and the
+    file is rewritten without the entry."""
+    eng = open_engine(tmp_path)
+    plog = eng.create_topic("t", 1).partitions[0]
+    plog.append(batch(3), producer=(PID, EPOCH))                        # 0-2
+    assert plog.end_transaction(PID, EPOCH, committed=True, marker=batch(1))  # marker at 3
+    log_size = plog.segments[-1].size
+    plog.append(batch(2), producer=(PID + 1, 0))                        # 4-5, another producer's
+    plog.sync()
+    log_path, path = plog.segments[-1].log_path, index_path(plog)
+    eng.close(clean=False)
+    with open(path, "rb") as f:
+        data_p, end_p, data_q = (f.read(ENTRY_SIZE) for _ in range(3))
+    with open(path, "wb") as f:  # the order of old: the later batch's entry before the end
+        f.write(data_p + data_q + end_p)
+    with open(log_path, "r+b") as f:  # the later batch torn by the crash: recovery cuts it
+        f.truncate(log_size + 30)
+    eng = open_engine(tmp_path)
+    plog = eng.partition("t", 0)
+    assert plog.log_end_offset == 4
+    assert plog.txns.open_transactions() == {}
+    assert plog.stable_bounds() == (4, 4) and plog.aborted(0, 4) == []
+    assert plog.txns.dropped == ENTRY_SIZE
+    eng.close()
+    eng = open_engine(tmp_path)  # the rewritten file says the same
+    assert eng.partition("t", 0).txns.open_transactions() == {}
+    eng.close()
+
+
+def test_ends_stay_in_offset_order_with_appends_in_between(tmp_path):
+    """Each END is written with its marker under one hold of the partition's lock: appends from other threads
+    go before the marker or after the END, never between (the order loading relies on)."""
+    import struct
+    import threading
+
+    eng = open_engine(tmp_path)
+    plog = eng.create_topic("t", 1).partitions[0]
+    stop = threading.Event()
+
+    def others():
+        n = 0
+        while not stop.is_set():
+            plog.append(batch(1), producer=(1000 + n % 7, 0))
+            n += 1
+
+    writer = threading.Thread(target=others)
+    writer.start()
+    try:
+        for i in range(200):
+            plog.append(batch(1), producer=(PID, i))
+            plog.end_transaction(PID, i, committed=i % 2 == 0, marker=batch(1))
+    finally:
+        stop.set()
+        writer.join()
+    with open(index_path(plog), "rb") as f:
+        data = f.read()
+    firsts = [struct.unpack_from("<q", data, pos + 12)[0] for pos in range(0, len(data), ENTRY_SIZE)]
+    assert firsts == sorted(firsts)
+    eng.close()
+
+
+def test_stable_bounds_are_one_instant_under_reads_need_sync(tmp_path):
+    """With reads that wait for syncs, an ended transaction's marker becomes visible at the next sync, while the
+    LSO leaves the transaction at once: read apart, the LSO before that sync and the high watermark after it
+    would look like a transaction open at the marker's offset. `stable_bounds` reads both at one instant."""
+    eng = LogEngine(tmp_path, FORMATS, TopicConfig(), clock=Clock(), reads_need_sync=True)
+    plog = eng.create_topic("t", 1).partitions[0]
+    plog.append(batch(3), producer=(PID, EPOCH))
+    plog.sync()
+    assert plog.stable_bounds() == (0, 3)
+    plog.end_transaction(PID, EPOCH, committed=False, marker=batch(1))  # the marker at 3, not yet synced
+    lso = plog.last_stable_offset
+    assert plog.stable_bounds() == (3, 3)
+    plog.sync()
+    assert (lso, plog.high_watermark) == (3, 4)  # two reads straddling the sync: not a pair the log ever had
+    assert plog.stable_bounds() == (4, 4)
+    eng.close()
+
+
 def test_a_failed_append_takes_its_entry_back(tmp_path):
     eng = open_engine(tmp_path, max_batch_bytes=200)
     plog = eng.create_topic("t", 1).partitions[0]

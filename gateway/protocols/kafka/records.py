@@ -189,8 +189,7 @@ async def _fetch_once(broker: "KafkaBroker", body, version, max_bytes, as_, comm
                 pd.error_code = error_code(exc)
                 errors = True
                 continue
-            pd.high_watermark = plog.high_watermark
-            pd.last_stable_offset = plog.last_stable_offset
+            pd.last_stable_offset, pd.high_watermark = plog.stable_bounds()
             pd.log_start_offset = plog.log_start_offset
             if not committed:
                 isolation = Isolation.UNCOMMITTED
