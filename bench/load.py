@@ -23,6 +23,11 @@ request's kind is drawn at random with equal odds (a fixed rotation made the con
 into step: all long-polling while nobody produced). After `--seconds` a connection finishes its request in
 flight and, if it has not yet done every kind, one request of each missing kind; then it closes.
 
+`--protocols` picks the connections' protocols (default all three, in turn); `--workers N` runs the gateway with
+`workers: N` (docs/scaling.md): each Kafka connection goes to its partition's broker, as a Kafka client routes,
+native connections to worker 0, which relays what the others own; TANK is off there (`--protocols native,kafka`),
+and `load-tank` is then created through Kafka. CPU and memory are summed over the supervisor and its workers.
+
 A probe measures the gateway's responsiveness under that load: every ~50 ms it sends a cheap request, native
 Ping and Kafka ApiVersions in turn, on connections of its own, and times the answer; every 20th time it opens
 a new connection instead and times connect + Ping (a client arriving during the load). It runs in a separate
@@ -62,7 +67,7 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from .proc import proc_cpu_seconds, proc_status_mib, raise_fd_limit
+from .proc import gateway_processes, proc_cpu_seconds, proc_status_mib, raise_fd_limit
 from .registry import Benchmark
 from .requests import AnswerError, WireProtocolError
 
@@ -114,6 +119,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--storm", type=int, default=0,
                         help="a third into the load, the probe opens this many new native connections at once and "
                              "times each one's first Ping (clients reconnecting together); 0 = none")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="the gateway's `workers` (docs/scaling.md): Kafka connections go to their partition's "
+                             "broker, native ones to worker 0 (which relays); TANK is off with more than 1")
+    parser.add_argument("--protocols", default=",".join(PROTOCOLS),
+                        help="comma-separated protocols of the load connections (in turn), e.g. native,kafka")
     parser.add_argument("--set", dest="gateway_settings", action="append", default=[], metavar="KEY=VALUE",
                         help="a gateway configuration override, as `logway serve --set` takes it (repeatable), "
                              "e.g. limits.data_requests_per_pass=0")
@@ -123,7 +133,8 @@ def run(args: argparse.Namespace) -> int:
     settings = LoadSettings(connections=args.connections, seconds=args.seconds, partitions=args.partitions,
                             record_bytes=args.record_bytes, long_poll_ms=args.long_poll_ms,
                             think_ms=args.think_ms, probe_interval_ms=args.probe_interval_ms, flush=args.flush,
-                            storm=args.storm, gateway_settings=tuple(args.gateway_settings))
+                            storm=args.storm, gateway_settings=tuple(args.gateway_settings), workers=args.workers,
+                            protocols=tuple(p.strip() for p in args.protocols.split(",") if p.strip()))
     report = run_load(settings)
     print(report.format())
     return 1 if report.problems() else 0
@@ -145,6 +156,8 @@ class LoadSettings:
     flush: str = "interval"
     storm: int = 0  # new connections the probe opens at once a third into the load (0 = none)
     gateway_settings: tuple[str, ...] = ()  # KEY=VALUE overrides of the gateway's configuration
+    workers: int = 1  # the gateway's `workers`
+    protocols: tuple[str, ...] = PROTOCOLS  # of the load connections, in turn
 
 
 @dataclass
@@ -219,18 +232,20 @@ class LoadReport:
     def format(self) -> str:
         s = self.settings
         total = sum(self.requests.values())
-        lines = [f"load (flush: {s.flush}): {s.connections:,} connections over native, kafka and tank, each "
+        over = ", ".join(s.protocols[:-1]) + " and " + s.protocols[-1] if len(s.protocols) > 1 else s.protocols[0]
+        lines = [f"load (flush: {s.flush}{f', workers: {s.workers}' if s.workers > 1 else ''}): "
+                 f"{s.connections:,} connections over {over}, each "
                  f"looping over produce ({RECORDS_PER_PRODUCE} x {s.record_bytes} B), fetch and long-poll "
                  f"({s.long_poll_ms} ms) for {s.seconds:g} s; {s.partitions} partitions per topic; think time "
                  f"{s.think_ms:g} ms" + "".join(f"; {item}" for item in s.gateway_settings),
                  f"  connections established: {self.connections:,} "
-                 f"({', '.join(f'{p} {self.connections_by_protocol[p]}' for p in PROTOCOLS)}); "
+                 f"({', '.join(f'{p} {self.connections_by_protocol[p]}' for p in s.protocols)}); "
                  f"failed: {sum(self.connect_failures.values())}; connect to first answer (before the load): "
                  f"p50 {_pct(sorted(self.connect_latencies), .5):.1f} ms, max "
                  f"{max(self.connect_latencies, default=float('nan')):.1f} ms",
                  f"  requests answered: {total:,} in {self.elapsed:.1f} s ({total / max(self.elapsed, 1e-9):,.0f}/s); "
                  f"latencies as the load generator saw them (its own busy event loop included)"]
-        for proto in PROTOCOLS:
+        for proto in s.protocols:
             parts = []
             for kind in KINDS:
                 lat = sorted(self.latencies.get((proto, kind), ()))
@@ -240,9 +255,9 @@ class LoadReport:
             lines.append(f"    {proto:6s}: " + ", ".join(parts) + f"; long-polls answered empty by the timer: "
                          f"{self.empty_long_polls[proto]:,}")
         lines.append(f"  records produced: {sum(self.records_produced.values()):,} "
-                     f"({', '.join(f'{p} {self.records_produced[p]:,}' for p in PROTOCOLS)}); "
+                     f"({', '.join(f'{p} {self.records_produced[p]:,}' for p in s.protocols)}); "
                      f"fetched: {sum(self.records_fetched.values()):,} "
-                     f"({', '.join(f'{p} {self.records_fetched[p]:,}' for p in PROTOCOLS)})")
+                     f"({', '.join(f'{p} {self.records_fetched[p]:,}' for p in s.protocols)})")
         lines.append(f"  errors: {self.error_count}" + (": " + ", ".join(
             f"{p}/{k} {what} x{n}" for (p, k, what), n in sorted(self.errors.items())) if self.errors else ""))
         for msg in self.error_samples:
@@ -309,21 +324,28 @@ def run_load(settings: LoadSettings) -> LoadReport:
 
     if settings.connections < 1 or settings.seconds <= 0:
         raise SystemExit("logway bench load: --connections and --seconds must be positive")
+    if not settings.protocols or set(settings.protocols) - set(PROTOCOLS):
+        raise SystemExit(f"logway bench load: --protocols takes some of {', '.join(PROTOCOLS)}")
+    if settings.workers > 1 and "tank" in settings.protocols:
+        raise SystemExit("logway bench load: TANK is off with workers > 1 (docs/scaling.md): use --protocols "
+                         "native,kafka")
     raise_fd_limit(settings.connections + FD_MARGIN, "logway bench load")  # the storm's sockets are the probe process's
     report = LoadReport(settings)
     with tempfile.TemporaryDirectory(prefix="logway-load-") as tmp:
         log_path = os.path.join(tmp, "gateway.log")
         limit = settings.connections + settings.storm + 16  # + the probe's and the set-up's connections
         with open(log_path, "wb") as log_file:
+            tank = ("listeners.tank.enabled=true",) if "tank" in settings.protocols else ()
             gw = GatewayProcess(os.path.join(tmp, "data"), f"storage.flush={settings.flush}", "log_level=WARNING",
                                 f"limits.max_connections={limit}", f"limits.max_connections_per_ip={limit}",
-                                "listeners.tank.enabled=true", *settings.gateway_settings, stderr=log_file)
+                                f"workers={settings.workers}", *tank, *settings.gateway_settings, stderr=log_file)
             try:
-                for proto in PROTOCOLS:
+                for proto in settings.protocols:
                     if proto not in gw.addresses:
                         raise SystemExit(f"logway bench load: the gateway has no {proto} listener")
-                _create_topics(gw, settings.partitions)
-                report.rss_start = proc_status_mib(gw.pid, "VmRSS")
+                _create_topics(gw, settings.partitions, tank="tank" in settings.protocols)
+                pids = list(gateway_processes(gw.pid).values())
+                report.rss_start = _mib(pids, "VmRSS")
                 probe = _Probe(gw.addresses["native"], gw.addresses["kafka"], settings.probe_interval_ms / 1000,
                                settings.storm, settings.seconds / 3)
                 try:
@@ -331,7 +353,7 @@ def run_load(settings: LoadSettings) -> LoadReport:
                 finally:
                     probe.finish(report)
                 # The kernel updates VmHWM lazily (when memory is unmapped), so it can lag a sample of VmRSS.
-                report.peak_rss = max([proc_status_mib(gw.pid, "VmHWM"), report.peak_rss, report.rss_end]
+                report.peak_rss = max([_mib(pids, "VmHWM"), report.peak_rss, report.rss_end]
                                       + [m for _, m in report.rss_samples])
             finally:
                 report.gateway_exit = gw.stop()
@@ -344,13 +366,24 @@ def run_load(settings: LoadSettings) -> LoadReport:
     return report
 
 
-def _create_topics(gw, partitions: int) -> None:
-    """`load-kafka` through the native protocol (Kafka format, the default), `load-tank` through TANK."""
+def _mib(pids: list[int], key: str) -> float:
+    """A `Vm…` figure summed over the gateway's processes (one, or the supervisor and its workers)."""
+    return sum(proc_status_mib(pid, key) for pid in pids)
+
+
+def _create_topics(gw, partitions: int, tank: bool = True) -> None:
+    """`load-kafka` through the native protocol (Kafka format, the default), `load-tank` through TANK (or, when the
+    load has no TANK connection, through Kafka CreateTopics with the topic config format=tank)."""
+    from logway.clients.kafka import KafkaClient, KafkaConfig
     from logway.clients.native import NativeClient
     from logway.clients.tank import TankClient
 
     with NativeClient(*gw.native, timeout=30) as client:
         client.create_topic(TOPICS["kafka"], partitions)
+    if not tank:
+        with KafkaClient(KafkaConfig(*gw.addresses["kafka"], timeout=30)) as kafka:
+            kafka.create_topic(TOPICS["tank"], partitions, configs={"format": "tank"})
+        return
     with TankClient(*gw.addresses["tank"], timeout=30) as tank:
         err = tank.create_topic(TOPICS["tank"], partitions)
         if err:
@@ -552,11 +585,19 @@ class _Driver:
         self.probe = probe
         self.run = _Run(settings, report)
         self.conns: list[_Conn] = []
+        from logway.storage.engine import Share
+
+        protocols = settings.protocols
+        share = Share(settings.workers) if settings.workers > 1 else None
         for i in range(settings.connections):
-            proto = PROTOCOLS[i % 3]
-            fmt = OTHER_FORMAT[proto] if (i // 3) % 4 == 3 else HOME_FORMAT[proto]
-            self.conns.append(_CONNS[proto](i, proto, TOPICS[fmt], (i // 3) % settings.partitions,
-                                            gw.addresses[proto], self.run))
+            proto, turn = protocols[i % len(protocols)], i // len(protocols)
+            topic = TOPICS[OTHER_FORMAT[proto] if turn % 4 == 3 else HOME_FORMAT[proto]]
+            partition = turn % settings.partitions
+            address = gw.addresses[proto]
+            if share is not None and proto == "kafka":  # to the partition's leader, as a Kafka client routes
+                owner = share.owner(topic, partition)
+                address = gw.addresses[f"kafka.{owner}" if owner else "kafka"]
+            self.conns.append(_CONNS[proto](i, proto, topic, partition, address, self.run))
         self.epoll = select.epoll(settings.connections + 16)
         self.by_fd: dict[int, _Conn] = {}
         self.buf = bytearray(_RECEIVE_BYTES)
@@ -763,7 +804,7 @@ class _Driver:
 
     def load(self, hard_stop: float) -> float:
         """Loop until every connection stopped (or the hard deadline); the perf_counter() of the end."""
-        run, report, pid = self.run, self.report, self.gw.pid
+        run, report, pids = self.run, self.report, list(gateway_processes(self.gw.pid).values())
         t0 = time.perf_counter()
         run.stop_at = t0 + self.settings.seconds
         for c in self.conns:
@@ -777,7 +818,7 @@ class _Driver:
         now = t0
         while run.live:
             if now >= next_sample:  # every 0.5 s: the gateway's RSS, and the requests past their time
-                report.rss_samples.append((now - t0, proc_status_mib(pid, "VmRSS")))
+                report.rss_samples.append((now - t0, _mib(pids, "VmRSS")))
                 next_sample = now + 0.5
                 for c in self.conns:
                     if c.busy is not None and c.state == _READY and now > c.deadline:
@@ -831,23 +872,23 @@ _COALESCE_WAIT = 0.001
 
 
 def _drive(gw, settings: LoadSettings, report: LoadReport, probe: "_Probe") -> None:
-    pid = gw.pid
+    pids = list(gateway_processes(gw.pid).values())
     hard_stop = time.perf_counter() + settings.seconds + HARD_DEADLINE_MARGIN + CONNECT_TIMEOUT * (
         1 + settings.connections // CONNECT_CONCURRENCY)
     driver = _Driver(gw, settings, report, probe)
     try:
         driver.connect_all(hard_stop)
         probe.ready.wait(PROBE_TIMEOUT * 4)  # its connections answered once
-        report.rss_connected = proc_status_mib(pid, "VmRSS")
-        cpu0, client0 = proc_cpu_seconds(pid), time.process_time()
+        report.rss_connected = _mib(pids, "VmRSS")
+        cpu0, client0 = sum(map(proc_cpu_seconds, pids)), time.process_time()
         t0 = time.perf_counter()
         probe.go.set()
         end = driver.load(hard_stop)
         report.elapsed = end - t0 if not driver.run.live else 0.0
-        report.gateway_cpu = proc_cpu_seconds(pid) - cpu0
+        report.gateway_cpu = sum(map(proc_cpu_seconds, pids)) - cpu0
         report.client_cpu = time.process_time() - client0
-        report.rss_end = proc_status_mib(pid, "VmRSS")
-        report.peak_rss = proc_status_mib(pid, "VmHWM")
+        report.rss_end = _mib(pids, "VmRSS")
+        report.peak_rss = _mib(pids, "VmHWM")
         probe.stop.set()
         for c in driver.conns:
             if c.busy is not None and c.state == _READY:  # cut off by the hard deadline
@@ -858,7 +899,7 @@ def _drive(gw, settings: LoadSettings, report: LoadReport, probe: "_Probe") -> N
         driver.close_all()  # every connection stayed open until the load was over
     report.elapsed = report.elapsed or (settings.seconds + HARD_DEADLINE_MARGIN)
     time.sleep(0.5)  # let the gateway notice the closes and release what they held
-    report.rss_closed = proc_status_mib(pid, "VmRSS")
+    report.rss_closed = _mib(pids, "VmRSS")
 
 
 # -- the probe: its own process, blocking sockets ----------------------------------------------------------------

@@ -1,12 +1,12 @@
-"""What the benchmarks read about a process from Linux's /proc: resident memory, its peak, CPU time; and the
-descriptor limit a benchmark with many connections raises for itself."""
+"""What the benchmarks read about a process from Linux's /proc: resident memory, its peak, CPU time, a gateway's
+processes (its workers); and the descriptor limit a benchmark with many connections raises for itself."""
 
 from __future__ import annotations
 
 import os
 import resource
 
-__all__ = ["rss_mib", "proc_status_mib", "proc_cpu_seconds", "raise_fd_limit"]
+__all__ = ["rss_mib", "proc_status_mib", "proc_cpu_seconds", "gateway_processes", "raise_fd_limit"]
 
 
 def proc_status_mib(pid: int | str, key: str) -> float:
@@ -28,6 +28,29 @@ def proc_cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def gateway_processes(pid: int) -> dict[str, int]:
+    """The gateway's processes by role: {"gateway": pid} for one process; {"supervisor": pid, "worker 0": ...,
+    "worker 1": ...} when it supervises workers (its children, named by their LOGWAY_WORKER)."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) != pid:
+                    continue
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                env = dict(item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item)
+        except (OSError, ValueError, IndexError):
+            continue
+        role = env.get(b"LOGWAY_WORKER")
+        if role:
+            found[f"worker {role.split(b'/')[0].decode()}"] = int(entry)
+    if not found:
+        return {"gateway": pid}
+    return {"supervisor": pid, **dict(sorted(found.items()))}
 
 
 def raise_fd_limit(need: int, who: str = "logway bench") -> None:

@@ -32,7 +32,7 @@ import socket
 import tempfile
 import time
 
-from .proc import proc_cpu_seconds
+from .proc import gateway_processes, proc_cpu_seconds
 from .registry import Benchmark
 
 __all__ = ["BENCHMARKS", "bench_workers", "gateway_processes"]
@@ -48,29 +48,6 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--loop-seconds", type=float, default=10.0, help="length of the closed loop (0: skip it)")
     parser.add_argument("--loop-connections", type=int, default=32, help="connections of the closed loop")
     parser.add_argument("--loop-partitions", type=int, default=8, help="partitions of the closed loop's topic")
-
-
-def gateway_processes(pid: int) -> dict[str, int]:
-    """The gateway's processes by role: {"gateway": pid} for one process; {"supervisor": pid, "worker 0": ...,
-    "worker 1": ...} when it supervises workers (its children, named by their LOGWAY_WORKER)."""
-    found = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                if int(f.read().rsplit(")", 1)[1].split()[1]) != pid:
-                    continue
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                env = dict(item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item)
-        except (OSError, ValueError, IndexError):
-            continue
-        role = env.get(b"LOGWAY_WORKER")
-        if role:
-            found[f"worker {role.split(b'/')[0].decode()}"] = int(entry)
-    if not found:
-        return {"gateway": pid}
-    return {"supervisor": pid, **dict(sorted(found.items()))}
 
 
 class _Cpu:

@@ -115,8 +115,12 @@ class ForeignPartition:
         self.topic, self.partition, self.owner = topic, partition, owner
 
     def __getattr__(self, name: str):
-        raise PartitionNotOwned(f"partition {self.partition} of topic {self.topic!r} is served by worker "
-                                f"{self.owner}")
+        raise self.refusal()
+
+    def refusal(self) -> PartitionNotOwned:
+        """The error a request for this partition gets here."""
+        return PartitionNotOwned(f"partition {self.partition} of topic {self.topic!r} is served by worker "
+                                 f"{self.owner}")
 
     def __repr__(self) -> str:
         return f"ForeignPartition({self.topic!r}, {self.partition}, owner={self.owner})"

@@ -19,6 +19,7 @@ from typing import Any, Literal
 import orjson
 
 from logway.codecs.errors import LocalProtocolError, RemoteProtocolError
+from logway.codecs.native.events import RelayedResponse
 from logway.codecs.native.wire import (
     _REQUEST_DECODERS,
     _REQUEST_ENCODERS,
@@ -74,6 +75,21 @@ class NativeConnection(ReceiveBuffer):
 
     def next_event(self) -> Any:
         """The next parsed event, NEED_DATA, or CLOSED; raises RemoteProtocolError on a bad frame."""
+        payload = self._next_frame()
+        if payload is NEED_DATA or payload is CLOSED:
+            return payload
+        return self._parse(payload)
+
+    def next_payload(self) -> Any:
+        """The next frame's JSON payload as bytes, not parsed (a client relaying answers it does not read), or
+        NEED_DATA, or CLOSED; raises RemoteProtocolError when the stream cannot be framed."""
+        payload = self._next_frame()
+        if payload is NEED_DATA or payload is CLOSED:
+            return payload
+        return bytes(payload)
+
+    def _next_frame(self) -> Any:
+        """The next whole frame's payload (a bytearray), NEED_DATA or CLOSED."""
         if self._error is not None:
             raise self._broken()
         buf, pos = self._buf, self._pos
@@ -88,10 +104,16 @@ class NativeConnection(ReceiveBuffer):
             return self._short_body(available - _HEADER_SIZE, length)
         payload = buf[pos + _HEADER_SIZE:end]
         self._consume(end)
-        return self._parse(payload)
+        return payload
 
     def send(self, event: Any) -> bytes:
-        """Encode `event` as one frame (u32 BE length + JSON); raises LocalProtocolError on misuse."""
+        """Encode `event` as one frame (u32 BE length + JSON); raises LocalProtocolError on misuse. A server sends
+        a `RelayedResponse`'s payload as it is."""
+        if type(event) is RelayedResponse and self.role == "server":
+            if len(event.payload) > self.max_frame:
+                raise LocalProtocolError(f"cannot send RelayedResponse: {len(event.payload)}-byte frame exceeds "
+                                         f"{self.max_frame}")
+            return _HEADER.pack(len(event.payload)) + event.payload
         encoder = self._encoders.get(type(event))
         name = type(event).__name__
         if encoder is None:

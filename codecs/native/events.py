@@ -443,6 +443,20 @@ class ErrorResponse:
     message: str
 
 
+@dataclass(frozen=True, slots=True)
+class RelayedResponse:
+    """An answer another server already encoded, sent as it is: `payload` is its JSON (the frame without its
+    length), e.g. a worker relaying the answer of the worker that owns the partition. `error_code` is 1 when it
+    is an `Error` answer (what the relaying server counts), else 0."""
+
+    payload: bytes
+    error_code: int = 0
+
+    @classmethod
+    def of(cls, payload: bytes) -> "RelayedResponse":
+        return cls(payload, int(payload.startswith(b'{"Error"')))
+
+
 Request = (
     ProduceRequest
     | FetchRequest
@@ -465,6 +479,7 @@ Request = (
 )
 Response = (
     ProduceResponse
+    | RelayedResponse
     | FetchResponse
     | OffsetCommitResponse
     | OffsetFetchResponse

@@ -23,6 +23,7 @@ from logway.codecs.native import (
     PongResponse,
     ProduceRequest,
     ProduceResponse,
+    RelayedResponse,
 )
 from logway.codecs.records import Record
 
@@ -407,3 +408,37 @@ def test_encoded_records_keep_about_their_text_in_memory():
         tracemalloc.stop()
     assert len(encoded.text) > 200 * 300
     assert kept < 2 * len(encoded.text) + 200 * 3 * 40, (kept, len(encoded.text))
+
+
+def test_relayed_answers_go_out_as_they_are_and_payloads_come_in_unparsed():
+    """A worker relays another worker's answer: the client side hands over the frame's payload unparsed
+    (`next_payload`), the server side sends it as it is (`RelayedResponse`), errors counted as errors."""
+    owner, relay_in = NativeConnection("server"), NativeConnection("client")
+    frame = owner.send(FetchResponse([Record(b"v", offset=4)], 5))
+    relay_in.receive_data(frame[:7])
+    assert relay_in.next_payload() is NEED_DATA
+    relay_in.receive_data(frame[7:] + owner.send(ErrorResponse("offset out of range: x")))
+    payload = relay_in.next_payload()
+    assert payload == frame[4:] and type(payload) is bytes
+    error = RelayedResponse.of(relay_in.next_payload())
+    assert error.error_code == 1 and RelayedResponse.of(payload).error_code == 0
+    relay_out, client = NativeConnection("server"), NativeConnection("client")
+    client.receive_data(relay_out.send(RelayedResponse.of(payload)) + relay_out.send(error))
+    assert client.next_event() == FetchResponse([Record(b"v", offset=4)], 5)
+    assert client.next_event() == ErrorResponse("offset out of range: x")
+    with pytest.raises(LocalProtocolError, match="not a native protocol event"):  # a client relays nothing
+        client.send(error)
+    with pytest.raises(LocalProtocolError, match="exceeds 16"):
+        NativeConnection("server", max_frame=16).send(RelayedResponse(b"x" * 17))
+    big = NativeConnection("client", max_frame=16)
+    big.receive_data(struct.pack(">I", 17))
+    with pytest.raises(RemoteProtocolError, match="max frame size exceeded"):
+        big.next_payload()
+    short = NativeConnection("client")
+    short.receive_data(frame[:9])
+    short.receive_data(b"")
+    with pytest.raises(RemoteProtocolError, match="truncated"):
+        short.next_payload()
+    ended = NativeConnection("client")
+    ended.receive_data(b"")
+    assert ended.next_payload() is CLOSED

@@ -19,6 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from logway.bench.launcher import GatewayProcess
 from logway.clients.errors import NativeError
 from logway.clients.native import NativeClient
+from logway.codecs import native as nv
 from logway.codecs.kafka.api import fetch as F
 from logway.codecs.kafka.api import groups as G
 from logway.codecs.kafka.api import list_offsets as L
@@ -116,7 +117,7 @@ def consume(consumer: Consumer, count: int, timeout: float = 30) -> list[tuple[i
 
 
 def test_metadata_has_two_brokers_and_librdkafka_produces_and_fetches_every_partition(gw):
-    assert {"kafka", "kafka.1", "admin", "admin.1", "native"} == set(gw.addresses)  # TANK is off
+    assert {"kafka", "kafka.1", "admin", "admin.1", "native", "native.1"} == set(gw.addresses)  # TANK is off
     topic = kafka_topic(gw)
     md = AdminClient({"bootstrap.servers": bootstrap(gw)}).list_topics(timeout=10)
     assert {b.id: (b.host, b.port) for b in md.brokers.values()} == {0: gw.addresses["kafka"],
@@ -188,17 +189,45 @@ def test_a_request_to_the_wrong_broker_is_not_leader_or_follower(gw):
                 mine: (E.NONE, 1), theirs: (E.NOT_LEADER_OR_FOLLOWER, -1)}
 
 
-def test_native_clients_reach_worker_0s_partitions_and_hear_which_worker_serves_the_others(gw):
+def test_native_requests_for_worker_1s_partitions_are_relayed_by_worker_0(gw):
+    """Native clients talk to worker 0, which relays Produce, Fetch (long-polls too), DeleteRecords to the owner
+    and merges DescribeTopic; group offsets stay on worker 0. Worker 1's own listener serves its partitions and
+    names worker 0 for the others."""
     name = "n-" + uuid.uuid4().hex[:8]
-    with NativeClient(*gw.native) as c:
+    owners = [Share(2).owner(name, p) for p in range(PARTITIONS)]
+    theirs = owners.index(1)
+    with NativeClient(*gw.native) as c, NativeClient(*gw.native) as waiter:
         c.create_topic(name, PARTITIONS)
         for p in range(PARTITIONS):
-            owner = Share(2).owner(name, p)
-            if owner == 0:
-                assert c.produce(name, p, [Record(b"x")]) == [0]
-            else:
-                with pytest.raises(NativeError, match=f"partition {p} of topic '{name}' is served by worker 1"):
-                    c.produce(name, p, [Record(b"x")])
+            assert c.produce(name, p, [Record(b"%d-a" % p), Record(b"%d-b" % p)]) == [0, 1]
+            got = c.fetch(name, p, 0)
+            assert [(r.offset, r.value) for r in got.records] == [(0, b"%d-a" % p), (1, b"%d-b" % p)]
+            assert got.next_offset == 2
+        # a long-poll parked at worker 1 through worker 0, woken by a produce through worker 0 too
+        waiter.send(nv.FetchRequest(name, theirs, 2, 1 << 20, None, 10_000, 1))
+        time.sleep(0.3)
+        assert c.produce(name, theirs, [b"late"]) == [2]
+        answer = waiter.receive(timeout=10)
+        assert [(r.offset, r.value) for r in answer.records] == [(2, b"late")]
+        # offsets committed on worker 0, where a Fetch with group_id resolves them before relaying
+        assert c.commit(name, theirs, "g-native", 1)
+        assert c.committed(name, theirs, "g-native") == 1
+        assert [r.value for r in c.fetch(name, theirs, 0, group_id="g-native").records] == [b"%d-b" % theirs, b"late"]
+        assert c.delete_records(name, theirs, 1) == 1
+        desc = c.describe_topic(name)
+        assert [(s.partition, s.log_start_offset, s.log_end_offset) for s in desc.partitions] == [
+            (p, 1 if p == theirs else 0, 3 if p == theirs else 2) for p in range(PARTITIONS)]
+        assert [s.segments for s in c.describe_topic(name, details=True).partitions] == [1] * PARTITIONS
+        with pytest.raises(NativeError, match="offset out of range"):  # the owner's error, relayed as it is
+            c.fetch(name, theirs, 0)
+        with pytest.raises(NativeError, match="partition not found"):
+            c.fetch(name, PARTITIONS, 0)
+        c.ping()
+    mine = owners.index(0)
+    with NativeClient(*gw.addresses["native.1"]) as direct:
+        assert [r.value for r in direct.fetch(name, theirs, 1).records] == [b"%d-b" % theirs, b"late"]
+        with pytest.raises(NativeError, match=f"partition {mine} of topic '{name}' is served by worker 0"):
+            direct.produce(name, mine, [b"x"])
 
 
 def test_a_topic_created_through_worker_1_is_served_by_both(gw):

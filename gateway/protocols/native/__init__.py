@@ -17,6 +17,7 @@ import logging
 
 from logway.codecs.native import AuthRequest, AuthResponse, ErrorResponse, NativeConnection
 
+from ...forwarding import NativeForwarder
 from ...pump import Close, Session
 from ..base import INFO, Protocol
 from .handler import NativeHandler
@@ -37,10 +38,16 @@ class NativeProtocol(Protocol):
 
     def __init__(self, gateway) -> None:
         super().__init__(gateway)
+        # With workers: N, worker 0 relays requests for the others' partitions (`forwarding.py`), and every worker
+        # looks up topics another one may have just created before refusing a request naming one.
+        worker = gateway.worker
+        forward = (NativeForwarder(lambda: worker.natives, self.config.limits.max_frame_bytes)
+                   if worker is not None and worker.index == 0 and worker.count > 1 else None)
+        look_up = None if worker is None else (lambda names: worker.look_up(gateway.engine, names))
         # The Kafka group coordinator, looked up per request (protocols are all made before any listener starts):
         # membership for the group admin requests, None without a Kafka listener.
         self.handler = NativeHandler(self.steps, self.config, lambda: getattr(gateway.protocols.get("kafka"),
-                                                                              "coordinator", None))
+                                                                              "coordinator", None), forward, look_up)
         self.token = self.config.auth.native_token
 
     def codec(self) -> NativeConnection:

@@ -3,18 +3,24 @@
 Storage failures become the seed's error texts (`partition not found: …`, `offset out of range: …`) through one
 table (`_ERRORS`, by `ErrorKind`); a fetch with `max_wait_ms` parks in the shared long-poll step until enough
 payload arrived (a `Park` the pump awaits before the next request; the append that brings enough writes it).
+
+With `workers: N`, worker 0's handler relays a request for a partition another worker owns (Produce, Fetch,
+DeleteRecords) to that worker (`forwarding.NativeForwarder`; a Fetch with `group_id` is resolved against the
+committed offset here, where the offsets live, first) and merges every worker's partitions into DescribeTopic.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from functools import partial
 
 import trio
 
 from logway.codecs.native import events as nev
 from logway.storage import UnknownTopic
+from logway.storage.engine import ForeignPartition
 
 from ...errors import FAILURES, ErrorKind, kind_of
 from ...formats import NATIVE
@@ -51,10 +57,14 @@ _ERRORS = {
 
 
 class NativeHandler:
-    def __init__(self, steps: Steps, config, kafka_coordinator=lambda: None) -> None:
+    def __init__(self, steps: Steps, config, kafka_coordinator=lambda: None, forward=None, look_up=None) -> None:
         """`kafka_coordinator()`: the Kafka protocol's group coordinator, or None (membership for the group
-        requests, see `groups.py`)."""
+        requests, see `groups.py`). With `workers: N`: `forward`, a `NativeForwarder` (worker 0), or None — a
+        request for another worker's partition is then answered with the error naming that worker; `look_up(names)`
+        reads topics another worker may have just created or grown, before a request naming one is refused."""
         self.steps = steps
+        self.forward = forward
+        self.look_up = look_up
         self.engine = steps.engine
         self.limits = config.limits
         self.groups = GroupAdmin(steps, kafka_coordinator)
@@ -85,6 +95,10 @@ class NativeHandler:
         if handler is None:
             return nev.ErrorResponse(f"unsupported request: {type(event).__name__}")
         reply = await self._answer(event, handler, event)
+        if (self.look_up is not None and type(reply) is nev.ErrorResponse and reply.message.startswith(
+                ("partition not found", "topic not found")) and getattr(event, "topic", None)):
+            await self.look_up([event.topic])  # (workers: N) created or grown by another worker a moment ago?
+            reply = await self._answer(event, handler, event)
         if type(reply) is Park:
             return Park(partial(self._answer, event, reply.wait))
         return reply
@@ -100,8 +114,16 @@ class NativeHandler:
                 log.error("I/O error serving %s: %s", type(event).__name__, exc)
             return nev.ErrorResponse(_ERRORS.get(kind, _storage_error)(exc, event))
 
+    async def _relay(self, plog: ForeignPartition, ev):
+        """`ev` answered by the worker that owns `plog`."""
+        if self.forward is None:
+            raise plog.refusal()
+        return await self.forward.call(plog.owner, ev)
+
     async def _produce(self, ev: nev.ProduceRequest):
         plog = self.engine.partition(ev.topic, ev.partition)
+        if type(plog) is ForeignPartition:
+            return await self._relay(plog, ev)
         if not ev.records:
             return nev.ProduceResponse([])
         data = plog.fmt.encode(ev.records, now_ms=int(time.time() * 1000), max_batch_bytes=plog.config.max_batch_bytes)
@@ -116,6 +138,8 @@ class NativeHandler:
             committed = self.engine.offsets.fetch(ev.group_id, ev.topic, ev.partition)
             if committed is not None and committed.offset > start:
                 start = committed.offset
+        if type(plog) is ForeignPartition:  # the committed offset is resolved here, where the offsets live
+            return await self._relay(plog, replace(ev, offset=start, group_id=None))
         if start > plog.high_watermark:
             return nev.FetchResponse(NO_RECORDS, plog.high_watermark)
         max_bytes = min(max(ev.max_bytes, 0), self.limits.max_fetch_bytes)
@@ -172,11 +196,20 @@ class NativeHandler:
         if topic is None:
             return nev.ErrorResponse(f"topic not found: {ev.topic}")
         if not ev.details:
-            return nev.DescribeTopicResponse(topic.name, [
-                nev.PartitionSummary(p.partition, p.log_start_offset, p.high_watermark) for p in topic.partitions])
-        return nev.DescribeTopicResponse(topic.name, [
-            nev.PartitionSummary(p.partition, p.log_start_offset, p.high_watermark, p.size_bytes, len(p.segments))
-            for p in topic.partitions], topic.format)
+            parts = [nev.PartitionSummary(p.partition, p.log_start_offset, p.high_watermark) for p in topic.partitions]
+        else:
+            parts = [nev.PartitionSummary(p.partition, p.log_start_offset, p.high_watermark, p.size_bytes,
+                                          len(p.segments)) for p in topic.partitions]
+        if self.forward is not None:  # (workers: N) the partitions of the others, from each of them
+            owners = {q.owner for q in map(topic.partitions.__getitem__, range(len(topic.partitions)))
+                      if type(q) is ForeignPartition}
+            for worker in sorted(owners):
+                answer = await self.forward.call_decoded(worker, ev)
+                if type(answer) is not nev.DescribeTopicResponse:
+                    return answer
+                parts += answer.partitions
+            parts.sort(key=lambda s: s.partition)
+        return nev.DescribeTopicResponse(topic.name, parts, topic.format if ev.details else None)
 
     # -- admin: topic-level requests answer an unknown topic with "topic not found", as DeleteTopic does -----------
     async def _create_partitions(self, ev: nev.CreatePartitionsRequest):
@@ -189,6 +222,8 @@ class NativeHandler:
 
     async def _delete_records(self, ev: nev.DeleteRecordsRequest):
         plog = self.engine.partition(ev.topic, ev.partition)
+        if type(plog) is ForeignPartition:
+            return await self._relay(plog, ev)
         return nev.DeleteRecordsResponse(await self.steps.in_thread(plog.delete_records, ev.offset))
 
     async def _alter_topic_config(self, ev: nev.AlterTopicConfigRequest):

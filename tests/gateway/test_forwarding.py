@@ -1,0 +1,104 @@
+"""`NativeForwarder` (logway.gateway.forwarding) against real sockets on 127.0.0.1: answers relayed byte for byte,
+internal connections pooled and reused, a cancelled request's connection never reused, and an owner that cannot be
+reached or hangs up answered with the native `storage error: worker i did not answer` (the client's connection
+goes on). The relaying through two real workers is in tests/e2e/test_workers.py."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+import trio
+
+from logway.codecs.native import (CLOSED, NEED_DATA, ErrorResponse, FetchRequest, NativeConnection, PingRequest,
+                                  PongResponse, RelayedResponse)
+from logway.gateway.forwarding import NativeForwarder
+
+
+class Owner:
+    """A native server standing in for the worker that owns a partition: Pong to Ping; a Fetch parks until
+    `release` is set; `hang_up` closes a connection instead of answering."""
+
+    def __init__(self) -> None:
+        self.accepted = 0
+        self.release = trio.Event()
+        self.hang_up = False
+        self.address = None
+
+    async def serve(self, task_status=trio.TASK_STATUS_IGNORED):
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        self.address = listeners[0].socket.getsockname()[:2]
+        task_status.started()
+        await trio.serve_listeners(self.handle, listeners)
+
+    async def handle(self, stream):
+        self.accepted += 1
+        codec = NativeConnection("server")
+        async with stream:
+            while True:
+                event = codec.next_event()
+                if event is NEED_DATA:
+                    codec.receive_data(await stream.receive_some(65536))
+                    continue
+                if event is CLOSED:
+                    return
+                if self.hang_up:
+                    return
+                if isinstance(event, FetchRequest):
+                    await self.release.wait()
+                    await stream.send_all(codec.send(ErrorResponse("offset out of range: parked")))
+                else:
+                    await stream.send_all(codec.send(PongResponse()))
+
+
+@pytest.mark.trio
+async def test_answers_are_relayed_as_they_are_and_connections_reused(nursery):
+    owner = Owner()
+    await nursery.start(owner.serve)
+    fwd = NativeForwarder(lambda: [None, owner.address], max_frame=1 << 20)
+    for _ in range(5):
+        answer = await fwd.call(1, PingRequest())
+        assert answer == RelayedResponse(b'{"Pong":{}}', 0)
+    assert owner.accepted == 1 and fwd.relayed == 5
+    # two at once need two connections; both stay for the next ones
+    async with trio.open_nursery() as both:
+        for _ in range(2):
+            both.start_soon(fwd.call, 1, PingRequest())
+    assert owner.accepted == 2
+    await fwd.call(1, PingRequest())
+    assert owner.accepted == 2
+    await fwd.aclose()
+
+
+@pytest.mark.trio
+async def test_a_cancelled_request_never_leaves_its_connection_for_reuse(nursery):
+    owner = Owner()
+    await nursery.start(owner.serve)
+    fwd = NativeForwarder(lambda: [None, owner.address], max_frame=1 << 20)
+    with trio.move_on_after(0.2):  # the client went away while its long-poll was parked at the owner
+        await fwd.call(1, FetchRequest("t", 0, 0, 1024, None, 10_000, 1))
+    owner.release.set()  # its late answer must not become the next request's
+    assert await fwd.call(1, PingRequest()) == RelayedResponse(b'{"Pong":{}}', 0)
+    assert owner.accepted == 2
+    error = RelayedResponse.of(b'{"Error":{"message":"offset out of range: parked"}}')
+    assert await fwd.call(1, FetchRequest("t", 0, 0, 1024)) == error and error.error_code == 1
+
+
+@pytest.mark.trio
+async def test_an_owner_that_cannot_answer_gets_the_native_error(nursery):
+    with socket.socket() as s:  # a port nothing listens on any more
+        s.bind(("127.0.0.1", 0))
+        gone = s.getsockname()[:2]
+    owner = Owner()
+    await nursery.start(owner.serve)
+    fwd = NativeForwarder(lambda: [None, gone, owner.address], max_frame=1 << 20)
+    refused = await fwd.call(1, PingRequest())
+    assert isinstance(refused, ErrorResponse) and refused.message.startswith("storage error: worker 1 did not answer")
+    unknown = await fwd.call(3, PingRequest())
+    assert unknown.message == "storage error: worker 3 did not answer: no native listener of worker 3 is known"
+    owner.hang_up = True
+    closed = await fwd.call(2, PingRequest())
+    assert closed.message == "storage error: worker 2 did not answer: the worker closed the connection"
+    owner.hang_up = False
+    assert await fwd.call(2, PingRequest()) == RelayedResponse(b'{"Pong":{}}', 0)  # a new connection
+    assert fwd.failed == 3 and owner.accepted == 2
