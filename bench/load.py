@@ -23,10 +23,10 @@ request's kind is drawn at random with equal odds (a fixed rotation made the con
 into step: all long-polling while nobody produced). After `--seconds` a connection finishes its request in
 flight and, if it has not yet done every kind, one request of each missing kind; then it closes.
 
-`--protocols` picks the connections' protocols (default all three, in turn); `--workers N` runs the gateway with
-`workers: N` (docs/scaling.md): each Kafka connection goes to its partition's broker, as a Kafka client routes,
-native connections to worker 0, which relays what the others own; TANK is off there (`--protocols native,kafka`),
-and `load-tank` is then created through Kafka. CPU and memory are summed over the supervisor and its workers.
+`--protocols` picks the connections' protocols (default all three, in turn; without TANK, `load-tank` is created
+through Kafka); `--workers N` runs the gateway with `workers: N` (docs/scaling.md): each Kafka connection goes to
+its partition's broker, as a Kafka client routes, native and TANK connections to worker 0, which relays what the
+others own. CPU and memory are summed over the supervisor and its workers.
 
 A probe measures the gateway's responsiveness under that load: every ~50 ms it sends a cheap request, native
 Ping and Kafka ApiVersions in turn, on connections of its own, and times the answer; every 20th time it opens
@@ -121,7 +121,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "times each one's first Ping (clients reconnecting together); 0 = none")
     parser.add_argument("--workers", type=int, default=1,
                         help="the gateway's `workers` (docs/scaling.md): Kafka connections go to their partition's "
-                             "broker, native ones to worker 0 (which relays); TANK is off with more than 1")
+                             "broker, native and TANK ones to worker 0 (which relays)")
     parser.add_argument("--protocols", default=",".join(PROTOCOLS),
                         help="comma-separated protocols of the load connections (in turn), e.g. native,kafka")
     parser.add_argument("--set", dest="gateway_settings", action="append", default=[], metavar="KEY=VALUE",
@@ -326,9 +326,6 @@ def run_load(settings: LoadSettings) -> LoadReport:
         raise SystemExit("logway bench load: --connections and --seconds must be positive")
     if not settings.protocols or set(settings.protocols) - set(PROTOCOLS):
         raise SystemExit(f"logway bench load: --protocols takes some of {', '.join(PROTOCOLS)}")
-    if settings.workers > 1 and "tank" in settings.protocols:
-        raise SystemExit("logway bench load: TANK is off with workers > 1 (docs/scaling.md): use --protocols "
-                         "native,kafka")
     raise_fd_limit(settings.connections + FD_MARGIN, "logway bench load")  # the storm's sockets are the probe process's
     report = LoadReport(settings)
     with tempfile.TemporaryDirectory(prefix="logway-load-") as tmp:

@@ -228,8 +228,9 @@ class Config:
     workers: int = setting(1, "processes serving the data directory, each the only writer of a share of every "
                               "topic's partitions", minimum=1, maximum=MAX_WORKERS,
                            more="(a prototype: with more than 1, Kafka clients see one broker per worker on "
-                                "consecutive ports; native clients use worker 0, which relays requests for the "
-                                "others' partitions; TANK is off and transactions are refused — see [docs/scaling.md](docs/scaling.md))")
+                                "consecutive ports; native and TANK clients use worker 0, which relays requests "
+                                "for the others' partitions; transactions are refused — see "
+                                "[docs/scaling.md](docs/scaling.md))")
     raw: dict[str, Any] = derived("the merged tree, as `logway serve --print-config` shows it", factory=dict)
 
 

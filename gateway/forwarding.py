@@ -1,90 +1,94 @@
-"""`NativeForwarder`: native requests for partitions another worker owns, relayed to that worker (`workers: N`).
+"""Requests for partitions another worker owns, relayed to that worker (`workers: N`): `Forwarder` (pooled
+internal connections to one protocol's listeners), `NativeForwarder` and `TankForwarder`.
 
-Native clients do not route by partition: they talk to worker 0's native listener, which serves its own
-partitions and forwards a request for another worker's partition to that worker's native listener (every worker
-runs one, on the configured port + its index), then relays the answer's bytes unchanged (`RelayedResponse`: no
-decode and re-encode of the records). One forwarded request per internal connection at a time — the native
-protocol has no request ids — so connections are pooled per worker: a request takes an idle one or opens one,
-and gives it back once answered (at most `IDLE_PER_WORKER` stay open). A long-poll parks at the owner and holds
-its connection until answered. A connection whose request was cancelled (the client went away) or failed is
-closed, never reused: its answer may still be on the way.
+Native and TANK clients do not route by partition: they talk to worker 0's listener, which serves its own
+partitions and forwards a request for another worker's partition to that worker's listener of the same protocol
+(every worker runs one, on the configured port + its index), then answers with what the owner answered. A
+native answer's bytes are relayed unchanged (`RelayedResponse`: no decode and re-encode of the records); a TANK
+answer is decoded, since a request spanning workers is split by owner and the answers merged (`tank/handler.py`).
 
-When the owner cannot be reached or its connection breaks, the client gets the native error `storage error:
-worker i did not answer: …` and the connection goes on.
+One forwarded request per internal connection at a time (the native protocol has no request ids, and a
+connection per request in flight keeps TANK's out-of-order answers out of the way), so connections are pooled
+per worker: a request takes an idle one or opens one, and gives it back once answered (at most
+`IDLE_PER_WORKER` stay open). A long-poll parks at the owner and holds its connection until answered. A
+connection whose request was cancelled (the client went away, or a split long-poll was answered by another part)
+or failed is closed, never reused: its answer may still be on the way.
+
+When the owner cannot be reached or its connection breaks, `request` raises `Unreachable`: native clients get
+`storage error: worker i did not answer: …`, TANK ones a system error for those partitions; the connection goes on.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from typing import Any, Callable
 
 import trio
 
 from logway.codecs.errors import LocalProtocolError, RemoteProtocolError
 from logway.codecs.native import CLOSED, NEED_DATA, ErrorResponse, NativeConnection, RelayedResponse
+from logway.codecs.tank import TankClientConnection
 
 log = logging.getLogger("logway.gateway.forwarding")
 
-__all__ = ["NativeForwarder", "IDLE_PER_WORKER", "CONNECT_TIMEOUT"]
+__all__ = ["Forwarder", "NativeForwarder", "TankForwarder", "Unreachable", "IDLE_PER_WORKER", "CONNECT_TIMEOUT"]
 
 #: Idle internal connections kept per worker (more are opened while more requests are in flight, then closed).
 IDLE_PER_WORKER = 32
-#: Seconds to connect to another worker before the request is answered with an error.
+#: Seconds to connect to another worker before the request fails.
 CONNECT_TIMEOUT = 5.0
 _RECEIVE_BYTES = 256 * 1024
 
 
+class Unreachable(Exception):
+    """The owner could not be asked, or did not answer (`worker`: its index)."""
+
+    def __init__(self, worker: int, reason: str) -> None:
+        super().__init__(f"worker {worker} did not answer: {reason}")
+        self.worker = worker
+
+
 class _Link:
-    """One internal connection to a worker's native listener."""
+    """One internal connection to a worker's listener, with the client side of the protocol's codec."""
 
     __slots__ = ("stream", "codec")
 
-    def __init__(self, stream: trio.SocketStream, max_frame: int) -> None:
+    def __init__(self, stream: trio.SocketStream, codec) -> None:
         self.stream = stream
-        self.codec = NativeConnection("client", max_frame=max_frame)
-
-    async def call(self, event) -> bytes:
-        """Send `event`, return the answer's JSON payload (raises OSError, trio errors, ProtocolError)."""
-        await self.stream.send_all(self.codec.send(event))
-        while True:
-            payload = self.codec.next_payload()
-            if payload is NEED_DATA:
-                data = await self.stream.receive_some(_RECEIVE_BYTES)
-                self.codec.receive_data(data)  # b"": end of stream, then CLOSED
-                continue
-            if payload is CLOSED:
-                raise ConnectionResetError("the worker closed the connection")
-            return payload
+        self.codec = codec
 
 
-class NativeForwarder:
-    """Relays native requests to the worker that owns their partition; `addresses()` is every worker's native
-    listener (host, port) by index, known once the workers have started."""
+class Forwarder:
+    """Relays requests to the worker that owns their partition. `addresses()`: every worker's listener of the
+    protocol (host, port) by index, or None where there is none (known once the workers have started);
+    `new_codec()`: the client side of its codec; `next_answer(codec)`: the next answer, NEED_DATA or CLOSED."""
 
-    def __init__(self, addresses: Callable[[], list], max_frame: int) -> None:
+    def __init__(self, addresses: Callable[[], list], new_codec: Callable[[], Any],
+                 next_answer: Callable[[Any], Any]) -> None:
         self._addresses = addresses
-        self._max_frame = max_frame
+        self._new_codec = new_codec
+        self._next_answer = next_answer
         self._idle: dict[int, list[_Link]] = {}
-        #: Requests relayed, and those answered with an error because the owner did not answer (metrics, tests).
+        #: Requests relayed, and those that failed because the owner did not answer (metrics, tests).
         self.relayed = 0
         self.failed = 0
 
-    async def call(self, worker: int, event) -> RelayedResponse | ErrorResponse:
-        """`event` answered by worker `worker` (its answer's bytes), or a native error when it cannot be."""
+    async def request(self, worker: int, event) -> Any:
+        """`event` answered by worker `worker`; raises `Unreachable`."""
         idle = self._idle.setdefault(worker, [])
         link = idle.pop() if idle else None
         try:
             if link is None:
                 link = await self._connect(worker)
-            payload = await link.call(event)
+            answer = await self._exchange(link, event)
         except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError, RemoteProtocolError,
                 LocalProtocolError, LookupError) as exc:
             self.failed += 1
             if link is not None:
                 await self._close(link)
             log.warning("forwarding %s to worker %d failed: %s", type(event).__name__, worker, exc)
-            return ErrorResponse(f"storage error: worker {worker} did not answer: {exc or type(exc).__name__}")
-        except BaseException:  # cancelled (the client went away): the answer may still come, so never reuse it
+            raise Unreachable(worker, str(exc) or type(exc).__name__) from None
+        except BaseException:  # cancelled: the answer may still come, so the connection is never reused
             if link is not None:
                 await self._close(link)
             raise
@@ -93,28 +97,27 @@ class NativeForwarder:
             idle.append(link)
         else:
             await self._close(link)
-        return RelayedResponse.of(payload)
+        return answer
 
-    async def call_decoded(self, worker: int, event):
-        """`call`, with the answer decoded into its response event (for answers this worker merges)."""
-        answer = await self.call(worker, event)
-        if type(answer) is not RelayedResponse:
+    async def _exchange(self, link: _Link, event) -> Any:
+        await link.stream.send_all(link.codec.send(event))
+        while True:
+            answer = self._next_answer(link.codec)
+            if answer is NEED_DATA:
+                link.codec.receive_data(await link.stream.receive_some(_RECEIVE_BYTES))  # b"": EOF, then CLOSED
+                continue
+            if answer is CLOSED:
+                raise ConnectionResetError("the worker closed the connection")
             return answer
-        codec = NativeConnection("client", max_frame=self._max_frame)
-        codec.receive_data(len(answer.payload).to_bytes(4, "big") + answer.payload)
-        try:
-            return codec.next_event()
-        except RemoteProtocolError as exc:
-            return ErrorResponse(f"storage error: worker {worker} answered {exc}")
 
     async def _connect(self, worker: int) -> _Link:
         addresses = self._addresses()
         if not 0 <= worker < len(addresses) or addresses[worker] is None:
-            raise LookupError(f"no native listener of worker {worker} is known")
+            raise LookupError(f"no listener of worker {worker} is known")
         host, port = addresses[worker]
         with trio.fail_after(CONNECT_TIMEOUT):
             stream = await trio.open_tcp_stream(host, port)
-        return _Link(stream, self._max_frame)
+        return _Link(stream, self._new_codec())
 
     @staticmethod
     async def _close(link: _Link) -> None:
@@ -126,3 +129,38 @@ class NativeForwarder:
         for links in self._idle.values():
             while links:
                 await self._close(links.pop())
+
+
+class NativeForwarder(Forwarder):
+    """Native requests, their answers relayed as bytes (`call`) or decoded (`call_decoded`, for answers merged)."""
+
+    def __init__(self, addresses: Callable[[], list], max_frame: int) -> None:
+        super().__init__(addresses, lambda: NativeConnection("client", max_frame=max_frame),
+                         NativeConnection.next_payload)
+        self._max_frame = max_frame
+
+    async def call(self, worker: int, event) -> RelayedResponse | ErrorResponse:
+        """`event` answered by worker `worker` (its answer's bytes), or a native error when it cannot be."""
+        try:
+            return RelayedResponse.of(await self.request(worker, event))
+        except Unreachable as exc:
+            return ErrorResponse(f"storage error: {exc}")
+
+    async def call_decoded(self, worker: int, event):
+        """`call`, with the answer decoded into its response event."""
+        answer = await self.call(worker, event)
+        if type(answer) is not RelayedResponse:
+            return answer
+        codec = NativeConnection("client", max_frame=self._max_frame)
+        codec.receive_data(len(answer.payload).to_bytes(4, "big") + answer.payload)
+        try:
+            return codec.next_event()
+        except RemoteProtocolError as exc:
+            return ErrorResponse(f"storage error: worker {worker} answered {exc}")
+
+
+class TankForwarder(Forwarder):
+    """TANK requests, their answers decoded (the handler splits requests by owner and merges the answers)."""
+
+    def __init__(self, addresses: Callable[[], list]) -> None:
+        super().__init__(addresses, TankClientConnection, TankClientConnection.next_event)

@@ -7,21 +7,21 @@ partition. Kafka clients see worker i as broker i (its own Kafka listener, on th
 produce and fetch to each partition's leader themselves (`protocols/kafka/cluster.py`). Worker 0 is also the
 group coordinator, the controller and the owner of the shared offset store. Every worker runs a native listener
 (port + i): native clients use worker 0's, which relays requests for the others' partitions to their owner
-(`forwarding.py`); the TANK listener is off (no forwarding of its requests yet).
+(`forwarding.py`); TANK likewise.
 
 - `supervise(config, argv, ready_file)`: the `logway serve` process itself when `workers` > 1. It holds the data
   directory (a `LogEngine` with `Share(N)`: `.lock`, the clean-shutdown marker, tmp/ and trash/, no partition),
   starts the N workers — `python -m logway.cli serve` with the same arguments, plus `LOGWAY_WORKER=i/N/clean` and
   worker i's listeners — each with a control socket (JSON lines). When every worker has bound its listeners and told
-  its addresses, the supervisor sends all of them the list of Kafka brokers and of native listeners, waits for
-  each to acknowledge and writes the ready file: worker 0's addresses under the usual names ("kafka", "admin",
-  "native"), worker i's as "kafka.i", "admin.i" and "native.i", and the supervisor's pid. SIGTERM and SIGINT are
-  passed on to every worker; once they have all stopped, the directory is marked cleanly shut down if each of them
-  exited 0. A worker that dies is not restarted: the supervisor stops the others and exits 1 (2 or 1 as the worker
-  did when it failed while starting: a port in use, a locked directory).
-- `WorkerRole` (in each worker, from the environment): its index, the ownership (`share`), the Kafka brokers' and
-  native listeners' addresses, the control socket (when it closes — the supervisor died — the worker shuts down),
-  and `refresh`: topics other workers created, deleted, grew or reconfigured (on demand, and every
+  its addresses, the supervisor sends all of them the list of Kafka brokers and of native and TANK listeners, waits
+  for each to acknowledge and writes the ready file: worker 0's addresses under the usual names ("kafka", "admin",
+  "native", "tank"), worker i's as "kafka.i", "admin.i", "native.i" and "tank.i", and the supervisor's pid. SIGTERM
+  and SIGINT are passed on to every worker; once they have all stopped, the directory is marked cleanly shut down if
+  each of them exited 0. A worker that dies is not restarted: the supervisor stops the others and exits 1 (2 or 1 as
+  the worker did when it failed while starting: a port in use, a locked directory).
+- `WorkerRole` (in each worker, from the environment): its index, the ownership (`share`), the Kafka brokers',
+  native and TANK listeners' addresses, the control socket (when it closes — the supervisor died — the worker shuts
+  down), and `refresh`: topics other workers created, deleted, grew or reconfigured (on demand, and every
   `REFRESH_INTERVAL`) — or `look_up` for the topics a request named that this worker does not know.
 """
 
@@ -55,10 +55,6 @@ __all__ = ["WorkerRole", "supervise", "worker_overrides", "REFRESH_INTERVAL"]
 #: How often a worker looks for topic changes made by the others (also: on demand, at most every REFRESH_MIN).
 REFRESH_INTERVAL = 1.0
 REFRESH_MIN = 0.05
-#: Listeners no worker runs (TANK: its requests span partitions, and its consume path cannot answer for another
-#: worker's partition without a change to its handler; see docs/scaling.md). Native runs on every worker: clients
-#: use worker 0's, which relays what the others own (`forwarding.py`).
-NOT_WITH_WORKERS = ("tank",)
 _ENV, _ENV_FD = "LOGWAY_WORKER", "LOGWAY_WORKER_FD"
 #: Beyond the shutdown timeout, how long the supervisor waits for workers to close storage before SIGKILL.
 _STOP_GRACE = 60.0
@@ -75,8 +71,10 @@ class WorkerRole:
         self.share = Share(count, index, clean_start)
         #: The Kafka brokers' advertised addresses by node id (= worker index); known once `join` returned.
         self.brokers: list[tuple[str, int]] = []
-        #: Every worker's native listener (host, port) by index, or None where it has none (worker 0 forwards).
+        #: Every worker's native and TANK listeners (host, port) by index, or None where it has none (worker 0
+        #: relays what the others own to them).
         self.natives: list[tuple[str, int] | None] = []
+        self.tanks: list[tuple[str, int] | None] = []
         #: Called with the name of each topic another worker deleted (the Kafka producers' state forgets it).
         self.on_topic_gone: list[Callable[[str], None]] = []
         self._fd = control_fd
@@ -128,6 +126,7 @@ class WorkerRole:
             kafka = gateway.protocols.get("kafka")
             self.brokers = [kafka.broker.advertised] if kafka is not None else []
             self.natives = [gateway.addresses.get("native")]
+            self.tanks = [gateway.addresses.get("tank")]
             self._joined.set()
             return
         sock = trio.socket.fromfd(self._fd, socket.AF_UNIX, socket.SOCK_STREAM)
@@ -145,6 +144,7 @@ class WorkerRole:
             return
         self.brokers = [(host, port) for host, port in message["brokers"]]
         self.natives = [tuple(a) if a else None for a in message.get("native", [])]
+        self.tanks = [tuple(a) if a else None for a in message.get("tank", [])]
         await self._send({"ready": True})
         self._joined.set()
 
@@ -227,14 +227,12 @@ class WorkerRole:
 
 def worker_overrides(config: Config, index: int) -> list[str]:
     """The `--set` flags of worker `index`: each listener's port + index (0 stays 0: the worker picks one and
-    tells), the advertised Kafka port likewise, and TANK off."""
+    tells), and the advertised Kafka port likewise."""
     out = []
     for name, lc in config.listeners.items():
         if not lc.enabled:
             continue
-        if name in NOT_WITH_WORKERS:
-            out.append(f"listeners.{name}.enabled=false")
-        elif lc.port:
+        if lc.port:
             out.append(f"listeners.{name}.port={lc.port + index}")
     if config.kafka.advertised_port:
         out.append(f"kafka.advertised_port={config.kafka.advertised_port + index}")
@@ -244,7 +242,7 @@ def worker_overrides(config: Config, index: int) -> list[str]:
 def _port_problem(config: Config) -> str | None:
     last = config.workers - 1
     for name, lc in config.listeners.items():
-        if lc.enabled and lc.port and name not in NOT_WITH_WORKERS and lc.port + last > 65535:
+        if lc.enabled and lc.port and lc.port + last > 65535:
             return (f"listeners.{name}.port {lc.port} + {last} (worker {last}'s port) is beyond 65535: lower the "
                     f"port or workers")
     if config.kafka.advertised_port and config.kafka.advertised_port + last > 65535:
@@ -333,10 +331,6 @@ def supervise(config: Config, argv: list[str], ready_file: str | None) -> int:
             selector.register(ours, selectors.EVENT_READ, workers[-1])
         log.info("started %d workers (pids %s) over %s", count, ", ".join(str(w.proc.pid) for w in workers),
                  engine.data_dir)
-        for name in NOT_WITH_WORKERS:
-            if config.listeners[name].enabled:
-                log.warning("workers: %d: the %s listener is off (no forwarding of its requests between workers "
-                            "yet; see docs/scaling.md)", count, name)
         status = _run(workers, selector, ready_file, lambda: stopping)
     finally:
         for w in workers:
@@ -390,9 +384,9 @@ def _run(workers: list[_Worker], selector: selectors.BaseSelector, ready_file: s
             brokers = [w.kafka for w in workers]
             if any(b is None for b in brokers):
                 brokers = []  # no Kafka listener: nothing to route
-            natives = [w.listening.get("native") for w in workers]
+            relayed = {name: [w.listening.get(name) for w in workers] for name in ("native", "tank")}
             for w in workers:
-                w.send({"brokers": brokers, "native": natives})  # each acknowledges with {"ready": true}
+                w.send({"brokers": brokers, **relayed})  # each acknowledges with {"ready": true}
             sent = True
         if not started and all(w.ready for w in workers):
             started = True

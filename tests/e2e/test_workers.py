@@ -19,6 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from logway.bench.launcher import GatewayProcess
 from logway.clients.errors import NativeError
 from logway.clients.native import NativeClient
+from logway.clients.tank import TankClient, consume_request
 from logway.codecs import native as nv
 from logway.codecs.kafka.api import fetch as F
 from logway.codecs.kafka.api import groups as G
@@ -27,6 +28,8 @@ from logway.codecs.kafka.api import offsets as O
 from logway.codecs.kafka.error_codes import ErrorCode as E
 from logway.codecs.kafka.records import encode_batch
 from logway.codecs.records import Record
+from logway.codecs.tank import ConsumeFlags, ProduceError
+from logway.codecs.tank.chunk import decode_chunk
 from logway.gateway.formats import STORAGE_FORMATS
 from logway.storage import LogEngine, StorageError, TopicExists
 from logway.storage.engine import WORKER_PRODUCER_IDS, ForeignPartition, PartitionNotOwned, Share
@@ -81,7 +84,8 @@ def test_workers_engines_own_their_partitions_and_see_each_others_topic_changes(
 
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory):
-    gateway = GatewayProcess(str(tmp_path_factory.mktemp("workers") / "data"), "workers=2", "log_level=WARNING")
+    gateway = GatewayProcess(str(tmp_path_factory.mktemp("workers") / "data"), "workers=2", "log_level=WARNING",
+                             "listeners.tank.enabled=true")
     yield gateway
     gateway.stop()
 
@@ -117,7 +121,7 @@ def consume(consumer: Consumer, count: int, timeout: float = 30) -> list[tuple[i
 
 
 def test_metadata_has_two_brokers_and_librdkafka_produces_and_fetches_every_partition(gw):
-    assert {"kafka", "kafka.1", "admin", "admin.1", "native", "native.1"} == set(gw.addresses)  # TANK is off
+    assert {"kafka", "kafka.1", "admin", "admin.1", "native", "native.1", "tank", "tank.1"} == set(gw.addresses)
     topic = kafka_topic(gw)
     md = AdminClient({"bootstrap.servers": bootstrap(gw)}).list_topics(timeout=10)
     assert {b.id: (b.host, b.port) for b in md.brokers.values()} == {0: gw.addresses["kafka"],
@@ -228,6 +232,52 @@ def test_native_requests_for_worker_1s_partitions_are_relayed_by_worker_0(gw):
         assert [r.value for r in direct.fetch(name, theirs, 1).records] == [b"%d-b" % theirs, b"late"]
         with pytest.raises(NativeError, match=f"partition {mine} of topic '{name}' is served by worker 0"):
             direct.produce(name, mine, [b"x"])
+
+
+def _values(part, seq=1):
+    """The message values of one partition's consume answer."""
+    assert part.error in (ConsumeFlags.OK, ConsumeFlags.SPARSE_FIRST), part
+    return [bytes(r.value) for r in decode_chunk(part.chunk, part.base_seqnum, min_seq=seq).records]
+
+
+def test_tank_requests_spanning_workers_are_split_relayed_and_merged(gw):
+    """TANK clients talk to worker 0: a Produce or Consume naming both workers' partitions is split by owner and the
+    answers merged; a long-poll over both parks at both and is answered by the first append, wherever it lands;
+    DiscoverPartitions asks the owner. Worker 1's own listener answers a system error for worker 0's partitions."""
+    name = "tk-" + uuid.uuid4().hex[:8]
+    owners = [Share(2).owner(name, p) for p in range(PARTITIONS)]
+    mine, theirs = owners.index(0), owners.index(1)
+    everything = {name: [(p, 1, 1 << 20) for p in range(PARTITIONS)]}
+    with TankClient(*gw.addresses["tank"]) as c, TankClient(*gw.addresses["tank"]) as waiter:
+        assert c.create_topic(name, PARTITIONS) == 0
+        assert c.produce_many([(name, p, [b"%d-a" % p]) for p in range(PARTITIONS)]
+                              + [(name, p, [b"%d-b" % p]) for p in range(PARTITIONS)]) == [0] * 2 * PARTITIONS
+        answer = c.consume(everything)
+        assert [p.partition for p in answer.topics[0].partitions] == list(range(PARTITIONS))
+        assert [_values(p) for p in answer.topics[0].partitions] == [[b"%d-a" % p, b"%d-b" % p]
+                                                                     for p in range(PARTITIONS)]
+        assert [(b.first_available, b.high_water_mark) for b in c.discover_partitions(name)] == [(1, 2)] * PARTITIONS
+        assert [m.value for m in c.get(name, theirs, 2).messages] == [b"%d-b" % theirs]
+        # long-polls at the end of both workers' partitions, woken by an append to either
+        at_end = {name: [(mine, 3, 1 << 20), (theirs, 3, 1 << 20)]}
+        for target in (theirs, mine):
+            rid = waiter.send(consume_request(at_end, max_wait_ms=10_000, min_bytes=1))
+            time.sleep(0.3)
+            assert c.produce(name, target, [b"woke-%d" % target]) == 0
+            woken = waiter.receive(rid, timeout=10)
+            parts = {p.partition: p for p in woken.topics[0].partitions}
+            assert sorted(parts) == sorted([mine, theirs])
+            assert _values(parts[target], 3) == [b"woke-%d" % target]
+            at_end = {name: [(mine, 4 if target == mine else 3, 1 << 20), (theirs, 4, 1 << 20)]}
+        # an unknown topic and partition next to relayed ones keep their own answers
+        mixed = c.consume({name: [(theirs, 1, 1 << 20), (PARTITIONS, 1, 1 << 20)], "no-such-topic": [(0, 1, 100)]})
+        assert _values(mixed.topics[0].partitions[0])[:2] == [b"%d-a" % theirs, b"%d-b" % theirs]
+        assert mixed.topics[0].partitions[1].error == ConsumeFlags.UNKNOWN_PARTITION
+        assert mixed.topics[1].unknown
+    with TankClient(*gw.addresses["tank.1"]) as direct:
+        assert direct.produce(name, mine, [b"x"]) == ProduceError.SYSTEM_ERROR
+        assert direct.consume({name: [(mine, 1, 1024)]}).topics[0].partitions[0].error == ConsumeFlags.SYSTEM_ERROR
+        assert [m.value for m in direct.get(name, theirs, 1).messages][:2] == [b"%d-a" % theirs, b"%d-b" % theirs]
 
 
 def test_a_topic_created_through_worker_1_is_served_by_both(gw):

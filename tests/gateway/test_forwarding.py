@@ -1,7 +1,8 @@
-"""`NativeForwarder` (logway.gateway.forwarding) against real sockets on 127.0.0.1: answers relayed byte for byte,
-internal connections pooled and reused, a cancelled request's connection never reused, and an owner that cannot be
+"""The relays of logway.gateway.forwarding against real sockets on 127.0.0.1: native answers relayed byte for byte,
+internal connections pooled and reused, a cancelled request's connection never reused, an owner that cannot be
 reached or hangs up answered with the native `storage error: worker i did not answer` (the client's connection
-goes on). The relaying through two real workers is in tests/e2e/test_workers.py."""
+goes on); TANK answers decoded past the owner's greeting Ping, `Unreachable` when the owner is gone. The relaying
+through two real workers is in tests/e2e/test_workers.py."""
 
 from __future__ import annotations
 
@@ -12,7 +13,21 @@ import trio
 
 from logway.codecs.native import (CLOSED, NEED_DATA, ErrorResponse, FetchRequest, NativeConnection, PingRequest,
                                   PongResponse, RelayedResponse)
-from logway.gateway.forwarding import NativeForwarder
+from logway.codecs.tank import StatusRequest, StatusResponse, TankServerConnection
+from logway.codecs.tank.messages import PingEvent
+from logway.gateway.forwarding import NativeForwarder, TankForwarder, Unreachable
+
+
+async def requests_of(stream, codec):
+    """The requests arriving on `stream`, parsed by the server side `codec`, until the peer closes."""
+    while True:
+        event = codec.next_event()
+        if event is NEED_DATA:
+            codec.receive_data(await stream.receive_some(65536))
+        elif event is CLOSED:
+            return
+        else:
+            yield event
 
 
 class Owner:
@@ -35,13 +50,7 @@ class Owner:
         self.accepted += 1
         codec = NativeConnection("server")
         async with stream:
-            while True:
-                event = codec.next_event()
-                if event is NEED_DATA:
-                    codec.receive_data(await stream.receive_some(65536))
-                    continue
-                if event is CLOSED:
-                    return
+            async for event in requests_of(stream, codec):
                 if self.hang_up:
                     return
                 if isinstance(event, FetchRequest):
@@ -95,10 +104,37 @@ async def test_an_owner_that_cannot_answer_gets_the_native_error(nursery):
     refused = await fwd.call(1, PingRequest())
     assert isinstance(refused, ErrorResponse) and refused.message.startswith("storage error: worker 1 did not answer")
     unknown = await fwd.call(3, PingRequest())
-    assert unknown.message == "storage error: worker 3 did not answer: no native listener of worker 3 is known"
+    assert unknown.message == "storage error: worker 3 did not answer: no listener of worker 3 is known"
     owner.hang_up = True
     closed = await fwd.call(2, PingRequest())
     assert closed.message == "storage error: worker 2 did not answer: the worker closed the connection"
     owner.hang_up = False
     assert await fwd.call(2, PingRequest()) == RelayedResponse(b'{"Pong":{}}', 0)  # a new connection
     assert fwd.failed == 3 and owner.accepted == 2
+
+
+@pytest.mark.trio
+async def test_tank_answers_are_decoded_past_the_greeting_and_a_gone_owner_is_unreachable(nursery):
+    served = []
+
+    async def owner(stream):
+        codec = TankServerConnection()
+        async with stream:
+            await stream.send_all(codec.send(PingEvent()))  # a TANK broker's greeting
+            async for event in requests_of(stream, codec):
+                served.append(event)
+                await stream.send_all(codec.send(StatusResponse(event.request_id, 3, 7)))
+
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    nursery.start_soon(trio.serve_listeners, owner, listeners)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        gone = s.getsockname()[:2]
+    fwd = TankForwarder(lambda: [None, listeners[0].socket.getsockname()[:2], gone])
+    for rid in (5, 6):
+        answer = await fwd.request(1, StatusRequest(rid))
+        assert (answer.request_id, answer.topics, answer.partitions) == (rid, 3, 7)
+    assert served == [StatusRequest(5), StatusRequest(6)] and fwd.relayed == 2
+    with pytest.raises(Unreachable, match="worker 2 did not answer") as caught:
+        await fwd.request(2, StatusRequest(7))
+    assert caught.value.worker == 2 and fwd.failed == 1

@@ -13,6 +13,7 @@ from __future__ import annotations
 from logway.codecs.tank import ConsumeRequest, TankServerConnection
 from logway.codecs.tank.messages import PingEvent
 
+from ...forwarding import TankForwarder
 from ...pump import Park, Session
 from ..base import WARNING, Protocol
 from .handler import TankHandler
@@ -31,7 +32,12 @@ class TankProtocol(Protocol):
 
     def __init__(self, gateway) -> None:
         super().__init__(gateway)
-        self.handler = TankHandler(self.steps)
+        worker = gateway.worker
+        # With workers: N, worker 0 relays what the others own (`forwarding.py`).
+        forward = (TankForwarder(lambda: worker.tanks)
+                   if worker is not None and worker.index == 0 and worker.count > 1 else None)
+        look_up = None if worker is None else (lambda names: worker.look_up(gateway.engine, names))
+        self.handler = TankHandler(self.steps, forward, look_up)
 
     def codec(self) -> TankServerConnection:
         return TankServerConnection()
@@ -59,6 +65,10 @@ class TankSession(Session):
         if isinstance(event, PingEvent):
             return None  # a client's keep-alive: nothing to answer
         if isinstance(event, ConsumeRequest):
+            await self.handler.known((t.name, p.partition) for t in event.topics for p in t.partitions)
+            own, theirs = self.handler.split(event)
+            if theirs:  # (workers: N) other workers' partitions in it
+                return await self.handler.consume_relayed(event, own, theirs)
             response = await self.handler.consume_now(event)
             if response is not None:
                 return response

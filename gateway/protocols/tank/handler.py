@@ -4,6 +4,13 @@ Sequence numbers are offsets + 1. A consume of a `tank`-format topic is a byte r
 `os.sendfile`); other formats are transcoded into bundles by the shared read step. A consume whose partitions are
 all at EOF parks (`poll`, in the shared long-poll step) until appends bring `min_bytes` or the normalised timer
 expires; what it waits for is measured from the partitions' watermarks, without reads.
+
+With `workers: N`, worker 0 relays what other workers own (`forwarding.TankForwarder`): a Produce or Consume is
+split by owner — its own part served here, each other worker's part sent to that worker with the same request id —
+and the answers merged in request order; a split Consume that waits parks every part at once (each owner parks
+its own) and is answered when the first part answers, the others then asked again without waiting. Another
+worker's partitions in DiscoverPartitions are asked from their owner. A worker without a forwarder answers a
+request for another worker's partition with a system error.
 """
 
 from __future__ import annotations
@@ -11,10 +18,12 @@ from __future__ import annotations
 import logging
 import math
 import time
+from dataclasses import replace
 
 import trio
 
-from logway.codecs.tank import (ConsumeFlags, ConsumePartitionResult, ConsumeResponse, ConsumeTopicResult,
+from logway.codecs.tank import (ConsumeFlags, ConsumePartitionResult, ConsumeRequest, ConsumeResponse,
+                                ConsumeTopic, ConsumeTopicResult,
                                 CreateTopicError, CreateTopicRequest, CreateTopicResponse,
                                 DiscoverPartitionsRequest, DiscoverPartitionsResponse, DiscoverTopicsRequest,
                                 DiscoverTopicsResponse, DiscoverTopologyRequest, DiscoverTopologyResponse,
@@ -23,9 +32,12 @@ from logway.codecs.tank import (ConsumeFlags, ConsumePartitionResult, ConsumeRes
                                 decode_bundle, encode_bundle, parse_bundle_header, wrap)
 from logway.codecs.tank.messages import PartitionBounds, TopicInfo, valid_topic_name
 from logway.storage import PartitionLog
+from logway.storage.engine import ForeignPartition
 
 from ...errors import FAILURES, ErrorKind, kind_of
 from ...formats import TANK
+from ...forwarding import Unreachable
+from ...pump import Park
 from ...steps import Steps
 
 log = logging.getLogger("logway.gateway.tank")
@@ -49,6 +61,11 @@ _CREATE_ERRORS = {ErrorKind.TOPIC_EXISTS: CreateTopicError.ALREADY_EXISTS,
                   ErrorKind.STORAGE_FAILURE: CreateTopicError.SYSTEM_ERROR}
 
 
+def _no_wait(req: ConsumeRequest) -> ConsumeRequest:
+    """The same consume, answered at once."""
+    return replace(req, max_wait_ms=0)
+
+
 def normalised_expiry(now_s: float, max_wait_ms: int) -> float:
     """The trio time at which a parked consume times out, as TANK computes it."""
     wait = min(max_wait_ms, MAX_WAIT_MS)
@@ -57,8 +74,12 @@ def normalised_expiry(now_s: float, max_wait_ms: int) -> float:
 
 
 class TankHandler:
-    def __init__(self, steps: Steps) -> None:
+    def __init__(self, steps: Steps, forward=None, look_up=None) -> None:
+        """With `workers: N`: `forward`, a `TankForwarder` (worker 0), or None; `look_up(names)` reads topics another
+        worker may have just created or grown, before a request naming one is answered."""
         self.steps = steps
+        self.forward = forward
+        self.look_up = look_up
         self.engine = steps.engine
         self.started = int(time.time())
         self._handlers = {
@@ -71,6 +92,15 @@ class TankHandler:
     async def handle(self, request):
         return await self._handlers[type(request)](request)
 
+    async def known(self, names) -> None:
+        """(workers: N) Look up the (topic, partition)s a request names that this worker does not know."""
+        if self.look_up is None:
+            return
+        topics = self.engine.topics_by_name
+        unknown = {t for t, p in names if t not in topics or not 0 <= p < len(topics[t].partitions)}
+        if unknown:
+            await self.look_up(sorted(unknown))
+
     # -- positions ---------------------------------------------------------------------------------------
     @staticmethod
     def bounds(plog: PartitionLog) -> tuple[int, int]:
@@ -81,8 +111,10 @@ class TankHandler:
 
     # -- produce -----------------------------------------------------------------------------------------
     async def _produce(self, req: ProduceRequest) -> ProduceResponse:
+        await self.known((e.topic, e.partition) for e in req.entries)
         results = []
         touched: dict[int, PartitionLog] = {}
+        foreign: dict[int, list[int]] = {}  # owner -> indexes of the entries for its partitions
         for entry in req.entries:
             topic = self.engine.topics_by_name.get(entry.topic)
             if topic is None:
@@ -92,10 +124,23 @@ class TankHandler:
                 results.append(ProduceResult(entry.topic, entry.partition, ProduceError.UNKNOWN_PARTITION))
                 continue
             plog = topic.partitions[entry.partition]
+            if type(plog) is ForeignPartition:
+                if self.forward is not None:
+                    foreign.setdefault(plog.owner, []).append(len(results))
+                results.append(ProduceResult(entry.topic, entry.partition, ProduceError.SYSTEM_ERROR))
+                continue
             error = self._append(plog, entry, req.with_seqnum)
             if error == ProduceError.OK:
                 touched[id(plog)] = plog
             results.append(ProduceResult(entry.topic, entry.partition, error))
+        for owner, indexes in foreign.items():  # (workers: N) each other worker appends its entries
+            part = replace(req, entries=[req.entries[i] for i in indexes])
+            try:
+                answer = await self.forward.request(owner, part)
+            except Unreachable:
+                continue  # a system error for these entries
+            for i, result in zip(indexes, answer.results):
+                results[i] = result
         for plog in touched.values():
             try:
                 await self.steps.make_durable(plog)
@@ -159,6 +204,8 @@ class TankHandler:
         return ConsumeResponse(req.request_id, topics) if ready else None
 
     async def _consume_partition(self, plog: PartitionLog, p) -> tuple[ConsumePartitionResult, bool]:
+        if type(plog) is ForeignPartition:  # another worker's, asked of a worker that does not relay
+            return ConsumePartitionResult(p.partition, ConsumeFlags.SYSTEM_ERROR), True
         first, last = self.bounds(plog)
         seq = first if p.seq_num == 0 else p.seq_num
         if seq in (0, UINT64_MAX) or seq == last + 1:  # at EOF
@@ -260,18 +307,131 @@ class TankHandler:
                 ConsumePartitionResult(partition, ConsumeFlags.OK, 0, self.bounds(plog)[1], b""))
         return ConsumeResponse(req.request_id, [ConsumeTopicResult(n, parts) for n, parts in topics.items()])
 
+    # -- consume across workers (workers: N: worker 0 relays) ---------------------------------------------------
+    def split(self, req: ConsumeRequest) -> tuple[ConsumeRequest | None, dict[int, ConsumeRequest]]:
+        """The consume's own part (unknown topics and partitions included) and each other worker's part, all with
+        the request's id and wait; (req, {}) when nothing in it is another worker's (or nothing is relayed)."""
+        if self.forward is None:
+            return req, {}
+        own: list[ConsumeTopic] = []
+        theirs: dict[int, list[ConsumeTopic]] = {}
+        for t in req.topics:
+            topic = self.engine.topics_by_name.get(t.name)
+            count = len(topic.partitions) if topic is not None else 0
+            mine, by_owner = [], {}
+            for p in t.partitions:
+                plog = topic.partitions[p.partition] if 0 <= p.partition < count else None
+                if type(plog) is ForeignPartition:
+                    by_owner.setdefault(plog.owner, []).append(p)
+                else:
+                    mine.append(p)
+            if mine or not by_owner:
+                own.append(ConsumeTopic(t.name, mine))
+            for owner, ps in by_owner.items():
+                theirs.setdefault(owner, []).append(ConsumeTopic(t.name, ps))
+        if not theirs:
+            return req, {}
+
+        return (replace(req, topics=own) if own else None), {o: replace(req, topics=ts) for o, ts in theirs.items()}
+
+    async def consume_relayed(self, req: ConsumeRequest, own: ConsumeRequest | None, theirs: dict):
+        """A consume with other workers' partitions (`split`): the merged answers at once when it may not wait,
+        else a `Park` that parks every part at once and answers when the first part does — the parts still
+        parked then cancelled and asked again without waiting."""
+        if req.max_wait_ms == 0:
+            answers = [await self._part_now(own)] if own is not None else []
+            return self._merged(req, answers + [await self._ask(o, sub) for o, sub in theirs.items()])
+
+        async def wait(deliver):
+            answers: dict = {}
+            async with trio.open_nursery() as nursery:
+                def done(key, answer) -> None:
+                    answers[key] = answer
+                    nursery.cancel_scope.cancel()  # the first part answered: so does the request
+
+                async def own_part() -> None:
+                    answer = await self.consume_now(own)
+                    if answer is None:
+                        answer = await self.poll(own, self.park(own))  # (no await since the EOF check)
+                    done(None, answer)
+
+                async def their_part(owner: int, sub: ConsumeRequest) -> None:
+                    done(owner, await self._ask(owner, sub))
+
+                if own is not None:
+                    nursery.start_soon(own_part)
+                for owner, sub in theirs.items():
+                    nursery.start_soon(their_part, owner, sub)
+            if own is not None and None not in answers:
+                answers[None] = await self._part_now(own)
+            for owner, sub in theirs.items():
+                if owner not in answers:
+                    answers[owner] = await self._ask(owner, _no_wait(sub))
+            return self._merged(req, answers.values())
+
+        def now() -> ConsumeResponse:  # too many parked on the connection: the timer's answer at once
+            parts = [self.timeout_response(own)] if own is not None else []
+            parts += [ConsumeResponse(req.request_id, [ConsumeTopicResult(t.name, [
+                ConsumePartitionResult(p.partition) for p in t.partitions]) for t in sub.topics])
+                for sub in theirs.values()]
+            return self._merged(req, parts)
+
+        return Park(wait, now)
+
+    async def _part_now(self, own: ConsumeRequest) -> ConsumeResponse:
+        return await self.consume_now(_no_wait(own))
+
+    async def _ask(self, owner: int, sub: ConsumeRequest) -> ConsumeResponse:
+        """Another worker's answer to its part; a system error for its partitions when it does not answer."""
+        try:
+            return await self.forward.request(owner, sub)
+        except Unreachable:
+            return ConsumeResponse(sub.request_id, [ConsumeTopicResult(t.name, [
+                ConsumePartitionResult(p.partition, ConsumeFlags.SYSTEM_ERROR) for p in t.partitions])
+                for t in sub.topics])
+
+    @staticmethod
+    def _merged(req: ConsumeRequest, answers) -> ConsumeResponse:
+        """The parts' answers as one, in the request's order."""
+        found, unknown = {}, {}
+        for answer in answers:
+            for t in answer.topics:
+                if t.unknown:
+                    unknown[t.name] = t
+                for r in t.partitions:
+                    found[(t.name, r.partition)] = r
+        return ConsumeResponse(req.request_id, [
+            unknown[t.name] if t.name in unknown else ConsumeTopicResult(t.name, [
+                found.get((t.name, p.partition)) or ConsumePartitionResult(p.partition, ConsumeFlags.SYSTEM_ERROR)
+                for p in t.partitions])
+            for t in req.topics])
+
     # -- the other requests ------------------------------------------------------------------------------
     async def _discover_partitions(self, req) -> DiscoverPartitionsResponse:
+        await self.known((req.topic, p) for p in req.partitions or (0,))
         topic = self.engine.topics_by_name.get(req.topic)
         if topic is None:
             return DiscoverPartitionsResponse(req.request_id, req.topic, [])
         wanted = range(len(topic.partitions)) if req.partitions is None else req.partitions
         out = []
+        foreign: dict[int, list[int]] = {}  # owner -> indexes in `out` of its partitions
         for p in wanted:
-            if 0 <= p < len(topic.partitions):
-                out.append(PartitionBounds(*self.bounds(topic.partitions[p])))
-            else:
+            if not 0 <= p < len(topic.partitions):
                 out.append(PartitionBounds(UINT64_MAX, UINT64_MAX, 0xFB))
+            elif type(topic.partitions[p]) is ForeignPartition:
+                if self.forward is not None:
+                    foreign.setdefault(topic.partitions[p].owner, []).append(len(out))
+                out.append(PartitionBounds(UINT64_MAX, UINT64_MAX, 0xFB))
+            else:
+                out.append(PartitionBounds(*self.bounds(topic.partitions[p])))
+        for owner, indexes in foreign.items():  # (workers: N) asked of each owner
+            try:
+                answer = await self.forward.request(owner, DiscoverPartitionsRequest(
+                    req.request_id, req.topic, [wanted[i] for i in indexes]))
+            except Unreachable:
+                continue
+            for i, bounds in zip(indexes, answer.partitions):
+                out[i] = bounds
         return DiscoverPartitionsResponse(req.request_id, req.topic, out)
 
     async def _create_topic(self, req) -> CreateTopicResponse:
