@@ -9,10 +9,11 @@ answer is decoded, since a request spanning workers is split by owner and the an
 
 One forwarded request per internal connection at a time (the native protocol has no request ids, and a
 connection per request in flight keeps TANK's out-of-order answers out of the way), so connections are pooled
-per worker: a request takes an idle one or opens one, and gives it back once answered (at most
-`IDLE_PER_WORKER` stay open). A long-poll parks at the owner and holds its connection until answered. A
-connection whose request was cancelled (the client went away, or a split long-poll was answered by another part)
-or failed is closed, never reused: its answer may still be on the way.
+per worker: a request takes an idle one (one the worker closed meanwhile — it was started again — is dropped
+first) or opens one, and gives it back once answered (at most `IDLE_PER_WORKER` stay open). A long-poll parks at
+the owner and holds its connection until answered. A connection whose request was cancelled (the client went
+away, or a split long-poll was answered by another part) or failed is closed, never reused: its answer may still
+be on the way.
 
 When the owner cannot be reached or its connection breaks, `request` raises `Unreachable`: native clients get
 `storage error: worker i did not answer: …`, TANK ones a system error for those partitions; the connection goes on.
@@ -21,6 +22,7 @@ When the owner cannot be reached or its connection breaks, `request` raises `Unr
 from __future__ import annotations
 
 import logging
+import select
 from typing import Any, Callable
 
 import trio
@@ -57,6 +59,12 @@ class _Link:
         self.stream = stream
         self.codec = codec
 
+    def stale(self) -> bool:
+        """An idle connection the worker closed (or that has bytes no request asked for): not to be used."""
+        poller = select.poll()
+        poller.register(self.stream.socket.fileno(), select.POLLIN)
+        return bool(poller.poll(0))  # readable while idle: end of stream, an error, or stray bytes
+
 
 class Forwarder:
     """Relays requests to the worker that owns their partition. `addresses()`: every worker's listener of the
@@ -77,6 +85,9 @@ class Forwarder:
         """`event` answered by worker `worker`; raises `Unreachable`."""
         idle = self._idle.setdefault(worker, [])
         link = idle.pop() if idle else None
+        while link is not None and link.stale():  # the worker closed it meanwhile (e.g. it was started again)
+            await self._close(link)
+            link = idle.pop() if idle else None
         try:
             if link is None:
                 link = await self._connect(worker)

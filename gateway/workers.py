@@ -17,8 +17,9 @@ group coordinator, the controller and the owner of the shared offset store. Ever
   for each to acknowledge and writes the ready file: worker 0's addresses under the usual names ("kafka", "admin",
   "native", "tank"), worker i's as "kafka.i", "admin.i", "native.i" and "tank.i", and the supervisor's pid. SIGTERM
   and SIGINT are passed on to every worker; once they have all stopped, the directory is marked cleanly shut down if
-  each of them exited 0. A worker that dies is not restarted: the supervisor stops the others and exits 1 (2 or 1 as
-  the worker did when it failed while starting: a port in use, a locked directory).
+  each of them exited 0. A worker that dies is started again on its ports, as an unclean start (`MAX_RESTARTS` in
+  `RESTART_WINDOW`; one more death stops the others and the supervisor exits 1); a worker that fails while the
+  gateway starts stops the start (exit 2 or 1 as the worker: a port in use, a locked directory).
 - `WorkerRole` (in each worker, from the environment): its index, the ownership (`share`), the Kafka brokers',
   native and TANK listeners' addresses, the control socket (when it closes — the supervisor died — the worker shuts
   down), and `refresh`: topics other workers created, deleted, grew or reconfigured (on demand, and every
@@ -58,6 +59,11 @@ REFRESH_MIN = 0.05
 _ENV, _ENV_FD = "LOGWAY_WORKER", "LOGWAY_WORKER_FD"
 #: Beyond the shutdown timeout, how long the supervisor waits for workers to close storage before SIGKILL.
 _STOP_GRACE = 60.0
+#: A worker that dies is started again, at most this many times in RESTART_WINDOW seconds (the next death stops the
+#: gateway, exit status 1: something a restart does not fix); the n-th restart in the window waits n - 1 delays.
+MAX_RESTARTS = 3
+RESTART_WINDOW = 60.0
+RESTART_DELAY = 1.0
 
 
 # -- in a worker -------------------------------------------------------------------------------------------------
@@ -225,14 +231,17 @@ class WorkerRole:
 
 # -- the supervisor ----------------------------------------------------------------------------------------------
 
-def worker_overrides(config: Config, index: int) -> list[str]:
+def worker_overrides(config: Config, index: int, ports: dict[str, int] | None = None) -> list[str]:
     """The `--set` flags of worker `index`: each listener's port + index (0 stays 0: the worker picks one and
-    tells), and the advertised Kafka port likewise."""
+    tells) — or, for a worker started again, the ports it had (`ports`: listener name -> port) —, and the advertised
+    Kafka port likewise."""
     out = []
     for name, lc in config.listeners.items():
         if not lc.enabled:
             continue
-        if lc.port:
+        if ports is not None and name in ports:
+            out.append(f"listeners.{name}.port={ports[name]}")
+        elif lc.port:
             out.append(f"listeners.{name}.port={lc.port + index}")
     if config.kafka.advertised_port:
         out.append(f"kafka.advertised_port={config.kafka.advertised_port + index}")
@@ -261,6 +270,8 @@ class _Worker:
         self.listening: dict | None = None
         self.kafka: list | None = None
         self.ready = False
+        self.told = False  # it was sent the other workers' addresses
+        self.ports: dict[str, int] | None = None  # the ports it was told to listen on (a worker started again)
         self.closed = False
         self.stopped = False
         self.reported = False  # its exit was logged
@@ -315,23 +326,28 @@ def supervise(config: Config, argv: list[str], ready_file: str | None) -> int:
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     selector = selectors.DefaultSelector()
     status: int | None = 1
+
+    def spawn(i: int, clean: bool, ports: dict[str, int] | None = None) -> _Worker:
+        ours, theirs = socket.socketpair()
+        env = dict(os.environ, **{_ENV: f"{i}/{count}/{int(clean)}", _ENV_FD: str(theirs.fileno())})
+        cmd = [sys.executable, "-m", "logway.cli", "serve", *argv]
+        for item in worker_overrides(config, i, ports):
+            cmd += ["--set", item]
+        # Its own session: a terminal's ^C reaches the supervisor only, which passes on one SIGTERM (a second
+        # signal could arrive after the worker's gateway stopped listening for signals, and kill it).
+        proc = subprocess.Popen(cmd, env=env, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+        theirs.close()
+        w = _Worker(i, proc, ours)
+        w.ports = ports
+        selector.register(ours, selectors.EVENT_READ, w)
+        return w
+
     try:
-        for i in range(count):
-            ours, theirs = socket.socketpair()
-            env = dict(os.environ, **{_ENV: f"{i}/{count}/{int(engine.clean_start)}", _ENV_FD: str(theirs.fileno())})
-            cmd = [sys.executable, "-m", "logway.cli", "serve", *argv]
-            for item in worker_overrides(config, i):
-                cmd += ["--set", item]
-            # Its own session: a terminal's ^C reaches the supervisor only, which passes on one SIGTERM (a second
-            # signal could arrive after the worker's gateway stopped listening for signals, and kill it).
-            proc = subprocess.Popen(cmd, env=env, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
-                                    start_new_session=True)
-            theirs.close()
-            workers.append(_Worker(i, proc, ours))
-            selector.register(ours, selectors.EVENT_READ, workers[-1])
+        workers.extend(spawn(i, engine.clean_start) for i in range(count))
         log.info("started %d workers (pids %s) over %s", count, ", ".join(str(w.proc.pid) for w in workers),
                  engine.data_dir)
-        status = _run(workers, selector, ready_file, lambda: stopping)
+        status = _run(workers, selector, ready_file, lambda: stopping, spawn)
     finally:
         for w in workers:
             w.stop()
@@ -354,10 +370,15 @@ def supervise(config: Config, argv: list[str], ready_file: str | None) -> int:
 
 
 def _run(workers: list[_Worker], selector: selectors.BaseSelector, ready_file: str | None,
-         stopping: Callable[[], bool]) -> int | None:
-    """Start-up (addresses in, brokers out, acknowledgements, the ready file), then watch the workers. None when
-    asked to stop; the exit status when a worker died (or failed to start)."""
-    started = sent = False
+         stopping: Callable[[], bool], spawn: Callable[..., _Worker]) -> int | None:
+    """Start-up (addresses in, brokers out, acknowledgements, the ready file), then watch the workers: one that dies
+    is started again on its ports (`spawn(index, clean, ports)`), at most `MAX_RESTARTS` times in
+    `RESTART_WINDOW` seconds. None when asked to stop; the exit status when a worker failed to start, or died
+    once too often."""
+    started = False
+    told: dict | None = None  # what every worker is told: the Kafka brokers, the native and TANK listeners
+    restarts: dict[int, list[float]] = {w.index: [] for w in workers}
+    due: dict[int, tuple[float, dict]] = {}  # index -> (when to start it again, its ports)
     while True:
         for key, _ in selector.select(timeout=0.2):
             w = key.data
@@ -368,26 +389,45 @@ def _run(workers: list[_Worker], selector: selectors.BaseSelector, ready_file: s
                     w.ready = True
             if w.closed:
                 selector.unregister(w.control)
-        dead = next((w for w in workers if w.proc.poll() is not None), None)
         if stopping():
             return None
-        if dead is not None:
+        now = time.monotonic()
+        for dead in [w for w in workers if not w.reported and w.proc.poll() is not None]:
             code = dead.proc.returncode
             dead.reported = True
             if not started:
                 log.error("worker %d exited with status %d while starting: stopping the others", dead.index, code)
                 return code if code in (1, 2) else 1
-            log.error("worker %d (pid %d) exited with status %d: stopping the others (workers are not restarted)",
-                      dead.index, dead.proc.pid, code)
-            return 1
-        if not sent and all(w.listening is not None for w in workers):
+            recent = restarts[dead.index] = [t for t in restarts[dead.index] if now - t < RESTART_WINDOW]
+            if len(recent) >= MAX_RESTARTS:
+                log.error("worker %d (pid %d) exited with status %d after %d restarts in %d s: stopping the others",
+                          dead.index, dead.proc.pid, code, len(recent), RESTART_WINDOW)
+                return 1
+            log.error("worker %d (pid %d) exited with status %d: starting it again on its ports (its partitions "
+                      "are unavailable meanwhile)", dead.index, dead.proc.pid, code)
+            if not dead.closed:
+                selector.unregister(dead.control)
+            dead.control.close()
+            # the ports it listened on (or was to listen on, when it died again before telling them)
+            ports = {name: addr[1] for name, addr in dead.listening.items()} if dead.listening else dead.ports
+            due[dead.index] = (now + RESTART_DELAY * len(recent), ports)
+        for index, (when, ports) in list(due.items()):
+            if now >= when:
+                del due[index]
+                restarts[index].append(now)
+                workers[index] = spawn(index, False, ports)
+                log.info("worker %d started again (pid %d)", index, workers[index].proc.pid)
+        if told is None and all(w.listening is not None for w in workers):
             brokers = [w.kafka for w in workers]
             if any(b is None for b in brokers):
                 brokers = []  # no Kafka listener: nothing to route
-            relayed = {name: [w.listening.get(name) for w in workers] for name in ("native", "tank")}
+            told = {"brokers": brokers, **{name: [w.listening.get(name) for w in workers]
+                                           for name in ("native", "tank")}}
+        if told is not None:
             for w in workers:
-                w.send({"brokers": brokers, **relayed})  # each acknowledges with {"ready": true}
-            sent = True
+                if w.listening is not None and not w.told:  # it acknowledges with {"ready": true}
+                    w.send(told)  # (a worker started again is on the same ports: the same addresses)
+                    w.told = True
         if not started and all(w.ready for w in workers):
             started = True
             _write_ready(ready_file, workers)

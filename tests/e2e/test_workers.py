@@ -346,9 +346,50 @@ def test_sigterm_stops_every_worker_cleanly_and_one_process_reads_their_partitio
         assert single.stop() == 0
 
 
-def test_a_dead_worker_stops_the_others_and_the_supervisor_fails(tmp_path):
+def test_a_dead_worker_is_started_again_on_its_ports_with_its_data(tmp_path):
+    """SIGKILL of a worker: the supervisor starts it again on the same ports (clients reconnect to the addresses
+    they know), it recovers its partitions, what was acknowledged is there, and relaying through worker 0 works
+    again; the gateway then stops cleanly."""
+    gw = GatewayProcess(str(tmp_path / "data"), "workers=2", "log_level=ERROR", "listeners.tank.enabled=true")
+    try:
+        name = "r-" + uuid.uuid4().hex[:8]
+        theirs = [Share(2).owner(name, p) for p in range(PARTITIONS)].index(1)
+        with NativeClient(*gw.native) as c:
+            c.create_topic(name, PARTITIONS)
+            assert c.produce(name, theirs, [b"before"]) == [0]
+        old = children(gw.pid)
+        os.kill(old[-1], signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while True:  # worker 1 back on its native port, with its partition
+            try:
+                with NativeClient(*gw.addresses["native.1"], timeout=5) as direct:
+                    got = direct.fetch(name, theirs, 0)
+                break
+            except (OSError, NativeError):
+                assert time.monotonic() < deadline, "worker 1 did not come back"
+                time.sleep(0.2)
+        assert [r.value for r in got.records] == [b"before"]
+        assert len(children(gw.pid)) == 2 and old[-1] not in children(gw.pid)
+        with NativeClient(*gw.native) as c:  # relayed by worker 0 to the new worker 1 (its pooled connection to
+            assert c.produce(name, theirs, [b"after"]) == [1]  # the old one is dropped, not used and failed)
+            assert [r.value for r in c.fetch(name, theirs, 0).records] == [b"before", b"after"]
+        with TankClient(*gw.addresses["tank"]) as t:
+            assert [m.value for m in t.get(name, theirs, 1).messages] == [b"before", b"after"]
+    finally:
+        assert gw.stop() == 0
+
+
+def test_a_worker_that_keeps_dying_stops_the_others_and_the_supervisor_fails(tmp_path):
     gw = GatewayProcess(str(tmp_path / "data"), "workers=2", "log_level=ERROR")
-    workers = children(gw.pid)
-    os.kill(workers[-1], signal.SIGKILL)
+    killed = []
+    deadline = time.monotonic() + 90
+    while gw.proc.poll() is None:
+        assert time.monotonic() < deadline, "the supervisor never gave up"
+        workers = children(gw.pid)
+        if len(workers) == 2 and workers[-1] not in killed:
+            killed.append(workers[-1])
+            os.kill(workers[-1], signal.SIGKILL)
+        time.sleep(0.05)
     assert gw.proc.wait(30) == 1
-    assert not any(alive(pid) for pid in workers)
+    assert len(killed) == 4  # started again 3 times, then given up
+    assert not any(alive(pid) for pid in children(gw.pid) + killed)

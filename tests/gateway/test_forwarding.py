@@ -1,8 +1,8 @@
 """The relays of logway.gateway.forwarding against real sockets on 127.0.0.1: native answers relayed byte for byte,
-internal connections pooled and reused, a cancelled request's connection never reused, an owner that cannot be
-reached or hangs up answered with the native `storage error: worker i did not answer` (the client's connection
-goes on); TANK answers decoded past the owner's greeting Ping, `Unreachable` when the owner is gone. The relaying
-through two real workers is in tests/e2e/test_workers.py."""
+internal connections pooled and reused, an idle one the owner closed dropped before use, a cancelled request's
+connection never reused, an owner that cannot be reached or hangs up answered with the native `storage error:
+worker i did not answer` (the client's connection goes on); TANK answers decoded past the owner's greeting Ping,
+`Unreachable` when the owner is gone. The relaying through two real workers is in tests/e2e/test_workers.py."""
 
 from __future__ import annotations
 
@@ -38,6 +38,7 @@ class Owner:
         self.accepted = 0
         self.release = trio.Event()
         self.hang_up = False
+        self.close_after_answer = False
         self.address = None
 
     async def serve(self, task_status=trio.TASK_STATUS_IGNORED):
@@ -58,6 +59,8 @@ class Owner:
                     await stream.send_all(codec.send(ErrorResponse("offset out of range: parked")))
                 else:
                     await stream.send_all(codec.send(PongResponse()))
+                if self.close_after_answer:  # e.g. the worker is stopped, or killed and started again
+                    return
 
 
 @pytest.mark.trio
@@ -138,3 +141,16 @@ async def test_tank_answers_are_decoded_past_the_greeting_and_a_gone_owner_is_un
     with pytest.raises(Unreachable, match="worker 2 did not answer") as caught:
         await fwd.request(2, StatusRequest(7))
     assert caught.value.worker == 2 and fwd.failed == 1
+
+
+@pytest.mark.trio
+async def test_an_idle_connection_the_owner_closed_is_dropped_not_used(nursery):
+    owner = Owner()
+    await nursery.start(owner.serve)
+    fwd = NativeForwarder(lambda: [None, owner.address], max_frame=1 << 20)
+    owner.close_after_answer = True
+    assert await fwd.call(1, PingRequest()) == RelayedResponse(b'{"Pong":{}}', 0)
+    await trio.sleep(0.05)  # the owner's close reaches the idle connection
+    owner.close_after_answer = False
+    assert await fwd.call(1, PingRequest()) == RelayedResponse(b'{"Pong":{}}', 0)  # on a new connection
+    assert owner.accepted == 2 and fwd.failed == 0
