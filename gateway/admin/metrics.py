@@ -156,6 +156,7 @@ class GatewayCollector(Collector):
                                   value=cache.hits if cache is not None else 0)
         yield CounterMetricFamily("logway_transcoded_reads", "Reads in another format than the stored one that "
                                   "decoded and encoded their slice", value=cache.misses if cache is not None else 0)
+        yield from self._relays(gw)
         yield from self._durability(gw.committer.stats)
         partitions = m.live_partitions()
         yield from self._partitions(m, partitions)
@@ -165,6 +166,21 @@ class GatewayCollector(Collector):
                                 "while starting or shutting down", value=1 if gw.ready else 0)
         yield GaugeMetricFamily("logway_start_time_seconds", "When this gateway started (Unix time)",
                                 value=m.start_time)
+
+    @staticmethod
+    def _relays(gw) -> Iterator[Metric]:
+        """(workers: N) Requests this worker relayed to the partition's owner, and those the owner did not answer."""
+        relayed = CounterMetricFamily("logway_relayed_requests", "Requests (or parts of one) relayed to the worker "
+                                      "that owns their partition (workers: N)", labels=["protocol"])
+        failed = CounterMetricFamily("logway_relay_failures", "Relayed requests the owning worker did not answer "
+                                     "(answered with an error)", labels=["protocol"])
+        for name, protocol in gw.protocols.items():
+            forward = getattr(getattr(protocol, "handler", None), "forward", None)
+            if forward is not None:
+                relayed.add_metric([name], forward.relayed)
+                failed.add_metric([name], forward.failed)
+        yield relayed
+        yield failed
 
     # -- traffic -------------------------------------------------------------------------------------------------
     @staticmethod

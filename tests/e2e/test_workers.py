@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+import urllib.request
 import uuid
 
 import pytest
@@ -375,6 +376,12 @@ def test_a_dead_worker_is_started_again_on_its_ports_with_its_data(tmp_path):
             assert [r.value for r in c.fetch(name, theirs, 0).records] == [b"before", b"after"]
         with TankClient(*gw.addresses["tank"]) as t:
             assert [m.value for m in t.get(name, theirs, 1).messages] == [b"before", b"after"]
+        metrics = urllib.request.urlopen("http://%s:%d/metrics" % tuple(gw.addresses["admin"]), timeout=10).read()
+        relays = {line.split(" ")[0]: float(line.split(" ")[1]) for line in metrics.decode().splitlines()
+                  if line.startswith("logway_relay")}
+        assert relays['logway_relayed_requests_total{protocol="native"}'] >= 3  # worker 0's: relayed to worker 1
+        assert relays['logway_relayed_requests_total{protocol="tank"}'] >= 1
+        assert relays['logway_relay_failures_total{protocol="native"}'] == 0  # the stale connection was not used
     finally:
         assert gw.stop() == 0
 
