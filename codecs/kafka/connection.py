@@ -55,8 +55,8 @@ from .api import api_versions
 from .api.headers import REQUEST_HEADER_PREFIX_SIZE, REQUEST_HEADER_V1, REQUEST_HEADER_V2, RequestHeader
 from .api.registry import SUPPORTED, api_versions_response, is_flexible, request_schema, response_schema
 from .error_codes import ErrorCode
-from .primitives import (EMPTY_TAGGED_FIELDS, FrameReader, FrameWriter, NullableString, TaggedFields, build_chunks,
-                         build_into, parse_from)
+from .primitives import (EMPTY_TAGGED_FIELDS, FrameReader, FrameWriter, NullableString, TaggedFields, build_bytes,
+                         build_chunks, build_into, parse_from)
 
 __all__ = [
     "NEED_DATA",
@@ -67,6 +67,8 @@ __all__ = [
     "KafkaRequest",
     "KafkaResponse",
     "SaslToken",
+    "EncodedBody",
+    "encode_body",
     "KafkaServerConnection",
     "KafkaClientConnection",
 ]
@@ -158,6 +160,28 @@ def _response_header_v1(api_key: int, api_version: int) -> bool:
 
 # ------------------------------------------------------------------------------------------- encoding
 
+@dataclass(frozen=True, slots=True)
+class EncodedBody:
+    """A response body already encoded for one (API key, version) by `encode_body`: an answer that never changes,
+    built once and sent as it is after each response's header. `error_code` is the body's (what a server counts)."""
+
+    api_key: int
+    api_version: int
+    data: bytes
+    error_code: int = 0
+
+
+def encode_body(api_key: int, api_version: int, body: Any) -> EncodedBody:
+    """`body` (no deferred records) encoded once, to answer requests of that key and version with again and again.
+    Raises LocalProtocolError when it cannot be encoded."""
+    try:
+        data = build_bytes(response_schema(api_key, api_version), body)
+    except (KeyError, c.ConstructError, TypeError, ValueError, AttributeError) as exc:
+        raise LocalProtocolError(f"cannot encode {type(body).__name__} for API {api_key} v{api_version}: "
+                                 f"{exc}") from exc
+    return EncodedBody(api_key, api_version, data, getattr(body, "error_code", 0) or 0)
+
+
 def _frame_response(correlation_id: int, api_key: int, api_version: int, unsupported_version: bool,
                     body: Any, versions: Mapping[int, tuple[int, int]] = SUPPORTED) -> list[Any]:
     """Frame `body` as the answer to a request (key, version, unsupported_version): [bytes | deferred, ...].
@@ -168,6 +192,12 @@ def _frame_response(correlation_id: int, api_key: int, api_version: int, unsuppo
     UNSUPPORTED_VERSION and the key list (`body` may be None; its `api_keys`, when non-empty, are kept; else
     `versions` are listed).
     """
+    if type(body) is EncodedBody and not unsupported_version:
+        if (body.api_key, body.api_version) != (api_key, api_version):
+            raise LocalProtocolError(f"a body encoded for API {body.api_key} v{body.api_version} cannot answer API "
+                                     f"{api_key} v{api_version}")
+        header = _I32.pack(correlation_id) + (EMPTY_TAGGED_FIELDS if _response_header_v1(api_key, api_version) else b"")
+        return [_I32.pack(len(header) + len(body.data)) + header + body.data]
     if unsupported_version:
         keys = getattr(body, "api_keys", None) or api_versions_response(versions=versions).api_keys
         body = api_versions.ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=keys)

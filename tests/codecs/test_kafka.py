@@ -37,7 +37,8 @@ from logway.codecs.kafka import primitives as prim
 from logway.codecs.kafka.api import registry
 from logway.codecs.kafka.api.registry import SUPPORTED, request_schema, response_schema
 from logway.codecs.kafka.connection import (CLOSED, MAX_REQUEST_BYTES, NEED_DATA, KafkaClientConnection,
-                                            KafkaRequest, KafkaResponse, KafkaServerConnection, SaslToken)
+                                            KafkaRequest, KafkaResponse, KafkaServerConnection, SaslToken,
+                                            encode_body)
 from logway.codecs.kafka.error_codes import ErrorCode
 
 WIRE = Path(__file__).resolve().parent.parent.parent / "fixtures" / "kafka" / "wire"
@@ -482,6 +483,22 @@ def test_api_versions_supported_versions_answer_in_their_own_layout(version):
     frame = answer(18, version, registry.api_versions_response(throttle_time_ms=5))
     expected = 4 + 4 + 2 + 4 + 6 * len(SUPPORTED) + (4 if version >= 1 else 0)
     assert len(frame) == expected
+
+
+@pytest.mark.parametrize("key,version", [(18, 1), (18, 2), (3, 8), (9, 5), (60, 1), (44, 1)])
+def test_an_encoded_body_answers_byte_for_byte_as_the_body_itself(key, version):
+    """`encode_body` builds an unchanging answer once (e.g. ApiVersions); framed after each request's header (v0,
+    or v1 for flexible versions: 60 and 44 here) it is the same bytes as the body built for that request."""
+    body = sample_response(key, version)
+    encoded = encode_body(key, version, body)
+    for cid in (1, 77):
+        assert answer(key, version, encoded, cid=cid) == answer(key, version, body, cid=cid)
+    _, response = exchange(key, version, sample_request(key, version), encoded)
+    assert response.body == body
+    with pytest.raises(LocalProtocolError, match=f"encoded for API {key} v{version} cannot answer"):
+        answer(key, version - 1, encoded)
+    with pytest.raises(LocalProtocolError, match="cannot encode"):
+        encode_body(key, 99, body)
 
 
 @pytest.mark.parametrize("version", [1, 2])

@@ -16,6 +16,7 @@ from logway.codecs.kafka.api import admin as A
 from logway.codecs.kafka.api import api_versions as V
 from logway.codecs.kafka.api import cluster as K
 from logway.codecs.kafka.api import metadata as M
+from logway.codecs.kafka.connection import EncodedBody, encode_body
 from logway.codecs.kafka.error_codes import ErrorCode as E
 from logway.storage import InvalidPartitions, TopicExists, UnknownTopic, validate_topic_name
 
@@ -32,11 +33,22 @@ INVALID_LOW_WATERMARK = -1
 OPERATIONS_UNKNOWN = -2147483648
 
 
+#: The ApiVersions answer by request version, encoded once: it never changes (every client asks on every connection).
+_API_VERSIONS: dict[int, EncodedBody] = {}
+
+
 async def api_versions(broker: "KafkaBroker", body, version, conn):
+    answer = _API_VERSIONS.get(version)
+    if answer is not None:
+        return answer
     from .broker import SERVED  # here, not at the top: broker imports this module
 
     keys = [V.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(SERVED.items())]
-    return V.ApiVersionsResponse(error_code=E.NONE, api_keys=keys, throttle_time_ms=0)
+    response = V.ApiVersionsResponse(error_code=E.NONE, api_keys=keys, throttle_time_ms=0)
+    if version not in V.RESPONSE_SCHEMAS:  # an unsupported version: the codec answers in the v0 layout with these keys
+        return response
+    answer = _API_VERSIONS[version] = encode_body(V.API_KEY, version, response)
+    return answer
 
 
 async def metadata(broker: "KafkaBroker", body, version, conn):
