@@ -403,6 +403,9 @@ class PartitionLog:
         """(last stable offset, high watermark) of one instant. Read apart, the two can straddle a transaction's
         end and the sync that makes its marker visible (with `reads_need_sync`), e.g. an LSO already past a
         transaction that just ended with a high watermark read after the marker became visible."""
+        if not self.txns.has_open:  # the usual case, without the lock: only appends, in the caller's thread (the
+            hw = self.high_watermark  # event loop's), open transactions; worker threads only end them
+            return max(hw, self.log_start_offset), hw
         with self.lock:  # transactions end in worker threads: no end, append or sync half seen
             hw = self.high_watermark
             return max(self.txns.last_stable_offset(hw), self.log_start_offset), hw

@@ -194,6 +194,11 @@ class TxnIndex:
         return out
 
     @property
+    def has_open(self) -> bool:
+        """Is a transaction open in this partition?"""
+        return bool(self._open)
+
+    @property
     def has_aborted(self) -> bool:
         return bool(self._aborted)
 
