@@ -241,6 +241,32 @@ def _values(part, seq=1):
     return [bytes(r.value) for r in decode_chunk(part.chunk, part.base_seqnum, min_seq=seq).records]
 
 
+def test_native_group_admin_sees_every_workers_partitions(gw):
+    """Worker 0 keeps the committed offsets; the log bounds of worker 1's partitions, which a group description
+    and a reset need, are asked of worker 1. A reset to a timestamp there is refused, not guessed."""
+    name, group = "g-" + uuid.uuid4().hex[:8], "ga-" + uuid.uuid4().hex[:6]
+    theirs = [Share(2).owner(name, p) for p in range(PARTITIONS)].index(1)
+    with NativeClient(*gw.native) as c:
+        c.create_topic(name, PARTITIONS)
+        for p in range(PARTITIONS):
+            c.produce(name, p, [b"x"] * (p + 1))  # log ends 1, 2, 3, 4
+            assert c.commit(name, p, group, 0)
+        described = c.describe_group(group)
+        assert [(x.partition, x.committed_offset, x.log_end_offset) for x in described.partitions] == [
+            (p, 0, p + 1) for p in range(PARTITIONS)]
+        latest = c.reset_group_offsets(group, "latest")
+        assert [(o.partition, o.previous_offset, o.offset) for o in latest.offsets] == [
+            (p, 0, p + 1) for p in range(PARTITIONS)]
+        assert [c.committed(name, p, group) for p in range(PARTITIONS)] == [p + 1 for p in range(PARTITIONS)]
+        assert c.delete_records(name, theirs, 1) == 1
+        earliest = c.reset_group_offsets(group, "earliest", validate_only=True)
+        assert [o.offset for o in earliest.offsets] == [int(p == theirs) for p in range(PARTITIONS)]
+        moved = c.reset_group_offsets(group, "offset", 99, topics=[(name, [theirs])])
+        assert [(o.partition, o.offset) for o in moved.offsets] == [(theirs, theirs + 1)]  # into its range
+        with pytest.raises(NativeError, match="a reset to a timestamp is not relayed"):
+            c.reset_group_offsets(group, "timestamp", 0)
+
+
 def test_tank_requests_spanning_workers_are_split_relayed_and_merged(gw):
     """TANK clients talk to worker 0: a Produce or Consume naming both workers' partitions is split by owner and the
     answers merged; a long-poll over both parks at both and is answered by the first append, wherever it lands;

@@ -9,6 +9,11 @@ read at request time through `kafka_coordinator()`; None when the Kafka listener
 "Empty"). Only the coordinator's read-only `list_groups` / `describe_groups` are used. A reset checks the group's
 state and commits in one step of the trio thread, so no member can join between the check and the commit (the
 same guarantee Kafka gives: its coordinator refuses a member-less OffsetCommit for a non-Empty group).
+
+With `workers: N` (on worker 0, where the offsets live), the bounds of another worker's partitions — the log end a
+description shows, the earliest/latest a reset moves to — are asked of their owner (a DescribeTopic through
+`forward`, one per topic and owner: no transactions with N > 1, so its end is the last stable offset); a reset to a
+timestamp on another worker's partition is refused (the search reads the owner's segments).
 """
 
 from __future__ import annotations
@@ -17,16 +22,19 @@ import struct
 from collections.abc import Callable
 
 from logway.codecs.native import events as nev
+from logway.storage.engine import ForeignPartition
 
 #: Kafka group states in which the offsets may be reset (kafka-consumer-groups: "the group must be inactive").
 INACTIVE = ("Empty", "Dead")
 
 
 class GroupAdmin:
-    def __init__(self, steps, kafka_coordinator: Callable[[], object | None] = lambda: None) -> None:
+    def __init__(self, steps, kafka_coordinator: Callable[[], object | None] = lambda: None, forward=None) -> None:
+        """`forward`: a `NativeForwarder` (worker 0 of several), or None."""
         self.steps = steps
         self.engine = steps.engine
         self.kafka_coordinator = kafka_coordinator
+        self.forward = forward
 
     # -- membership, from the Kafka coordinator when there is one --------------------------------------------
     def _descriptions(self, group_ids: list[str]) -> dict[str, object]:
@@ -62,10 +70,12 @@ class GroupAdmin:
             members.append(nev.GroupMember(m.member_id, m.client_id, m.client_host, assigned))
             keys.update(assigned)
         partitions = []
+        foreign = await self._foreign_bounds(keys)
         for topic, partition in sorted(keys):
             c = committed.get((topic, partition))
-            partitions.append(nev.GroupPartition(topic, partition, None if c is None else c.offset,
-                                                 self._log_end(topic, partition), "" if c is None else c.metadata))
+            end = foreign[(topic, partition)][1] if (topic, partition) in foreign else self._log_end(topic, partition)
+            partitions.append(nev.GroupPartition(topic, partition, None if c is None else c.offset, end,
+                                                 "" if c is None else c.metadata))
         return nev.DescribeGroupResponse(ev.group_id, "Empty" if d is None else d.state,
                                          "" if d is None else d.protocol_type, members, partitions)
 
@@ -77,8 +87,17 @@ class GroupAdmin:
         targets = self._targets(ev, committed)
         if isinstance(targets, nev.ErrorResponse):
             return targets
+        foreign = await self._foreign_bounds(targets)
+        if ev.to == "timestamp" and foreign:
+            (topic, partition), _ = next(iter(foreign.items()))
+            return nev.ErrorResponse(f"invalid request: partition {partition} of topic {topic!r} is served by another "
+                                     f"worker: a reset to a timestamp is not relayed (reset to an offset instead)")
+        missing = [key for key in targets if self._is_foreign(*key) and key not in foreign]
+        if missing:
+            return nev.ErrorResponse(f"storage error: the worker serving partition {missing[0][1]} of topic "
+                                     f"{missing[0][0]!r} did not answer")
         # the positions (a timestamp search reads segment files: a worker thread)
-        plan = await self.steps.in_thread(self._plan, ev, targets)
+        plan = await self.steps.in_thread(self._plan, ev, targets, foreign)
         offsets = [nev.GroupOffsetReset(t, p, None if committed.get((t, p)) is None else committed[(t, p)].offset,
                                         new) for (t, p), new in zip(targets, plan)]
         if ev.validate_only:
@@ -103,9 +122,31 @@ class GroupAdmin:
 
     def _log_end(self, topic: str, partition: int) -> int | None:
         t = self.engine.topics_by_name.get(topic)
-        if t is None or partition >= len(t.partitions):
-            return None
+        if t is None or partition >= len(t.partitions) or type(t.partitions[partition]) is ForeignPartition:
+            return None  # (another worker's partition whose owner did not answer)
         return t.partitions[partition].last_stable_offset
+
+    def _is_foreign(self, topic: str, partition: int) -> bool:
+        t = self.engine.topics_by_name.get(topic)
+        return t is not None and partition < len(t.partitions) and type(t.partitions[partition]) is ForeignPartition
+
+    async def _foreign_bounds(self, keys) -> dict[tuple[str, int], tuple[int, int]]:
+        """(log start, log end) of the other workers' partitions among `keys`, asked of their owners (one
+        DescribeTopic per topic and owner); a partition whose owner does not answer is left out."""
+        if self.forward is None:
+            return {}
+        asks: dict[tuple[int, str], set[int]] = {}
+        for topic, partition in keys:
+            if self._is_foreign(topic, partition):
+                owner = self.engine.topics_by_name[topic].partitions[partition].owner
+                asks.setdefault((owner, topic), set()).add(partition)
+        out = {}
+        for (owner, topic), wanted in sorted(asks.items()):
+            answer = await self.forward.call_decoded(owner, nev.DescribeTopicRequest(topic))
+            if type(answer) is nev.DescribeTopicResponse:
+                out.update({(topic, s.partition): (s.log_start_offset, s.log_end_offset) for s in answer.partitions
+                            if s.partition in wanted})
+        return out
 
     def _targets(self, ev: nev.ResetGroupOffsetsRequest, committed) -> list[tuple[str, int]] | nev.ErrorResponse:
         """The (topic, partition) pairs to reset, in order; an error for an unknown topic or partition."""
@@ -128,9 +169,14 @@ class GroupAdmin:
                 pairs[(name, p)] = None
         return list(pairs)
 
-    def _plan(self, ev: nev.ResetGroupOffsetsRequest, targets: list[tuple[str, int]]) -> list[int]:
+    def _plan(self, ev: nev.ResetGroupOffsetsRequest, targets: list[tuple[str, int]], foreign: dict) -> list[int]:
         out = []
         for topic, partition in targets:
+            if (topic, partition) in foreign:  # another worker's (never to a timestamp: refused before)
+                earliest, latest = foreign[(topic, partition)]
+                out.append(earliest if ev.to == "earliest" else latest if ev.to == "latest"
+                           else min(max(ev.value, earliest), latest))
+                continue
             plog = self.engine.partition(topic, partition)
             earliest, latest = plog.log_start_offset, plog.last_stable_offset
             if ev.to == "earliest":

@@ -67,7 +67,7 @@ class NativeHandler:
         self.look_up = look_up
         self.engine = steps.engine
         self.limits = config.limits
-        self.groups = GroupAdmin(steps, kafka_coordinator)
+        self.groups = GroupAdmin(steps, kafka_coordinator, forward)
         self._handlers = {
             nev.ProduceRequest: self._produce,
             nev.FetchRequest: self._fetch,
