@@ -135,12 +135,6 @@ class Forwarder:
         with trio.CancelScope(shield=True):
             await link.stream.aclose()
 
-    async def aclose(self) -> None:
-        """Close every idle connection (the gateway is stopping)."""
-        for links in self._idle.values():
-            while links:
-                await self._close(links.pop())
-
 
 class NativeForwarder(Forwarder):
     """Native requests, their answers relayed as bytes (`call`) or decoded (`call_decoded`, for answers merged)."""

@@ -185,6 +185,14 @@ class WorkerRole:
             return
         self._topics_gone(gone)
 
+    async def look_up_unknown(self, engine: LogEngine, names) -> None:
+        """`look_up` the topics of `names` — the (topic, partition) pairs a request names, partition None for a topic
+        alone — that this worker does not know, or not that partition of."""
+        topics = engine.topics_by_name
+        unknown = {t for t, p in names if t not in topics or p is not None and not 0 <= p < len(topics[t].partitions)}
+        if unknown:
+            await self.look_up(engine, unknown)
+
     async def refresh(self, engine: LogEngine, max_age: float = REFRESH_MIN) -> None:
         """Catch up with other workers' topic changes (`LogEngine.refresh`, in a thread), unless that was done less
         than `max_age` seconds ago; concurrent callers share one refresh."""

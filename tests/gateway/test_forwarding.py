@@ -79,7 +79,6 @@ async def test_answers_are_relayed_as_they_are_and_connections_reused(nursery):
     assert owner.accepted == 2
     await fwd.call(1, PingRequest())
     assert owner.accepted == 2
-    await fwd.aclose()
 
 
 @pytest.mark.trio

@@ -147,7 +147,7 @@ class KafkaCluster:
         if key in NOT_COORDINATOR and self.node_id != COORDINATOR:
             return NOT_COORDINATOR[key](body)
         if key == O.OFFSET_COMMIT_KEY:  # a topic another worker created a moment ago?
-            await self._catch_up(broker.engine, [t.name for t in body.topics])
+            await self.role.look_up_unknown(broker.engine, [(t.name, None) for t in body.topics])
         if key == A.DELETE_TOPICS_KEY and self.node_id != CONTROLLER:
             return A.DeleteTopicsResponse(throttle_time_ms=0, responses=[
                 A.DeletableTopicResult(name=name, error_code=E.NOT_CONTROLLER) for name in body.topic_names])
@@ -159,7 +159,7 @@ class KafkaCluster:
             return A.InitProducerIdResponse(throttle_time_ms=0, error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                                             producer_id=-1, producer_epoch=-1)
         if key == M.API_KEY:
-            await self._catch_up(broker.engine, [t.name for t in body.topics or ()])
+            await self.role.look_up_unknown(broker.engine, [(t.name, None) for t in body.topics or ()])
             await self.role.refresh(broker.engine)
             return self._metadata(broker, await handlers[key](broker, body, version, conn))
         if key == G.FIND_COORDINATOR_KEY:
@@ -190,10 +190,9 @@ class KafkaCluster:
         body = request.body
         engine = broker.engine
         topics = getattr(body, api.topics)
-        unknown = [getattr(t, api.name) for t in topics for p in getattr(t, api.parts)
-                   if not self._known(engine, getattr(t, api.name), getattr(p, api.index))]
-        if unknown:  # created or grown by another worker a moment ago?
-            await self.role.look_up(engine, set(unknown))
+        # created or grown by another worker a moment ago?
+        await self.role.look_up_unknown(engine, [(getattr(t, api.name), getattr(p, api.index))
+                                                 for t in topics for p in getattr(t, api.parts)])
         ours, theirs = [], set()
         for t in topics:
             name = getattr(t, api.name)
@@ -238,12 +237,6 @@ class KafkaCluster:
             out.append(api.topic_cls(**{api.r_name: name, api.r_parts: parts}))
         setattr(response, api.r_topics, out)
         return response
-
-    async def _catch_up(self, engine, names) -> None:
-        """Look for the named topics this worker does not know (another worker may have just created them)."""
-        unknown = {name for name in names if name not in engine.topics_by_name}
-        if unknown:
-            await self.role.look_up(engine, unknown)
 
     @staticmethod
     def _known(engine, topic: str, partition: int) -> bool:

@@ -43,7 +43,7 @@ class NativeProtocol(Protocol):
         worker = gateway.worker
         forward = (NativeForwarder(lambda: worker.natives, self.config.limits.max_frame_bytes)
                    if worker is not None and worker.index == 0 and worker.count > 1 else None)
-        look_up = None if worker is None else (lambda names: worker.look_up(gateway.engine, names))
+        look_up = None if worker is None else (lambda names: worker.look_up_unknown(gateway.engine, names))
         # The Kafka group coordinator, looked up per request (protocols are all made before any listener starts):
         # membership for the group admin requests, None without a Kafka listener.
         self.handler = NativeHandler(self.steps, self.config, lambda: getattr(gateway.protocols.get("kafka"),

@@ -61,7 +61,8 @@ class NativeHandler:
         """`kafka_coordinator()`: the Kafka protocol's group coordinator, or None (membership for the group
         requests, see `groups.py`). With `workers: N`: `forward`, a `NativeForwarder` (worker 0), or None — a
         request for another worker's partition is then answered with the error naming that worker; `look_up(names)`
-        reads topics another worker may have just created or grown, before a request naming one is refused."""
+        reads the topics of the (topic, partition) pairs another worker may have just created or grown, before a
+        request naming one is answered."""
         self.steps = steps
         self.forward = forward
         self.look_up = look_up
@@ -94,11 +95,10 @@ class NativeHandler:
         handler = self._handlers.get(type(event))
         if handler is None:
             return nev.ErrorResponse(f"unsupported request: {type(event).__name__}")
+        if self.look_up is not None and hasattr(event, "topic"):
+            # (workers: N) a topic another worker created or grew a moment ago is read before the request
+            await self.look_up([(event.topic, getattr(event, "partition", None))])
         reply = await self._answer(event, handler, event)
-        if (self.look_up is not None and type(reply) is nev.ErrorResponse and reply.message.startswith(
-                ("partition not found", "topic not found")) and getattr(event, "topic", None)):
-            await self.look_up([event.topic])  # (workers: N) created or grown by another worker a moment ago?
-            reply = await self._answer(event, handler, event)
         if type(reply) is Park:
             return Park(partial(self._answer, event, reply.wait))
         return reply
@@ -201,8 +201,8 @@ class NativeHandler:
             parts = [nev.PartitionSummary(p.partition, p.log_start_offset, p.high_watermark, p.size_bytes,
                                           len(p.segments)) for p in topic.partitions]
         if self.forward is not None:  # (workers: N) the partitions of the others, from each of them
-            owners = {q.owner for q in map(topic.partitions.__getitem__, range(len(topic.partitions)))
-                      if type(q) is ForeignPartition}
+            everyone = (topic.partitions[i] for i in range(len(topic.partitions)))  # (iterating: its own only)
+            owners = {q.owner for q in everyone if type(q) is ForeignPartition}
             for worker in sorted(owners):
                 answer = await self.forward.call_decoded(worker, ev)
                 if type(answer) is not nev.DescribeTopicResponse:

@@ -36,7 +36,7 @@ class TankProtocol(Protocol):
         # With workers: N, worker 0 relays what the others own (`forwarding.py`).
         forward = (TankForwarder(lambda: worker.tanks)
                    if worker is not None and worker.index == 0 and worker.count > 1 else None)
-        look_up = None if worker is None else (lambda names: worker.look_up(gateway.engine, names))
+        look_up = None if worker is None else (lambda names: worker.look_up_unknown(gateway.engine, names))
         self.handler = TankHandler(self.steps, forward, look_up)
 
     def codec(self) -> TankServerConnection:

@@ -75,8 +75,9 @@ def normalised_expiry(now_s: float, max_wait_ms: int) -> float:
 
 class TankHandler:
     def __init__(self, steps: Steps, forward=None, look_up=None) -> None:
-        """With `workers: N`: `forward`, a `TankForwarder` (worker 0), or None; `look_up(names)` reads topics another
-        worker may have just created or grown, before a request naming one is answered."""
+        """With `workers: N`: `forward`, a `TankForwarder` (worker 0), or None; `look_up(names)` reads the topics of
+        the (topic, partition) pairs another worker may have just created or grown, before a request naming one is
+        answered."""
         self.steps = steps
         self.forward = forward
         self.look_up = look_up
@@ -94,12 +95,8 @@ class TankHandler:
 
     async def known(self, names) -> None:
         """(workers: N) Look up the (topic, partition)s a request names that this worker does not know."""
-        if self.look_up is None:
-            return
-        topics = self.engine.topics_by_name
-        unknown = {t for t, p in names if t not in topics or not 0 <= p < len(topics[t].partitions)}
-        if unknown:
-            await self.look_up(sorted(unknown))
+        if self.look_up is not None:
+            await self.look_up(names)
 
     # -- positions ---------------------------------------------------------------------------------------
     @staticmethod
