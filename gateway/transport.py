@@ -130,6 +130,8 @@ class SocketTransport(StreamTransport):
     def send_now(self, pieces):
         """Write what the socket takes now; None when everything went out, else what is left (bytes and file
         slices, to pass to `send_now` or `send` again). Counts the bytes written."""
+        if type(pieces) is bytes:  # most answers: one frame, one write
+            return self._writev([pieces]) or None
         if isinstance(pieces, _BYTES):
             pieces = [pieces]
         buffers: list = []  # bytes-likes to writev; a large file range flushes them and goes with sendfile
@@ -164,6 +166,8 @@ class SocketTransport(StreamTransport):
             except _GONE as exc:
                 raise trio.BrokenResourceError(f"the peer went away: {exc}") from exc
             self.stats.bytes_out += sent
+            if len(buffers) <= _IOV_MAX and sent == sum(map(len, buffers)):
+                return []  # the usual case: the socket took everything
             while buffers and sent >= len(buffers[0]):
                 sent -= len(buffers[0])
                 buffers = buffers[1:]

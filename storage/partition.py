@@ -178,7 +178,9 @@ class PartitionLog:
         segments = []
         for i, base in enumerate(bases):
             last = i == len(bases) - 1
-            created = now if not last else int(os.path.getmtime(os.path.join(self.directory, segment_name(base) + ".log")) * 1000)
+            created = now
+            if last:
+                created = int(os.path.getmtime(os.path.join(self.directory, segment_name(base) + ".log")) * 1000)
             seg = Segment(self.directory, base, self.fmt, active=last, index_interval=self.config.index_interval_bytes,
                           created_ms=created)
             segments.append(seg)
@@ -404,8 +406,13 @@ class PartitionLog:
         end and the sync that makes its marker visible (with `reads_need_sync`), e.g. an LSO already past a
         transaction that just ended with a high watermark read after the marker became visible."""
         if not self.txns.has_open:  # the usual case, without the lock: only appends, in the caller's thread (the
-            hw = self.high_watermark  # event loop's), open transactions; worker threads only end them
-            return max(hw, self.log_start_offset), hw
+            # event loop's), open transactions; worker threads only end them. `high_watermark` and
+            # `log_start_offset` written out: every read and every parked poll's check asks this.
+            hw = self._durable[0] if self.reads_need_sync else self.segments[-1].next_offset
+            start = self.segments[0].base_offset
+            if start < self._log_start:
+                start = self._log_start
+            return (hw if hw > start else start), hw
         with self.lock:  # transactions end in worker threads: no end, append or sync half seen
             hw = self.high_watermark
             return max(self.txns.last_stable_offset(hw), self.log_start_offset), hw
@@ -486,13 +493,19 @@ class PartitionLog:
         crosses a segment boundary nor the high watermark, nor `until` (e.g. the last stable offset: a batch
         start). None at or past the high watermark (up to the log end: appended, not yet visible) or `until`.
         OffsetOutOfRange below the log start or past the log end (the error carries the high watermark as the
-        end a client may know).
+        end a client may know). A tailing reader (`offset` in the last batch appended, which ends at the visible
+        end) gets that batch from the segment's memory of it, without a lookup.
         """
         segments, end_offset, last, last_size = self._visible()
         if until is not None and until < end_offset:
             if offset >= until:
                 return None if offset <= end_offset else self.read(offset, max_bytes)  # (the same error)
             return self._read_until(offset, max_bytes, until)
+        tail = last.last_batch if last is not None else None
+        if (tail is not None and tail[1] <= offset <= tail[3] and tail[0] + tail[2] == last_size
+                and offset >= self._log_start):
+            # A tailing reader: the batch holding `offset` is the last appended and ends at the visible end.
+            return ReadSlice(last, tail[0], tail[2], tail[1], end_offset, tail[4])
         start = max(segments[0].base_offset, self._log_start)
         if offset < start or offset > max(end_offset, self.log_end_offset):
             raise OffsetOutOfRange(f"offset {offset} is outside [{start}, {end_offset}]",
@@ -734,7 +747,8 @@ class PartitionLog:
             keep_from = 0
             for seg in segments[:-1]:
                 expired = cfg.retention_ms >= 0 and now_ms - self._segment_time(seg) > cfg.retention_ms
-                oversize = cfg.retention_bytes >= 0 and total - seg.size >= cfg.retention_bytes and total > cfg.retention_bytes
+                oversize = (cfg.retention_bytes >= 0 and total - seg.size >= cfg.retention_bytes
+                            and total > cfg.retention_bytes)
                 if not (expired or oversize):
                     break
                 total -= seg.size

@@ -106,7 +106,8 @@ def _parse_produce(r: Reader, with_seqnum: bool) -> ProduceRequest:
     view, buf = r.view, r.buf
     for _ in range(topics_cnt):
         topic, partitions_cnt = PRODUCE_TOPIC.values(r)
-        r.count(partitions_cnt, min_part, f"partitions of {topic!r}")
+        if partitions_cnt * min_part > r.end - r.pos:  # (the labels are formatted only for the error)
+            r.count(partitions_cnt, min_part, f"partitions of {topic!r}")  # raises
         for _ in range(partitions_cnt):
             pos = r.pos
             if r.end - pos < partition_size:
@@ -115,7 +116,11 @@ def _parse_produce(r: Reader, with_seqnum: bool) -> ProduceRequest:
             start = r.pos = pos + partition_size
             bundle_len = r.varint("bundle_len")
             base = BASE_SEQNUM.values(r)[0] if with_seqnum else None
-            bundle = r.take(bundle_len, f"bundle of {topic}/{partition}")
+            pos = r.pos
+            if r.end - pos < bundle_len:
+                r.need(bundle_len, f"bundle of {topic}/{partition}")  # raises
+            r.pos = pos + bundle_len
+            bundle = view[pos:r.pos]
             entry = None if with_seqnum else view[start:r.pos]
             append(ProduceEntry(topic, partition, bundle, base, entry))
     return ProduceRequest(request_id, entries, with_seqnum, client_version, client_id, required_acks, ack_timeout)
@@ -136,6 +141,8 @@ _PARSERS: dict[int, Callable[[Reader], Any]] = {
     MsgType.DISCOVER_TOPOLOGY: DISCOVER_TOPOLOGY_REQUEST.parse,
 }
 REQUEST_TYPES = frozenset(_PARSERS)
+#: The names errors give each request type (looked up once here, not through the enum for every request).
+_NAMES = {t: MsgType(t).name for t in _PARSERS}
 
 
 def parse_request(msg_type: int, payload: bytes) -> Any:
@@ -143,7 +150,7 @@ def parse_request(msg_type: int, payload: bytes) -> Any:
     parser = _PARSERS.get(msg_type)
     if parser is None:
         raise malformed(f"unknown request type {msg_type:#04x}")
-    return parser(Reader(payload, MsgType(msg_type).name))
+    return parser(Reader(payload, _NAMES[msg_type]))
 
 
 # --- encoding (client side) ------------------------------------------------------------------------------------

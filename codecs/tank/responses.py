@@ -219,7 +219,8 @@ def encode_consume_response(resp: ConsumeResponse) -> list:
                 continue
             if e not in _WITH_CHUNK:
                 raise LocalProtocolError(f"{t.name}/{p.partition}: err_flags {e:#x} is not one clients understand")
-            length = chunk_length(p.chunk)
+            chunk = p.chunk
+            length = len(chunk) if type(chunk) is bytes else chunk_length(chunk)
             if e == ConsumeFlags.BOUNDARY:
                 if length:  # the C++ client does not skip a chunk after a boundary fault: it would desync
                     raise LocalProtocolError(f"{t.name}/{p.partition}: a boundary fault carries no chunk")
@@ -230,13 +231,18 @@ def encode_consume_response(resp: ConsumeResponse) -> list:
             else:
                 append(pack_chunk(p.base_seqnum or 0, p.high_water_mark, length))
             if length:
-                chunks.append(p.chunk)
+                chunks.append(chunk)
                 total += length
     header = b"".join(hdr)
     frame_len = CONSUME_RESPONSE_HEAD.size + len(header) + total
     if frame_len > _U32_MAX:
         raise LocalProtocolError(f"consume response of {frame_len} bytes does not fit a frame")
-    return _coalesce([_pack_frame_head(MsgType.CONSUME, frame_len, len(header)) + header, *chunks])
+    head = _pack_frame_head(MsgType.CONSUME, frame_len, len(header)) + header
+    if not chunks:
+        return [head]
+    if len(chunks) == 1 and type(chunks[0]) is bytes and total <= COALESCE_LIMIT:
+        return [head + chunks[0]]  # a tailing consumer's answer: one small chunk, one piece
+    return _coalesce([head, *chunks])
 
 
 def _coalesce(pieces: list) -> list:

@@ -61,6 +61,10 @@ _CREATE_ERRORS = {ErrorKind.TOPIC_EXISTS: CreateTopicError.ALREADY_EXISTS,
                   ErrorKind.STORAGE_FAILURE: CreateTopicError.SYSTEM_ERROR}
 
 
+#: What a parked consume's check builds while not enough has arrived (see `TankHandler.poll`).
+_TIMED_OUT = object()
+
+
 def _no_wait(req: ConsumeRequest) -> ConsumeRequest:
     """The same consume, answered at once."""
     return replace(req, max_wait_ms=0)
@@ -232,10 +236,14 @@ class TankHandler:
         if read is None:
             return ConsumePartitionResult(partition, ConsumeFlags.OK, 0, last, b"")
         if read.zero_copy:
-            info = TANK.scan(memoryview(read.slice.head(TANK.header_size)), 0)
+            rng = read.slice
+            # the bytes when the segment still holds them (a tailing consumer's batch: one small piece to send),
+            # else the file range itself
+            chunk = rng.data if rng.data is not None else rng
+            info = TANK.scan(memoryview(rng.head(TANK.header_size)), 0)
             if info is not None and info[1] is not None:  # the first bundle is sparse: it names its own seq
-                return ConsumePartitionResult(partition, ConsumeFlags.SPARSE_FIRST, None, last, read.data)
-            return ConsumePartitionResult(partition, ConsumeFlags.OK, read.slice.first_offset + 1, last, read.data)
+                return ConsumePartitionResult(partition, ConsumeFlags.SPARSE_FIRST, None, last, chunk)
+            return ConsumePartitionResult(partition, ConsumeFlags.OK, rng.first_offset + 1, last, chunk)
         if not read.count:
             return ConsumePartitionResult(partition, ConsumeFlags.OK, 0, last, b"")
         return ConsumePartitionResult(partition, ConsumeFlags.OK, read.first + 1, last, read.data)
@@ -261,11 +269,12 @@ class TankHandler:
         async def build(at_once):
             if self._captured(watched) >= min_bytes:
                 return await self._wake_response(req, watched, at_once), True
-            return self._timeout_response(req, watched), False
+            return _TIMED_OUT, False  # the timer's answer is built only if the timer does run out
 
         keys = [(w[0], w[2]) for w in watched]
-        return await self.steps.long_poll(keys, normalised_expiry(trio.current_time(), req.max_wait_ms), build,
-                                          deliver=deliver)
+        answer = await self.steps.long_poll(keys, normalised_expiry(trio.current_time(), req.max_wait_ms), build,
+                                            deliver=deliver)
+        return self._timeout_response(req, watched) if answer is _TIMED_OUT else answer
 
     @staticmethod
     def _captured(watched) -> int:
@@ -285,8 +294,8 @@ class TankHandler:
         fetch_size)."""
         topics: dict[str, list] = {}
         for name, plog, partition, start, *_ in watched:
-            _, last = self.bounds(plog)
-            if plog.last_stable_offset <= start:
+            last = plog.last_stable_offset
+            if last <= start:
                 result = ConsumePartitionResult(partition, ConsumeFlags.OK, 0, last, b"")
             else:
                 result = await self._chunk(plog, partition, start, MAX_FETCH, last, at_once)
@@ -301,7 +310,7 @@ class TankHandler:
         topics: dict[str, list] = {}
         for name, plog, partition, *_ in watched:
             topics.setdefault(name, []).append(
-                ConsumePartitionResult(partition, ConsumeFlags.OK, 0, self.bounds(plog)[1], b""))
+                ConsumePartitionResult(partition, ConsumeFlags.OK, 0, plog.last_stable_offset, b""))
         return ConsumeResponse(req.request_id, [ConsumeTopicResult(n, parts) for n, parts in topics.items()])
 
     # -- consume across workers (workers: N: worker 0 relays) ---------------------------------------------------
