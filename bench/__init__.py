@@ -6,8 +6,10 @@ Modules:
 - `registry`: `Benchmark(name, help, arguments, run)` and the collection behind `logway bench <name>` (each
   benchmark module below declares its `BENCHMARKS`);
 - `storage` (storage-append), `native` (native-produce, native-fetch, native), `tank` (tank-produce, tank-consume,
-  tank-tail), `spark` (spark-read), `load` (load), `chaos` (chaos: the crash-restart checker), `powerloss`
-  (powerloss: the same with power cuts);
+  tank-tail), `floor` (floor: a minimal Python relay's round trip, the floor under tank-tail), `kafka` (kafka-produce,
+  kafka-throughput, kafka-tail), `spark` (spark-read), `load` (load), `requests` (requests:
+  the cost of one request, and the lean wire `load` shares), `workers` (workers), `chaos` (chaos: the
+  crash-restart checker), `powerloss` (powerloss: the same with power cuts);
 - `launcher`: `GatewayProcess`, a `logway serve` child on ephemeral ports (benchmarks and tests);
 - `powerfs`: a FUSE file system that forgets what was never synced; `proc`: what /proc says about a process.
 """

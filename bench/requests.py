@@ -15,7 +15,12 @@ and the lean frames below, each answer checked. Per row it reports:
   the N requests, outside the CPU window): collections per 1,000 requests by generation, the net GC-tracked
   allocations per request (collections × the generation-0 threshold + the change of gc.get_count()[0]: what
   drives the collector — containers allocated and not freed by reference counting), and the cyclic garbage the
-  collector freed per request. What the two scrapes themselves leave behind is measured once and subtracted.
+  collector freed per request. What the two scrapes themselves leave behind is measured once and subtracted;
+- with `--count-calls`: the function calls (Python and C) the gateway's event loop made per request, counted by
+  the gateway itself (`count_calls: true`, `gateway/admin/calls.py`, read from the same scrapes). Unlike the
+  times, this does not move with the machine's load — it changes only with the code a request runs — so it is what
+  a before/after comparison on a noisy VM can trust; counting makes the gateway several times slower, so the
+  CPU and RTT columns of such a run are not figures of the gateway.
 
 Rows (`--only` keeps the protocols or rows named, e.g. `--only native,kafka` or `--only "kafka Fetch 16 KiB"`):
 native Ping, Produce 10 × 100 B, Fetch 4 KiB (data present: offset 0 of a filled partition, the same answer
@@ -567,17 +572,31 @@ def cpu_delta_ns(before: tuple[int, int], after: tuple[int, int]) -> int:
 
 
 _GC_LINE = re.compile(r'^(python_gc_[a-z_]+)\{generation="(\d)"\}\s+(\S+)$', re.M)
+_CALLS_LINE = re.compile(r'^logway_python_calls_total\s+(\S+)$', re.M)
+#: The key of `gc_stats` that holds [logway_python_calls_total], when the gateway counts calls.
+CALLS = "calls"
 
 
 def gc_stats(admin_address) -> dict[str, list[float]]:
-    """The gateway's python_gc_* metrics by name, each a list over generations 0-2 (GET /metrics)."""
+    """The gateway's python_gc_* metrics by name, each a list over generations 0-2, and under `CALLS`
+    [logway_python_calls_total] when the gateway counts calls (`--count-calls`) — one GET /metrics."""
     host, port = admin_address
     with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=ANSWER_TIMEOUT) as resp:
         text = resp.read().decode()
     out: dict[str, list[float]] = {}
     for name, gen, value in _GC_LINE.findall(text):
         out.setdefault(name, [0.0, 0.0, 0.0])[int(gen)] = float(value)
+    calls = _CALLS_LINE.search(text)
+    if calls:
+        out[CALLS] = [float(calls.group(1))]
     return out
+
+
+def _calls(before: dict, after: dict) -> float | None:
+    """Function calls of the gateway's event loop between two readings (None when it does not count them)."""
+    if CALLS not in before or CALLS not in after:
+        return None
+    return after[CALLS][0] - before[CALLS][0]
 
 
 def _net_allocations(before: dict, after: dict) -> float | None:
@@ -598,6 +617,7 @@ class RequestsSettings:
     flush: str = "none"
     park_ms: float = 1.0
     only: tuple[str, ...] = ()
+    count_calls: bool = False  # the gateway counts its function calls (slower: CPU figures then say nothing)
 
 
 @dataclass
@@ -613,6 +633,7 @@ class RowResult:
     garbage_per_request: float | None = None  # objects the cyclic collector freed per request
     records: int = 0  # records moved by the timed requests (produced or read)
     note: str = ""
+    calls_per_request: float | None = None  # function calls of the gateway's event loop (`--count-calls`)
 
 
 @dataclass
@@ -918,7 +939,7 @@ def bench_requests(settings: RequestsSettings) -> list[RowResult]:
     results = []
     with tempfile.TemporaryDirectory(prefix="logway-requests-") as tmp:
         with GatewayProcess(os.path.join(tmp, "data"), f"storage.flush={settings.flush}", "log_level=WARNING",
-                            "listeners.tank.enabled=true") as gw:
+                            "listeners.tank.enabled=true", f"count_calls={str(settings.count_calls).lower()}") as gw:
             for proto in ("native", "kafka", "tank", "admin"):
                 if proto not in gw.addresses:
                     raise SystemExit(f"logway bench requests: the gateway has no {proto} listener")
@@ -926,9 +947,12 @@ def bench_requests(settings: RequestsSettings) -> list[RowResult]:
             admin = gw.addresses["admin"]
             # What two scrapes in a row leave behind (subtracted from every row's allocations).
             first = gc_stats(admin)
-            scrape_allocs = _net_allocations(first, gc_stats(admin))
+            second = gc_stats(admin)
+            scrape = (_net_allocations(first, second), _calls(first, second))
+            if settings.count_calls and scrape[1] is None:
+                raise SystemExit("logway bench requests: the gateway does not count calls (an older gateway?)")
             for row in rows:
-                results.append(_run_row(gw, settings, row, admin, scrape_allocs))
+                results.append(_run_row(gw, settings, row, admin, scrape))
     return results
 
 
@@ -941,7 +965,9 @@ def _long_polls(admin) -> float:
     return float("nan")
 
 
-def _run_row(gw, settings: RequestsSettings, row: _Row, admin, scrape_allocs) -> RowResult:
+def _run_row(gw, settings: RequestsSettings, row: _Row, admin, scrape) -> RowResult:
+    """One row; `scrape`: (allocations, calls) a scrape of /metrics itself leaves in a reading, subtracted."""
+    scrape_allocs, scrape_calls = scrape
     bench = _Bench(gw, settings)
     try:
         step = row.prepare(bench)
@@ -975,28 +1001,37 @@ def _run_row(gw, settings: RequestsSettings, row: _Row, admin, scrape_allocs) ->
         allocs -= scrape_allocs
     garbage = gc_after.get("python_gc_objects_collected_total")
     garbage0 = gc_before.get("python_gc_objects_collected_total")
+    calls = _calls(gc_before, gc_after)
+    if calls is not None and scrape_calls is not None:
+        calls -= scrape_calls
     return RowResult(
         row.protocol, row.request, n, cpu / n / 1000, _pct(rtts, .5) / 1000, _pct(rtts, .99) / 1000,
         [1000 * (a - b) / n for a, b in zip(collections, before)] if collections and before else [],
         None if allocs is None else allocs / n,
         None if garbage is None or garbage0 is None else (sum(garbage) - sum(garbage0)) / n,
-        records, note)
+        records, note, None if calls is None else calls / n)
 
 
 def format_results(results: list[RowResult], settings: RequestsSettings) -> str:
     lines = [f"gateway CPU per request (flush: {settings.flush}; {settings.requests:,} requests per row after "
              f"{settings.warmup:,} of warm-up, one at a time on one connection)",
              f"  {'protocol':8s} {'request':33s} {'CPU µs':>8s} {'RTT p50':>9s} {'RTT p99':>9s} "
-             f"{'GC per 1k (gen 0/1/2)':>22s} {'allocs':>8s} {'garbage':>8s}"]
+             f"{'GC per 1k (gen 0/1/2)':>22s} {'allocs':>8s} {'garbage':>8s}"
+             + (f" {'calls':>8s}" if settings.count_calls else "")]
     for r in results:
         gcs = "/".join(f"{x:.1f}" for x in r.gc_per_1k) if r.gc_per_1k else "-"
         allocs = "-" if r.allocs_per_request is None else f"{r.allocs_per_request:.1f}"
         garbage = "-" if r.garbage_per_request is None else f"{r.garbage_per_request:.2f}"
+        calls = "" if r.calls_per_request is None else f" {r.calls_per_request:8.1f}"
         lines.append(f"  {r.protocol:8s} {r.request:33s} {r.cpu_us:8.1f} {r.rtt_p50_us:9.1f} {r.rtt_p99_us:9.1f} "
-                     f"{gcs:>22s} {allocs:>8s} {garbage:>8s}" + (f"  ({r.note})" if r.note else ""))
+                     f"{gcs:>22s} {allocs:>8s} {garbage:>8s}{calls}" + (f"  ({r.note})" if r.note else ""))
     lines.append("  CPU: the gateway's user + system µs per request; RTT: µs as the client saw them (a wake-up: from "
                  "the waking produce to the answer); allocs: net GC-tracked allocations per request; garbage: "
                  "objects the cyclic collector freed per request. A wake-up row's CPU includes its produce.")
+    if settings.count_calls:
+        lines.append("  calls: Python and C function calls of the gateway's event loop per request (counted with "
+                     "sys.setprofile, which makes the gateway several times slower: CPU and RTT are not figures "
+                     "of the gateway in this mode).")
     return "\n".join(lines)
 
 
@@ -1024,11 +1059,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--only", default="",
                         help="comma-separated protocols or rows (\"kafka Fetch 16 KiB\") to run; empty: all")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
+    parser.add_argument("--count-calls", action="store_true",
+                        help="also count the gateway's function calls per request (count_calls: true: "
+                             "deterministic, but the gateway runs several times slower)")
 
 
 def run(args: argparse.Namespace) -> int:
     settings = RequestsSettings(requests=args.requests, warmup=args.warmup, flush=args.flush, park_ms=args.park_ms,
-                                only=tuple(x for x in args.only.split(",") if x.strip()))
+                                only=tuple(x for x in args.only.split(",") if x.strip()),
+                                count_calls=args.count_calls)
     results = bench_requests(settings)
     if args.json:
         print(format_json(results, settings))

@@ -231,6 +231,9 @@ class Config:
                                 "consecutive ports; native and TANK clients use worker 0, which relays requests "
                                 "for the others' partitions; transactions are refused — see "
                                 "[docs/scaling.md](docs/scaling.md))")
+    count_calls: bool = setting(False, "count the event loop's function calls (`logway_python_calls_total`): a "
+                                       "benchmark aid that makes the gateway several times slower",
+                                more="(`logway bench requests --count-calls`)")
     raw: dict[str, Any] = derived("the merged tree, as `logway serve --print-config` shows it", factory=dict)
 
 

@@ -29,6 +29,7 @@ import trio
 
 from logway.storage import LogEngine
 
+from .admin.calls import CallCounter
 from .admin.metrics import GatewayMetrics, RecoverySnapshot
 from .admin.server import AdminServer
 from .config import Config
@@ -92,6 +93,9 @@ class Gateway:
         self._shutdown.set()
 
     async def run(self, *, handle_signals: bool = False, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        calls = self.metrics.calls = CallCounter() if self.config.count_calls else None  # a benchmark aid
+        if calls is not None:
+            calls.start()
         async with trio.open_nursery() as admin:
             if self.admin is not None and self.listen:
                 addr = self.addresses[ADMIN] = await admin.start(self.admin.serve)
@@ -108,6 +112,8 @@ class Gateway:
             finally:
                 self.state = "stopped"
                 admin.cancel_scope.cancel()
+                if calls is not None:
+                    calls.stop()
 
     async def _run(self, handle_signals: bool, task_status) -> None:
         cfg = self.config

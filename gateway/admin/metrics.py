@@ -23,6 +23,7 @@ from prometheus_client.registry import Collector
 from logway.storage import AppendResult, PartitionLog
 
 from ..steps import Read
+from .calls import CallCounter
 from .stats import CURRENT, Histogram, ProtocolStats
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -57,6 +58,7 @@ class GatewayMetrics:
         self.protocols: dict[str, ProtocolStats] = {}
         self.appends: dict[PartitionLog, list[int]] = {}  # plog -> [records, bytes]; pruned when scraped
         self.recovery: RecoverySnapshot | None = None
+        self.calls: CallCounter | None = None  # counting function calls (a benchmark aid, `calls.py`), rarely on
         self.start_time = time.time()
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(GatewayCollector(self))
@@ -166,6 +168,9 @@ class GatewayCollector(Collector):
                                 "while starting or shutting down", value=1 if gw.ready else 0)
         yield GaugeMetricFamily("logway_start_time_seconds", "When this gateway started (Unix time)",
                                 value=m.start_time)
+        if m.calls is not None:
+            yield CounterMetricFamily("logway_python_calls", "Python and C function calls of the event loop's "
+                                      "thread (only with count_calls: true, a benchmark aid)", value=m.calls.calls)
 
     @staticmethod
     def _relays(gw) -> Iterator[Metric]:

@@ -1,7 +1,8 @@
 """`logway bench requests` (bench/requests.py), short, and the lean wire it shares with `logway bench load`.
 
 - Every row runs with a few requests and reports a positive gateway CPU and round trip, and the gateway's GC
-  figures (read from its /metrics, which exports Python's GC statistics); no timing is asserted.
+  figures (read from its /metrics, which exports Python's GC statistics); no timing is asserted. With
+  `--count-calls` the rows also report the gateway's function calls per request.
 - The lean readers agree with the codecs' full decoders (the clients of `logway.clients`) on the gateway's real
   answers: record counts, next offsets and high-water marks, for each protocol and storage format, from the start
   of a partition and from the middle of a batch or bundle.
@@ -37,10 +38,23 @@ def test_every_row_reports_cpu_round_trip_and_gc():
         assert 0 < r.rtt_p50_us <= r.rtt_p99_us, r
         assert len(r.gc_per_1k) == 3 and all(x >= 0 for x in r.gc_per_1k), r
         assert r.allocs_per_request is not None and r.garbage_per_request is not None, r
+        assert r.calls_per_request is None, r  # counted only with count_calls (next test)
         if "Produce" in r.request or "wake-up" in r.request:
             assert r.records == 50 * 10, r
         elif r.request not in ("Ping", "ApiVersions", "Metadata (1 topic)"):
             assert r.records > 50, r  # fetches of a filled partition: many records each
+
+
+def test_count_calls_reports_the_gateways_function_calls_per_request():
+    """`--count-calls`: the gateway counts its event loop's function calls (`count_calls: true`,
+    logway_python_calls_total) and each row reports them per request — more for a request that does more."""
+    settings = RequestsSettings(requests=40, warmup=5, only=("native Ping", "native Produce 10 x 100 B"),
+                                count_calls=True)
+    ping, produce = bench_requests(settings)
+    print(format_results([ping, produce], settings))
+    assert ping.calls_per_request is not None and produce.calls_per_request is not None
+    assert 10 < ping.calls_per_request < produce.calls_per_request < 10_000, (ping, produce)
+    assert "calls" in format_results([ping, produce], settings).splitlines()[1]
 
 
 def test_only_selects_protocols_and_rows():
