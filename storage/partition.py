@@ -34,15 +34,11 @@ from .config import TopicConfig
 from .errors import BatchTooLarge, CorruptBatch, OffsetOutOfRange, InvalidBatchOffset
 from .files import fsync_dir, makedirs_durably, quarantine, write_synced
 from .formats import BatchFormat
-from .segment import Segment, segment_name
+from .segment import MAX_OFFSET, MAX_RELATIVE_OFFSET, Segment, segment_name
 from .txnindex import INDEX_NAME as TXN_INDEX, TxnIndex
 
 log = logging.getLogger("logway.storage")
 
-#: Index entries hold offsets relative to the segment base as u32: roll before that overflows.
-MAX_RELATIVE_OFFSET = 2**32 - 2
-#: Offsets are signed 64-bit in every protocol that names them (Kafka): nothing may go past this.
-MAX_OFFSET = 2**63 - 1
 RECOVERY_POINT = "recovery-point"
 LOG_START = "log-start-offset"
 
@@ -120,7 +116,7 @@ class PartitionLog:
         self._open_log_start()
         # Transactional writes; entries past what recovery kept are cut (their batches were lost).
         self.txns = TxnIndex(directory, self.log_start_offset, self.log_end_offset)
-        if self._dir_dirty:  # a new partition's first segment: its files exist durably before any append
+        if self._dir_dirty:  # a new segment's files (or recovery's changes) exist durably before any append
             fsync_dir(directory)
             self._dir_dirty = False
         active = self.segments[-1]
@@ -192,6 +188,11 @@ class PartitionLog:
             legacy = not older_has_checksums
             older_has_checksums = older_has_checksums or (seg.checksums is not None and seg.checksums.found)
             full = not clean and (last or seg.base_offset >= self._recovery_point)
+            if seg.checksums is not None and not seg.checksums.found:
+                # Recovery (or opening, for the active segment) creates the checksum file: its name must be
+                # durable before anything appended to the segment is acknowledged, or a power cut would leave
+                # that data unverifiable (and emptied).
+                self._dir_dirty = True
             dropped = seg.recover(full=full, legacy_checksums=legacy)
             self.recovery.truncated_bytes += dropped
             self.recovery.indexes_rebuilt += seg.indexes_rebuilt
@@ -216,6 +217,7 @@ class PartitionLog:
                             if os.path.lexists(path):
                                 self._set_aside(path, f"dropped after the hole at offset {seg.next_offset}")
                 self.recovery.segments_dropped += len(later)
+                self._dir_dirty = True  # the deletions durable before new segments take their place
                 del segments[i + 1:]
                 seg.close()
                 seg = Segment(self.directory, seg.base_offset, self.fmt, active=True,

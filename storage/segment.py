@@ -25,6 +25,11 @@ from .files import preallocate
 from .formats import BatchFormat
 from .index import IndexCorrupt, OffsetIndex, TimeIndex, sample_points
 
+#: Index entries hold offsets relative to the segment base as u32: roll before that overflows.
+MAX_RELATIVE_OFFSET = 2**32 - 2
+#: Offsets are signed 64-bit in every protocol that names them (Kafka): nothing may go past this.
+MAX_OFFSET = 2**63 - 1
+
 log = logging.getLogger("logway.storage")
 
 #: Bytes read at a time while walking batch headers (reads, lookups): index entries are ~4 KiB apart.
@@ -324,8 +329,11 @@ class Segment:
             if base is not None and (base < offset if explicit else base != offset):
                 problem = f"batch at position {position} has offset {base}, expected {offset}"
                 break
-            if base is not None:
-                offset = base
+            first = offset if base is None else base  # `offset` moves only once the batch is accepted
+            if first + delta >= MAX_OFFSET or first + delta - self.base_offset > MAX_RELATIVE_OFFSET:
+                # Appends refuse such a batch (PartitionLog._append_locked), so this is garbage, not data.
+                problem = f"batch at position {position} reaches offset {first + delta}, outside the segment"
+                break
             if validate:
                 if rel + size > len(buf):
                     buf = memoryview(os.pread(fd, max(RECOVERY_CHUNK, size), position))
@@ -348,14 +356,14 @@ class Segment:
                             break
                     crcs.append((position, crc))
             if since >= self.index_interval:
-                entries.append((offset - self.base_offset, position))
+                entries.append((first - self.base_offset, position))
                 if max(ts, max_ts) > (times[-1][0] if times else -1):
-                    times.append((max(ts, max_ts), offset - self.base_offset))
+                    times.append((max(ts, max_ts), first - self.base_offset))
                 since = 0
             since += size
             max_ts = max(max_ts, ts)
             position += size
-            offset += delta + 1
+            offset = first + delta + 1
         return WalkResult(position, offset, max_ts, entries, times, since, problem, crcs)
 
     def _check_index_points(self, file_size: int) -> None:

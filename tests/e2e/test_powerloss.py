@@ -83,6 +83,32 @@ def test_what_was_never_synced_is_lost_but_the_topic_is_not(powerfs):
     eng.close()
 
 
+def test_a_checksum_file_recovery_creates_is_durable_before_appends_are(powerfs):
+    """A segment whose checksum file an earlier cut lost is emptied and gets a new one: that name must be durable
+    before what is appended there is acknowledged, or the next cut empties the segment again with acked data."""
+    from logway.storage.files import fsync_dir
+
+    eng = engine(powerfs, segment_bytes=1024)
+    plog = eng.create_topic("t", 1, {"format": "tank"}).partitions[0]
+    while len(plog.segments) < 2:
+        plog.append(tank_bundle([Record(b"x" * 100)]))
+    frozen = tank_values(plog)[:plog.segments[0].next_offset]
+    active = plog.segments[-1]
+    plog.sync()  # the recovery point moves past the frozen segment: reopening has nothing of its own to sync
+    eng.close(clean=False)
+    os.unlink(active.checksums.path)  # what an earlier cut did: the data file's name kept, this one's not
+    fsync_dir(os.path.dirname(active.checksums.path))
+    eng = engine(powerfs, segment_bytes=1024)
+    plog = eng.partition("t", 0)
+    assert tank_values(plog) == frozen and plog.recovery.truncated_bytes > 0  # emptied: unverifiable
+    plog.append(tank_bundle([Record(b"acked")]))
+    plog.sync()  # what a `flush: always` acknowledgement waits for
+    powerfs.cut()
+    eng = engine(powerfs, segment_bytes=1024)
+    assert tank_values(eng.partition("t", 0)) == frozen + [b"acked"]
+    eng.close()
+
+
 def test_a_deleted_topic_stays_deleted_with_its_offsets(powerfs):
     eng = engine(powerfs)
     eng.create_topic("t", 1)

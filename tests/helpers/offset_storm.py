@@ -8,6 +8,7 @@ Prints "READY" once open, then — only after a sync() covering them has returne
 key, flushed at once:
     ACK <group> <topic> <partition> <offset>
     ATOMIC <generation>
+    SYNCED <operations synced by this process> <compactions completed by this process>
 inline: the committing thread calls sync() every SYNC_EVERY operations.
 thread: a second thread loops on sync() and acknowledges what each sync covered (the gateway's group commit).
 Small COMPACT_AFTER values make compactions (run inside sync) frequent, so kills land in them too.
@@ -55,6 +56,7 @@ def main() -> None:
                 f"ATOMIC {offset}\n" if key is None else f"ACK {key[0]} {key[1]} {key[2]} {offset}\n"
                 for key, offset in acked.items()
             ]
+            lines.append(f"SYNCED {synced} {store.compactions}\n")
             out.write("".join(lines))
             out.flush()
 

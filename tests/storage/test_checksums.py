@@ -7,7 +7,10 @@ import os
 
 import pytest
 
-from .helpers import batch, bundle, tank_engine, tank_values
+from logway.codecs.records import Record
+from logway.codecs.tank import encode_bundle, wrap
+
+from .helpers import T0, batch, bundle, tank_engine, tank_values
 
 
 def test_tank_segments_keep_a_crc_per_bundle(tmp_path):
@@ -31,8 +34,12 @@ def test_tank_segments_keep_a_crc_per_bundle(tmp_path):
     eng.close()
 
 
-@pytest.mark.parametrize("damage", ["bundle-without-checksum", "checksum-mismatch", "checksum-file-torn"])
+@pytest.mark.parametrize("damage", ["bundle-without-checksum", "sparse-bundle-without-checksum", "checksum-mismatch",
+                                    "checksum-file-torn"])
 def test_recovery_cuts_a_tank_bundle_its_checksum_does_not_vouch_for(tmp_path, damage):
+    """A sparse bundle names its own first offset: cut, it must not move the log end there (the log end is what
+    a Kafka ListOffsets answers)."""
+
     eng = tank_engine(tmp_path)
     plog = eng.create_topic("t", 1, {"format": "tank"}).partitions[0]
     plog.append(bundle(b"acked-1"))
@@ -42,10 +49,12 @@ def test_recovery_cuts_a_tank_bundle_its_checksum_does_not_vouch_for(tmp_path, d
     good = seg.size
     if damage == "bundle-without-checksum":
         extra = bundle(b"data reached the disk, its checksum did not")
+    elif damage == "sparse-bundle-without-checksum":
+        extra = wrap(encode_bundle([Record(b"garbage")], default_timestamp=T0, sparse_seqs=[2**63 - 9]))
     else:
         plog.append(bundle(b"the last one"))
     eng.close(clean=False)
-    if damage == "bundle-without-checksum":
+    if damage.endswith("bundle-without-checksum"):
         with open(log_path, "ab") as f:  # a whole, well-formed bundle: only the missing checksum betrays it
             f.write(extra)
     elif damage == "checksum-mismatch":
@@ -106,4 +115,28 @@ def test_a_new_tank_segment_whose_checksum_file_never_reached_the_disk_is_emptie
     plog = eng.partition("t", 0)
     assert plog.log_end_offset == frozen_end and plog.recovery.truncated_bytes == active.size
     assert "cannot be verified" in caplog.text
+    eng.close()
+
+
+@pytest.mark.parametrize("seq", [2**63 + 5, 2**32 + 7])
+def test_a_rebuild_never_accepts_a_bundle_whose_offsets_no_append_could_have_made(tmp_path, caplog, seq):
+    """A rebuild trusts the data, but not past the rules appends keep: a sparse bundle whose seq is beyond int64
+    (no Kafka client could be told it), or beyond what the segment's u32 index can address, is garbage."""
+
+    eng = tank_engine(tmp_path)
+    plog = eng.create_topic("t", 1, {"format": "tank"}).partitions[0]
+    plog.append(bundle(b"kept-1", b"kept-2"))
+    seg = plog.segments[-1]
+    good = seg.size
+    eng.close(clean=False)
+    os.unlink(seg.checksums.path)  # an older logway's partition: rebuilt from the data
+    with open(seg.log_path, "ab") as f:
+        f.write(wrap(encode_bundle([Record(b"garbage")], default_timestamp=T0, sparse_seqs=[seq])))
+    damaged_size = os.path.getsize(seg.log_path)
+    eng = tank_engine(tmp_path)
+    plog = eng.partition("t", 0)
+    assert plog.log_end_offset == 2 and plog.recovery.truncated_bytes == damaged_size - good > 0
+    assert os.path.getsize(seg.log_path) == good
+    assert tank_values(plog) == [b"kept-1", b"kept-2"]
+    assert "outside the segment" in caplog.text
     eng.close()

@@ -753,10 +753,11 @@ def test_durability_across_kill_9(tmp_path):
     acked: dict[tuple[str, str, int], int] = {}
     acked_generation = 0
     compact_after = 500
+    synced_total = compactions_total = 0  # over every storm so far
     for cycle in range(4):
         mode = ("inline", "thread")[cycle % 2]
         lines = run_storm_and_kill(tmp_path, rng, mode, compact_after)
-        new = 0
+        new = synced = compactions = 0
         for line in lines:
             if not line.endswith(b"\n"):
                 continue  # torn by the kill
@@ -767,6 +768,10 @@ def test_durability_across_kill_9(tmp_path):
                 new += 1
             elif parts[0] == "ATOMIC":
                 acked_generation = max(acked_generation, int(parts[1]))
+            elif parts[0] == "SYNCED":
+                synced, compactions = int(parts[1]), int(parts[2])
+        synced_total += synced
+        compactions_total += compactions
         context = f"seed={seed} cycle={cycle} mode={mode}"
         assert new > 0, f"the storm acknowledged nothing ({context})"
 
@@ -782,12 +787,15 @@ def test_durability_across_kill_9(tmp_path):
             assert len(generations) <= 1, f"commit_many applied partially: {generations} ({context})"
             if acked_generation:
                 assert len(atomic) == 8 and generations.pop() >= acked_generation, context
-            # Compaction ran during the storm (kills land inside it too), so the log stays small.
-            assert report.records < 20 * compact_after, (report, context)
+            # Compaction ran during the storms (kills land inside it too), so the log holds fewer records than
+            # were written. Not a bound on its size: how far a commit storm outruns compaction is up to the CPU.
+            if compactions_total:
+                assert report.records < synced_total, (report, synced_total, context)
             state = {g: store.fetch_group(g) for g in store.groups()}
         with OffsetStore(tmp_path, compact_after=compact_after) as store:  # recovery left a clean log
             assert store.recovery.bytes_dropped == 0, context
             assert {g: store.fetch_group(g) for g in store.groups()} == state
+    assert compactions_total > 0, f"no storm completed a compaction (seed={seed})"
 
 
 # ------------------------------------------------------------------------------------------------ throughput
