@@ -480,7 +480,7 @@ class ArrayType(c.Subconstruct):
         if self._fmt is not None:
             return list(struct.unpack(f">{n}{self._fmt}", _take(stream, n * self.item_min_size, path)))
         sub = self.subcon
-        return [sub._parsereport(stream, context, path) for _ in range(n)]
+        return [sub._parse(stream, context, path) for _ in range(n)]
 
     def _build(self, obj, stream, context, path):
         if obj is None:
@@ -628,9 +628,9 @@ class Schema(c.Construct):
             if st is not None:
                 values.extend(_unpack(st, stream, path))
             else:
-                values.append(con._parsereport(stream, context, path))
+                values.append(con._parse(stream, context, path))
         if self.flexible:
-            TaggedFields._parsereport(stream, context, path)
+            TaggedFields._parse(stream, context, path)
         return self.cls(**dict(zip(self.names, values)))
 
     def _build(self, obj, stream, context, path):
@@ -718,14 +718,22 @@ def _context(parsing: bool, params: dict) -> c.Container:
     return context
 
 
+#: The contexts of a parse, and of a build without parameters: shared, as nothing writes into a context (our
+#: constructs only read `_params`), instead of two Containers and four attribute sets per call.
+_PARSING = _context(True, {})
+_BUILDING = _context(False, {})
+
+
 def parse_from(con: c.Construct, stream) -> Any:
-    """`con.parse_stream(stream)` without the context's reference cycle (see `_context`)."""
-    return con._parsereport(stream, _context(True, {}), "(parsing)")
+    """`con.parse_stream(stream)` without the context's reference cycle (see `_context`). Parsing calls each
+    construct's `_parse` directly, not construct's `_parsereport` wrapper: that only adds the `parsed` callback,
+    which none of the Kafka layouts sets."""
+    return con._parse(stream, _PARSING, "(parsing)")
 
 
 def build_into(con: c.Construct, obj: Any, stream, **params: Any) -> None:
     """`con.build_stream(obj, stream, **params)` without the context's reference cycle (see `_context`)."""
-    con._build(obj, stream, _context(False, params), "(building)")
+    con._build(obj, stream, _context(False, params) if params else _BUILDING, "(building)")
 
 
 def parse_frame(con: c.Construct, data: bytes | bytearray | memoryview, offset: int = 0) -> tuple[Any, int]:
