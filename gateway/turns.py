@@ -14,7 +14,8 @@ transcoded read costs a hundred small produces), so while requests wait, a pass 
 turn back, up to `per_pass`.
 
 `Turns` is a trio instrument: `after_io_wait` (once per pass, after the I/O poll, before the pass runs its tasks)
-hands the pass's turns to the longest-waiting requests first; `take()` (or `take_now()`, without a coroutine) is
+hands the pass's turns to the longest-waiting requests first (a pass's length is measured from one call to the
+next, when the poll between did not wait); `take()` (or `take_now()`, without a coroutine) is
 free while turns are left and nobody waits (a quiet gateway never makes a request wait), else it parks the
 request's task until a pass has a turn for it. `run()` (a task for the gateway's life) installs the instrument
 and, while requests wait, keeps itself runnable so that the next I/O poll does not block (a pass with waiters and
@@ -43,14 +44,11 @@ class Turns(trio.abc.Instrument):
         self.pass_seconds = pass_ms / 1000
         self.turns = float(per_pass)  # this pass's allowance: per_pass, less while passes run over pass_ms
         self.left = per_pass  # turns left in this pass
-        self._started = self._ended = 0.0  # the last pass's start (after the poll) and end (before the next)
+        self._started = 0.0  # the last pass's start (after the I/O poll)
         self.waited = 0
         self.active = False  # `run()` is running
         self._waiting = trio.lowlevel.ParkingLot()
         self._wake = trio.Event()  # set when a request starts waiting
-
-    def before_io_wait(self, timeout: float) -> None:
-        self._ended = perf_counter()
 
     def after_io_wait(self, timeout: float) -> None:
         now = perf_counter()
@@ -60,8 +58,10 @@ class Turns(trio.abc.Instrument):
             left = self.per_pass
         else:
             target = self.pass_seconds
-            if target:
-                took = self._ended - self._started
+            if target and not timeout:
+                # The last pass, and an I/O poll that did not wait (while requests wait, `run` keeps itself
+                # runnable): one hook per pass instead of two (trio calls each through its instrument machinery).
+                took = now - self._started
                 if took > target:  # fewer this time, in proportion
                     self.turns = max(1.0, self.turns * target / took)
                 elif self.turns < self.per_pass:

@@ -64,6 +64,7 @@ from __future__ import annotations
 import dataclasses
 import struct
 from operator import attrgetter
+from types import SimpleNamespace
 from typing import Any, Callable, Iterable
 
 import construct as c
@@ -706,20 +707,16 @@ def versioned(max_version: int, changes: dict[int, Schema]) -> dict[int, Schema]
 # ----------------------------------------------------------------------------------------- entry points
 
 
-def _context(parsing: bool, params: dict) -> c.Container:
-    """A top-level context as construct's `parse_stream`/`build_stream` make it, but for `_params`: there it is the
-    context itself, a reference cycle per call that only the cyclic garbage collector frees (the gateway parses and
-    builds a few per Kafka request: they filled its young generation, whose collections became its longest pauses)."""
-    context = c.Container(params)
-    context._parsing = parsing
-    context._building = not parsing
-    context._sizing = False
-    context._params = c.Container(params)
-    return context
+def _context(parsing: bool, params: dict) -> SimpleNamespace:
+    """A top-level context with what construct's `parse_stream`/`build_stream` put in one, but no reference cycle
+    (theirs holds itself as `_params`: a cycle per call that only the cyclic garbage collector frees — the gateway
+    parses and builds a few per Kafka request, they filled its young generation, whose collections became its
+    longest pauses) and no `Container` (whose attribute sets are Python calls): every construct of the Kafka layouts
+    is ours or a FormatField, and ours read only `_params`."""
+    return SimpleNamespace(_parsing=parsing, _building=not parsing, _sizing=False, _params=params)
 
 
-#: The contexts of a parse, and of a build without parameters: shared, as nothing writes into a context (our
-#: constructs only read `_params`), instead of two Containers and four attribute sets per call.
+#: The contexts of a parse, and of a build without parameters: shared, as nothing writes into a context.
 _PARSING = _context(True, {})
 _BUILDING = _context(False, {})
 
