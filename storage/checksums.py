@@ -7,9 +7,11 @@ data) and made durable by the same sync as the data. Recovery accepts a batch on
 matches, so a bundle torn by a power cut, or garbage that a file system left where the file grew, is cut off like a
 torn Kafka batch (whose own CRC does that job) instead of being served as a real bundle.
 
-A partition whose segments have no checksum files at all was written by an older logway: recovery rebuilds them
-from the data. A segment without one when an older segment of the partition has one never had its names synced,
-so nothing in it was acknowledged and nothing in it can be verified: recovery empties it.
+A partition without the `checksummed` marker file (written, durably, when a partition is created or first opened
+by a logway that keeps side checksums) whose segments have no checksum files was written by an older logway:
+recovery rebuilds them from the data. A segment without one in a marked partition, or after an older segment that
+has one, never had its names synced, so nothing in it was acknowledged and nothing in it can be verified: recovery
+empties it.
 """
 
 from __future__ import annotations

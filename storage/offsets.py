@@ -219,7 +219,8 @@ def _decode(payload: bytes) -> tuple[int, str, list | None]:
             if partition < 0 or offset < 0:
                 raise ValueError("negative partition or offset")
             items.append(
-                ((str(payload[pos:mid], "utf-8"), partition), CommittedOffset(offset, str(payload[mid:end], "utf-8"), ts))
+                ((str(payload[pos:mid], "utf-8"), partition),
+                 CommittedOffset(offset, str(payload[mid:end], "utf-8"), ts))
             )
             pos = end
         if pos != n:
@@ -861,4 +862,5 @@ class OffsetStore:
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("failed" if self._failed else "open")
-        return f"<OffsetStore {str(self._dir)!r} {state} keys={self._live} written={self._written_seq} synced={self._synced_seq}>"
+        return (f"<OffsetStore {str(self._dir)!r} {state} keys={self._live} written={self._written_seq} "
+                f"synced={self._synced_seq}>")

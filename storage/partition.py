@@ -41,6 +41,9 @@ log = logging.getLogger("logway.storage")
 
 RECOVERY_POINT = "recovery-point"
 LOG_START = "log-start-offset"
+#: An empty file in a partition of a format with side checksums: every segment of it has its `.checksums` file, so
+#: one without is unverifiable (emptied), never a partition of an older logway (rebuilt from its data).
+CHECKSUMMED = "checksummed"
 
 
 class AppendResult(NamedTuple):
@@ -157,7 +160,7 @@ class PartitionLog:
                     bases.append(int(stem))
             elif name.endswith((".tmp", ".deleted")) and os.path.isfile(path):
                 os.unlink(path)
-            elif name not in (RECOVERY_POINT, LOG_START, TXN_INDEX):
+            elif name not in (RECOVERY_POINT, LOG_START, TXN_INDEX, CHECKSUMMED):
                 log.warning("%s: ignoring unknown file %s", self.directory, name)
         bases.sort()
         now = self._now_ms()
@@ -168,8 +171,10 @@ class PartitionLog:
             if (ext in ("index", "timeindex", "checksums") and stem.isdigit() and int(stem) not in bases
                     and os.path.isfile(path)):
                 os.unlink(path)
+        marked = os.path.exists(os.path.join(self.directory, CHECKSUMMED))
         if not bases:
             seg = self._new_segment(0, now)
+            self._mark_checksummed(seg, marked)
             return [seg]
         segments = []
         for i, base in enumerate(bases):
@@ -185,7 +190,7 @@ class PartitionLog:
         older_has_checksums = False  # a segment missing side checksums after one that has them is unverifiable
         for i, seg in enumerate(segments):
             last = i == len(segments) - 1
-            legacy = not older_has_checksums
+            legacy = not (marked or older_has_checksums)
             older_has_checksums = older_has_checksums or (seg.checksums is not None and seg.checksums.found)
             full = not clean and (last or seg.base_offset >= self._recovery_point)
             if seg.checksums is not None and not seg.checksums.found:
@@ -227,7 +232,15 @@ class PartitionLog:
                 break
         if self.recovery.truncated_bytes:
             log.warning("%s-%d: recovery dropped %d bytes", self.topic, self.partition, self.recovery.truncated_bytes)
+        self._mark_checksummed(segments[0], marked)
         return segments
+
+    def _mark_checksummed(self, first: Segment, marked: bool) -> None:
+        """Write the CHECKSUMMED marker of a side-checksum format's partition that lacks it (a new one, or one of an
+        older logway whose checksums recovery just rebuilt); durable with the directory before any append."""
+        if first.checksums is not None and not marked:
+            write_synced(os.path.join(self.directory, CHECKSUMMED), b"")
+            self._dir_dirty = True
 
     def _set_aside(self, path: str, why: str) -> None:
         """Move one file (or an entry of the wrong kind) out of the partition directory, with an error log line."""

@@ -5,7 +5,8 @@ partitions and consumer groups, and the offsets it commits when the transaction 
 so that a restarted gateway completes (or aborts) what was in flight instead of leaving it hanging. Every change
 is one CRC-framed record (`logway.storage.framing`) holding the id's whole state as JSON, written with one
 `os.write` and fdatasynced before `put` returns (transactions change state a handful of times each: no group
-commit needed) — except where the caller says the state can be rebuilt (`sync=False`; a later put syncs it). Opening replays the records (the last one per id wins) and cuts a torn tail.
+commit needed) — except where the caller says the state can be rebuilt (`sync=False`; a later put syncs it).
+Opening replays the records (the last one per id wins) and cuts a torn tail.
 
 On disk, in `<data>/transactions/`:
 

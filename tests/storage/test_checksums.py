@@ -10,6 +10,8 @@ import pytest
 from logway.codecs.records import Record
 from logway.codecs.tank import encode_bundle, wrap
 
+from logway.storage.partition import CHECKSUMMED
+
 from .helpers import T0, batch, bundle, tank_engine, tank_values
 
 
@@ -87,11 +89,12 @@ def test_a_tank_partition_from_an_older_logway_gets_its_checksums_rebuilt(tmp_pa
     eng.close()
     pdir = os.path.join(tmp_path, "topics", "t", "0")
     for name in os.listdir(pdir):
-        if name.endswith(".checksums"):
+        if name.endswith(".checksums") or name == CHECKSUMMED:  # what an older logway left
             os.unlink(os.path.join(pdir, name))
     eng = tank_engine(tmp_path, segment_bytes=1024)
     plog = eng.partition("t", 0)
     assert plog.log_end_offset == n and plog.recovery.truncated_bytes == 0
+    assert os.path.exists(os.path.join(pdir, CHECKSUMMED))  # from now on, a missing checksum file is not legacy
     assert sorted(n for n in os.listdir(pdir) if n.endswith(".checksums")) == sorted(
         n[:-4] + ".checksums" for n in os.listdir(pdir) if n.endswith(".log"))
     assert "rebuilding it from the data" in caplog.text
@@ -130,6 +133,7 @@ def test_a_rebuild_never_accepts_a_bundle_whose_offsets_no_append_could_have_mad
     good = seg.size
     eng.close(clean=False)
     os.unlink(seg.checksums.path)  # an older logway's partition: rebuilt from the data
+    os.unlink(os.path.join(plog.directory, CHECKSUMMED))
     with open(seg.log_path, "ab") as f:
         f.write(wrap(encode_bundle([Record(b"garbage")], default_timestamp=T0, sparse_seqs=[seq])))
     damaged_size = os.path.getsize(seg.log_path)
@@ -139,4 +143,24 @@ def test_a_rebuild_never_accepts_a_bundle_whose_offsets_no_append_could_have_mad
     assert os.path.getsize(seg.log_path) == good
     assert tank_values(plog) == [b"kept-1", b"kept-2"]
     assert "outside the segment" in caplog.text
+    eng.close()
+
+
+def test_a_partition_marked_checksummed_never_takes_a_missing_checksum_file_for_an_older_logway(tmp_path, caplog):
+    """Once a partition is marked, its first segment without a checksum file (its name lost to a power cut while
+    the data file's survived) is emptied like any other, not rebuilt from data nothing vouches for."""
+    eng = tank_engine(tmp_path)
+    eng.create_topic("k", 1)  # Kafka batches carry their own CRC: no marker
+    plog = eng.create_topic("t", 1, {"format": "tank"}).partitions[0]
+    pdir = plog.directory
+    assert os.path.exists(os.path.join(pdir, CHECKSUMMED))
+    assert not os.path.exists(os.path.join(eng.partition("k", 0).directory, CHECKSUMMED))
+    plog.append(bundle(b"unverifiable"))
+    seg = plog.segments[0]
+    eng.close(clean=False)
+    os.unlink(seg.checksums.path)
+    eng = tank_engine(tmp_path)
+    plog = eng.partition("t", 0)
+    assert plog.log_end_offset == 0 and plog.recovery.truncated_bytes > 0
+    assert "cannot be verified" in caplog.text and "older logway" not in caplog.text
     eng.close()
