@@ -4,9 +4,9 @@
 The gateway's data directory lives on a `PowerFS` mount (logway.bench.powerfs), which keeps only what was synced.
 Each cycle runs producers of every protocol (native, TANK, idempotent Kafka; with `flush: always` also the
 transactional Kafka producers, whose transactions must be all-or-nothing across the cuts) and a Kafka consumer
-group that commits, SIGKILLs the gateway at a random moment and cuts the power: the mount drops — or, by the cycle's mode,
-tears or garbles — everything never synced and forgets every name whose directory was never synced. Then a new
-gateway starts on what the "disk" kept, and the checker verifies it before any client connects.
+group that commits, SIGKILLs the gateway at a random moment and cuts the power: the mount drops — or, by the
+cycle's mode, tears or garbles — everything never synced and forgets every name whose directory was never
+synced. Then a new gateway starts on what the "disk" kept, and the checker verifies it before any client connects.
 
 What is checked depends on the flush policy:
 - `always`: every chaos invariant — each acknowledged record exactly once at its acknowledged offset, offsets

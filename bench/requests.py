@@ -60,7 +60,7 @@ from .registry import Benchmark
 
 __all__ = ["BENCHMARKS", "AnswerError", "WireProtocolError", "NativeWire", "KafkaWire", "TankWire", "WIRES",
            "LeanConnection", "RequestsSettings", "RowResult", "bench_requests", "format_results", "format_json",
-           "ROWS", "TOPICS", "prepare_topics", "gateway_cpu_ns", "cpu_delta_ns", "gc_stats"]
+           "ROWS", "TOPICS", "prepare_topics", "gateway_cpu_ns", "cpu_delta_ns", "metric_readings"]
 
 KiB = 1024
 RECORDS = 10
@@ -573,11 +573,11 @@ def cpu_delta_ns(before: tuple[int, int], after: tuple[int, int]) -> int:
 
 _GC_LINE = re.compile(r'^(python_gc_[a-z_]+)\{generation="(\d)"\}\s+(\S+)$', re.M)
 _CALLS_LINE = re.compile(r'^logway_python_calls_total\s+(\S+)$', re.M)
-#: The key of `gc_stats` that holds [logway_python_calls_total], when the gateway counts calls.
+#: The key of `metric_readings` that holds [logway_python_calls_total], when the gateway counts calls.
 CALLS = "calls"
 
 
-def gc_stats(admin_address) -> dict[str, list[float]]:
+def metric_readings(admin_address) -> dict[str, list[float]]:
     """The gateway's python_gc_* metrics by name, each a list over generations 0-2, and under `CALLS`
     [logway_python_calls_total] when the gateway counts calls (`--count-calls`) — one GET /metrics."""
     host, port = admin_address
@@ -946,8 +946,8 @@ def bench_requests(settings: RequestsSettings) -> list[RowResult]:
             prepare_topics(gw)
             admin = gw.addresses["admin"]
             # What two scrapes in a row leave behind (subtracted from every row's allocations).
-            first = gc_stats(admin)
-            second = gc_stats(admin)
+            first = metric_readings(admin)
+            second = metric_readings(admin)
             scrape = (_net_allocations(first, second), _calls(first, second))
             if settings.count_calls and scrape[1] is None:
                 raise SystemExit("logway bench requests: the gateway does not count calls (an older gateway?)")
@@ -978,13 +978,13 @@ def _run_row(gw, settings: RequestsSettings, row: _Row, admin, scrape) -> RowRes
         parked0 = _long_polls(admin) if wake_up else 0.0
         rtts = [0] * n
         records = 0
-        gc_before = gc_stats(admin)
+        gc_before = metric_readings(admin)
         cpu0 = gateway_cpu_ns(gw.pid)
         for i in range(n):
             moved, rtts[i] = step()
             records += moved
         cpu1 = gateway_cpu_ns(gw.pid)
-        gc_after = gc_stats(admin)
+        gc_after = metric_readings(admin)
         note = ""
         if wake_up:
             parked = _long_polls(admin) - parked0

@@ -16,7 +16,7 @@ import pytest
 
 from logway.bench.launcher import GatewayProcess
 from logway.bench.requests import (ROWS, TOPICS, AnswerError, KafkaWire, LeanConnection, NativeWire, RequestsSettings,
-                                   TankWire, bench_requests, format_results, gc_stats, prepare_topics)
+                                   TankWire, bench_requests, format_results, metric_readings, prepare_topics)
 from logway.clients.kafka import KafkaClient, KafkaConfig
 from logway.clients.native import NativeClient
 from logway.clients.tank import TankClient
@@ -73,7 +73,7 @@ def gateway(tmp_path_factory):
 
 
 def test_metrics_export_python_gc_statistics(gateway):
-    stats = gc_stats(gateway.addresses["admin"])
+    stats = metric_readings(gateway.addresses["admin"])
     for name in ("python_gc_collections_total", "python_gc_objects_collected_total", "python_gc_count",
                  "python_gc_threshold"):
         assert name in stats and len(stats[name]) == 3, (name, stats)
