@@ -6,7 +6,7 @@ protocol. A protocol plugs in with a `Session` (one per connection) and three sm
   (send it, then close: failed authentication), or `Park(wait, now)`: an answer that comes later (a long-poll at
   the log end). For a protocol whose answers may go out of order (`max_parked` > 0: TANK) the pump runs `wait()`
   in the connection's nursery and goes on reading; its answer goes out when ready, under a send lock — past
-  `max_parked` parked, the pump answers `now()` instead. For the others (Kafka, native: answers in request order)
+  `max_parked` parked, the pump answers `await now()` instead. For the others (Kafka, native: answers in request order)
   the pump awaits `wait()` before it reads the next request. Either way `wait` gets the pump's `deliver`, with
   which the task that wakes the long-poll writes the answer itself;
 - `protocol_error(exc)` -> the answer to a malformed request (the native protocol answers and keeps reading unless
@@ -59,11 +59,11 @@ class Close:
 @dataclass(slots=True)
 class Park:
     """An answer that comes later: `wait(deliver)` produces it — or, when the answer could be written by whoever
-    woke it, calls `deliver(answer)` (True: it is out) and returns None; `now()` is the answer to give at once
-    instead when the connection has too many parked already (protocols with `max_parked` > 0 only)."""
+    woke it, calls `deliver(answer)` (True: it is out) and returns None; `await now()` is the answer to give without
+    waiting instead when the connection has too many parked already (protocols with `max_parked` > 0 only)."""
 
     wait: Callable[[Callable[[Any], bool]], Awaitable[Any]]
-    now: Callable[[], Any] | None = None
+    now: Callable[[], Awaitable[Any]] | None = None
 
 
 class Session:
@@ -241,7 +241,7 @@ async def serve_connection(stream: trio.abc.Stream, conn: Connection, protocol, 
                         parked.start_soon(answer_later, reply, request, started)
                         continue
                     else:
-                        reply = reply.now()
+                        reply = await reply.now()
                 closing = type(reply) is Close
                 if closing:
                     reply = reply.event

@@ -307,6 +307,35 @@ def test_tank_requests_spanning_workers_are_split_relayed_and_merged(gw):
         assert [m.value for m in direct.get(name, theirs, 1).messages][:2] == [b"%d-a" % theirs, b"%d-b" % theirs]
 
 
+def test_a_split_consume_past_the_parked_limit_gets_every_owners_watermark_at_once(tmp_path):
+    """Past MAX_PARKED_PER_CONNECTION parked consumes, a consume over both workers' partitions is answered at once:
+    worker 0's part as its timer would, worker 1's by worker 1 without waiting — its real high-water mark, not 0.
+    (Each parked part of worker 1 holds an internal connection from worker 0: the per-address limit is raised.)"""
+    from logway.gateway.protocols.tank import MAX_PARKED_PER_CONNECTION
+
+    gw = GatewayProcess(str(tmp_path / "data"), "workers=2", "log_level=ERROR", "listeners.tank.enabled=true",
+                        "limits.max_connections_per_ip=1000")
+    try:
+        name = "pk-" + uuid.uuid4().hex[:8]
+        owners = [Share(2).owner(name, p) for p in range(PARTITIONS)]
+        mine, theirs = owners.index(0), owners.index(1)
+        with TankClient(*gw.addresses["tank"]) as c:
+            assert c.create_topic(name, PARTITIONS) == 0
+            assert c.produce_many([(name, p, [b"a", b"b"]) for p in (mine, theirs)]) == [0, 0]
+            at_end = consume_request({name: [(mine, 3, 1 << 20), (theirs, 3, 1 << 20)]}, max_wait_ms=20_000,
+                                     min_bytes=1)
+            for _ in range(MAX_PARKED_PER_CONNECTION):
+                c.send(at_end)
+            t0 = time.monotonic()
+            answer = c.receive(c.send(at_end), timeout=15)
+            assert time.monotonic() - t0 < 15
+            parts = {p.partition: p for p in answer.topics[0].partitions}
+            assert {p: (parts[p].error, parts[p].high_water_mark, bytes(parts[p].chunk)) for p in parts} == {
+                mine: (ConsumeFlags.OK, 2, b""), theirs: (ConsumeFlags.OK, 2, b"")}
+    finally:
+        assert gw.stop() == 0
+
+
 def test_a_topic_created_through_worker_1_is_served_by_both(gw):
     topic = kafka_topic(gw, via="kafka.1")
     produce(gw, topic, [b"%d" % i for i in range(20)])

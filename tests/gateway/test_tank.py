@@ -487,6 +487,27 @@ def test_wake_up_answer_lists_every_parked_partition_and_ignores_fetch_size(gate
     assert (p2.partition, p2.error, p2.base_seqnum, p2.high_water_mark, bytes(p2.chunk)) == (2, 0, 0, 1, b"")
 
 
+def test_past_the_parked_limit_of_a_connection_a_consume_gets_the_timers_answer_at_once(gateway, tank):
+    """A connection may park MAX_PARKED_PER_CONNECTION consumes; the next is answered at once as its timer would
+    answer it (no data, the high-water mark), and the parked ones still wake when data comes."""
+    from logway.gateway.protocols.tank import MAX_PARKED_PER_CONNECTION
+
+    topic = make_topic(tank, 1)
+    assert tank.produce(topic, 0, [b"a", b"b"]) == 0
+    at_end = tank.consume_request({topic: [(0, 3, MiB)]}, max_wait_ms=20_000)
+    parked = [tank.send(at_end) for _ in range(MAX_PARKED_PER_CONNECTION)]
+    t0 = time.monotonic()
+    over = tank.send(at_end)
+    p = one_partition(tank.receive(over, timeout=5))
+    assert (p.error, p.high_water_mark, bytes(p.chunk)) == (0, 2, b"")
+    assert time.monotonic() - t0 < 5
+    with new_client(gateway) as producer:
+        assert producer.produce(topic, 0, [b"c"]) == 0
+    for rid in parked:
+        p = one_partition(tank.receive(rid, timeout=10))
+        assert (p.high_water_mark, [r.value for r in chunk_records(p, 3)]) == (3, [b"c"])
+
+
 @pytest.mark.parametrize("tail_seq", [UINT64_MAX, 1], ids=["uint64-max", "last-assigned-plus-one"])
 def test_a_produce_right_behind_a_long_poll_on_the_same_connection_wakes_it(tank, tail_seq):
     """The Consume parks (its partition is at EOF), then the Produce that follows it in the same TCP segment

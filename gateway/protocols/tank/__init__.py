@@ -10,6 +10,8 @@ protocols require some.
 
 from __future__ import annotations
 
+from functools import partial
+
 from logway.codecs.tank import ConsumeRequest, TankServerConnection
 from logway.codecs.tank.messages import PingEvent
 
@@ -74,5 +76,5 @@ class TankSession(Session):
                 return response
             watched = self.handler.park(event)  # in the same step as the EOF check: no append is missed
             return Park(lambda deliver: self.handler.poll(event, watched, deliver),
-                        lambda: self.handler.timeout_response(event))
+                        partial(self.handler.timeout_now, event, watched))
         return await self.handler.handle(event)

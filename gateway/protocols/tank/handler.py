@@ -306,6 +306,10 @@ class TankHandler:
         """The answer a parked consume gets when its timer expires, given at once."""
         return self._timeout_response(req, self.park(req))
 
+    async def timeout_now(self, req, watched) -> ConsumeResponse:
+        """The timer's answer of a consume parked on `watched`, at once (too many parked on its connection)."""
+        return self._timeout_response(req, watched)
+
     def _timeout_response(self, req, watched) -> ConsumeResponse:
         topics: dict[str, list] = {}
         for name, plog, partition, *_ in watched:
@@ -375,12 +379,10 @@ class TankHandler:
                     answers[owner] = await self._ask(owner, _no_wait(sub))
             return self._merged(req, answers.values())
 
-        def now() -> ConsumeResponse:  # too many parked on the connection: the timer's answer at once
-            parts = [self.timeout_response(own)] if own is not None else []
-            parts += [ConsumeResponse(req.request_id, [ConsumeTopicResult(t.name, [
-                ConsumePartitionResult(p.partition) for p in t.partitions]) for t in sub.topics])
-                for sub in theirs.values()]
-            return self._merged(req, parts)
+        async def now() -> ConsumeResponse:  # too many parked on the connection: answered without waiting
+            parts = [self.timeout_response(own)] if own is not None else []  # (own: the timer's answer)
+            # Each owner's own answer to its part, not waiting: their partitions' watermarks live there.
+            return self._merged(req, parts + [await self._ask(o, _no_wait(sub)) for o, sub in theirs.items()])
 
         return Park(wait, now)
 
