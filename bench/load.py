@@ -25,8 +25,8 @@ flight and, if it has not yet done every kind, one request of each missing kind;
 
 `--protocols` picks the connections' protocols (default all three, in turn; without TANK, `load-tank` is created
 through Kafka); `--workers N` runs the gateway with `workers: N` (docs/scaling.md): each Kafka connection goes to
-its partition's broker, as a Kafka client routes, native and TANK connections to worker 0, which relays what the
-others own. CPU and memory are summed over the supervisor and its workers.
+its partition's broker, as a Kafka client routes, native and TANK connections to the shared port (every worker
+serves it and relays what the others own). CPU and memory are summed over the supervisor and its workers.
 
 A probe measures the gateway's responsiveness under that load: every ~50 ms it sends a cheap request, native
 Ping and Kafka ApiVersions in turn, on connections of its own, and times the answer; every 20th time it opens
@@ -121,7 +121,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "times each one's first Ping (clients reconnecting together); 0 = none")
     parser.add_argument("--workers", type=int, default=1,
                         help="the gateway's `workers` (docs/scaling.md): Kafka connections go to their partition's "
-                             "broker, native and TANK ones to worker 0 (which relays)")
+                             "broker, native and TANK ones to the shared port (every worker relays)")
     parser.add_argument("--protocols", default=",".join(PROTOCOLS),
                         help="comma-separated protocols of the load connections (in turn), e.g. native,kafka")
     parser.add_argument("--set", dest="gateway_settings", action="append", default=[], metavar="KEY=VALUE",

@@ -113,8 +113,12 @@ def _supervise(args: argparse.Namespace, config) -> int:
         argv += ["--data-dir", args.data_dir]
     for item in args.set:
         argv += ["--set", item]
+    from logway.gateway.errors import ListenerError
+
     try:
         return supervise(config, argv, args.ready_file)
+    except ListenerError as exc:  # the shared native or TANK port (the workers bind the others)
+        return _fail(str(exc))
     except StorageError as exc:  # e.g. the data directory is locked by another gateway
         logging.getLogger("logway").error("%s", exc)
         return 1

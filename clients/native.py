@@ -89,8 +89,8 @@ def _list_topics() -> Operation:
     return (yield nv.ListTopicsRequest()).topics
 
 
-def _describe_topic(topic: str, details: bool = False) -> Operation:
-    return (yield nv.DescribeTopicRequest(topic, details))
+def _describe_topic(topic: str, details: bool = False, partitions: Iterable[int] | None = None) -> Operation:
+    return (yield nv.DescribeTopicRequest(topic, details, None if partitions is None else list(partitions)))
 
 
 def _create_partitions(topic: str, partitions: int, validate_only: bool) -> Operation:
@@ -223,9 +223,11 @@ class NativeClient(BlockingClient):
     def list_topics(self) -> list[nv.TopicSummary]:
         return self._run(_list_topics())
 
-    def describe_topic(self, topic: str, *, details: bool = False) -> nv.DescribeTopicResponse:
-        """Each partition's offsets; with `details` also its size on disk and segments, and the topic's format."""
-        return self._run(_describe_topic(topic, details))
+    def describe_topic(self, topic: str, *, details: bool = False,
+                       partitions: Iterable[int] | None = None) -> nv.DescribeTopicResponse:
+        """Each partition's offsets (or those of `partitions` only); with `details` also its size on disk and
+        segments, and the topic's format."""
+        return self._run(_describe_topic(topic, details, partitions))
 
     def create_partitions(self, topic: str, partitions: int, *, validate_only: bool = False) -> int:
         """Grow `topic` to `partitions` partitions in all; the count it has after the call."""
@@ -343,8 +345,9 @@ class AsyncNativeClient(TrioClient):
     async def list_topics(self) -> list[nv.TopicSummary]:
         return await self._run(_list_topics())
 
-    async def describe_topic(self, topic: str, *, details: bool = False) -> nv.DescribeTopicResponse:
-        return await self._run(_describe_topic(topic, details))
+    async def describe_topic(self, topic: str, *, details: bool = False,
+                             partitions: Iterable[int] | None = None) -> nv.DescribeTopicResponse:
+        return await self._run(_describe_topic(topic, details, partitions))
 
     async def create_partitions(self, topic: str, partitions: int, *, validate_only: bool = False) -> int:
         return await self._run(_create_partitions(topic, partitions, validate_only))

@@ -228,9 +228,9 @@ class Config:
     workers: int = setting(1, "processes serving the data directory, each the only writer of a share of every "
                               "topic's partitions", minimum=1, maximum=MAX_WORKERS,
                            more="(a prototype: with more than 1, Kafka clients see one broker per worker on "
-                                "consecutive ports; native and TANK clients use worker 0, which relays requests "
-                                "for the others' partitions; transactions are refused — see "
-                                "[docs/scaling.md](docs/scaling.md))")
+                                "consecutive ports; native and TANK clients use one port that every worker serves, "
+                                "each relaying requests for the others' partitions; transactions are refused — "
+                                "see [docs/scaling.md](docs/scaling.md))")
     count_calls: bool = setting(False, "count the event loop's function calls (`logway_python_calls_total`): a "
                                        "benchmark aid that makes the gateway several times slower",
                                 more="(`logway bench requests --count-calls`)")
@@ -385,7 +385,8 @@ TEXT_KEYS = frozenset(path for path, hint, _ in settings() if isinstance(hint, t
 
 #: `LOGWAY_*` environment variables that are not settings: scripts/dev's venv, where the tests keep artifacts, and
 #: what a supervisor tells the worker processes it starts (`logway.gateway.workers`).
-NOT_SETTINGS = frozenset({"LOGWAY_VENV", "LOGWAY_ARTIFACTS", "LOGWAY_WORKER", "LOGWAY_WORKER_FD"})
+NOT_SETTINGS = frozenset({"LOGWAY_VENV", "LOGWAY_ARTIFACTS", "LOGWAY_WORKER", "LOGWAY_WORKER_FD",
+                          "LOGWAY_WORKER_ENTRIES"})
 
 
 def defaults() -> dict[str, Any]:

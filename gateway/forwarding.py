@@ -1,9 +1,10 @@
 """Requests for partitions another worker owns, relayed to that worker (`workers: N`): `Forwarder` (pooled
 internal connections to one protocol's listeners), `NativeForwarder` and `TankForwarder`.
 
-Native and TANK clients do not route by partition: they talk to worker 0's listener, which serves its own
-partitions and forwards a request for another worker's partition to that worker's listener of the same protocol
-(every worker runs one, on the configured port + its index), then answers with what the owner answered. A
+Native and TANK clients do not route by partition: they connect to the port every worker serves (`workers.py`),
+and the worker that takes the connection serves its own partitions and forwards a request for another worker's
+partition to that worker's own listener of the same protocol (an ephemeral port each: `native.i`, `tank.i`), then
+answers with what the owner answered; native requests on committed offsets and groups go to worker 0. A
 native answer's bytes are relayed unchanged (`RelayedResponse`: no decode and re-encode of the records); a TANK
 answer is decoded, since a request spanning workers is split by owner and the answers merged (`tank/handler.py`).
 

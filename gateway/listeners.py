@@ -26,13 +26,19 @@ _PEER_GONE = (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionErro
 
 
 async def listen(protocol, listener_config, connections: ConnectionRegistry, limits, ssl_context,
-                 conn_nursery: trio.Nursery, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-    """Bind `protocol`'s listener, report the bound (host, port), and serve its connections in `conn_nursery`."""
+                 conn_nursery: trio.Nursery, *, bound: socket.socket | None = None,
+                 task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """Bind `protocol`'s listener — or take `bound`, a listening socket made elsewhere (with `workers: N`, this
+    worker's socket on the shared port) —, report the bound (host, port), and serve its connections in
+    `conn_nursery`."""
     name = protocol.name
-    try:
-        sockets = await trio.open_tcp_listeners(listener_config.port, host=listener_config.host)
-    except OSError as exc:  # port in use, privileged port, unknown host: one line naming listener and address
-        raise ListenerError(name, listener_config.host, listener_config.port, exc) from exc
+    if bound is not None:
+        sockets = [trio.SocketListener(trio.socket.from_stdlib_socket(bound))]
+    else:
+        try:
+            sockets = await trio.open_tcp_listeners(listener_config.port, host=listener_config.host)
+        except OSError as exc:  # port in use, privileged port, unknown host: one line naming listener and address
+            raise ListenerError(name, listener_config.host, listener_config.port, exc) from exc
     sockname = sockets[0].socket.getsockname()
     task_status.started((sockname[0], sockname[1]))
 

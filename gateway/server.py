@@ -22,6 +22,8 @@ from __future__ import annotations
 import logging
 import resource
 import signal
+import socket
+from functools import partial
 from time import perf_counter
 from typing import TYPE_CHECKING
 
@@ -173,6 +175,9 @@ class Gateway:
                         for name, protocol in self.protocols.items():
                             if self.listen:
                                 await self._start_listener(listeners, conn_nursery, protocol, cfg.listeners[name])
+                                if self.worker is not None and name in self.worker.entries:
+                                    await self._start_entry(listeners, conn_nursery, protocol, cfg.listeners[name],
+                                                            self.worker.entries[name])
                         if self.worker is not None:  # the other workers' addresses (a Kafka broker each)
                             await self.worker.join(self)
                         if not self._shutdown.is_set():
@@ -205,6 +210,15 @@ class Gateway:
         if not is_loopback(lc.host):
             log.warning("%s listener is bound to %s: reachable from other hosts (an explicit config choice; see the "
                         "threat model in README.md)", protocol.name, lc.host)
+
+    async def _start_entry(self, listeners: trio.Nursery, conn_nursery: trio.Nursery, protocol: Protocol, lc,
+                           fd: int) -> None:
+        """(workers: N) Serve this worker's socket on the port every worker shares (`workers.entry_sockets`): the
+        same protocol as the worker's own listener, which relays what other workers own."""
+        ssl_context = self.ssl_context if lc.tls else None
+        addr = await listeners.start(partial(listen, bound=socket.socket(fileno=fd)), protocol, lc, self.connections,
+                                     self.config.limits, ssl_context, conn_nursery)
+        log.info("%s protocol also serves the workers' shared port %s:%d", protocol.name, addr[0], addr[1])
 
     async def connect(self, protocol: str) -> trio.abc.Stream:
         """The client end of a new in-memory connection to `protocol` (a running gateway's enabled protocol)."""

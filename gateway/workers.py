@@ -5,18 +5,22 @@ Worker i is a whole gateway process (`logway serve` again) that owns partition p
 `Share.owner(t, p) == i` (`logway.storage.engine`): only it opens, recovers, appends to, reads and trims that
 partition. Kafka clients see worker i as broker i (its own Kafka listener, on the configured port + i) and route
 produce and fetch to each partition's leader themselves (`protocols/kafka/cluster.py`). Worker 0 is also the
-group coordinator, the controller and the owner of the shared offset store. Every worker runs a native listener
-(port + i): native clients use worker 0's, which relays requests for the others' partitions to their owner
-(`forwarding.py`); TANK likewise.
+group coordinator, the controller and the owner of the shared offset store. Native and TANK clients do not route:
+every worker serves the configured native (and TANK) port — the supervisor binds one `SO_REUSEPORT` socket per
+worker there, so the kernel spreads the connections — and relays a request for another worker's partitions to
+that worker's own listener (an ephemeral port, `native.i`/`tank.i`; `forwarding.py`), and one on committed
+offsets or groups to worker 0.
 
 - `supervise(config, argv, ready_file)`: the `logway serve` process itself when `workers` > 1. It holds the data
   directory (a `LogEngine` with `Share(N)`: `.lock`, the clean-shutdown marker, tmp/ and trash/, no partition),
-  starts the N workers — `python -m logway.cli serve` with the same arguments, plus `LOGWAY_WORKER=i/N/clean` and
-  worker i's listeners — each with a control socket (JSON lines). When every worker has bound its listeners and told
-  its addresses, the supervisor sends all of them the list of Kafka brokers and of native and TANK listeners, waits
-  for each to acknowledge and writes the ready file: worker 0's addresses under the usual names ("kafka", "admin",
-  "native", "tank"), worker i's as "kafka.i", "admin.i", "native.i" and "tank.i", and the supervisor's pid. SIGTERM
-  and SIGINT are passed on to every worker; once they have all stopped, the directory is marked cleanly shut down if
+  binds the shared native and TANK sockets (`entry_sockets`), starts the N workers — `python -m logway.cli serve`
+  with the same arguments, plus `LOGWAY_WORKER=i/N/clean`, worker i's listeners and its shared sockets
+  (`LOGWAY_WORKER_ENTRIES`) — each with a control socket (JSON lines). When every worker has bound its listeners
+  and told its addresses, the supervisor sends all of them the list of Kafka brokers and of native and TANK
+  listeners, waits for each to acknowledge and writes the ready file: worker 0's addresses under the usual names
+  ("kafka", "admin"), worker i's as "kafka.i", "admin.i", "native.i" and "tank.i" (its own listeners, also for
+  worker 0), the shared native and TANK port as "native" and "tank", and the supervisor's pid. SIGTERM and
+  SIGINT are passed on to every worker; once they have all stopped, the directory is marked cleanly shut down if
   each of them exited 0. A worker that dies is started again on its ports, as an unclean start (`MAX_RESTARTS` in
   `RESTART_WINDOW`; one more death stops the others and the supervisor exits 1); a worker that fails while the
   gateway starts stops the start (exit 2 or 1 as the worker: a port in use, a locked directory).
@@ -46,6 +50,7 @@ from logway.storage import LogEngine, StorageError
 from logway.storage.engine import Share
 
 from .config import Config
+from .errors import ListenerError
 from .formats import STORAGE_FORMATS
 from .transactions import TxnStatus
 
@@ -56,7 +61,9 @@ __all__ = ["WorkerRole", "supervise", "worker_overrides", "REFRESH_INTERVAL"]
 #: How often a worker looks for topic changes made by the others (also: on demand, at most every REFRESH_MIN).
 REFRESH_INTERVAL = 1.0
 REFRESH_MIN = 0.05
-_ENV, _ENV_FD = "LOGWAY_WORKER", "LOGWAY_WORKER_FD"
+_ENV, _ENV_FD, _ENV_ENTRIES = "LOGWAY_WORKER", "LOGWAY_WORKER_FD", "LOGWAY_WORKER_ENTRIES"
+#: The listeners whose configured port every worker serves (clients that do not route by partition).
+SHARED = ("native", "tank")
 #: Beyond the shutdown timeout, how long the supervisor waits for workers to close storage before SIGKILL.
 _STOP_GRACE = 60.0
 #: A worker that dies is started again, at most this many times in RESTART_WINDOW seconds (the next death stops the
@@ -71,14 +78,17 @@ RESTART_DELAY = 1.0
 class WorkerRole:
     """What makes a gateway process worker `index` of `count` (see the module docstring)."""
 
-    def __init__(self, index: int, count: int, clean_start: bool, control_fd: int | None = None) -> None:
+    def __init__(self, index: int, count: int, clean_start: bool, control_fd: int | None = None,
+                 entries: dict[str, int] | None = None) -> None:
         self.index = index
         self.count = count
+        #: Listener name -> the file descriptor of this worker's socket on the shared port (see `entry_sockets`).
+        self.entries = dict(entries or {})
         self.share = Share(count, index, clean_start)
         #: The Kafka brokers' advertised addresses by node id (= worker index); known once `join` returned.
         self.brokers: list[tuple[str, int]] = []
-        #: Every worker's native and TANK listeners (host, port) by index, or None where it has none (worker 0
-        #: relays what the others own to them).
+        #: Every worker's own native and TANK listeners (host, port) by index, or None where it has none (what the
+        #: others relay to it).
         self.natives: list[tuple[str, int] | None] = []
         self.tanks: list[tuple[str, int] | None] = []
         #: Called with the name of each topic another worker deleted (the Kafka producers' state forgets it).
@@ -100,11 +110,14 @@ class WorkerRole:
         try:
             index, count, clean = (int(x) for x in text.split("/"))
             fd = int(env[_ENV_FD]) if env.get(_ENV_FD) else None
+            entries = {name: int(n) for name, _, n in (item.partition("=") for item in
+                                                       env.get(_ENV_ENTRIES, "").split(",") if item)}
         except (ValueError, KeyError):
-            raise ValueError(f"{_ENV}={text!r} is not i/N/clean (it is set by a supervising logway serve)") from None
+            raise ValueError(f"{_ENV}={text!r} is not i/N/clean, or {_ENV_ENTRIES} not name=fd,… (they are set by a "
+                             f"supervising logway serve)") from None
         if not 0 <= index < count:
             raise ValueError(f"{_ENV}={text!r}: worker index out of range")
-        return cls(index, count, bool(clean), fd)
+        return cls(index, count, bool(clean), fd, entries)
 
     @property
     def suffix(self) -> str:
@@ -241,14 +254,16 @@ class WorkerRole:
 
 def worker_overrides(config: Config, index: int, ports: dict[str, int] | None = None) -> list[str]:
     """The `--set` flags of worker `index`: each listener's port + index (0 stays 0: the worker picks one and
-    tells) — or, for a worker started again, the ports it had (`ports`: listener name -> port) —, and the advertised
-    Kafka port likewise."""
+    tells), but 0 for its own native and TANK listeners (the configured port is the shared one) — or, for a worker
+    started again, the ports it had (`ports`: listener name -> port) —, and the advertised Kafka port likewise."""
     out = []
     for name, lc in config.listeners.items():
         if not lc.enabled:
             continue
         if ports is not None and name in ports:
             out.append(f"listeners.{name}.port={ports[name]}")
+        elif name in SHARED:
+            out.append(f"listeners.{name}.port=0")
         elif lc.port:
             out.append(f"listeners.{name}.port={lc.port + index}")
     if config.kafka.advertised_port:
@@ -259,12 +274,45 @@ def worker_overrides(config: Config, index: int, ports: dict[str, int] | None = 
 def _port_problem(config: Config) -> str | None:
     last = config.workers - 1
     for name, lc in config.listeners.items():
-        if lc.enabled and lc.port and lc.port + last > 65535:
+        if lc.enabled and lc.port and lc.port + last > 65535 and name not in SHARED:
             return (f"listeners.{name}.port {lc.port} + {last} (worker {last}'s port) is beyond 65535: lower the "
                     f"port or workers")
     if config.kafka.advertised_port and config.kafka.advertised_port + last > 65535:
         return f"kafka.advertised_port {config.kafka.advertised_port} + {last} is beyond 65535"
     return None
+
+
+def entry_sockets(config: Config, count: int) -> dict[str, list[socket.socket]]:
+    """For each enabled listener of `SHARED`: `count` listening sockets on its configured host and port, one per
+    worker, bound with SO_REUSEPORT so the kernel spreads new connections over them (port 0: the first picks the
+    port, the others join it). The supervisor holds them for its life, so a worker started again serves the same
+    socket — the connections that arrived meanwhile wait in its backlog. Raises `ListenerError`."""
+    out: dict[str, list[socket.socket]] = {}
+    try:
+        for name in SHARED:
+            lc = config.listeners.get(name)
+            if lc is None or not lc.enabled:
+                continue
+            port, socks = lc.port, out.setdefault(name, [])
+            try:
+                family, kind, proto, _, address = socket.getaddrinfo(lc.host, port, type=socket.SOCK_STREAM,
+                                                                     flags=socket.AI_PASSIVE)[0]
+                for _ in range(count):
+                    sock = socket.socket(family, kind, proto)
+                    socks.append(sock)
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+                    sock.bind(address[:1] + (port,) + address[2:])
+                    sock.listen(socket.SOMAXCONN)
+                    port = sock.getsockname()[1]
+            except OSError as exc:
+                raise ListenerError(name, lc.host, port, exc) from exc
+    except BaseException:
+        for socks in out.values():
+            for sock in socks:
+                sock.close()
+        raise
+    return out
 
 
 class _Worker:
@@ -320,6 +368,12 @@ def supervise(config: Config, argv: list[str], ready_file: str | None) -> int:
         print(f"logway: configuration error: {problem}", file=sys.stderr)
         return 2
     engine = LogEngine(config.data_dir, STORAGE_FORMATS, config.storage.topic_defaults, share=Share(count))
+    try:
+        entries = entry_sockets(config, count)
+    except BaseException:
+        engine.close(clean=engine.clean_start)
+        raise
+    shared = {name: socks[0].getsockname()[:2] for name, socks in entries.items()}
     stopping = False
 
     def on_signal(signum, frame) -> None:
@@ -337,13 +391,15 @@ def supervise(config: Config, argv: list[str], ready_file: str | None) -> int:
 
     def spawn(i: int, clean: bool, ports: dict[str, int] | None = None) -> _Worker:
         ours, theirs = socket.socketpair()
-        env = dict(os.environ, **{_ENV: f"{i}/{count}/{int(clean)}", _ENV_FD: str(theirs.fileno())})
+        mine = {name: socks[i].fileno() for name, socks in entries.items()}
+        env = dict(os.environ, **{_ENV: f"{i}/{count}/{int(clean)}", _ENV_FD: str(theirs.fileno()),
+                                  _ENV_ENTRIES: ",".join(f"{name}={fd}" for name, fd in mine.items())})
         cmd = [sys.executable, "-m", "logway.cli", "serve", *argv]
         for item in worker_overrides(config, i, ports):
             cmd += ["--set", item]
         # Its own session: a terminal's ^C reaches the supervisor only, which passes on one SIGTERM (a second
         # signal could arrive after the worker's gateway stopped listening for signals, and kill it).
-        proc = subprocess.Popen(cmd, env=env, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen(cmd, env=env, pass_fds=[theirs.fileno(), *mine.values()], stdin=subprocess.DEVNULL,
                                 start_new_session=True)
         theirs.close()
         w = _Worker(i, proc, ours)
@@ -355,7 +411,7 @@ def supervise(config: Config, argv: list[str], ready_file: str | None) -> int:
         workers.extend(spawn(i, engine.clean_start) for i in range(count))
         log.info("started %d workers (pids %s) over %s", count, ", ".join(str(w.proc.pid) for w in workers),
                  engine.data_dir)
-        status = _run(workers, selector, ready_file, lambda: stopping, spawn)
+        status = _run(workers, selector, ready_file, lambda: stopping, spawn, shared)
     finally:
         for w in workers:
             w.stop()
@@ -371,6 +427,9 @@ def supervise(config: Config, argv: list[str], ready_file: str | None) -> int:
             if w.proc.returncode and not w.reported:
                 log.error("worker %d (pid %d) exited with status %d", w.index, w.proc.pid, w.proc.returncode)
         clean = bool(workers) and all(w.proc.returncode == 0 for w in workers)
+        for socks in entries.values():
+            for sock in socks:
+                sock.close()
         engine.close(clean=clean)
     if status is None:  # asked to stop: 0 if every worker stopped cleanly
         status = 0 if clean else 1
@@ -378,7 +437,7 @@ def supervise(config: Config, argv: list[str], ready_file: str | None) -> int:
 
 
 def _run(workers: list[_Worker], selector: selectors.BaseSelector, ready_file: str | None,
-         stopping: Callable[[], bool], spawn: Callable[..., _Worker]) -> int | None:
+         stopping: Callable[[], bool], spawn: Callable[..., _Worker], shared: dict) -> int | None:
     """Start-up (addresses in, brokers out, acknowledgements, the ready file), then watch the workers: one that dies
     is started again on its ports (`spawn(index, clean, ports)`), at most `MAX_RESTARTS` times in
     `RESTART_WINDOW` seconds. None when asked to stop; the exit status when a worker failed to start, or died
@@ -438,18 +497,22 @@ def _run(workers: list[_Worker], selector: selectors.BaseSelector, ready_file: s
                     w.told = True
         if not started and all(w.ready for w in workers):
             started = True
-            _write_ready(ready_file, workers)
+            _write_ready(ready_file, workers, shared)
             kafka = ", ".join("%s:%d" % tuple(w.kafka) for w in workers if w.kafka)
             log.info("%d workers ready%s", len(workers), f"; Kafka brokers {kafka}" if kafka else "")
 
 
-def _write_ready(ready_file: str | None, workers: list[_Worker]) -> None:
+def _write_ready(ready_file: str | None, workers: list[_Worker], shared: dict) -> None:
+    """Worker 0's listeners under their names, worker i's with ".i" — but the shared ports under the listeners'
+    names, and worker 0's own native and TANK listeners as "native.0" and "tank.0"."""
     if not ready_file:
         return
     info: dict = {}
     for w in workers:
         suffix = f".{w.index}" if w.index else ""
-        info.update({name + suffix: addr for name, addr in w.listening.items()})
+        info.update({name + (f".{w.index}" if name in shared else suffix): addr
+                     for name, addr in w.listening.items()})
+    info.update({name: list(addr) for name, addr in shared.items()})
     info["pid"] = os.getpid()
     tmp = ready_file + ".tmp"
     with open(tmp, "w") as f:

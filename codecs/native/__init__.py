@@ -15,7 +15,7 @@ Requests (server receives, client sends)::
     {"OffsetCommit": {"topic", "partition", "group_id": str, "offset": int, "metadata"?: str}}
     {"OffsetFetch": {"topic", "partition", "group_id": str}}
     {"CreateTopic": {"topic", "partitions"?: int >= 1}}      {"ListTopics": {}}
-    {"DescribeTopic": {"topic", "details"?: bool}}            {"Ping": {}}
+    {"DescribeTopic": {"topic", "details"?: bool, "partitions"?: [int]}}             {"Ping": {}}
     {"DeleteTopic": {"topic"}}                                {"Auth": {"token": str}}
     {"CreatePartitions": {"topic", "partitions": int >= 1, "validate_only"?: bool}}
     {"DeleteRecords": {"topic", "partition", "offset": int >= -1}}
@@ -63,7 +63,8 @@ The admin requests (`CreatePartitions`, `DeleteRecords`: offset -1 = every visib
 `CreateTopic` … `DescribeTopic`. Config values are int64 or strings (Kafka's names: `retention.ms`, …).
 
 `DescribeTopic` with `"details": true` also answers each partition's `size_bytes` (on disk) and `segments`, and
-the topic's storage `format`; without it the answer is the seed's.
+the topic's storage `format`; without it the answer is the seed's. With `"partitions"` it answers those partitions
+only, leaving out ones the topic lacks (with `workers: N`, how workers ask each other).
 
 The group requests are our extensions too. `ListGroups`: the groups with committed offsets (any protocol) and the
 Kafka groups the coordinator holds, with Kafka's state names ("Empty" for offsets only). `DescribeGroup`: per

@@ -81,11 +81,13 @@ class ListTopicsRequest:
 
 @dataclass(frozen=True, slots=True)
 class DescribeTopicRequest:
-    """Extension: log start/end offsets of every partition of `topic`; with `details` also each partition's size
-    on disk and segment count, and the topic's storage format."""
+    """Extension: log start/end offsets of every partition of `topic` — or, with `partitions`, of those only
+    (ones the topic lacks are left out); with `details` also each partition's size on disk and segment
+    count, and the topic's storage format."""
 
     topic: str
     details: bool = False
+    partitions: list[int] | None = None
 
 
 @dataclass(frozen=True, slots=True)

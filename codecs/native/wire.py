@@ -301,7 +301,12 @@ def _create_topic_request(body: dict, _raw: bytearray) -> CreateTopicRequest:
 
 
 def _describe_topic_request(body: dict, _raw: bytearray) -> DescribeTopicRequest:
-    return DescribeTopicRequest(_str(_get(body, "topic"), "topic"), _opt_bool(body.get("details"), "details"))
+    partitions = body.get("partitions")
+    if partitions is not None:
+        partitions = _each(_list(partitions, "partitions"), "partitions",
+                           lambda v: _int(v, "partition", MAX_PARTITION))
+    return DescribeTopicRequest(_str(_get(body, "topic"), "topic"), _opt_bool(body.get("details"), "details"),
+                                partitions)
 
 
 def _create_partitions_request(body: dict, _raw: bytearray) -> CreatePartitionsRequest:
@@ -713,6 +718,9 @@ def _enc_describe_topic_request(e: DescribeTopicRequest) -> dict:
     body: dict[str, Any] = {"topic": _str(e.topic, "topic")}
     if _bool(e.details, "details"):  # sent only when asked for: seed brokers see the seed's frame
         body["details"] = True
+    if e.partitions is not None:
+        body["partitions"] = _each(_list(list(e.partitions), "partitions"), "partitions",
+                                   lambda v: _int(v, "partition", MAX_PARTITION))
     return {"DescribeTopic": body}
 
 

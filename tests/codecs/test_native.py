@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import struct
 import tracemalloc
 from pathlib import Path
@@ -176,6 +177,8 @@ REQUESTS = [
     native.CreateTopicRequest("new", partitions=8),
     native.ListTopicsRequest(),
     native.DescribeTopicRequest("orders"),
+    native.DescribeTopicRequest("orders", partitions=[3, 0]),
+    native.DescribeTopicRequest("orders", details=True, partitions=[]),
     native.PingRequest(),
 ]
 RESPONSES = [
@@ -236,6 +239,20 @@ def test_fetch_response_drops_headers_but_produce_refuses_them():
 
 
 # ------------------------------------------------------------------------------------------ error paths
+
+
+@pytest.mark.parametrize("partitions, message", [
+    ('"0"', "`partitions` must be an array, got a string"),
+    ('[0, -1]', "`partition` = -1 is out of range"),
+    ('[true]', "`partition` must be an integer, got"),
+])
+def test_describe_topic_partitions_are_checked(partitions, message):
+    body = ('{"DescribeTopic": {"topic": "t", "partitions": %s}}' % partitions).encode()
+    conn = NativeConnection("server")
+    conn.receive_data(len(body).to_bytes(4, "big") + body + PING)
+    with pytest.raises(RemoteProtocolError, match=re.escape(message)) as info:
+        conn.next_event()
+    assert info.value.fatal is False and conn.next_event() == PingRequest()
 
 
 @pytest.mark.parametrize("bad", MANIFEST["bad_frames"], ids=frame_ids(MANIFEST["bad_frames"]))

@@ -37,8 +37,8 @@ def test_short_load_has_no_errors_and_every_connection_works():
 
 @pytest.mark.slow
 def test_short_load_over_two_workers_routes_kafka_and_relays_native_and_tank():
-    """`--workers 2`: Kafka connections go to their partition's broker, native and TANK ones to worker 0, which
-    relays what worker 1 owns (half of the partitions) — long-polls included, many at once."""
+    """`--workers 2`: Kafka connections go to their partition's broker, native and TANK ones to the shared port,
+    whose workers relay what the other owns (half of the partitions) — long-polls included, many at once."""
     report = run_load(LoadSettings(connections=120, seconds=2.0, partitions=4, workers=2))
     print(report.format())
     assert report.problems() == [], report.format()

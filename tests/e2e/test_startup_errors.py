@@ -55,6 +55,14 @@ def test_port_in_use_names_the_listener_and_the_address(tmp_path, taken_port, li
                     f"(another process listens there): stop it or set listeners.{listener}.port")
 
 
+@pytest.mark.parametrize("listener", ["native", "tank"])
+def test_shared_port_in_use_with_workers_names_the_listener_and_the_address(tmp_path, taken_port, listener):
+    """With `workers: N` the supervisor binds the native and TANK ports every worker serves: the same one line."""
+    r = serve(tmp_path / "data", "--set", "workers=2", "--set", f"listeners.{listener}.host=127.0.0.1",
+              "--set", f"listeners.{listener}.port={taken_port}", "--set", "listeners.tank.enabled=true")
+    assert_one_line(r, f"{listener} listener cannot listen on 127.0.0.1:{taken_port}: address already in use")
+
+
 def test_port_in_use_at_info_level_still_ends_in_one_error_line(tmp_path, taken_port):
     r = serve(tmp_path / "data", "--set", f"listeners.kafka.port={taken_port}", "--set", "log_level=INFO")
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr

@@ -29,7 +29,7 @@ from logway.codecs.kafka.api import offsets as O
 from logway.codecs.kafka.error_codes import ErrorCode as E
 from logway.codecs.kafka.records import encode_batch
 from logway.codecs.records import Record
-from logway.codecs.tank import ConsumeFlags, ProduceError
+from logway.codecs.tank import ConsumeFlags
 from logway.codecs.tank.chunk import decode_chunk
 from logway.gateway.formats import STORAGE_FORMATS
 from logway.storage import LogEngine, StorageError, TopicExists
@@ -122,7 +122,8 @@ def consume(consumer: Consumer, count: int, timeout: float = 30) -> list[tuple[i
 
 
 def test_metadata_has_two_brokers_and_librdkafka_produces_and_fetches_every_partition(gw):
-    assert {"kafka", "kafka.1", "admin", "admin.1", "native", "native.1", "tank", "tank.1"} == set(gw.addresses)
+    assert {"kafka", "kafka.1", "admin", "admin.1", "native", "native.0", "native.1", "tank", "tank.0",
+            "tank.1"} == set(gw.addresses)
     topic = kafka_topic(gw)
     md = AdminClient({"bootstrap.servers": bootstrap(gw)}).list_topics(timeout=10)
     assert {b.id: (b.host, b.port) for b in md.brokers.values()} == {0: gw.addresses["kafka"],
@@ -194,10 +195,10 @@ def test_a_request_to_the_wrong_broker_is_not_leader_or_follower(gw):
                 mine: (E.NONE, 1), theirs: (E.NOT_LEADER_OR_FOLLOWER, -1)}
 
 
-def test_native_requests_for_worker_1s_partitions_are_relayed_by_worker_0(gw):
-    """Native clients talk to worker 0, which relays Produce, Fetch (long-polls too), DeleteRecords to the owner
-    and merges DescribeTopic; group offsets stay on worker 0. Worker 1's own listener serves its partitions and
-    names worker 0 for the others."""
+def test_native_requests_through_any_worker_reach_the_partitions_owner(gw):
+    """Native clients connect to the shared port, served by every worker: each relays Produce, Fetch (long-polls
+    too), DeleteRecords to the owner and merges DescribeTopic; group offsets live on worker 0, where every other
+    worker relays the requests on them. A worker's own listener (what the others relay to) does the same."""
     name = "n-" + uuid.uuid4().hex[:8]
     owners = [Share(2).owner(name, p) for p in range(PARTITIONS)]
     theirs = owners.index(1)
@@ -229,10 +230,44 @@ def test_native_requests_for_worker_1s_partitions_are_relayed_by_worker_0(gw):
             c.fetch(name, PARTITIONS, 0)
         c.ping()
     mine = owners.index(0)
-    with NativeClient(*gw.addresses["native.1"]) as direct:
+    with NativeClient(*gw.addresses["native.1"]) as direct, NativeClient(*gw.native) as c:
         assert [r.value for r in direct.fetch(name, theirs, 1).records] == [b"%d-b" % theirs, b"late"]
-        with pytest.raises(NativeError, match=f"partition {mine} of topic '{name}' is served by worker 0"):
-            direct.produce(name, mine, [b"x"])
+        assert direct.produce(name, mine, [b"x"]) == [2]  # worker 0's partition, relayed by worker 1
+        assert [r.value for r in c.fetch(name, mine, 2).records] == [b"x"]
+        assert direct.commit(name, mine, "g-via-1", 3) and c.committed(name, mine, "g-via-1") == 3  # on worker 0
+        assert direct.committed(name, theirs, "g-native") == 1
+        assert [r.value for r in direct.fetch(name, mine, 0, group_id="g-via-1").records] == []  # from offset 3
+        assert [(s.partition, s.log_end_offset) for s in direct.describe_topic(name).partitions] == [
+            (p, 3) if p in (mine, theirs) else (p, 2) for p in range(PARTITIONS)]
+        assert direct.describe_topic(name, partitions=[theirs, mine, PARTITIONS]).partitions == [
+            s for s in c.describe_topic(name).partitions if s.partition in (mine, theirs)]
+        assert {g.group_id for g in direct.list_groups()} >= {"g-native", "g-via-1"}
+        assert direct.delete_topic(name)  # relayed to worker 0: the topic's committed offsets go with it
+        assert not {"g-native", "g-via-1"} & {g.group_id for g in c.list_groups()}
+        deadline = time.monotonic() + 5  # (a worker sees another's topic changes within REFRESH_INTERVAL)
+        while name in {t.name for t in c.list_topics()}:
+            assert time.monotonic() < deadline, "the deleted topic is still listed"
+            time.sleep(0.1)
+
+
+def test_the_shared_native_and_tank_ports_spread_connections_over_the_workers(gw):
+    """The kernel spreads the shared port's connections (SO_REUSEPORT, one socket per worker): with 24 of each,
+    both workers accept some (a chance of 2 x 2^-23 that one takes them all)."""
+    clients = [NativeClient(*gw.native) for _ in range(24)] + [TankClient(*gw.addresses["tank"]) for _ in range(24)]
+    try:
+        for c in clients[:24]:
+            c.ping()
+        accepted = {}
+        for admin in ("admin", "admin.1"):
+            text = urllib.request.urlopen("http://%s:%d/metrics" % tuple(gw.addresses[admin]), timeout=10).read()
+            accepted[admin] = {line.split(" ")[0]: float(line.split(" ")[1]) for line in text.decode().splitlines()
+                               if line.startswith("logway_connections_open{")}
+        for proto in ("native", "tank"):
+            key = f'logway_connections_open{{listener="{proto}"}}'
+            assert all(accepted[a].get(key, 0) >= 1 for a in accepted), (proto, accepted)
+    finally:
+        for c in clients:
+            c.close()
 
 
 def _values(part, seq=1):
@@ -268,9 +303,9 @@ def test_native_group_admin_sees_every_workers_partitions(gw):
 
 
 def test_tank_requests_spanning_workers_are_split_relayed_and_merged(gw):
-    """TANK clients talk to worker 0: a Produce or Consume naming both workers' partitions is split by owner and the
-    answers merged; a long-poll over both parks at both and is answered by the first append, wherever it lands;
-    DiscoverPartitions asks the owner. Worker 1's own listener answers a system error for worker 0's partitions."""
+    """TANK clients connect to the shared port (any worker): a Produce or Consume naming both workers' partitions is
+    split by owner and the answers merged; a long-poll over both parks at both and is answered by the first append,
+    wherever it lands; DiscoverPartitions asks the owner. A worker's own listener relays the same way."""
     name = "tk-" + uuid.uuid4().hex[:8]
     owners = [Share(2).owner(name, p) for p in range(PARTITIONS)]
     mine, theirs = owners.index(0), owners.index(1)
@@ -302,9 +337,10 @@ def test_tank_requests_spanning_workers_are_split_relayed_and_merged(gw):
         assert mixed.topics[0].partitions[1].error == ConsumeFlags.UNKNOWN_PARTITION
         assert mixed.topics[1].unknown
     with TankClient(*gw.addresses["tank.1"]) as direct:
-        assert direct.produce(name, mine, [b"x"]) == ProduceError.SYSTEM_ERROR
-        assert direct.consume({name: [(mine, 1, 1024)]}).topics[0].partitions[0].error == ConsumeFlags.SYSTEM_ERROR
+        assert direct.produce(name, mine, [b"x"]) == 0  # worker 0's partition, relayed by worker 1
+        assert [m.value for m in direct.get(name, mine, 1).messages][-1:] == [b"x"]
         assert [m.value for m in direct.get(name, theirs, 1).messages][:2] == [b"%d-a" % theirs, b"%d-b" % theirs]
+        assert [b.high_water_mark for b in direct.discover_partitions(name)][mine] == 4  # a, b, woke, x
 
 
 def test_a_split_consume_past_the_parked_limit_gets_every_owners_watermark_at_once(tmp_path):
@@ -410,7 +446,7 @@ def test_a_dead_worker_is_started_again_on_its_ports_with_its_data(tmp_path):
     try:
         name = "r-" + uuid.uuid4().hex[:8]
         theirs = [Share(2).owner(name, p) for p in range(PARTITIONS)].index(1)
-        with NativeClient(*gw.native) as c:
+        with NativeClient(*gw.addresses["native.0"]) as c:  # worker 0's own listener: it relays to worker 1
             c.create_topic(name, PARTITIONS)
             assert c.produce(name, theirs, [b"before"]) == [0]
         old = children(gw.pid)
@@ -426,10 +462,10 @@ def test_a_dead_worker_is_started_again_on_its_ports_with_its_data(tmp_path):
                 time.sleep(0.2)
         assert [r.value for r in got.records] == [b"before"]
         assert len(children(gw.pid)) == 2 and old[-1] not in children(gw.pid)
-        with NativeClient(*gw.native) as c:  # relayed by worker 0 to the new worker 1 (its pooled connection to
-            assert c.produce(name, theirs, [b"after"]) == [1]  # the old one is dropped, not used and failed)
+        with NativeClient(*gw.addresses["native.0"]) as c:  # relayed by worker 0 to the new worker 1 (its pooled
+            assert c.produce(name, theirs, [b"after"]) == [1]  # connection to the old one is dropped, not used)
             assert [r.value for r in c.fetch(name, theirs, 0).records] == [b"before", b"after"]
-        with TankClient(*gw.addresses["tank"]) as t:
+        with TankClient(*gw.addresses["tank.0"]) as t:
             assert [m.value for m in t.get(name, theirs, 1).messages] == [b"before", b"after"]
         metrics = urllib.request.urlopen("http://%s:%d/metrics" % tuple(gw.addresses["admin"]), timeout=10).read()
         relays = {line.split(" ")[0]: float(line.split(" ")[1]) for line in metrics.decode().splitlines()

@@ -38,16 +38,18 @@ class NativeProtocol(Protocol):
 
     def __init__(self, gateway) -> None:
         super().__init__(gateway)
-        # With workers: N, worker 0 relays requests for the others' partitions (`forwarding.py`), and every worker
-        # looks up topics another one may have just created before refusing a request naming one.
+        # With workers: N, every worker relays requests for the others' partitions to their owner, and those on
+        # committed offsets and groups to worker 0 (`forwarding.py`), and looks up topics another one may have just
+        # created before refusing a request naming one.
         worker = gateway.worker
-        forward = (NativeForwarder(lambda: worker.natives, self.config.limits.max_frame_bytes)
-                   if worker is not None and worker.index == 0 and worker.count > 1 else None)
+        several = worker is not None and worker.count > 1
+        forward = NativeForwarder(lambda: worker.natives, self.config.limits.max_frame_bytes) if several else None
         look_up = None if worker is None else (lambda names: worker.look_up_unknown(gateway.engine, names))
         # The Kafka group coordinator, looked up per request (protocols are all made before any listener starts):
         # membership for the group admin requests, None without a Kafka listener.
         self.handler = NativeHandler(self.steps, self.config, lambda: getattr(gateway.protocols.get("kafka"),
-                                                                              "coordinator", None), forward, look_up)
+                                                                              "coordinator", None), forward, look_up,
+                                     offsets_owner=0 if several and worker.index else None)
         self.token = self.config.auth.native_token
 
     def codec(self) -> NativeConnection:

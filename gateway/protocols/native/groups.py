@@ -142,7 +142,8 @@ class GroupAdmin:
                 asks.setdefault((owner, topic), set()).add(partition)
         out = {}
         for (owner, topic), wanted in sorted(asks.items()):
-            answer = await self.forward.call_decoded(owner, nev.DescribeTopicRequest(topic))
+            answer = await self.forward.call_decoded(owner, nev.DescribeTopicRequest(topic,
+                                                                                      partitions=sorted(wanted)))
             if type(answer) is nev.DescribeTopicResponse:
                 out.update({(topic, s.partition): (s.log_start_offset, s.log_end_offset) for s in answer.partitions
                             if s.partition in wanted})

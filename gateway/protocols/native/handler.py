@@ -4,9 +4,13 @@ Storage failures become the seed's error texts (`partition not found: …`, `off
 table (`_ERRORS`, by `ErrorKind`); a fetch with `max_wait_ms` parks in the shared long-poll step until enough
 payload arrived (a `Park` the pump awaits before the next request; the append that brings enough writes it).
 
-With `workers: N`, worker 0's handler relays a request for a partition another worker owns (Produce, Fetch,
-DeleteRecords) to that worker (`forwarding.NativeForwarder`; a Fetch with `group_id` is resolved against the
-committed offset here, where the offsets live, first) and merges every worker's partitions into DescribeTopic.
+With `workers: N`, every worker's handler relays a request for a partition another worker owns (Produce, Fetch,
+DeleteRecords) to that worker (`forwarding.NativeForwarder`; a Fetch with `group_id` is first resolved against the
+committed offset, which lives on worker 0) and merges every worker's partitions into DescribeTopic (asking each
+owner for its own partitions only: `DescribeTopic.partitions`, so a describe never fans out twice). On the other
+workers, the requests on committed offsets and groups (OffsetCommit, OffsetFetch, DeleteGroupOffsets and the group
+admin requests) and DeleteTopic (the topic's offsets go with it) are relayed whole to worker 0, the offset store's
+and the group coordinator's owner.
 """
 
 from __future__ import annotations
@@ -56,15 +60,25 @@ _ERRORS = {
 }
 
 
+#: The requests on committed offsets and groups — and DeleteTopic, whose offsets go with the topic: with
+#: `workers: N`, answered by worker 0 (`offsets_owner`), as Kafka's DeleteTopics and group APIs are.
+_OFFSET_REQUESTS = (nev.OffsetCommitRequest, nev.OffsetFetchRequest, nev.DeleteGroupOffsetsRequest,
+                    nev.ListGroupsRequest, nev.DescribeGroupRequest, nev.ResetGroupOffsetsRequest,
+                    nev.DeleteTopicRequest)
+
+
 class NativeHandler:
-    def __init__(self, steps: Steps, config, kafka_coordinator=lambda: None, forward=None, look_up=None) -> None:
+    def __init__(self, steps: Steps, config, kafka_coordinator=lambda: None, forward=None, look_up=None,
+                 offsets_owner: int | None = None) -> None:
         """`kafka_coordinator()`: the Kafka protocol's group coordinator, or None (membership for the group
-        requests, see `groups.py`). With `workers: N`: `forward`, a `NativeForwarder` (worker 0), or None — a
-        request for another worker's partition is then answered with the error naming that worker; `look_up(names)`
-        reads the topics of the (topic, partition) pairs another worker may have just created or grown, before a
-        request naming one is answered."""
+        requests, see `groups.py`). With `workers: N`: `forward`, a `NativeForwarder`, or None — a request for
+        another worker's partition is then answered with the error naming that worker; `look_up(names)` reads the
+        topics of the (topic, partition) pairs another worker may have just created or grown, before a request
+        naming one is answered; `offsets_owner`, the worker that holds the committed offsets when it is not this
+        one (their requests are relayed to it whole)."""
         self.steps = steps
         self.forward = forward
+        self.offsets_owner = offsets_owner
         self.look_up = look_up
         self.engine = steps.engine
         self.limits = config.limits
@@ -88,6 +102,9 @@ class NativeHandler:
             nev.ResetGroupOffsetsRequest: self.groups.reset_offsets,
             nev.PingRequest: self._ping,
         }
+        if offsets_owner is not None:
+            for kind in _OFFSET_REQUESTS:
+                self._handlers[kind] = self._to_offsets_owner
 
     async def handle(self, event):
         """The answer to `event`: a response event, or a `Park` (a fetch that waits for data), whose answer gets the
@@ -120,6 +137,19 @@ class NativeHandler:
             raise plog.refusal()
         return await self.forward.call(plog.owner, ev)
 
+    async def _to_offsets_owner(self, ev):
+        """(workers: N, not worker 0) a request on committed offsets or groups, answered by the offsets' owner."""
+        return await self.forward.call(self.offsets_owner, ev)
+
+    async def _committed(self, group_id: str, topic: str, partition: int) -> int | None | nev.ErrorResponse:
+        """The group's committed offset of the partition (None: none), asked of the offsets' owner if elsewhere."""
+        if self.offsets_owner is None:
+            committed = self.engine.offsets.fetch(group_id, topic, partition)
+            return None if committed is None else committed.offset
+        answer = await self.forward.call_decoded(self.offsets_owner, nev.OffsetFetchRequest(topic, partition,
+                                                                                             group_id))
+        return answer.offset if type(answer) is nev.OffsetFetchResponse else answer
+
     async def _produce(self, ev: nev.ProduceRequest):
         plog = self.engine.partition(ev.topic, ev.partition)
         if type(plog) is ForeignPartition:
@@ -135,10 +165,12 @@ class NativeHandler:
         plog = self.engine.partition(ev.topic, ev.partition)
         start = ev.offset
         if ev.group_id is not None:
-            committed = self.engine.offsets.fetch(ev.group_id, ev.topic, ev.partition)
-            if committed is not None and committed.offset > start:
-                start = committed.offset
-        if type(plog) is ForeignPartition:  # the committed offset is resolved here, where the offsets live
+            committed = await self._committed(ev.group_id, ev.topic, ev.partition)
+            if type(committed) is nev.ErrorResponse:
+                return committed
+            if committed is not None and committed > start:
+                start = committed
+        if type(plog) is ForeignPartition:  # the committed offset is resolved first (the owner has no group)
             return await self._relay(plog, replace(ev, offset=start, group_id=None))
         if start > plog.high_watermark:
             return nev.FetchResponse(NO_RECORDS, plog.high_watermark)
@@ -195,19 +227,27 @@ class NativeHandler:
         topic = self.engine.topics_by_name.get(ev.topic)
         if topic is None:
             return nev.ErrorResponse(f"topic not found: {ev.topic}")
+        count = len(topic.partitions)
+        wanted = range(count) if ev.partitions is None else sorted({p for p in ev.partitions if 0 <= p < count})
+        mine, owners = [], {}
+        for i in wanted:
+            p = topic.partitions[i]  # (indexing gives another worker's as a ForeignPartition; iterating skips it)
+            if type(p) is ForeignPartition:
+                if self.forward is not None:
+                    owners.setdefault(p.owner, []).append(i)
+            else:
+                mine.append(p)
         if not ev.details:
-            parts = [nev.PartitionSummary(p.partition, p.log_start_offset, p.high_watermark) for p in topic.partitions]
+            parts = [nev.PartitionSummary(p.partition, p.log_start_offset, p.high_watermark) for p in mine]
         else:
             parts = [nev.PartitionSummary(p.partition, p.log_start_offset, p.high_watermark, p.size_bytes,
-                                          len(p.segments)) for p in topic.partitions]
-        if self.forward is not None:  # (workers: N) the partitions of the others, from each of them
-            everyone = (topic.partitions[i] for i in range(len(topic.partitions)))  # (iterating: its own only)
-            owners = {q.owner for q in everyone if type(q) is ForeignPartition}
-            for worker in sorted(owners):
-                answer = await self.forward.call_decoded(worker, ev)
-                if type(answer) is not nev.DescribeTopicResponse:
-                    return answer
-                parts += answer.partitions
+                                          len(p.segments)) for p in mine]
+        for worker, theirs in sorted(owners.items()):  # (workers: N) each owner's partitions, from it
+            answer = await self.forward.call_decoded(worker, replace(ev, partitions=theirs))
+            if type(answer) is not nev.DescribeTopicResponse:
+                return answer
+            parts += answer.partitions
+        if owners:
             parts.sort(key=lambda s: s.partition)
         return nev.DescribeTopicResponse(topic.name, parts, topic.format if ev.details else None)
 

@@ -35,9 +35,8 @@ class TankProtocol(Protocol):
     def __init__(self, gateway) -> None:
         super().__init__(gateway)
         worker = gateway.worker
-        # With workers: N, worker 0 relays what the others own (`forwarding.py`).
-        forward = (TankForwarder(lambda: worker.tanks)
-                   if worker is not None and worker.index == 0 and worker.count > 1 else None)
+        # With workers: N, every worker relays what the others own to them (`forwarding.py`).
+        forward = TankForwarder(lambda: worker.tanks) if worker is not None and worker.count > 1 else None
         look_up = None if worker is None else (lambda names: worker.look_up_unknown(gateway.engine, names))
         self.handler = TankHandler(self.steps, forward, look_up)
 

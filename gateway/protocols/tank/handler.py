@@ -5,12 +5,12 @@ Sequence numbers are offsets + 1. A consume of a `tank`-format topic is a byte r
 all at EOF parks (`poll`, in the shared long-poll step) until appends bring `min_bytes` or the normalised timer
 expires; what it waits for is measured from the partitions' watermarks, without reads.
 
-With `workers: N`, worker 0 relays what other workers own (`forwarding.TankForwarder`): a Produce or Consume is
+With `workers: N`, every worker relays what other workers own (`forwarding.TankForwarder`): a Produce or Consume is
 split by owner — its own part served here, each other worker's part sent to that worker with the same request id —
 and the answers merged in request order; a split Consume that waits parks every part at once (each owner parks
 its own) and is answered when the first part answers, the others then asked again without waiting. Another
-worker's partitions in DiscoverPartitions are asked from their owner. A worker without a forwarder answers a
-request for another worker's partition with a system error.
+worker's partitions in DiscoverPartitions are asked from their owner (for those only, so an owner never relays
+again). A worker without a forwarder answers a request for another worker's partition with a system error.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def normalised_expiry(now_s: float, max_wait_ms: int) -> float:
 
 class TankHandler:
     def __init__(self, steps: Steps, forward=None, look_up=None) -> None:
-        """With `workers: N`: `forward`, a `TankForwarder` (worker 0), or None; `look_up(names)` reads the topics of
+        """With `workers: N`: `forward`, a `TankForwarder`, or None; `look_up(names)` reads the topics of
         the (topic, partition) pairs another worker may have just created or grown, before a request naming one is
         answered."""
         self.steps = steps
@@ -317,7 +317,7 @@ class TankHandler:
                 ConsumePartitionResult(partition, ConsumeFlags.OK, 0, plog.last_stable_offset, b""))
         return ConsumeResponse(req.request_id, [ConsumeTopicResult(n, parts) for n, parts in topics.items()])
 
-    # -- consume across workers (workers: N: worker 0 relays) ---------------------------------------------------
+    # -- consume across workers (workers: N) ---------------------------------------------------------------------
     def split(self, req: ConsumeRequest) -> tuple[ConsumeRequest | None, dict[int, ConsumeRequest]]:
         """The consume's own part (unknown topics and partitions included) and each other worker's part, all with
         the request's id and wait; (req, {}) when nothing in it is another worker's (or nothing is relayed)."""
