@@ -29,7 +29,8 @@ from typing import Any, Callable
 import trio
 
 from logway.codecs.errors import LocalProtocolError, RemoteProtocolError
-from logway.codecs.native import CLOSED, NEED_DATA, ErrorResponse, NativeConnection, RelayedResponse
+from logway.codecs.native import (CLOSED, NEED_DATA, AuthRequest, AuthResponse, ErrorResponse, NativeConnection,
+                                  RelayedResponse)
 from logway.codecs.tank import TankClientConnection
 
 log = logging.getLogger("logway.gateway.forwarding")
@@ -138,12 +139,33 @@ class Forwarder:
 
 
 class NativeForwarder(Forwarder):
-    """Native requests, their answers relayed as bytes (`call`) or decoded (`call_decoded`, for answers merged)."""
+    """Native requests, their answers relayed as bytes (`call`) or decoded (`call_decoded`, for answers merged).
+    With `token` (the gateway's `auth.native_token`) every internal connection authenticates first, as a client
+    must."""
 
-    def __init__(self, addresses: Callable[[], list], max_frame: int) -> None:
+    def __init__(self, addresses: Callable[[], list], max_frame: int, token: str = "") -> None:
         super().__init__(addresses, lambda: NativeConnection("client", max_frame=max_frame),
                          NativeConnection.next_payload)
         self._max_frame = max_frame
+        self._token = token
+
+    async def _connect(self, worker: int) -> _Link:
+        link = await super()._connect(worker)
+        if self._token:
+            try:
+                answer = self._decoded(await self._exchange(link, AuthRequest(self._token)))
+                if type(answer) is not AuthResponse or not answer.authenticated:
+                    raise ConnectionRefusedError("the worker refused the access token")
+            except BaseException:
+                await self._close(link)
+                raise
+        return link
+
+    def _decoded(self, payload: bytes):
+        """An answer's payload as its response event (raises RemoteProtocolError)."""
+        codec = NativeConnection("client", max_frame=self._max_frame)
+        codec.receive_data(len(payload).to_bytes(4, "big") + payload)
+        return codec.next_event()
 
     async def call(self, worker: int, event) -> RelayedResponse | ErrorResponse:
         """`event` answered by worker `worker` (its answer's bytes), or a native error when it cannot be."""
@@ -157,10 +179,8 @@ class NativeForwarder(Forwarder):
         answer = await self.call(worker, event)
         if type(answer) is not RelayedResponse:
             return answer
-        codec = NativeConnection("client", max_frame=self._max_frame)
-        codec.receive_data(len(answer.payload).to_bytes(4, "big") + answer.payload)
         try:
-            return codec.next_event()
+            return self._decoded(answer.payload)
         except RemoteProtocolError as exc:
             return ErrorResponse(f"storage error: worker {worker} answered {exc}")
 

@@ -372,6 +372,31 @@ def test_a_split_consume_past_the_parked_limit_gets_every_owners_watermark_at_on
         assert gw.stop() == 0
 
 
+def test_with_a_native_token_the_workers_relay_with_it(tmp_path):
+    """`auth.native_token`: each worker's own listener requires it, so the relays authenticate their internal
+    connections with it — requests for either worker's partitions succeed through either worker."""
+    gw = GatewayProcess(str(tmp_path / "data"), "workers=2", "log_level=ERROR", "auth.native_token=s3cret")
+    try:
+        name = "au-" + uuid.uuid4().hex[:8]
+        owners = [Share(2).owner(name, p) for p in range(PARTITIONS)]
+        mine, theirs = owners.index(0), owners.index(1)
+        for via in ("native.0", "native.1"):
+            with NativeClient(*gw.addresses[via], token="s3cret") as c:
+                if via == "native.0":
+                    c.create_topic(name, PARTITIONS)
+                for p in (mine, theirs):
+                    c.produce(name, p, [via.encode()])
+                assert c.commit(name, mine, "g", 1) and c.committed(name, mine, "g") == 1
+        with NativeClient(*gw.native, token="s3cret") as c:
+            assert [[r.value for r in c.fetch(name, p, 0).records] for p in (mine, theirs)] == [
+                [b"native.0", b"native.1"]] * 2
+        with pytest.raises(NativeError, match="authentication failed"):
+            with NativeClient(*gw.addresses["native.1"], token="wrong") as c:
+                c.ping()
+    finally:
+        assert gw.stop() == 0
+
+
 def test_a_topic_created_through_worker_1_is_served_by_both(gw):
     topic = kafka_topic(gw, via="kafka.1")
     produce(gw, topic, [b"%d" % i for i in range(20)])

@@ -43,7 +43,8 @@ class NativeProtocol(Protocol):
         # created before refusing a request naming one.
         worker = gateway.worker
         several = worker is not None and worker.count > 1
-        forward = NativeForwarder(lambda: worker.natives, self.config.limits.max_frame_bytes) if several else None
+        forward = (NativeForwarder(lambda: worker.natives, self.config.limits.max_frame_bytes,
+                                   self.config.auth.native_token) if several else None)
         look_up = None if worker is None else (lambda names: worker.look_up_unknown(gateway.engine, names))
         # The Kafka group coordinator, looked up per request (protocols are all made before any listener starts):
         # membership for the group admin requests, None without a Kafka listener.
