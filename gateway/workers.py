@@ -308,11 +308,15 @@ def entry_sockets(config: Config, count: int) -> dict[str, list[socket.socket]]:
             except OSError as exc:
                 raise ListenerError(name, lc.host, port, exc) from exc
     except BaseException:
-        for socks in out.values():
-            for sock in socks:
-                sock.close()
+        _close_entries(out)
         raise
     return out
+
+
+def _close_entries(entries: dict[str, list[socket.socket]]) -> None:
+    for socks in entries.values():
+        for sock in socks:
+            sock.close()
 
 
 class _Worker:
@@ -427,9 +431,7 @@ def supervise(config: Config, argv: list[str], ready_file: str | None) -> int:
             if w.proc.returncode and not w.reported:
                 log.error("worker %d (pid %d) exited with status %d", w.index, w.proc.pid, w.proc.returncode)
         clean = bool(workers) and all(w.proc.returncode == 0 for w in workers)
-        for socks in entries.values():
-            for sock in socks:
-                sock.close()
+        _close_entries(entries)
         engine.close(clean=clean)
     if status is None:  # asked to stop: 0 if every worker stopped cleanly
         status = 0 if clean else 1

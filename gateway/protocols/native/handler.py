@@ -62,7 +62,7 @@ _ERRORS = {
 
 #: The requests on committed offsets and groups — and DeleteTopic, whose offsets go with the topic: with
 #: `workers: N`, answered by worker 0 (`offsets_owner`), as Kafka's DeleteTopics and group APIs are.
-_OFFSET_REQUESTS = (nev.OffsetCommitRequest, nev.OffsetFetchRequest, nev.DeleteGroupOffsetsRequest,
+_OFFSETS_OWNER_REQUESTS = (nev.OffsetCommitRequest, nev.OffsetFetchRequest, nev.DeleteGroupOffsetsRequest,
                     nev.ListGroupsRequest, nev.DescribeGroupRequest, nev.ResetGroupOffsetsRequest,
                     nev.DeleteTopicRequest)
 
@@ -103,7 +103,7 @@ class NativeHandler:
             nev.PingRequest: self._ping,
         }
         if offsets_owner is not None:
-            for kind in _OFFSET_REQUESTS:
+            for kind in _OFFSETS_OWNER_REQUESTS:
                 self._handlers[kind] = self._to_offsets_owner
 
     async def handle(self, event):
