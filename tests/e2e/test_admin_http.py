@@ -13,16 +13,18 @@ import urllib.error
 import urllib.request
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaProducer
 from prometheus_client.parser import text_string_to_metric_families
 
 from logway.bench.launcher import GatewayProcess
 from logway.clients.native import NativeClient
 from logway.codecs.records import Record
 
+from ..kafka_groups import group_consumer, poll_values
+
 pytestmark = pytest.mark.slow
 
-# a live member for the whole test: it must not be dropped while the browser looks (see test_kafka_clients.py)
+# a live member for the whole test: it must not be dropped while the browser looks (see tests/kafka_groups.py)
 GROUP_OPTS = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 500, "max_poll_interval_ms": 120000}
 
 
@@ -74,13 +76,9 @@ def busy(gateway):
                       headers=[("source", b"kafka-python")])
     producer.flush()
     producer.close()
-    consumer = KafkaConsumer("orders", bootstrap_servers=bootstrap, group_id="billing", enable_auto_commit=False,
-                             auto_offset_reset="earliest", **GROUP_OPTS)
-    seen = 0
-    deadline = time.monotonic() + 30
-    while seen < 17 and time.monotonic() < deadline:
-        seen += sum(len(batch) for batch in consumer.poll(timeout_ms=1000).values())
-    assert seen == 17
+    consumer = group_consumer(bootstrap, "orders", "billing", enable_auto_commit=False, auto_offset_reset="earliest",
+                              **GROUP_OPTS)
+    assert len(poll_values(consumer, 17)) == 17
     consumer.commit()
     with NativeClient(*gateway.native) as native:
         native.produce("orders", 0, [b"late"] * 7)
@@ -134,18 +132,25 @@ def test_console_in_headless_chromium(busy, chromium, tmp_path):
             d.find_element(By.CSS_SELECTOR, selector).click()
             return True
         WebDriverWait(chromium, 20, ignored_exceptions=[StaleElementReferenceException]).until(attempt)
+
+    def read(what):
+        """`what(driver)` — texts read off elements — read again while a re-render replaces the elements."""
+        return WebDriverWait(chromium, 20, ignored_exceptions=[StaleElementReferenceException]).until(
+            lambda d: (what(d),))[0]
     chromium.get("http://{}:{}/".format(*busy.addresses["admin"]))
     try:
         # topics: one row per partition, the topic named on its first
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, '#topics tbody tr[data-topic="orders"]'))
-        rows = chromium.find_elements(By.CSS_SELECTOR, '#topics tbody tr[data-topic="orders"]')
-        assert len(rows) == 3
-        cells = [c.text for c in rows[0].find_elements(By.TAG_NAME, "td")]
+        def orders(d):
+            rows = d.find_elements(By.CSS_SELECTOR, '#topics tbody tr[data-topic="orders"]')
+            return len(rows), [c.text for c in rows[0].find_elements(By.TAG_NAME, "td")]
+        rows, cells = read(orders)
+        assert rows == 3
         assert cells[:5] == ["orders", "kafka", "0", "0", "17"], cells
         # groups: billing's lag on partition 0, and its live member
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, '#groups tbody tr[data-group="billing"] td.lag'))
-        lags = [c.text for c in chromium.find_elements(By.CSS_SELECTOR,
-                                                       '#groups tbody tr[data-group="billing"] td.lag')]
+        lags = read(lambda d: [c.text for c in d.find_elements(By.CSS_SELECTOR,
+                                                                '#groups tbody tr[data-group="billing"] td.lag')])
         assert lags == ["7", "0", "0"], lags
         assert "Stable (1 member)" in chromium.find_element(By.ID, "groups").text
         wait.until(lambda d: "orders-0, orders-1, orders-2" in d.find_element(By.ID, "members").text)
@@ -155,8 +160,8 @@ def test_console_in_headless_chromium(busy, chromium, tmp_path):
         # the message browser: markup in a record stays text
         click('#topics tbody tr[data-topic="orders"][data-partition="1"] button')
         wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#messages tbody tr")) == 2)
-        values = [r.find_elements(By.TAG_NAME, "td")[3].text
-                  for r in chromium.find_elements(By.CSS_SELECTOR, "#messages tbody tr")]
+        values = read(lambda d: [r.find_elements(By.TAG_NAME, "td")[3].text
+                                 for r in d.find_elements(By.CSS_SELECTOR, "#messages tbody tr")])
         assert values[1] == "<b>not bold</b>" and not chromium.find_elements(By.CSS_SELECTOR, "#messages b")
         assert values[0] == "00 ff 62 69 6e 61 72 79"  # not UTF-8: shown as hex
         click('#topics tbody tr[data-topic="orders"][data-partition="2"] button')

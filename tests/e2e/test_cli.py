@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 from kafka import OffsetAndMetadata, TopicPartition
 
 from logway.bench.launcher import GatewayProcess as _GatewayProcess
 from logway.clients.native import NativeClient
 from logway.gateway import load_config
+
+from ..kafka_groups import group_consumer, poll_values
 
 #: `--set` items giving every configured listener an ephemeral port (the admin listener's default 9644 may be taken
 #: by another gateway of the test run), and the ones `GatewayProcess` does not set itself.
@@ -212,8 +213,6 @@ def test_topics_describe_shows_size_segments_and_format(tmp_path):
 
 
 def test_groups_list_describe_and_reset_offsets(tmp_path):
-    from kafka import KafkaConsumer
-
     with GatewayProcess(str(tmp_path / "data"), "log_level=WARNING") as gw:
         target = address(gw.native)
 
@@ -233,15 +232,11 @@ def test_groups_list_describe_and_reset_offsets(tmp_path):
             "group\ttopic\tpartition\tcurrent_offset\tlog_end_offset\tlag\tconsumer_id\thost\tclient_id",
             "native-g\tev\t0\t2\t5\t3\t-\t-\t-"], r.stderr
         # a live Kafka group: its member owns both partitions
-        consumer = KafkaConsumer("ev", bootstrap_servers=address(gw.addresses["kafka"]), group_id="kafka-g",
-                                 client_id="cli-1", enable_auto_commit=False, auto_offset_reset="earliest",
-                                 session_timeout_ms=6000, heartbeat_interval_ms=300, max_poll_interval_ms=20000)
+        consumer = group_consumer(address(gw.addresses["kafka"]), "ev", "kafka-g", client_id="cli-1",
+                                  enable_auto_commit=False, auto_offset_reset="earliest", session_timeout_ms=6000,
+                                  max_poll_interval_ms=20000)
         try:
-            seen = 0
-            deadline = time.monotonic() + 30
-            while seen < 8 and time.monotonic() < deadline:
-                seen += sum(len(batch) for batch in consumer.poll(timeout_ms=500).values())
-            assert seen == 8
+            assert len(poll_values(consumer, 8)) == 8
             with NativeClient(*gw.native) as c:
                 c.produce("ev", 1, [b"c"] * 4)  # committed 3 below, log end 7: lag 4
             consumer.commit({TopicPartition("ev", 0): OffsetAndMetadata(5, ""),

@@ -22,9 +22,10 @@ from kafka.admin import ConfigResourceType as KpConfigResourceType
 from logway.bench.launcher import GatewayProcess
 from logway.clients.native import NativeClient
 
+from ..kafka_groups import POLL_MS, group_consumer
+
 pytestmark = pytest.mark.slow
 
-GROUP_OPTS = {"session_timeout_ms": 3000, "heartbeat_interval_ms": 300, "max_poll_interval_ms": 10000}
 DAY_MS = 86_400_000
 
 
@@ -100,7 +101,7 @@ def consume(gw, topic, partition, *, expect, offset=0, timeout=20, **opts):
 def wait_assigned(consumer, timeout=30):
     deadline = time.monotonic() + timeout
     while not consumer.assignment() and time.monotonic() < deadline:
-        consumer.poll(timeout_ms=200)
+        consumer.poll(timeout_ms=POLL_MS)  # see tests/kafka_groups.py
     assert consumer.assignment()
 
 
@@ -371,8 +372,7 @@ def test_kafka_python_delete_groups_and_group_offsets(gateway, kp_admin):
     with NativeClient(*gateway.native) as n:  # offsets committed over the native protocol: the same store
         n.commit(topic, 0, group, 4)
         n.commit(other, 0, group, 7)
-    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap(gateway), group_id=group, enable_auto_commit=False,
-                             auto_offset_reset="earliest", **GROUP_OPTS)
+    consumer = group_consumer(bootstrap(gateway), topic, group, enable_auto_commit=False, auto_offset_reset="earliest")
     wait_assigned(consumer)
     try:
         assert kp_admin.delete_groups([group]) == {group: "NonEmptyGroupError"}

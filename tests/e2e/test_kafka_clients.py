@@ -23,17 +23,19 @@ from logway.clients.native import NativeClient
 from logway.codecs.kafka.records import parse_header
 from logway.codecs.records import Record
 
+from ..kafka_groups import POLL_MS, group_consumer, poll_values
+
 pytestmark = pytest.mark.slow
 
-# kafka-python 3.0.x stops heartbeating when a short poll() times out while its own JoinGroup is in flight, and
-# can then spin without ever being assigned: group members here poll for 1 s at a time.
-GROUP_OPTS = dict(session_timeout_ms=3000, heartbeat_interval_ms=300, max_poll_interval_ms=10000)
 
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory):
     data = str(tmp_path_factory.mktemp("kafka") / "data")
-    gw = GatewayProcess(data, "storage.flush=always", "log_level=WARNING")
+    # Tests here create their topics. With auto-creation, a member's Metadata request queued behind its long-poll
+    # Fetch is answered after that Fetch — after the member closed, if it just did — and would recreate a topic a
+    # test deleted meanwhile (kafka-python 3.0.12 asks for auto-creation whatever allow_auto_create_topics says).
+    gw = GatewayProcess(data, "storage.flush=always", "kafka.auto_create_topics=false", "log_level=WARNING")
     yield gw
     gw.stop()
 
@@ -212,9 +214,7 @@ def _wait_assignment(consumers, want, timeout=30):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for c in consumers:
-            # Long polls: kafka-python 3.0.x can stop heartbeating when a short poll times out while its own
-            # JoinGroup is in flight (its heartbeat thread is re-enabled only on the next rejoin).
-            c.poll(timeout_ms=1000)
+            c.poll(timeout_ms=POLL_MS)  # see tests/kafka_groups.py
         got = [len(c.assignment()) for c in consumers]
         if got == want:
             return
@@ -225,8 +225,8 @@ def test_two_consumers_split_partitions_and_one_leaving_hands_over(gateway):
     topic = topic_name()
     create(gateway, topic, 4)
     group = "g-" + topic
-    a = KafkaConsumer(topic, bootstrap_servers=bootstrap(gateway), group_id=group, **GROUP_OPTS)
-    b = KafkaConsumer(topic, bootstrap_servers=bootstrap(gateway), group_id=group, **GROUP_OPTS)
+    a = group_consumer(bootstrap(gateway), topic, group)
+    b = group_consumer(bootstrap(gateway), topic, group)
     _wait_assignment([a, b], [2, 2])
     assert a.assignment() | b.assignment() == {TopicPartition(topic, p) for p in range(4)}
     b.close()  # LeaveGroup
@@ -242,11 +242,13 @@ def test_killed_consumer_is_evicted_after_session_timeout(gateway, tmp_path):
     script.write_text(textwrap.dedent(f"""
         import time
         from kafka import KafkaConsumer
-        c = KafkaConsumer({topic!r}, bootstrap_servers={bootstrap(gateway)!r}, group_id={group!r},
+        c = KafkaConsumer(bootstrap_servers={bootstrap(gateway)!r}, group_id={group!r},
                           session_timeout_ms=3000, heartbeat_interval_ms=300)
+        c.partitions_for_topic({topic!r})  # metadata first, 1 s polls: see tests/kafka_groups.py
+        c.subscribe([{topic!r}])
         told = False
         while True:
-            c.poll(timeout_ms=1000)  # 1 s polls: see GROUP_OPTS about kafka-python's short-poll bug
+            c.poll(timeout_ms=1000)
             if c.assignment() and not told:
                 print("assigned", len(c.assignment()), flush=True)
                 told = True
@@ -255,7 +257,7 @@ def test_killed_consumer_is_evicted_after_session_timeout(gateway, tmp_path):
     try:
         ready, _, _ = select.select([member.stdout], [], [], 60)
         assert ready and member.stdout.readline().startswith("assigned")
-        survivor = KafkaConsumer(topic, bootstrap_servers=bootstrap(gateway), group_id=group, **GROUP_OPTS)
+        survivor = group_consumer(bootstrap(gateway), topic, group)
         _wait_assignment([survivor], [1])
         member.send_signal(signal.SIGKILL)  # no LeaveGroup: only the session timeout can free its partition
         member.wait()
@@ -277,23 +279,14 @@ def test_committed_offsets_resume_after_gateway_restart(tmp_path):
             producer.send(topic, value=b"%d" % i)
         producer.flush()
         producer.close()
-        consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap(gw), group_id=group, enable_auto_commit=False,
-                                 auto_offset_reset="earliest", **GROUP_OPTS)
-        seen = []
-        while len(seen) < 6:
-            for records in consumer.poll(timeout_ms=300, max_records=6 - len(seen)).values():
-                seen.extend(r.value for r in records)
+        consumer = group_consumer(bootstrap(gw), topic, group, enable_auto_commit=False, auto_offset_reset="earliest")
+        seen = poll_values(consumer, 6)
         consumer.commit()
         consumer.close()
         assert seen == [b"%d" % i for i in range(6)]
     with GatewayProcess(data, "log_level=WARNING") as gw:
-        consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap(gw), group_id=group, enable_auto_commit=False,
-                                 auto_offset_reset="earliest", **GROUP_OPTS)
-        rest = []
-        deadline = time.monotonic() + 20
-        while len(rest) < 4 and time.monotonic() < deadline:
-            for records in consumer.poll(timeout_ms=300).values():
-                rest.extend(r.value for r in records)
+        consumer = group_consumer(bootstrap(gw), topic, group, enable_auto_commit=False, auto_offset_reset="earliest")
+        rest = poll_values(consumer, 4, timeout=20)
         consumer.close()
         assert rest == [b"%d" % i for i in range(6, 10)]
         with NativeClient(*gw.native) as native:  # the same offsets, seen through the native protocol
@@ -313,7 +306,7 @@ def test_admin_topics_and_groups(gateway):
     with pytest.raises(TopicAlreadyExistsError):
         admin.create_topics([NewTopic(name, num_partitions=1, replication_factor=1)])
     group = "g-" + name
-    consumer = KafkaConsumer(name, bootstrap_servers=bootstrap(gateway), group_id=group, **GROUP_OPTS)
+    consumer = group_consumer(bootstrap(gateway), name, group)
     _wait_assignment([consumer], [3])
     listed = {g["group_id"]: g["protocol_type"] for g in admin.list_groups()}
     assert listed[group] == "consumer"
