@@ -27,6 +27,9 @@ flight and, if it has not yet done every kind, one request of each missing kind;
 through Kafka); `--workers N` runs the gateway with `workers: N` (docs/scaling.md): each Kafka connection goes to
 its partition's broker, as a Kafka client routes, native and TANK connections to the shared port (every worker
 serves it and relays what the others own). CPU and memory are summed over the supervisor and its workers.
+The report also gives the transcoded reads of the load and how many were shared entirely (`transcoded.py`), and
+with `--count-calls` the gateway's function calls per request (`count_calls: true`; the figure a noisy machine
+does not move, where CPU seconds move by tens of percent from one run to the next).
 
 A probe measures the gateway's responsiveness under that load: every ~50 ms it sends a cheap request, native
 Ping and Kafka ApiVersions in turn, on connections of its own, and times the answer; every 20th time it opens
@@ -69,7 +72,7 @@ from dataclasses import dataclass, field
 
 from .proc import gateway_processes, proc_cpu_seconds, proc_status_mib, raise_fd_limit
 from .registry import Benchmark
-from .requests import AnswerError, WireProtocolError
+from .requests import CALLS, AnswerError, WireProtocolError, metric_readings
 
 __all__ = ["BENCHMARKS", "LoadSettings", "LoadReport", "run_load", "PROTOCOLS", "KINDS"]
 
@@ -127,6 +130,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--set", dest="gateway_settings", action="append", default=[], metavar="KEY=VALUE",
                         help="a gateway configuration override, as `logway serve --set` takes it (repeatable), "
                              "e.g. limits.data_requests_per_pass=0")
+    parser.add_argument("--count-calls", action="store_true",
+                        help="the gateway counts its function calls (count_calls: true, several times slower: its CPU "
+                             "figures then say nothing) and the report gives them per request of the load (one "
+                             "worker only)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -134,7 +141,10 @@ def run(args: argparse.Namespace) -> int:
                             record_bytes=args.record_bytes, long_poll_ms=args.long_poll_ms,
                             think_ms=args.think_ms, probe_interval_ms=args.probe_interval_ms, flush=args.flush,
                             storm=args.storm, gateway_settings=tuple(args.gateway_settings), workers=args.workers,
-                            protocols=tuple(p.strip() for p in args.protocols.split(",") if p.strip()))
+                            protocols=tuple(p.strip() for p in args.protocols.split(",") if p.strip()),
+                            count_calls=args.count_calls)
+    if settings.count_calls and settings.workers != 1:
+        raise SystemExit("logway bench load: --count-calls counts one event loop: use it with --workers 1")
     report = run_load(settings)
     print(report.format())
     return 1 if report.problems() else 0
@@ -158,6 +168,7 @@ class LoadSettings:
     gateway_settings: tuple[str, ...] = ()  # KEY=VALUE overrides of the gateway's configuration
     workers: int = 1  # the gateway's `workers`
     protocols: tuple[str, ...] = PROTOCOLS  # of the load connections, in turn
+    count_calls: bool = False  # the gateway counts its function calls (`--count-calls`)
 
 
 @dataclass
@@ -190,6 +201,9 @@ class LoadReport:
     gateway_log_errors: list = field(default_factory=list)  # ERROR/CRITICAL/Traceback lines of its stderr
     gateway_log_warnings: int = 0
     gateway_exit: int | None = None
+    #: The gateway's metrics read as the load started and as it ended (`requests.metric_readings`; one worker only).
+    metrics_start: dict = field(default_factory=dict)
+    metrics_end: dict = field(default_factory=dict)
 
     # -- derived figures ---------------------------------------------------------------------------------------
     @property
@@ -296,6 +310,18 @@ class LoadReport:
                      f"{self.gateway_cpu * per:.0f} µs per request), load generator {self.client_cpu:.1f} s "
                      f"({100 * self.client_cpu / max(self.elapsed, 1e-9):.0f} % of one core, "
                      f"{self.client_cpu * per:.0f} µs per request)")
+        delta = {k: v[0] - self.metrics_start[k][0] for k, v in self.metrics_end.items() if k in self.metrics_start}
+        if "transcoded_reads" in delta:
+            decoded, shared = delta["transcoded_reads"], delta.get("transcoded_reads_shared", 0.0)
+            lines.append(f"  transcoded reads: {decoded + shared:,.0f}, of which {shared:,.0f} "
+                         f"({100 * shared / max(decoded + shared, 1):.0f} %) shared entirely (every batch transcoded "
+                         f"for another reader), {decoded:,.0f} decoded at least one batch")
+            decoded, shared = delta.get("transcoded_batches", 0.0), delta.get("transcoded_batches_shared", 0.0)
+            lines.append(f"    their stored batches: {decoded + shared:,.0f}, of which {shared:,.0f} "
+                         f"({100 * shared / max(decoded + shared, 1):.0f} %) shared (reads found whole not counted)")
+        if CALLS in delta:
+            lines.append(f"  function calls of the gateway's event loop: {delta[CALLS] * per / 1e6:.1f} per request "
+                         f"(count_calls: true, the probe's included; the CPU figures above say nothing then)")
         lines.append(f"  gateway log: {len(self.gateway_log_errors)} ERROR line(s), {self.gateway_log_warnings} "
                      f"WARNING line(s); exit status {self.gateway_exit}")
         for line in self.gateway_log_errors[:5]:
@@ -335,7 +361,8 @@ def run_load(settings: LoadSettings) -> LoadReport:
             tank = ("listeners.tank.enabled=true",) if "tank" in settings.protocols else ()
             gw = GatewayProcess(os.path.join(tmp, "data"), f"storage.flush={settings.flush}", "log_level=WARNING",
                                 f"limits.max_connections={limit}", f"limits.max_connections_per_ip={limit}",
-                                f"workers={settings.workers}", *tank, *settings.gateway_settings, stderr=log_file)
+                                f"workers={settings.workers}", *tank, *settings.gateway_settings,
+                                *(("count_calls=true",) if settings.count_calls else ()), stderr=log_file)
             try:
                 for proto in settings.protocols:
                     if proto not in gw.addresses:
@@ -877,6 +904,8 @@ def _drive(gw, settings: LoadSettings, report: LoadReport, probe: "_Probe") -> N
         driver.connect_all(hard_stop)
         probe.ready.wait(PROBE_TIMEOUT * 4)  # its connections answered once
         report.rss_connected = _mib(pids, "VmRSS")
+        admin = gw.addresses.get("admin") if settings.workers == 1 else None
+        report.metrics_start = metric_readings(admin) if admin else {}
         cpu0, client0 = sum(map(proc_cpu_seconds, pids)), time.process_time()
         t0 = time.perf_counter()
         probe.go.set()
@@ -884,6 +913,7 @@ def _drive(gw, settings: LoadSettings, report: LoadReport, probe: "_Probe") -> N
         report.elapsed = end - t0 if not driver.run.live else 0.0
         report.gateway_cpu = sum(map(proc_cpu_seconds, pids)) - cpu0
         report.client_cpu = time.process_time() - client0
+        report.metrics_end = metric_readings(admin) if admin else {}
         report.rss_end = _mib(pids, "VmRSS")
         report.peak_rss = _mib(pids, "VmHWM")
         probe.stop.set()

@@ -573,13 +573,15 @@ def cpu_delta_ns(before: tuple[int, int], after: tuple[int, int]) -> int:
 
 _GC_LINE = re.compile(r'^(python_gc_[a-z_]+)\{generation="(\d)"\}\s+(\S+)$', re.M)
 _CALLS_LINE = re.compile(r'^logway_python_calls_total\s+(\S+)$', re.M)
+_TRANSCODED_LINE = re.compile(r'^logway_(transcoded_(?:reads|batches)(?:_shared)?)_total\s+(\S+)$', re.M)
 #: The key of `metric_readings` that holds [logway_python_calls_total], when the gateway counts calls.
 CALLS = "calls"
 
 
 def metric_readings(admin_address) -> dict[str, list[float]]:
-    """The gateway's python_gc_* metrics by name, each a list over generations 0-2, and under `CALLS`
-    [logway_python_calls_total] when the gateway counts calls (`--count-calls`) — one GET /metrics."""
+    """The gateway's python_gc_* metrics by name, each a list over generations 0-2, under `CALLS`
+    [logway_python_calls_total] when the gateway counts calls (`--count-calls`), and
+    [transcoded_reads|batches(_shared)] — one GET /metrics."""
     host, port = admin_address
     with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=ANSWER_TIMEOUT) as resp:
         text = resp.read().decode()
@@ -589,6 +591,8 @@ def metric_readings(admin_address) -> dict[str, list[float]]:
     calls = _CALLS_LINE.search(text)
     if calls:
         out[CALLS] = [float(calls.group(1))]
+    for name, value in _TRANSCODED_LINE.findall(text):
+        out[name] = [float(value)]
     return out
 
 

@@ -16,7 +16,7 @@ from typing import Sequence
 
 from logway.codecs.kafka import legacy
 from logway.codecs.kafka.records import KafkaFormat, decode_records, encode_batch, encode_control_batch
-from logway.codecs.native import encode_fetched
+from logway.codecs.native import EncodedRecords, encode_fetched
 from logway.codecs.records import Record
 from logway.codecs.tank import TankFormat, decode_chunk, encode_bundle, wrap
 
@@ -32,9 +32,21 @@ class ReadFormat:
     """A format a reader asks for: `encode_read(records)` builds its answer from decoded records."""
 
     name = ""
+    #: Whether a part encoded on its own (`encode_part`) must say that it does not follow the previous part's
+    #: offsets (TANK: such a bundle is sparse); else a part reads the same wherever it stands.
+    gap_sensitive = False
 
     def encode_read(self, records: Sequence[Record]):
         raise NotImplementedError
+
+    def encode_part(self, records: Sequence[Record], after_gap: bool):
+        """One stored batch's records as a part of a read (`transcoded.py`); `after_gap`: the part's first record
+        does not follow the previous part's last (only asked of a `gap_sensitive` format)."""
+        return self.encode_read(records)
+
+    def join(self, parts: list):
+        """The read made of `parts` (`encode_part`'s), in order."""
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def __repr__(self) -> str:
         return f"<format {self.name}>"
@@ -94,6 +106,8 @@ class _Kafka(KafkaFormat, StorageFormat):
 class _Tank(TankFormat, StorageFormat):
     """`tank` topics: TANK bundles, as TANK producers send them."""
 
+    gap_sensitive = True  # a bundle that does not follow the previous one must be sparse
+
     def make_batch(self, records, now_ms):
         return wrap(encode_bundle(records, default_timestamp=now_ms))
 
@@ -105,8 +119,14 @@ class _Tank(TankFormat, StorageFormat):
         does not follow the previous one (seq = offset + 1). TANK messages have no headers and no null value: a
         TANK reader sees a Kafka record's key, value (a tombstone as empty) and timestamp; the stored record
         keeps everything for Kafka readers."""
+        return self._bundles(records, None)
+
+    def encode_part(self, records, after_gap):
+        return self._bundles(records, -1 if after_gap else None)  # after a gap even the first run is sparse
+
+    @staticmethod
+    def _bundles(records, prev_end):
         out = []
-        prev_end = None
         records = [r if not r.headers and r.value is not None else
                    Record(r.value or b"", r.key, r.timestamp, (), r.offset) for r in records]
         for run in _runs(records):
@@ -124,6 +144,9 @@ class _Records(ReadFormat):
     def encode_read(self, records):
         return tuple(records)
 
+    def join(self, parts):
+        return parts[0] if len(parts) == 1 else tuple(r for part in parts for r in part)
+
 
 class _Native(ReadFormat):
     """A native Fetch answer's records, each encoded once as its JSON item (`codecs.native.EncodedRecords`): what
@@ -133,6 +156,9 @@ class _Native(ReadFormat):
 
     def encode_read(self, records):
         return encode_fetched(records)
+
+    def join(self, parts):
+        return EncodedRecords.join(parts)
 
 
 class KafkaMessageSet(ReadFormat):

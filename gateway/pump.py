@@ -205,11 +205,21 @@ async def serve_connection(stream: trio.abc.Stream, conn: Connection, protocol, 
 
     for event in session.greeting():
         await out.send(event)
+    streak = 0  # data requests in a row, up to the last one
     async with trio.open_nursery() as parked:
         try:
             while True:
+                # Saturated, and this connection's last requests were data requests: its next one most likely is
+                # too, and would wait for a turn once read. Wait for it first, then read without waiting for the
+                # socket (the request is there already in a closed loop): one scheduler pass per deferred request
+                # instead of two. (A control request read with it went through the queue too: one that follows two
+                # data requests or more on a connection waits one turn; a client that alternates them — a
+                # transactional producer's Produce and EndTxn — does not.)
+                eager = streak > 1 and turns.waiting > 0
+                if eager:
+                    await turns.take()
                 try:
-                    event = await reader.next()
+                    event = await reader.next(eager)
                 except RemoteProtocolError as exc:
                     stats.named("malformed").observe(0.0, True)
                     answer = session.protocol_error(exc)
@@ -226,8 +236,12 @@ async def serve_connection(stream: trio.abc.Stream, conn: Connection, protocol, 
                 conn.start_request()
                 request = stats.request(event)
                 started = perf_counter()
-                if request.name in data_requests and not turns.take_now():
-                    await turns.take()
+                if request.name in data_requests:
+                    streak += 1
+                    if not eager and not turns.take_now():
+                        await turns.take()
+                else:
+                    streak = 0
                 try:
                     reply = await session.handle(event)
                 except Exception:

@@ -32,21 +32,24 @@ class RequestReader:
         self.request_timeout = limits.request_timeout_ms / 1000
         self._frame_deadline: float | None = None
 
-    async def next(self):
+    async def next(self, eager: bool = False):
         """The next event, or None at EOF. A malformed request raises the codec's RemoteProtocolError: the caller
-        answers it or closes (after a fatal one the codec stays broken)."""
+        answers it or closes (after a fatal one the codec stays broken). `eager`: the caller has just waited in a
+        scheduler pass of its own (for a turn): no checkpoint, and the socket is read before waiting for it."""
         codec = self.codec
         event = codec.next_event()
         if event is not NEED_DATA:
-            await trio.lowlevel.checkpoint()  # a pipelined request: let the others run first
+            if not eager:
+                await trio.lowlevel.checkpoint()  # a pipelined request: let the others run first
         else:
             while event is NEED_DATA:
-                await self.feed()
+                await self.feed(eager)
+                eager = False
                 event = codec.next_event()
         return None if event is CLOSED else event
 
-    async def feed(self) -> None:
-        """Receive more bytes into the codec (b"" at EOF), under the read deadline."""
+    async def feed(self, eager: bool = False) -> None:
+        """Receive more bytes into the codec (b"" at EOF), under the read deadline (`eager`: see `next`)."""
         conn = self.conn
         now = trio.current_time()
         if self.codec.buffered_bytes:
@@ -59,7 +62,7 @@ class RequestReader:
             conn.read_deadline = now + self.idle if not conn.inflight else math.inf
             conn.waiting_for = "idle"
         try:
-            data = await self.transport.receive(RECEIVE_CHUNK)
+            data = await self.transport.receive(RECEIVE_CHUNK, eager)
         finally:
             conn.read_deadline = math.inf
         self.codec.receive_data(data)

@@ -6,10 +6,10 @@
   was written (every waiting writer shares the round's fdatasync).
 - `read(plog, offset, max_bytes, as_=format, isolation=..., at_once=False)`: whole batches from `offset` in the
   format the reader asks for (`logway.gateway.formats`): the stored bytes untouched — a file range the pump sends
-  as it lies — when they already are that format, otherwise decoded and re-encoded (once for every reader that
-  asks for the same slice in the same format while it is in `transcoded.TranscodedReads`). Bytes read from a file above
-  `INLINE_READ_BYTES` are read in a worker thread, below it inline (one rule for every protocol); with `at_once`
-  such a read raises `NotNow` instead, so the read never waits.
+  as it lies — when they already are that format, otherwise decoded and re-encoded batch by batch (each batch once
+  for every reader that asks for it in the same format while it is in `transcoded.TranscodedReads`). Bytes read
+  from a file above `INLINE_READ_BYTES` are read in a worker thread, below it inline (one rule for every
+  protocol); with `at_once` such a read raises `NotNow` instead, so the read never waits.
   Transactions (see `Isolation`): readers see committed data only — up to the last stable offset, aborted records
   dropped, markers never shown — unless they are Kafka readers that filter for themselves (`RAW_COMMITTED`:
   the stored bytes up to the LSO, the aborted list beside them) or asked for everything (`UNCOMMITTED`).
@@ -188,22 +188,19 @@ class Steps:
 
     async def _transcode(self, rng: ReadSlice, offset: int, stored: StorageFormat, as_: ReadFormat,
                          at_once: bool) -> Read:
-        """The slice's records from `offset` in `as_`: shared with the readers that asked for the same
+        """The slice's records from `offset` in `as_`, shared with the readers that asked for the same
         (`transcoded.TranscodedReads`: the answer without the decoded records, which would only weigh on the
-        garbage collector), else decoded and encoded now."""
+        garbage collector): the same slice as a whole, else batch by batch, decoding and encoding only the
+        batches nobody asked for yet."""
         cache = self.transcoded
-        if cache is not None:
-            seg = rng.segment
-            key = (seg, seg.generation, rng.position, rng.length, max(offset, rng.first_offset), as_)
-            hit = cache.get(key)
-            if hit is not None:
-                data, count, first = hit
-                return Read(rng, data, count, first)
-        records = stored.decode(await self._bytes(rng, at_once), first_offset=rng.first_offset, min_offset=offset)
-        read = Read(rng, as_.encode_read(records), len(records), records[0].offset if records else None)
-        if cache is not None:
-            cache.put(key, (read.data, read.count, read.first), rng.length)
-        return read
+        if cache is None:
+            records = stored.decode(await self._bytes(rng, at_once), first_offset=rng.first_offset,
+                                    min_offset=offset)
+            return Read(rng, as_.encode_read(records), len(records), records[0].offset if records else None)
+        shared = cache.shared(rng, offset, as_)
+        if shared is None:
+            shared = cache.transcode(rng, await self._bytes(rng, at_once), offset, stored, as_)
+        return Read(rng, *shared)
 
     def _done(self, read: Read, offset: int) -> Read:
         if self.on_read is not None:

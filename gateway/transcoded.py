@@ -1,58 +1,148 @@
-"""Transcoded reads shared by the readers that ask for the same thing.
+"""Transcoded batches shared by the readers that ask for them in the same format.
 
 A reader that asks for another format than the stored one (every native reader; a TANK consumer of a Kafka topic, a
 Kafka consumer of a TANK topic) costs a decode of the stored batches and an encode into its format — 5–10× the
-CPU of handing out the stored bytes. Readers of a partition mostly ask for the same slices: consumers at the tail
-all read the newest batches, and consumers that walk the log from the same offset with the same byte budget read
-the same slices in the same order. `TranscodedReads` keeps the last transcoded slices (least recently used out
-first) under `storage.transcode_cache_bytes` of stored bytes (in memory a native answer weighs 3–4× its stored
-bytes: its byte arrays are JSON numbers), keyed by what determines the answer: the slice (segment, its generation,
-position, length), the first offset asked for (records before it are left out) and the format. An answer is what
-the reader is handed (bytes, `codecs.native.EncodedRecords`, …) with its record count and first offset — not the
-decoded records: thousands of live `Record` objects would only lengthen the cyclic garbage collector's passes.
+CPU of handing out the stored bytes. Readers of a partition mostly read the same batches: consumers at the tail all
+read the newest ones, consumers walking the log read the same batches a little earlier or later — each from its own
+offset, with its own byte budget, so their slices rarely line up while their batches do. `TranscodedReads` therefore
+transcodes a slice batch by batch and keeps each stored batch's transcoded part (least recently used out first)
+under `storage.transcode_cache_bytes` of stored bytes (in memory a native part weighs 3–4× its stored bytes: its
+byte arrays are JSON numbers); a read joins its batches' parts (`ReadFormat.join`). A part is keyed by what
+determines it: the batch (segment, its generation, position), the format, and the offset asked for when it falls
+inside the batch (records before it are left out). A read joined from several parts is kept too, under its slice
+(segment, generation, position, length) and offset: readers walking the log from the same offset with the same
+byte budget ask for the same slices, and find the joined answer without reading the slice's bytes. A part is what
+the reader is handed (bytes, `codecs.native.EncodedRecords`, …) with its record count and first and last offsets —
+not the decoded records: thousands of live `Record` objects would only lengthen the cyclic garbage collector's
+passes.
 
-A slice's bytes do not change while its segment lives: appends only add past the visible end; bytes of a failed
+A part encoded on its own reads as if it followed the previous part; where a format must say that it does not (a
+TANK bundle after a gap in the offsets — a transaction marker, aborted records left out — is sparse: it names its
+first sequence number), the part is kept in that form too, under its own key (`ReadFormat.gap_sensitive`).
+
+A batch's bytes do not change while its segment lives: appends only add past the visible end; bytes of a failed
 append that are cut again (`Segment.rollback`) bump the segment's generation, so nothing derived from them is found
 again; a segment that recovery rewrites or retention deletes is a new `Segment` object (the key holds the object,
-not its name). Entries are shared: readers must not change them (`formats.RECORDS` hands out a tuple,
+not its name). Parts are shared: readers must not change them (`formats.RECORDS` hands out a tuple,
 `EncodedRecords` are immutable).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any
-
 __all__ = ["TranscodedReads"]
 
 
 class TranscodedReads:
-    """An LRU map (slice, first offset, format) → an answer, bounded by the stored bytes of its slices."""
+    """An LRU map (batch, offset asked inside it, format[, after a gap]) → its transcoded part, and (slice, offset
+    asked, format) → a read joined from several parts, bounded by the stored bytes of the batches and slices.
+    `hits`/`misses` count reads (a miss: at least one batch was decoded for it), `batches_shared`/`batches_decoded`
+    count batches."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self.bytes = 0
         self.hits = 0
         self.misses = 0
-        self._entries: OrderedDict[tuple, tuple[Any, int]] = OrderedDict()
+        self.batches_shared = 0
+        self.batches_decoded = 0
+        #: key -> (a batch's (part, count, first offset, last offset) or a slice's (answer, count, first offset),
+        #: stored bytes)
+        self._entries: OrderedDict[tuple, tuple[tuple, int]] = OrderedDict()
 
-    def get(self, key: tuple) -> Any:
+    def shared(self, rng, offset: int, as_):
+        """What `transcode` answered for the same slice (`storage.ReadSlice`) from the same offset in the same
+        format, or None."""
+        seg = rng.segment
+        key = (seg, seg.generation, rng.position, rng.length, max(offset, rng.first_offset), as_)
         entry = self._entries.get(key)
         if entry is None:
-            self.misses += 1
             return None
         self._entries.move_to_end(key)
         self.hits += 1
         return entry[0]
 
-    def put(self, key: tuple, answer: Any, stored_bytes: int) -> None:
+    def transcode(self, rng, data, min_offset: int, stored, as_):
+        """The records from `min_offset` of the slice `rng` (`storage.ReadSlice`, its bytes `data`: whole batches
+        in storage format `stored`) as (answer in format `as_`, count, first offset or None), joined from its
+        batches' parts. Raises what decoding or encoding raises (RecordFormatError); nothing is kept for that
+        batch."""
+        segment, position, first_offset = rng.segment, rng.position, rng.first_offset
+        generation = segment.generation
+        view = memoryview(data)
+        scan = stored.scan
+        gap_sensitive = as_.gap_sensitive
+        parts = []
+        count = 0
+        first = prev_end = None
+        decoded = self.batches_decoded
+        pos, offset, n = 0, first_offset, len(view)
+        try:
+            while pos < n:
+                info = scan(view, pos)
+                if info is None or info[0] <= 0 or pos + info[0] > n:  # not whole batches: decoded as one part,
+                    size, base, key = n - pos, offset, None  # not kept
+                else:
+                    size, base, delta = info[0], info[1], info[2]
+                    if base is None:
+                        base = offset
+                    offset = base + delta + 1
+                    if offset <= min_offset:  # wholly before the offset asked for
+                        pos += size
+                        continue
+                    key = (segment, generation, position + pos, min_offset if min_offset > base else -1, as_)
+                part = self._part(key, view, pos, size, base, min_offset, stored, as_, False)
+                if part[1]:
+                    if gap_sensitive and prev_end is not None and part[2] != prev_end:
+                        part = self._part(key and key + (True,), view, pos, size, base, min_offset, stored, as_,
+                                          True)
+                    parts.append(part[0])
+                    count += part[1]
+                    if first is None:
+                        first = part[2]
+                    prev_end = part[3] + 1
+                pos += size
+        except Exception:  # (a batch that does not decode: a failed read counts as one that transcoded)
+            self.misses += 1
+            raise
+        if self.batches_decoded > decoded:
+            self.misses += 1
+        else:
+            self.hits += 1
+        read = as_.join(parts), count, first
+        if len(parts) > 1:  # (one part is kept as its batch already)
+            self._put((segment, generation, position, rng.length, max(min_offset, first_offset), as_), read,
+                      rng.length)
+        return read
+
+    def _part(self, key: tuple | None, view, pos: int, size: int, base: int, min_offset: int, stored, as_,
+              after_gap: bool):
+        """The part of one stored batch (`size` bytes at `pos` of `view`, its first offset `base`): the one kept
+        under `key`, else decoded and encoded now and kept (unless `key` is None)."""
+        if key is not None:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+                self.batches_shared += 1
+                return entry[0]
+        self.batches_decoded += 1
+        records = stored.decode(view[pos:pos + size], first_offset=base, min_offset=min_offset)
+        if records:
+            part = (as_.encode_part(records, after_gap), len(records), records[0].offset, records[-1].offset)
+        else:
+            part = (None, 0, 0, 0)
+        if key is not None:
+            self._put(key, part, size)
+        return part
+
+    def _put(self, key: tuple, entry: tuple, stored_bytes: int) -> None:
         if stored_bytes > self.max_bytes:
             return
         entries = self._entries
         old = entries.pop(key, None)
         if old is not None:
             self.bytes -= old[1]
-        entries[key] = (answer, stored_bytes)
+        entries[key] = (entry, stored_bytes)
         self.bytes += stored_bytes
         while self.bytes > self.max_bytes:
             _, (_, size) = entries.popitem(last=False)

@@ -2,7 +2,9 @@
 passes the stream allows.
 
 - `SocketTransport` (plain TCP, the usual case) drives the socket's file descriptor itself: a receive waits until
-  the socket is readable (the one scheduler pass a request needs) and then reads once; a send writes at once with
+  the socket is readable (the one scheduler pass a request needs) and then reads once — or, `eager`, when the
+  caller has just waited in a scheduler pass of its own (a turn, `pump.py`), reads first and waits only if nothing
+  is there; a send writes at once with
   `os.writev` — header and payload in one syscall, no copy — and only waits (`wait_writable`) when the socket buffer
   is full. A file range (a stored slice the reader asked for unconverted) goes with `os.sendfile` when large; when
   small (≤ `COALESCE_FILE_BYTES`) it is read (`read()`: a pread, or the bytes the segment still holds) and leaves in
@@ -61,8 +63,9 @@ class StreamTransport:
         self.stream = stream
         self.stats = stats
 
-    async def receive(self, max_bytes: int) -> bytes:
-        """At least one byte, or b"" at EOF."""
+    async def receive(self, max_bytes: int, eager: bool = False) -> bytes:
+        """At least one byte, or b"" at EOF. `eager`: the bytes are likely there already — read before waiting for
+        them (a socket's `receive` does; a stream's own `receive_some` decides for itself)."""
         data = await self.stream.receive_some(max_bytes)
         self.stats.bytes_in += len(data)
         return data
@@ -105,9 +108,11 @@ class SocketTransport(StreamTransport):
         self.sock = stream.socket
         self.fd = self.sock.fileno()
 
-    async def receive(self, max_bytes: int) -> bytes:
+    async def receive(self, max_bytes: int, eager: bool = False) -> bytes:
         while True:
-            await trio.lowlevel.wait_readable(self.sock)
+            if not eager:
+                await trio.lowlevel.wait_readable(self.sock)
+            eager = False
             try:
                 data = os.read(self.fd, max_bytes)
             except BlockingIOError:

@@ -17,11 +17,14 @@ turn back, up to `per_pass`.
 hands the pass's turns to the longest-waiting requests first (a pass's length is measured from one call to the
 next, when the poll between did not wait); `take()` (or `take_now()`, without a coroutine) is
 free while turns are left and nobody waits (a quiet gateway never makes a request wait), else it parks the
-request's task until a pass has a turn for it. `run()` (a task for the gateway's life) installs the instrument
-and, while requests wait, keeps itself runnable so that the next I/O poll does not block (a pass with waiters and
-nothing else to do would otherwise sleep until some I/O or timer woke the loop). Without `run()` running, `take()`
-never waits. `waited` counts the data requests that waited for a later pass (the metric
-`logway_data_requests_deferred`: how often the gateway was saturated).
+request's task until a pass has a turn for it. While requests wait, a connection whose last requests were data
+requests takes its next turn before it reads (`pump.py`), then reads at once: a deferred request costs one
+scheduler pass, not one for its bytes and one for its turn. `run()` (a task for the gateway's life) installs the
+instrument and, while requests wait, keeps itself runnable so that the next I/O poll does not block (a pass with
+waiters and nothing else to do would otherwise sleep until some I/O or timer woke the loop). Without `run()`
+running, `take()` never waits. `waited` counts the data requests that waited for a later pass, and the turns
+connections waited for before reading (the metric `logway_data_requests_deferred`: how often the gateway was
+saturated).
 """
 
 from __future__ import annotations

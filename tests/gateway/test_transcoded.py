@@ -1,9 +1,12 @@
 """Transcoded reads shared between readers (`gateway/transcoded.py`, `storage.transcode_cache_bytes`): a slice read
 in another format than the stored one is decoded and encoded once for every reader that asks for the same slice
-from the same offset in the same format; a reader that trims its answer (a native fetch over its max_bytes) does not
-trim anyone else's; the cache keeps to its byte bound, least recently used out first; 0 turns it off; a record the
-reader's format cannot carry gets the protocol's error (and nothing is kept). Real sockets,
-real clients, an in-process gateway (so the cache's counters can be read beside the metrics)."""
+from the same offset in the same format, and each of its batches once for every reader whose slice holds it (from
+another offset, with another byte budget); a shared answer is the answer a reader without the cache gets (a TANK
+bundle after a gap in the offsets is sparse either way); a reader that trims its answer (a native fetch over its
+max_bytes) does not trim anyone else's; the cache keeps to its byte bound, least recently used out first; 0 turns it
+off; a record the reader's format cannot carry gets the protocol's error (and nothing is kept). Real sockets, real
+clients, an in-process gateway (so the cache's counters can be read beside the metrics); the answers compared over
+a real storage engine in a temp dir."""
 
 from __future__ import annotations
 
@@ -13,8 +16,16 @@ import trio
 from logway.clients.errors import NativeError
 from logway.clients.native import NativeClient
 from logway.clients.tank import TankClient
-from logway.codecs.kafka.records import encode_batch
+from logway.codecs.kafka.records import decode_records, encode_batch
 from logway.codecs.records import Record
+from logway.codecs.tank import decode_chunk
+from logway.gateway.formats import KAFKA, NATIVE, RECORDS, TANK
+
+from logway.gateway.durability import Flush, GroupCommitter
+from logway.gateway.notify import AppendNotifier
+from logway.gateway.steps import Steps
+
+from .test_transactions import batch, open_coordinator
 
 from ..conftest import running_gateway
 from ..kafka_wire import KafkaWireClient
@@ -63,6 +74,9 @@ async def test_readers_of_another_format_share_one_transcode_of_a_slice(tmp_path
         samples = await scrape(gw)
         assert value(samples, "logway_transcoded_reads_total") == 3
         assert value(samples, "logway_transcoded_reads_shared_total") == 4
+        # (each read here is one batch: the batches counted alike)
+        assert value(samples, "logway_transcoded_batches_total") == 3
+        assert value(samples, "logway_transcoded_batches_shared_total") == 4
 
 
 async def test_the_cache_keeps_to_its_bytes_least_recently_used_out_first(tmp_path):
@@ -113,3 +127,72 @@ async def test_a_record_the_readers_format_cannot_carry_gets_its_error_and_the_c
                 native.ping()
         await _in_thread(scenario)
         assert gw.steps.transcoded.misses == 2 and len(gw.steps.transcoded) == 0
+
+
+async def test_readers_from_other_offsets_share_the_batches_their_slices_hold(tmp_path):
+    async with running_gateway(tmp_path / "data", "storage.flush=none") as gw:
+        cache = gw.steps.transcoded
+        with NativeClient(*gw.addresses["native"]) as native:
+            await _in_thread(lambda: native.create_topic("walk", 1))
+            for i in range(3):  # batches of offsets 0-9, 10-19, 20-29
+                await _in_thread(lambda i=i: native.produce("walk", 0, [b"%d-%d" % (i, j) for j in range(10)]))
+
+            def values(offset: int) -> list[bytes]:
+                return [r.value for r in native.fetch("walk", 0, offset, max_bytes=MiB).records]
+
+            assert await _in_thread(lambda: values(0)) == [b"%d-%d" % (i, j) for i in range(3) for j in range(10)]
+            assert (cache.batches_decoded, cache.batches_shared, cache.misses) == (3, 0, 1)
+            # Another slice (from 10), made of batches decoded for the first reader: nothing is decoded again.
+            assert await _in_thread(lambda: values(10)) == [b"%d-%d" % (i, j) for i in (1, 2) for j in range(10)]
+            assert (cache.batches_decoded, cache.batches_shared, cache.hits) == (3, 2, 1)
+            # A new batch at the tail: only it is decoded.
+            await _in_thread(lambda: native.produce("walk", 0, [b"3-%d" % j for j in range(10)]))
+            assert await _in_thread(lambda: values(20)) == [b"%d-%d" % (i, j) for i in (2, 3) for j in range(10)]
+            assert (cache.batches_decoded, cache.batches_shared) == (4, 3)
+            # From inside a batch: that batch's records from the offset are a part of their own.
+            assert await _in_thread(lambda: values(15)) == [b"1-%d" % j for j in range(5, 10)] + [
+                b"%d-%d" % (i, j) for i in (2, 3) for j in range(10)]
+            assert (cache.batches_decoded, cache.batches_shared) == (5, 5)
+
+
+async def test_a_shared_answer_is_the_answer_read_without_the_cache(tmp_path):
+    """Batch by batch and joined, an answer holds what one transcode of the whole slice holds (byte for byte for
+    native readers; TANK and Kafka ones get a bundle or batch per stored batch rather than per run of offsets):
+    after a transaction's marker (an offset without a record) the next TANK bundle is sparse — else its messages
+    would read as the marker's offset on — whether the part was first decoded after the gap or not."""
+    engine, plain, coord = open_coordinator(tmp_path)
+    plog = engine.create_topic("t", 1).partitions[0]
+    plain.append(plog, encode_batch([Record(b"a%d" % i) for i in range(5)], default_timestamp=1))  # 0-4
+    pid, epoch = await coord.init_producer_id("x", 10_000)
+    await coord.add_partitions("x", pid, epoch, [("t", 0)])
+    plain.append(plog, batch(pid, epoch), producer=(pid, epoch))  # 5, then its COMMIT marker at 6
+    await coord.end_txn("x", pid, epoch, True)
+    plain.append(plog, encode_batch([Record(b"b%d" % i) for i in range(3)], default_timestamp=1))  # 7-9
+    tank = engine.create_topic("tk", 1, {"format": "tank"}).partitions[0]
+    for n in (4, 2, 3):
+        plain.append(tank, TANK.encode([Record(b"%d" % i) for i in range(n)], now_ms=1, max_batch_bytes=MiB))
+    sharing = Steps(engine, AppendNotifier(), GroupCommitter(), Flush.NONE, transcode_cache_bytes=MiB)
+
+    def records(read, as_):
+        if as_ is TANK:
+            return [(r.offset, r.value) for r in decode_chunk(read.data, read.first + 1).records]
+        if as_ is KAFKA:
+            return [(r.offset, r.value) for r in decode_records(read.data)]
+        return [(r.offset, r.value) for r in read.data] if as_ is RECORDS else list(read.data.offsets)
+
+    # Offsets in an order that has the later batches decoded first (then after a gap, or not); the second round
+    # decodes nothing: every part is shared.
+    cache = sharing.transcoded
+    for round_ in range(2):
+        decoded = cache.batches_decoded
+        for log, formats in ((plog, (NATIVE, TANK, RECORDS)), (tank, (NATIVE, KAFKA, RECORDS))):
+            for asked in (7, 6, 5, 2, 0, 8, 0, 5):
+                for as_ in formats:
+                    want = await plain.read(log, asked, MiB, as_)
+                    got = await sharing.read(log, asked, MiB, as_)
+                    assert (got.count, got.first) == (want.count, want.first), (log.topic, asked, as_)
+                    assert records(got, as_) == records(want, as_), (log.topic, asked, as_)
+                    if as_ is NATIVE or as_ is RECORDS:
+                        assert got.data == want.data, (log.topic, asked, as_)
+        assert round_ == 0 or cache.batches_decoded == decoded
+    engine.close()
