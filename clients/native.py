@@ -89,8 +89,10 @@ def _list_topics() -> Operation:
     return (yield nv.ListTopicsRequest()).topics
 
 
-def _describe_topic(topic: str, details: bool = False, partitions: Iterable[int] | None = None) -> Operation:
-    return (yield nv.DescribeTopicRequest(topic, details, None if partitions is None else list(partitions)))
+def _describe_topic(topic: str, details: bool = False, partitions: Iterable[int] | None = None,
+                    at_timestamp: int | None = None) -> Operation:
+    return (yield nv.DescribeTopicRequest(topic, details, None if partitions is None else list(partitions),
+                                          at_timestamp))
 
 
 def _create_partitions(topic: str, partitions: int, validate_only: bool) -> Operation:
@@ -223,11 +225,11 @@ class NativeClient(BlockingClient):
     def list_topics(self) -> list[nv.TopicSummary]:
         return self._run(_list_topics())
 
-    def describe_topic(self, topic: str, *, details: bool = False,
-                       partitions: Iterable[int] | None = None) -> nv.DescribeTopicResponse:
+    def describe_topic(self, topic: str, *, details: bool = False, partitions: Iterable[int] | None = None,
+                       at_timestamp: int | None = None) -> nv.DescribeTopicResponse:
         """Each partition's offsets (or those of `partitions` only); with `details` also its size on disk and
-        segments, and the topic's format."""
-        return self._run(_describe_topic(topic, details, partitions))
+        segments, and the topic's format; with `at_timestamp` (ms) also where a reader starting then begins."""
+        return self._run(_describe_topic(topic, details, partitions, at_timestamp))
 
     def create_partitions(self, topic: str, partitions: int, *, validate_only: bool = False) -> int:
         """Grow `topic` to `partitions` partitions in all; the count it has after the call."""
@@ -345,9 +347,9 @@ class AsyncNativeClient(TrioClient):
     async def list_topics(self) -> list[nv.TopicSummary]:
         return await self._run(_list_topics())
 
-    async def describe_topic(self, topic: str, *, details: bool = False,
-                             partitions: Iterable[int] | None = None) -> nv.DescribeTopicResponse:
-        return await self._run(_describe_topic(topic, details, partitions))
+    async def describe_topic(self, topic: str, *, details: bool = False, partitions: Iterable[int] | None = None,
+                             at_timestamp: int | None = None) -> nv.DescribeTopicResponse:
+        return await self._run(_describe_topic(topic, details, partitions, at_timestamp))
 
     async def create_partitions(self, topic: str, partitions: int, *, validate_only: bool = False) -> int:
         return await self._run(_create_partitions(topic, partitions, validate_only))

@@ -15,7 +15,7 @@ Requests (server receives, client sends)::
     {"OffsetCommit": {"topic", "partition", "group_id": str, "offset": int, "metadata"?: str}}
     {"OffsetFetch": {"topic", "partition", "group_id": str}}
     {"CreateTopic": {"topic", "partitions"?: int >= 1}}      {"ListTopics": {}}
-    {"DescribeTopic": {"topic", "details"?: bool, "partitions"?: [int]}}             {"Ping": {}}
+    {"DescribeTopic": {"topic", "details"?: bool, "partitions"?: [int], "at_timestamp"?: int}}  {"Ping": {}}
     {"DeleteTopic": {"topic"}}                                {"Auth": {"token": str}}
     {"CreatePartitions": {"topic", "partitions": int >= 1, "validate_only"?: bool}}
     {"DeleteRecords": {"topic", "partition", "offset": int >= -1}}
@@ -39,7 +39,8 @@ Responses (client receives, server sends)::
     {"CreateTopic": {"created": bool}}       {"DeleteTopic": {"deleted": bool}}
     {"ListTopics": {"topics": [{"name", "partitions"}, ...]}}
     {"DescribeTopic": {"topic", "partitions": [{"partition", "log_start_offset", "log_end_offset",
-                                                "size_bytes"?, "segments"?}, ...], "format"?: str}}
+                                                "size_bytes"?, "segments"?, "timestamp_offset"?}, ...],
+                       "format"?: str}}
     {"Pong": {}}                             {"Error": {"message": str}}
     {"Auth": {"authenticated": true}}
     {"CreatePartitions": {"topic", "partitions"}}            {"DeleteRecords": {"log_start_offset"}}

@@ -83,11 +83,12 @@ class ListTopicsRequest:
 class DescribeTopicRequest:
     """Extension: log start/end offsets of every partition of `topic` — or, with `partitions`, of those only
     (ones the topic lacks are left out); with `details` also each partition's size on disk and segment
-    count, and the topic's storage format."""
+    count, and the topic's storage format; with `at_timestamp` (ms) also each partition's `timestamp_offset`."""
 
     topic: str
     details: bool = False
     partitions: list[int] | None = None
+    at_timestamp: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +217,22 @@ class EncodedRecords:
         return EncodedRecords(self.text[:self.ends[count - 1]] if count else b"", self.ends[:count],
                               self.offsets[:count], self.sizes[:count])
 
+    @classmethod
+    def join(cls, parts: "list[EncodedRecords]") -> "EncodedRecords":
+        """The records of `parts`, in order, as one."""
+        parts = [p for p in parts if p.ends]
+        if len(parts) == 1:
+            return parts[0]
+        texts, ends, offsets, sizes = [], [], [], []
+        shift = 0
+        for p in parts:
+            texts.append(p.text)
+            ends += [end + shift for end in p.ends] if shift else p.ends
+            offsets += p.offsets
+            sizes += p.sizes
+            shift += len(p.text) + 1  # the comma that joins it to the next
+        return cls(b",".join(texts), tuple(ends), tuple(offsets), tuple(sizes))
+
     def fitting(self, max_bytes: int) -> int:
         """How many records from the first fit in `max_bytes` of values (at least one, when there is one)."""
         total = 0
@@ -283,13 +300,16 @@ class ListTopicsResponse:
 @dataclass(frozen=True, slots=True)
 class PartitionSummary:
     """One entry of `DescribeTopicResponse`: the partition's retained offset range [start, end); with `details`
-    asked for, its size on disk (bytes) and segment count too (None otherwise)."""
+    asked for, its size on disk (bytes) and segment count too; with `at_timestamp`, `timestamp_offset`: where a
+    reader starting at that time begins — the first retained record whose timestamp is at or after it, or the log
+    end when there is none (None when not asked for)."""
 
     partition: int
     log_start_offset: int
     log_end_offset: int
     size_bytes: int | None = None
     segments: int | None = None
+    timestamp_offset: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

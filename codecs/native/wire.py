@@ -306,7 +306,7 @@ def _describe_topic_request(body: dict, _raw: bytearray) -> DescribeTopicRequest
         partitions = _each(_list(partitions, "partitions"), "partitions",
                            lambda v: _int(v, "partition", MAX_PARTITION))
     return DescribeTopicRequest(_str(_get(body, "topic"), "topic"), _opt_bool(body.get("details"), "details"),
-                                partitions)
+                                partitions, _opt_int(body.get("at_timestamp"), "at_timestamp", MAX_TIMESTAMP))
 
 
 def _create_partitions_request(body: dict, _raw: bytearray) -> CreatePartitionsRequest:
@@ -453,6 +453,7 @@ def _partition_summary(item: Any) -> PartitionSummary:
         _int(_get(item, "log_end_offset"), "log_end_offset", MAX_OFFSET),
         _opt_int(item.get("size_bytes"), "size_bytes", MAX_OFFSET),
         _opt_int(item.get("segments"), "segments", MAX_OFFSET),
+        _opt_int(item.get("timestamp_offset"), "timestamp_offset", MAX_OFFSET),
     )
 
 
@@ -721,6 +722,8 @@ def _enc_describe_topic_request(e: DescribeTopicRequest) -> dict:
     if e.partitions is not None:
         body["partitions"] = _each(_list(list(e.partitions), "partitions"), "partitions",
                                    lambda v: _int(v, "partition", MAX_PARTITION))
+    if e.at_timestamp is not None:
+        body["at_timestamp"] = _int(e.at_timestamp, "at_timestamp", MAX_TIMESTAMP)
     return {"DescribeTopic": body}
 
 
@@ -756,6 +759,8 @@ def _enc_partition_summary(p: PartitionSummary) -> dict:
         item["size_bytes"] = _int(p.size_bytes, "size_bytes", MAX_OFFSET)
     if p.segments is not None:
         item["segments"] = _int(p.segments, "segments", MAX_OFFSET)
+    if p.timestamp_offset is not None:
+        item["timestamp_offset"] = _int(p.timestamp_offset, "timestamp_offset", MAX_OFFSET)
     return item
 
 

@@ -179,6 +179,8 @@ REQUESTS = [
     native.DescribeTopicRequest("orders"),
     native.DescribeTopicRequest("orders", partitions=[3, 0]),
     native.DescribeTopicRequest("orders", details=True, partitions=[]),
+    native.DescribeTopicRequest("orders", partitions=[1], at_timestamp=1_700_000_000_000),
+    native.DescribeTopicRequest("orders", at_timestamp=0),
     native.PingRequest(),
 ]
 RESPONSES = [
@@ -195,6 +197,8 @@ RESPONSES = [
     native.ListTopicsResponse([native.TopicSummary("a", 1), native.TopicSummary("ü", 3)]),
     native.ListTopicsResponse([]),
     native.DescribeTopicResponse("a", [native.PartitionSummary(0, 10, 20)]),
+    native.DescribeTopicResponse("a", [native.PartitionSummary(0, 10, 20, timestamp_offset=15),
+                                       native.PartitionSummary(1, 0, 0, 4096, 1, 0)], "kafka"),
     native.PongResponse(),
     native.ErrorResponse("offset out of range"),
 ]
@@ -241,13 +245,17 @@ def test_fetch_response_drops_headers_but_produce_refuses_them():
 # ------------------------------------------------------------------------------------------ error paths
 
 
-@pytest.mark.parametrize("partitions, message", [
-    ('"0"', "`partitions` must be an array, got a string"),
-    ('[0, -1]', "`partition` = -1 is out of range"),
-    ('[true]', "`partition` must be an integer, got"),
+@pytest.mark.parametrize("fields, message", [
+    ('"partitions": "0"', "`partitions` must be an array, got a string"),
+    ('"partitions": [0, -1]', "`partition` = -1 is out of range"),
+    ('"partitions": [true]', "`partition` must be an integer, got"),
+    ('"at_timestamp": -1', "`at_timestamp` = -1 is out of range"),
+    ('"at_timestamp": "yesterday"', "`at_timestamp` must be an integer, got"),
+    ('"at_timestamp": 1e3', "`at_timestamp` must be an integer, got"),
+    ('"at_timestamp": 9223372036854775808', "`at_timestamp` = 9223372036854775808 is out of range"),
 ])
-def test_describe_topic_partitions_are_checked(partitions, message):
-    body = ('{"DescribeTopic": {"topic": "t", "partitions": %s}}' % partitions).encode()
+def test_describe_topic_partitions_and_timestamp_are_checked(fields, message):
+    body = ('{"DescribeTopic": {"topic": "t", %s}}' % fields).encode()
     conn = NativeConnection("server")
     conn.receive_data(len(body).to_bytes(4, "big") + body + PING)
     with pytest.raises(RemoteProtocolError, match=re.escape(message)) as info:

@@ -274,6 +274,22 @@ async def test_topic_admin_requests(client):
     assert await client.request(nv.DeleteTopicRequest("a")) == nv.ErrorResponse("topic not found: a")
 
 
+async def test_describe_topic_at_a_timestamp(client):
+    """`at_timestamp`: per partition where a reader starting at that time begins — the first record at or after it,
+    never below the log start, the log end when every record is older; only when asked for."""
+    await client.request(nv.CreateTopicRequest("ts", 3))
+    await client.produce("ts", 0, [Record(b"v%d" % i, timestamp=1000 * (i + 1)) for i in range(6)])  # 1000..6000
+    await client.produce("ts", 1, [Record(b"old", timestamp=10)])
+    assert await client.request(nv.DeleteRecordsRequest("ts", 0, 2)) == nv.DeleteRecordsResponse(2)
+    for at, want in [(0, [2, 0, 0]), (2500, [2, 1, 0]), (3000, [2, 1, 0]), (3001, [3, 1, 0]), (6000, [5, 1, 0]),
+                     (6001, [6, 1, 0])]:
+        desc = await client.request(nv.DescribeTopicRequest("ts", at_timestamp=at))
+        assert [p.timestamp_offset for p in desc.partitions] == want, at
+    assert [p.timestamp_offset for p in (await client.request(nv.DescribeTopicRequest("ts"))).partitions] == [None] * 3
+    desc = await client.request(nv.DescribeTopicRequest("ts", partitions=[1], at_timestamp=5))
+    assert [(p.partition, p.timestamp_offset) for p in desc.partitions] == [(1, 0)]
+
+
 async def test_flush_always_acknowledges_after_sync_with_group_commit(gateway):
     """Every acknowledged produce is already covered by a finished fdatasync, and concurrent producers share
     sync rounds (group commit) instead of paying one sync each."""

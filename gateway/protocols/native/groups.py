@@ -12,8 +12,8 @@ same guarantee Kafka gives: its coordinator refuses a member-less OffsetCommit f
 
 With `workers: N` (on worker 0, where the offsets live), the bounds of another worker's partitions — the log end a
 description shows, the earliest/latest a reset moves to — are asked of their owner (a DescribeTopic through
-`forward`, one per topic and owner: no transactions with N > 1, so its end is the last stable offset); a reset to a
-timestamp on another worker's partition is refused (the search reads the owner's segments).
+`forward`, one per topic and owner: no transactions with N > 1, so its end is the last stable offset), and for a
+reset to a timestamp the offset the owner found for it in its segments (DescribeTopic's `at_timestamp`).
 """
 
 from __future__ import annotations
@@ -87,12 +87,9 @@ class GroupAdmin:
         targets = self._targets(ev, committed)
         if isinstance(targets, nev.ErrorResponse):
             return targets
-        foreign = await self._foreign_bounds(targets)
-        if ev.to == "timestamp" and foreign:
-            (topic, partition), _ = next(iter(foreign.items()))
-            return nev.ErrorResponse(f"invalid request: partition {partition} of topic {topic!r} is served by another "
-                                     f"worker: a reset to a timestamp is not relayed (reset to an offset instead)")
-        missing = [key for key in targets if self._is_foreign(*key) and key not in foreign]
+        foreign = await self._foreign_bounds(targets, ev.value if ev.to == "timestamp" else None)
+        missing = [key for key in targets if self._is_foreign(*key)
+                   and (key not in foreign or ev.to == "timestamp" and foreign[key][2] is None)]
         if missing:
             return nev.ErrorResponse(f"storage error: the worker serving partition {missing[0][1]} of topic "
                                      f"{missing[0][0]!r} did not answer")
@@ -130,9 +127,10 @@ class GroupAdmin:
         t = self.engine.topics_by_name.get(topic)
         return t is not None and partition < len(t.partitions) and type(t.partitions[partition]) is ForeignPartition
 
-    async def _foreign_bounds(self, keys) -> dict[tuple[str, int], tuple[int, int]]:
-        """(log start, log end) of the other workers' partitions among `keys`, asked of their owners (one
-        DescribeTopic per topic and owner); a partition whose owner does not answer is left out."""
+    async def _foreign_bounds(self, keys, at_timestamp: int | None = None) -> dict[tuple[str, int], tuple]:
+        """(log start, log end, offset at `at_timestamp` or None) of the other workers' partitions among `keys`,
+        asked of their owners (one DescribeTopic per topic and owner); a partition whose owner does not answer is
+        left out."""
         if self.forward is None:
             return {}
         asks: dict[tuple[int, str], set[int]] = {}
@@ -142,11 +140,11 @@ class GroupAdmin:
                 asks.setdefault((owner, topic), set()).add(partition)
         out = {}
         for (owner, topic), wanted in sorted(asks.items()):
-            answer = await self.forward.call_decoded(owner, nev.DescribeTopicRequest(topic,
-                                                                                      partitions=sorted(wanted)))
+            ask = nev.DescribeTopicRequest(topic, partitions=sorted(wanted), at_timestamp=at_timestamp)
+            answer = await self.forward.call_decoded(owner, ask)
             if type(answer) is nev.DescribeTopicResponse:
-                out.update({(topic, s.partition): (s.log_start_offset, s.log_end_offset) for s in answer.partitions
-                            if s.partition in wanted})
+                out.update({(topic, s.partition): (s.log_start_offset, s.log_end_offset, s.timestamp_offset)
+                            for s in answer.partitions if s.partition in wanted})
         return out
 
     def _targets(self, ev: nev.ResetGroupOffsetsRequest, committed) -> list[tuple[str, int]] | nev.ErrorResponse:
@@ -173,10 +171,10 @@ class GroupAdmin:
     def _plan(self, ev: nev.ResetGroupOffsetsRequest, targets: list[tuple[str, int]], foreign: dict) -> list[int]:
         out = []
         for topic, partition in targets:
-            if (topic, partition) in foreign:  # another worker's (never to a timestamp: refused before)
-                earliest, latest = foreign[(topic, partition)]
+            if (topic, partition) in foreign:  # another worker's: what its owner answered
+                earliest, latest, at_time = foreign[(topic, partition)]
                 out.append(earliest if ev.to == "earliest" else latest if ev.to == "latest"
-                           else min(max(ev.value, earliest), latest))
+                           else at_time if ev.to == "timestamp" else min(max(ev.value, earliest), latest))
                 continue
             plog = self.engine.partition(topic, partition)
             earliest, latest = plog.log_start_offset, plog.last_stable_offset

@@ -63,8 +63,8 @@ _ERRORS = {
 #: The requests on committed offsets and groups — and DeleteTopic, whose offsets go with the topic: with
 #: `workers: N`, answered by worker 0 (`offsets_owner`), as Kafka's DeleteTopics and group APIs are.
 _OFFSETS_OWNER_REQUESTS = (nev.OffsetCommitRequest, nev.OffsetFetchRequest, nev.DeleteGroupOffsetsRequest,
-                    nev.ListGroupsRequest, nev.DescribeGroupRequest, nev.ResetGroupOffsetsRequest,
-                    nev.DeleteTopicRequest)
+                           nev.ListGroupsRequest, nev.DescribeGroupRequest, nev.ResetGroupOffsetsRequest,
+                           nev.DeleteTopicRequest)
 
 
 class NativeHandler:
@@ -242,6 +242,10 @@ class NativeHandler:
         else:
             parts = [nev.PartitionSummary(p.partition, p.log_start_offset, p.high_watermark, p.size_bytes,
                                           len(p.segments)) for p in mine]
+        if ev.at_timestamp is not None and mine:  # (the search reads segment files: a worker thread)
+            found = await self.steps.in_thread(lambda: [p.offset_for_timestamp(ev.at_timestamp) for p in mine])
+            parts = [replace(s, timestamp_offset=s.log_end_offset if f is None else max(f, s.log_start_offset))
+                     for s, f in zip(parts, found)]
         for worker, theirs in sorted(owners.items()):  # (workers: N) each owner's partitions, from it
             answer = await self.forward.call_decoded(worker, replace(ev, partitions=theirs))
             if type(answer) is not nev.DescribeTopicResponse:
