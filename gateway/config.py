@@ -118,9 +118,9 @@ class StorageSettings:
     flush_interval_ms: int = setting(1000, "with flush: interval, how often everything is fdatasynced", minimum=1)
     retention_check_interval_ms: int = setting(60000, "how often retention runs", minimum=1)
     transcode_cache_bytes: int = setting(
-        4 * MiB, "stored bytes of the transcoded reads kept for other readers", more=": readers that ask for another "
-        "format than the stored one (native readers, TANK consumers of a Kafka topic, …) and read the same slice "
-        "share one decode and encode; 0 = off", minimum=0)
+        4 * MiB, "stored bytes of the transcoded batches kept for other readers", more=": readers that ask for "
+        "another format than the stored one (native readers, TANK consumers of a Kafka topic, …) share one decode "
+        "and encode of each batch they read (from any offset, with any byte budget); 0 = off", minimum=0)
     topic_defaults: TopicConfig = flattened(TopicConfig, "defaults of every topic (its own config overrides them)", {
         "segment_bytes": "roll the active segment at this size",
         "segment_ms": "roll the active segment once it is this old",
@@ -229,8 +229,8 @@ class Config:
                               "topic's partitions", minimum=1, maximum=MAX_WORKERS,
                            more="(a prototype: with more than 1, Kafka clients see one broker per worker on "
                                 "consecutive ports; native and TANK clients use one port that every worker serves, "
-                                "each relaying requests for the others' partitions; transactions are refused — "
-                                "see [docs/scaling.md](docs/scaling.md))")
+                                "each relaying requests for the others' partitions; transactions are refused; "
+                                "needs Linux — see [docs/scaling.md](docs/scaling.md))")
     count_calls: bool = setting(False, "count the event loop's function calls (`logway_python_calls_total`): a "
                                        "benchmark aid that makes the gateway several times slower",
                                 more="(`logway bench requests --count-calls`)")
@@ -386,7 +386,7 @@ TEXT_KEYS = frozenset(path for path, hint, _ in settings() if isinstance(hint, t
 #: `LOGWAY_*` environment variables that are not settings: scripts/dev's venv, where the tests keep artifacts, and
 #: what a supervisor tells the worker processes it starts (`logway.gateway.workers`).
 NOT_SETTINGS = frozenset({"LOGWAY_VENV", "LOGWAY_ARTIFACTS", "LOGWAY_WORKER", "LOGWAY_WORKER_FD",
-                          "LOGWAY_WORKER_ENTRIES"})
+                          "LOGWAY_WORKER_ENTRIES", "LOGWAY_WORKER_RELAYS"})
 
 
 def defaults() -> dict[str, Any]:

@@ -4,6 +4,9 @@ each one.
 A `Connection` is idle (waiting for the next request: safe to cancel) or busy (requests are being served:
 let them finish). `drain()` cancels idle connections at once and asks busy ones to close after their
 current response. The registry counts connections accepted and refused per protocol (`logway_connections_*`).
+With `workers: N`, the connections other workers open to relay their clients' requests (`relays.py`) are
+`internal`: drained and timed out like the others, but outside the limits and the client connection metrics
+(those clients were admitted, and counted, by the worker that relays them; `logway_relay_connections_open`).
 
 Read timeouts: while the pump waits for bytes it sets `read_deadline` (and `waiting_for`, the reason a timeout
 gives: "idle" or "request not complete in time"); `enforce_timeouts()`, one task for the whole gateway, closes
@@ -36,6 +39,7 @@ class Connection:
     address: str = ""  # the client's IP address
     read_deadline: float = math.inf  # trio time by which the awaited bytes must arrive (inf: none awaited)
     waiting_for: str = "idle"  # what the pump waits for, named when the deadline closes the connection
+    internal: bool = False  # another worker's relay connection (see the module docstring)
 
     @property
     def busy(self) -> bool:
@@ -59,6 +63,7 @@ class ConnectionRegistry:
         self.per_address = per_address or limit
         self._by_address: dict[str, int] = {}
         self._live: set[Connection] = set()
+        self._internal = 0  # of `_live`
         self._changed = trio.Event()
         self._draining = False
         self.accepted: dict[str, int] = {}  # per protocol (listener): connections admitted ...
@@ -66,13 +71,21 @@ class ConnectionRegistry:
 
     @property
     def count(self) -> int:
+        """Live connections, internal ones included."""
         return len(self._live)
 
-    def open_by_protocol(self) -> dict[str, int]:
-        """Live connections per protocol (the metrics' gauge; counted when asked, off the hot path)."""
+    @property
+    def clients(self) -> int:
+        """Live client connections (what `limit` bounds)."""
+        return len(self._live) - self._internal
+
+    def open_by_protocol(self, internal: bool = False) -> dict[str, int]:
+        """Live client connections per protocol — or with `internal`, relay connections (the metrics' gauges;
+        counted when asked, off the hot path)."""
         out: dict[str, int] = {}
         for conn in self._live:
-            out[conn.protocol] = out.get(conn.protocol, 0) + 1
+            if conn.internal is internal:
+                out[conn.protocol] = out.get(conn.protocol, 0) + 1
         return out
 
     def admit(self, protocol: str, stream: trio.abc.Stream) -> Connection | None:
@@ -84,7 +97,7 @@ class ConnectionRegistry:
             host, port = "memory", 0
         except OSError:
             host, port = "?", 0
-        if self._draining or len(self._live) >= self.limit or self._by_address.get(host, 0) >= self.per_address:
+        if self._draining or self.clients >= self.limit or self._by_address.get(host, 0) >= self.per_address:
             self.refused[protocol] = self.refused.get(protocol, 0) + 1
             return None
         self.accepted[protocol] = self.accepted.get(protocol, 0) + 1
@@ -94,11 +107,21 @@ class ConnectionRegistry:
         self._by_address[host] = self._by_address.get(host, 0) + 1
         return conn
 
+    def admit_internal(self, protocol: str) -> Connection | None:
+        """Another worker's new relay connection to `protocol`, or None when shutting down."""
+        if self._draining:
+            return None
+        conn = Connection(protocol, f"worker relay ({protocol})", internal=True)
+        self._live.add(conn)
+        self._internal += 1
+        return conn
+
     def release(self, conn: Connection) -> None:
         if conn in self._live:
             self._live.discard(conn)
-            left = self._by_address.get(conn.address, 1) - 1
-            if left:
+            if conn.internal:
+                self._internal -= 1
+            elif left := self._by_address.get(conn.address, 1) - 1:
                 self._by_address[conn.address] = left
             else:
                 self._by_address.pop(conn.address, None)

@@ -1,12 +1,13 @@
 """Requests for partitions another worker owns, relayed to that worker (`workers: N`): `Forwarder` (pooled
-internal connections to one protocol's listeners), `NativeForwarder` and `TankForwarder`.
+internal connections to one protocol's relay sockets), `NativeForwarder` and `TankForwarder`.
 
 Native and TANK clients do not route by partition: they connect to the port every worker serves (`workers.py`),
 and the worker that takes the connection serves its own partitions and forwards a request for another worker's
-partition to that worker's own listener of the same protocol (an ephemeral port each: `native.i`, `tank.i`), then
-answers with what the owner answered; native requests on committed offsets and groups go to worker 0. A
-native answer's bytes are relayed unchanged (`RelayedResponse`: no decode and re-encode of the records); a TANK
-answer is decoded, since a request spanning workers is split by owner and the answers merged (`tank/handler.py`).
+partition to that worker's relay socket of the same protocol (`relays.py`: a Unix-domain socket, whose process
+must run as this one's user), then answers with what the owner answered; native requests on committed offsets and
+groups go to worker 0. A native answer's bytes are relayed unchanged (`RelayedResponse`: no decode and re-encode of
+the records); a TANK answer is decoded, since a request spanning workers is split by owner and the answers merged
+(`tank/handler.py`).
 
 One forwarded request per internal connection at a time (the native protocol has no request ids, and a
 connection per request in flight keeps TANK's out-of-order answers out of the way), so connections are pooled
@@ -32,6 +33,8 @@ from logway.codecs.errors import LocalProtocolError, RemoteProtocolError
 from logway.codecs.native import (CLOSED, NEED_DATA, AuthRequest, AuthResponse, ErrorResponse, NativeConnection,
                                   RelayedResponse)
 from logway.codecs.tank import TankClientConnection
+
+from .relays import same_user
 
 log = logging.getLogger("logway.gateway.forwarding")
 
@@ -69,8 +72,8 @@ class _Link:
 
 
 class Forwarder:
-    """Relays requests to the worker that owns their partition. `addresses()`: every worker's listener of the
-    protocol (host, port) by index, or None where there is none (known once the workers have started);
+    """Relays requests to the worker that owns their partition. `addresses()`: every worker's relay socket of the
+    protocol (its name) by index, or None where there is none (known once the workers have started);
     `new_codec()`: the client side of its codec; `next_answer(codec)`: the next answer, NEED_DATA or CLOSED."""
 
     def __init__(self, addresses: Callable[[], list], new_codec: Callable[[], Any],
@@ -126,11 +129,14 @@ class Forwarder:
     async def _connect(self, worker: int) -> _Link:
         addresses = self._addresses()
         if not 0 <= worker < len(addresses) or addresses[worker] is None:
-            raise LookupError(f"no listener of worker {worker} is known")
-        host, port = addresses[worker]
+            raise LookupError(f"no relay socket of worker {worker} is known")
         with trio.fail_after(CONNECT_TIMEOUT):
-            stream = await trio.open_tcp_stream(host, port)
-        return _Link(stream, self._new_codec())
+            stream = await trio.open_unix_socket(addresses[worker])
+        link = _Link(stream, self._new_codec())
+        if not same_user(stream.socket):
+            await self._close(link)
+            raise ConnectionRefusedError("its relay socket belongs to a process of another user")
+        return link
 
     @staticmethod
     async def _close(link: _Link) -> None:

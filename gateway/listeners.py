@@ -1,6 +1,8 @@
 """Listening: a protocol's listener bound with `open_tcp_listeners`, connections taken from the backlog in batches,
 admitted against the connection limits, wrapped in TLS when the listener asks for it, and served by the pump.
 A listener that cannot bind raises `errors.ListenerError` (the listener, the address and what to change).
+`listen_relay` serves a worker's relay socket (`relays.py`): the other workers' connections, from this user only,
+outside the limits, never TLS.
 
 A listener with `tls: true` wraps each accepted connection in a trio SSL stream; the handshake must finish within
 `limits.request_timeout_ms` (a client that stalls it is dropped like any slow client).
@@ -18,6 +20,7 @@ import trio
 from .connections import Connection, ConnectionRegistry
 from .errors import ListenerError
 from .pump import serve_connection
+from .relays import same_user
 
 log = logging.getLogger("logway.gateway")
 
@@ -54,6 +57,27 @@ async def listen(protocol, listener_config, connections: ConnectionRegistry, lim
     async with trio.open_nursery() as accepting:
         for sock in sockets:
             accepting.start_soon(_serve_backlog, sock, accepted, conn_nursery)
+
+
+async def listen_relay(protocol, sock: socket.socket, connections: ConnectionRegistry, limits,
+                       conn_nursery: trio.Nursery, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """Serve the other workers' connections to this worker's relay socket for `protocol` (`sock`, bound and
+    listening: `relays.bind_relay`) in `conn_nursery`: a peer of another user is closed unserved."""
+    task_status.started()
+    name = protocol.name
+
+    async def accepted(stream: trio.SocketStream) -> None:
+        if not same_user(stream.socket):
+            log.warning("%s relay socket: a process of another user connected; closed", name)
+            await stream.aclose()
+            return
+        conn = connections.admit_internal(name)
+        if conn is None:  # shutting down
+            await stream.aclose()
+            return
+        await serve(stream, conn, protocol, connections, limits)
+
+    await _serve_backlog(trio.SocketListener(trio.socket.from_stdlib_socket(sock)), accepted, conn_nursery)
 
 
 async def serve(stream: trio.abc.Stream, conn: Connection, protocol, connections: ConnectionRegistry,

@@ -14,7 +14,8 @@ The admin listener (`listeners.admin`: metrics, probes, the console; `admin/`) s
 "ready" (storage open, every enabled listener bound) → "stopping" (shutdown asked) → "stopped".
 
 `Gateway(config, worker=WorkerRole(...))` is one worker process of several (`workers: N`, `workers.py`): its
-engine opens only its partitions, and it is ready once the supervisor told it the other workers' addresses.
+engine opens only its partitions, it also serves its native and TANK relay sockets (`relays.py`: the requests the
+others relay to it), and it is ready once the supervisor told it the other workers' addresses.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from .config import Config
 from .connections import ConnectionRegistry
 from .durability import Flush, GroupCommitter
 from .formats import STORAGE_FORMATS
-from .listeners import is_loopback, listen, serve
+from .listeners import is_loopback, listen, listen_relay, serve
 from .notify import AppendNotifier
 from .protocols import REGISTRY, Protocol
 from .steps import Steps
@@ -178,6 +179,10 @@ class Gateway:
                                 if self.worker is not None and name in self.worker.entries:
                                     await self._start_entry(listeners, conn_nursery, protocol, cfg.listeners[name],
                                                             self.worker.entries[name])
+                                if self.worker is not None and name in self.worker.relay_fds:  # the others'
+                                    await listeners.start(listen_relay, protocol,  # relays to it
+                                                          socket.socket(fileno=self.worker.relay_fds[name]),
+                                                          self.connections, cfg.limits, conn_nursery)
                         if self.worker is not None:  # the other workers' addresses (a Kafka broker each)
                             await self.worker.join(self)
                         if not self._shutdown.is_set():

@@ -8,26 +8,29 @@ produce and fetch to each partition's leader themselves (`protocols/kafka/cluste
 group coordinator, the controller and the owner of the shared offset store. Native and TANK clients do not route:
 every worker serves the configured native (and TANK) port — the supervisor binds one `SO_REUSEPORT` socket per
 worker there, so the kernel spreads the connections — and relays a request for another worker's partitions to
-that worker's own listener (an ephemeral port, `native.i`/`tank.i`; `forwarding.py`), and one on committed
-offsets or groups to worker 0.
+that worker's relay socket (`relays.py`: a Unix-domain socket for the workers alone, outside the client limits,
+never TLS; `forwarding.py`), and one on committed offsets or groups to worker 0.
 
 - `supervise(config, argv, ready_file)`: the `logway serve` process itself when `workers` > 1. It holds the data
   directory (a `LogEngine` with `Share(N)`: `.lock`, the clean-shutdown marker, tmp/ and trash/, no partition),
   binds the shared native and TANK sockets (`entry_sockets`), starts the N workers — `python -m logway.cli serve`
-  with the same arguments, plus `LOGWAY_WORKER=i/N/clean`, worker i's listeners and its shared sockets
-  (`LOGWAY_WORKER_ENTRIES`) — each with a control socket (JSON lines). When every worker has bound its listeners
-  and told its addresses, the supervisor sends all of them the list of Kafka brokers and of native and TANK
-  listeners, waits for each to acknowledge and writes the ready file: worker 0's addresses under the usual names
-  ("kafka", "admin"), worker i's as "kafka.i", "admin.i", "native.i" and "tank.i" (its own listeners, also for
-  worker 0), the shared native and TANK port as "native" and "tank", and the supervisor's pid. SIGTERM and
+  with the same arguments, plus `LOGWAY_WORKER=i/N/clean`, worker i's listeners, its shared sockets
+  (`LOGWAY_WORKER_ENTRIES`) and its relay sockets (`relay_sockets`, `LOGWAY_WORKER_RELAYS`: bound and held by the
+  supervisor as the shared ones are) — each with a control socket (JSON lines). When every worker has bound its
+  listeners and told its addresses, the supervisor sends all of them the list of Kafka brokers and of every
+  worker's native and TANK relay sockets, waits for each to acknowledge and writes the ready file: worker 0's
+  addresses under the usual names ("kafka", "admin"), worker i's as "kafka.i", "admin.i", "native.i" and "tank.i"
+  (its own listeners, also for worker 0), the shared native and TANK port as "native" and "tank", and the
+  supervisor's pid. SIGTERM and
   SIGINT are passed on to every worker; once they have all stopped, the directory is marked cleanly shut down if
   each of them exited 0. A worker that dies is started again on its ports, as an unclean start (`MAX_RESTARTS` in
   `RESTART_WINDOW`; one more death stops the others and the supervisor exits 1); a worker that fails while the
   gateway starts stops the start (exit 2 or 1 as the worker: a port in use, a locked directory).
-- `WorkerRole` (in each worker, from the environment): its index, the ownership (`share`), the Kafka brokers',
-  native and TANK listeners' addresses, the control socket (when it closes — the supervisor died — the worker shuts
-  down), and `refresh`: topics other workers created, deleted, grew or reconfigured (on demand, and every
-  `REFRESH_INTERVAL`) — or `look_up` for the topics a request named that this worker does not know.
+- `WorkerRole` (in each worker, from the environment): its index, the ownership (`share`), the Kafka brokers'
+  addresses and the workers' native and TANK relay sockets, the control socket (when it closes — the supervisor
+  died — the worker shuts down), and `refresh`: topics other workers created, deleted, grew or reconfigured (on
+  demand, and every `REFRESH_INTERVAL`) — or `look_up` for the topics a request named that this worker does not
+  know.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from logway.storage.engine import Share
 from .config import Config
 from .errors import ListenerError
 from .formats import STORAGE_FORMATS
+from .relays import RELAYS_SUPPORTED, bind_relay, new_run, relay_address
 from .transactions import TxnStatus
 
 log = logging.getLogger("logway.workers")
@@ -62,6 +66,7 @@ __all__ = ["WorkerRole", "supervise", "worker_overrides", "REFRESH_INTERVAL"]
 REFRESH_INTERVAL = 1.0
 REFRESH_MIN = 0.05
 _ENV, _ENV_FD, _ENV_ENTRIES = "LOGWAY_WORKER", "LOGWAY_WORKER_FD", "LOGWAY_WORKER_ENTRIES"
+_ENV_RELAYS = "LOGWAY_WORKER_RELAYS"
 #: The listeners whose configured port every worker serves (clients that do not route by partition).
 SHARED = ("native", "tank")
 #: Beyond the shutdown timeout, how long the supervisor waits for workers to close storage before SIGKILL.
@@ -79,18 +84,20 @@ class WorkerRole:
     """What makes a gateway process worker `index` of `count` (see the module docstring)."""
 
     def __init__(self, index: int, count: int, clean_start: bool, control_fd: int | None = None,
-                 entries: dict[str, int] | None = None) -> None:
+                 entries: dict[str, int] | None = None, relay_fds: dict[str, int] | None = None) -> None:
         self.index = index
         self.count = count
         #: Listener name -> the file descriptor of this worker's socket on the shared port (see `entry_sockets`).
         self.entries = dict(entries or {})
+        #: Listener name -> the file descriptor of this worker's relay socket (see `relay_sockets`).
+        self.relay_fds = dict(relay_fds or {})
         self.share = Share(count, index, clean_start)
         #: The Kafka brokers' advertised addresses by node id (= worker index); known once `join` returned.
         self.brokers: list[tuple[str, int]] = []
-        #: Every worker's own native and TANK listeners (host, port) by index, or None where it has none (what the
-        #: others relay to it).
-        self.natives: list[tuple[str, int] | None] = []
-        self.tanks: list[tuple[str, int] | None] = []
+        #: Every worker's native and TANK relay socket by index (what the others relay to it), or None where it has
+        #: none.
+        self.natives: list[str | None] = []
+        self.tanks: list[str | None] = []
         #: Called with the name of each topic another worker deleted (the Kafka producers' state forgets it).
         self.on_topic_gone: list[Callable[[str], None]] = []
         self._fd = control_fd
@@ -110,14 +117,15 @@ class WorkerRole:
         try:
             index, count, clean = (int(x) for x in text.split("/"))
             fd = int(env[_ENV_FD]) if env.get(_ENV_FD) else None
-            entries = {name: int(n) for name, _, n in (item.partition("=") for item in
-                                                       env.get(_ENV_ENTRIES, "").split(",") if item)}
+            entries, relays = ({name: int(n) for name, _, n in (item.partition("=") for item in
+                                                                env.get(key, "").split(",") if item)}
+                               for key in (_ENV_ENTRIES, _ENV_RELAYS))
         except (ValueError, KeyError):
-            raise ValueError(f"{_ENV}={text!r} is not i/N/clean, or {_ENV_ENTRIES} not name=fd,… (they are set by a "
-                             f"supervising logway serve)") from None
+            raise ValueError(f"{_ENV}={text!r} is not i/N/clean, or {_ENV_ENTRIES} or {_ENV_RELAYS} not name=fd,… "
+                             f"(they are set by a supervising logway serve)") from None
         if not 0 <= index < count:
             raise ValueError(f"{_ENV}={text!r}: worker index out of range")
-        return cls(index, count, bool(clean), fd, entries)
+        return cls(index, count, bool(clean), fd, entries, relays)
 
     @property
     def suffix(self) -> str:
@@ -144,8 +152,7 @@ class WorkerRole:
         if self._fd is None:  # (a worker without a supervisor: tests) only itself
             kafka = gateway.protocols.get("kafka")
             self.brokers = [kafka.broker.advertised] if kafka is not None else []
-            self.natives = [gateway.addresses.get("native")]
-            self.tanks = [gateway.addresses.get("tank")]
+            self.natives, self.tanks = [None], [None]  # (nobody to relay to)
             self._joined.set()
             return
         sock = trio.socket.fromfd(self._fd, socket.AF_UNIX, socket.SOCK_STREAM)
@@ -162,8 +169,8 @@ class WorkerRole:
             gateway.request_shutdown()
             return
         self.brokers = [(host, port) for host, port in message["brokers"]]
-        self.natives = [tuple(a) if a else None for a in message.get("native", [])]
-        self.tanks = [tuple(a) if a else None for a in message.get("tank", [])]
+        self.natives = message.get("native", [])
+        self.tanks = message.get("tank", [])
         await self._send({"ready": True})
         self._joined.set()
 
@@ -313,6 +320,26 @@ def entry_sockets(config: Config, count: int) -> dict[str, list[socket.socket]]:
     return out
 
 
+def relay_sockets(config: Config, count: int) -> tuple[dict[str, list[socket.socket]], dict[str, list[str]]]:
+    """For each enabled listener of `SHARED`: one relay socket per worker (`relays.py`), named for a new run; and
+    their names. The supervisor holds them for its life, so a worker started again serves the same socket (the
+    relays that arrived meanwhile wait in its backlog) and no other process can take the name meanwhile. Raises
+    OSError naming the socket when one cannot be bound."""
+    run = new_run()
+    names = {name: [relay_address(run, i, name) for i in range(count)] for name in SHARED
+             if (lc := config.listeners.get(name)) is not None and lc.enabled}
+    out: dict[str, list[socket.socket]] = {}
+    try:
+        for name, addresses in names.items():
+            out[name] = []
+            for address in addresses:
+                out[name].append(bind_relay(address))
+    except BaseException:
+        _close_entries(out)
+        raise
+    return out, names
+
+
 def _close_entries(entries: dict[str, list[socket.socket]]) -> None:
     for socks in entries.values():
         for sock in socks:
@@ -368,12 +395,19 @@ def supervise(config: Config, argv: list[str], ready_file: str | None) -> int:
     StorageError when the data directory is locked (another gateway runs on it)."""
     count = config.workers
     problem = _port_problem(config)
+    if problem is None and not RELAYS_SUPPORTED:
+        problem = f"workers: {count} needs Linux (the workers relay requests over abstract Unix sockets)"
     if problem is not None:
         print(f"logway: configuration error: {problem}", file=sys.stderr)
         return 2
     engine = LogEngine(config.data_dir, STORAGE_FORMATS, config.storage.topic_defaults, share=Share(count))
     try:
         entries = entry_sockets(config, count)
+        try:
+            relays, relay_names = relay_sockets(config, count)
+        except BaseException:
+            _close_entries(entries)
+            raise
     except BaseException:
         engine.close(clean=engine.clean_start)
         raise
@@ -396,15 +430,17 @@ def supervise(config: Config, argv: list[str], ready_file: str | None) -> int:
     def spawn(i: int, clean: bool, ports: dict[str, int] | None = None) -> _Worker:
         ours, theirs = socket.socketpair()
         mine = {name: socks[i].fileno() for name, socks in entries.items()}
+        relay = {name: socks[i].fileno() for name, socks in relays.items()}
         env = dict(os.environ, **{_ENV: f"{i}/{count}/{int(clean)}", _ENV_FD: str(theirs.fileno()),
-                                  _ENV_ENTRIES: ",".join(f"{name}={fd}" for name, fd in mine.items())})
+                                  _ENV_ENTRIES: ",".join(f"{name}={fd}" for name, fd in mine.items()),
+                                  _ENV_RELAYS: ",".join(f"{name}={fd}" for name, fd in relay.items())})
         cmd = [sys.executable, "-m", "logway.cli", "serve", *argv]
         for item in worker_overrides(config, i, ports):
             cmd += ["--set", item]
         # Its own session: a terminal's ^C reaches the supervisor only, which passes on one SIGTERM (a second
         # signal could arrive after the worker's gateway stopped listening for signals, and kill it).
-        proc = subprocess.Popen(cmd, env=env, pass_fds=[theirs.fileno(), *mine.values()], stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+        proc = subprocess.Popen(cmd, env=env, pass_fds=[theirs.fileno(), *mine.values(), *relay.values()],
+                                stdin=subprocess.DEVNULL, start_new_session=True)
         theirs.close()
         w = _Worker(i, proc, ours)
         w.ports = ports
@@ -415,7 +451,7 @@ def supervise(config: Config, argv: list[str], ready_file: str | None) -> int:
         workers.extend(spawn(i, engine.clean_start) for i in range(count))
         log.info("started %d workers (pids %s) over %s", count, ", ".join(str(w.proc.pid) for w in workers),
                  engine.data_dir)
-        status = _run(workers, selector, ready_file, lambda: stopping, spawn, shared)
+        status = _run(workers, selector, ready_file, lambda: stopping, spawn, shared, relay_names)
     finally:
         for w in workers:
             w.stop()
@@ -432,6 +468,7 @@ def supervise(config: Config, argv: list[str], ready_file: str | None) -> int:
                 log.error("worker %d (pid %d) exited with status %d", w.index, w.proc.pid, w.proc.returncode)
         clean = bool(workers) and all(w.proc.returncode == 0 for w in workers)
         _close_entries(entries)
+        _close_entries(relays)
         engine.close(clean=clean)
     if status is None:  # asked to stop: 0 if every worker stopped cleanly
         status = 0 if clean else 1
@@ -439,7 +476,8 @@ def supervise(config: Config, argv: list[str], ready_file: str | None) -> int:
 
 
 def _run(workers: list[_Worker], selector: selectors.BaseSelector, ready_file: str | None,
-         stopping: Callable[[], bool], spawn: Callable[..., _Worker], shared: dict) -> int | None:
+         stopping: Callable[[], bool], spawn: Callable[..., _Worker], shared: dict,
+         relay_names: dict[str, list[str]]) -> int | None:
     """Start-up (addresses in, brokers out, acknowledgements, the ready file), then watch the workers: one that dies
     is started again on its ports (`spawn(index, clean, ports)`), at most `MAX_RESTARTS` times in
     `RESTART_WINDOW` seconds. None when asked to stop; the exit status when a worker failed to start, or died
@@ -490,8 +528,7 @@ def _run(workers: list[_Worker], selector: selectors.BaseSelector, ready_file: s
             brokers = [w.kafka for w in workers]
             if any(b is None for b in brokers):
                 brokers = []  # no Kafka listener: nothing to route
-            told = {"brokers": brokers, **{name: [w.listening.get(name) for w in workers]
-                                           for name in ("native", "tank")}}
+            told = {"brokers": brokers, **{name: relay_names.get(name, [None] * len(workers)) for name in SHARED}}
         if told is not None:
             for w in workers:
                 if w.listening is not None and not w.told:  # it acknowledges with {"ready": true}

@@ -23,6 +23,7 @@ from prometheus_client.registry import Collector
 from logway.storage import AppendResult, PartitionLog
 
 from ..steps import Read
+from ..workers import SHARED
 from .calls import CallCounter
 from .stats import CURRENT, Histogram, ProtocolStats
 
@@ -154,10 +155,16 @@ class GatewayCollector(Collector):
                                   "saturated)", value=turns.waited if turns is not None else 0)
         cache = gw.steps.transcoded if gw.steps is not None else None
         yield CounterMetricFamily("logway_transcoded_reads_shared", "Reads in another format than the stored one "
-                                  "answered with a slice another reader had transcoded (storage.transcode_cache_bytes)",
-                                  value=cache.hits if cache is not None else 0)
+                                  "answered entirely with batches other readers had transcoded "
+                                  "(storage.transcode_cache_bytes)", value=cache.hits if cache is not None else 0)
         yield CounterMetricFamily("logway_transcoded_reads", "Reads in another format than the stored one that "
-                                  "decoded and encoded their slice", value=cache.misses if cache is not None else 0)
+                                  "decoded and encoded at least one batch",
+                                  value=cache.misses if cache is not None else 0)
+        yield CounterMetricFamily("logway_transcoded_batches", "Stored batches decoded and encoded for a reader of "
+                                  "another format", value=cache.batches_decoded if cache is not None else 0)
+        yield CounterMetricFamily("logway_transcoded_batches_shared", "Stored batches of a read in another format "
+                                  "taken as another reader had transcoded them",
+                                  value=cache.batches_shared if cache is not None else 0)
         yield from self._relays(gw)
         yield from self._durability(gw.committer.stats)
         partitions = m.live_partitions()
@@ -241,6 +248,13 @@ class GatewayCollector(Collector):
         yield gauge
         yield accepted
         yield refused
+        if gw.worker is not None:  # the other workers' relay connections to this one (not in the gauge above)
+            relays = GaugeMetricFamily("logway_relay_connections_open", "Relay connections other workers hold to "
+                                       "this one now, per listener (workers: N)", labels=["listener"])
+            open_now = registry.open_by_protocol(internal=True)
+            for name in sorted(set(gw.protocols) & set(SHARED)):
+                relays.add_metric([name], open_now.get(name, 0))
+            yield relays
 
     # -- durability ----------------------------------------------------------------------------------------------
     @staticmethod

@@ -46,8 +46,12 @@ def test_sigkill_cycles_keep_every_promise(chaos):
     assert len(run.ledger.producer_ids) > CYCLES  # InitProducerId in every cycle, never the same id twice
     # Transactions: committed and aborted ones, some with group offsets, some in doubt at the kills (resolved
     # one way or the other), producers coming back every way, an open transaction holding the LSO after a restart.
-    assert report.total("txn_committed") > 50 and report.total("txn_aborted") > 10, report.figures()
-    assert report.total("txn_offsets") > 5 and report.total("txn_acked") > 500
+    # The floors say the paths ran, not how fast: about a quarter of what a 2-core machine with both cores taken by
+    # other work gave (41 committed in 11 of 12 cycles, 21 aborted, 8-11 with offsets, 690 records; idle: 72, 30,
+    # 16, 1,058), since the runs are short and their volume follows the machine's speed.
+    assert report.total("txn_committed") >= CYCLES and report.total("txn_aborted") >= CYCLES // 2, report.figures()
+    assert sum(c.txn_committed > 0 for c in report.cycles) >= CYCLES // 2, report.figures()
+    assert report.total("txn_offsets") >= 3 and report.total("txn_acked") >= 200, report.figures()
     assert report.total("txn_in_doubt") >= CYCLES // 2
     assert report.total("txn_doubt_committed") + report.total("txn_doubt_aborted") == report.total("txn_in_doubt")
     assert {"reinit", "resume", "timeout"} <= set(report._settle_totals()), report._settle_totals()

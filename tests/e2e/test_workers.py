@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
+import ssl
 import time
 import urllib.request
 import uuid
@@ -35,7 +37,9 @@ from logway.gateway.formats import STORAGE_FORMATS
 from logway.storage import LogEngine, StorageError, TopicExists
 from logway.storage.engine import WORKER_PRODUCER_IDS, ForeignPartition, PartitionNotOwned, Share
 
+from ..certs import self_signed
 from ..kafka_wire import KafkaWireClient
+from ..other_user import CAN_SWITCH, WHY_NOT, OtherUser
 
 pytestmark = pytest.mark.slow
 
@@ -278,9 +282,10 @@ def _values(part, seq=1):
 
 def test_native_group_admin_sees_every_workers_partitions(gw):
     """Worker 0 keeps the committed offsets; the log bounds of worker 1's partitions, which a group description
-    and a reset need, are asked of worker 1. A reset to a timestamp there is refused, not guessed."""
+    and a reset need, are asked of worker 1, and so is the offset of a timestamp there (its segments)."""
     name, group = "g-" + uuid.uuid4().hex[:8], "ga-" + uuid.uuid4().hex[:6]
-    theirs = [Share(2).owner(name, p) for p in range(PARTITIONS)].index(1)
+    owners = [Share(2).owner(name, p) for p in range(PARTITIONS)]
+    mine, theirs = owners.index(0), owners.index(1)
     with NativeClient(*gw.native) as c:
         c.create_topic(name, PARTITIONS)
         for p in range(PARTITIONS):
@@ -298,8 +303,18 @@ def test_native_group_admin_sees_every_workers_partitions(gw):
         assert [o.offset for o in earliest.offsets] == [int(p == theirs) for p in range(PARTITIONS)]
         moved = c.reset_group_offsets(group, "offset", 99, topics=[(name, [theirs])])
         assert [(o.partition, o.offset) for o in moved.offsets] == [(theirs, theirs + 1)]  # into its range
-        with pytest.raises(NativeError, match="a reset to a timestamp is not relayed"):
-            c.reset_group_offsets(group, "timestamp", 0)
+        # to a timestamp: each owner searches its own partitions (worker 1's through DescribeTopic's at_timestamp)
+        hour = 3_600_000
+        later = int(time.time() * 1000) + hour  # after every record so far
+        for p in (mine, theirs):  # offsets p + 1 and p + 2
+            c.produce(name, p, [Record(b"later", timestamp=later), Record(b"latest", timestamp=later + hour)])
+        for at, step in [(0, None), (later - hour // 2, 1), (later, 1), (later + 1, 2), (later + 2 * hour, 3)]:
+            planned = c.reset_group_offsets(group, "timestamp", at, topics=[(name, [mine, theirs])],
+                                            validate_only=True)
+            assert [o.offset for o in planned.offsets] == (
+                [0, 1] if step is None else [mine + step, theirs + step]), at  # (theirs starts at 1)
+        done = c.reset_group_offsets(group, "timestamp", later + 1, topics=[(name, [mine, theirs])])
+        assert done.reset and [c.committed(name, p, group) for p in (mine, theirs)] == [mine + 2, theirs + 2]
 
 
 def test_tank_requests_spanning_workers_are_split_relayed_and_merged(gw):
@@ -346,11 +361,10 @@ def test_tank_requests_spanning_workers_are_split_relayed_and_merged(gw):
 def test_a_split_consume_past_the_parked_limit_gets_every_owners_watermark_at_once(tmp_path):
     """Past MAX_PARKED_PER_CONNECTION parked consumes, a consume over both workers' partitions is answered at once:
     worker 0's part as its timer would, worker 1's by worker 1 without waiting — its real high-water mark, not 0.
-    (Each parked part of worker 1 holds an internal connection from worker 0: the per-address limit is raised.)"""
+    (Each parked part of worker 1 holds a relay connection from worker 0, outside the connection limits.)"""
     from logway.gateway.protocols.tank import MAX_PARKED_PER_CONNECTION
 
-    gw = GatewayProcess(str(tmp_path / "data"), "workers=2", "log_level=ERROR", "listeners.tank.enabled=true",
-                        "limits.max_connections_per_ip=1000")
+    gw = GatewayProcess(str(tmp_path / "data"), "workers=2", "log_level=ERROR", "listeners.tank.enabled=true")
     try:
         name = "pk-" + uuid.uuid4().hex[:8]
         owners = [Share(2).owner(name, p) for p in range(PARTITIONS)]
@@ -393,6 +407,106 @@ def test_with_a_native_token_the_workers_relay_with_it(tmp_path):
         with pytest.raises(NativeError, match="authentication failed"):
             with NativeClient(*gw.addresses["native.1"], token="wrong") as c:
                 c.ping()
+    finally:
+        assert gw.stop() == 0
+
+
+def _relay_sockets(gw) -> list[str]:
+    """The abstract names of the relay sockets the gateway's workers listen on, found as any local user can: the
+    workers' socket inodes, looked up in /proc/net/unix ("@" for the leading NUL)."""
+    pid = gw.pid
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        workers = f.read().split()
+    inodes = set()
+    for worker in workers:
+        fds = f"/proc/{worker}/fd"
+        for fd in os.listdir(fds):
+            link = os.readlink(os.path.join(fds, fd)) if os.path.exists(os.path.join(fds, fd)) else ""
+            if link.startswith("socket:["):
+                inodes.add(link[8:-1])
+    listening = 0x10000  # __SO_ACCEPTCON
+    with open("/proc/net/unix") as f:
+        rows = [line.split() for line in f.readlines()[1:]]
+    return sorted(row[7] for row in rows if len(row) > 7 and row[6] in inodes and int(row[3], 16) & listening
+                  and row[7].startswith("@logway-"))
+
+
+def _knock(tell, names, frame):
+    """(as another user) Connect to each relay socket, send a native Ping, tell what came back before it closed."""
+    for name in names:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(5)
+        answer = b""
+        try:
+            sock.connect("\0" + name[1:])
+            sock.sendall(frame)
+            while chunk := sock.recv(65536):
+                answer += chunk
+            tell(f"{name} closed after {len(answer)} bytes")
+        except (BrokenPipeError, ConnectionResetError):  # closed before the Ping was all sent
+            tell(f"{name} closed after {len(answer)} bytes")
+        except OSError as exc:
+            tell(f"{name} {type(exc).__name__} after {len(answer)} bytes")
+        finally:
+            sock.close()
+
+
+@pytest.mark.skipif(not CAN_SWITCH, reason=WHY_NOT)
+def test_a_workers_relay_socket_serves_only_the_gateways_user(gw):
+    """Relay sockets are abstract Unix-domain sockets, which have no permissions: anyone on the host can find and
+    connect to them. A process of another user is closed unserved — a Ping gets no Pong — while the gateway's own
+    user is served, and the gateway goes on serving."""
+    names = _relay_sockets(gw)
+    assert len(names) == 4 and {n.rsplit("-", 2)[1:] == [w, p] for n in names for w in "01" for p in ("native",
+                                                                                                      "tank")}
+    frame = nv.NativeConnection("client").send(nv.PingRequest())
+    native = [n for n in names if n.endswith("-native")]
+    for name in native:  # this user: served
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(5)
+            sock.connect("\0" + name[1:])
+            sock.sendall(frame)
+            assert sock.recv(65536).endswith(b'{"Pong":{}}')
+    other = OtherUser(_knock, names, frame)
+    heard = [other.heard() for _ in names]
+    assert other.wait() == 0
+    assert heard == [f"{n} closed after 0 bytes" for n in names]
+    with NativeClient(*gw.native) as c:
+        c.ping()
+
+
+def _gauge(gw, admin: str, name: str) -> dict[str, float]:
+    """A per-listener gauge of a worker's metrics: {listener: value}."""
+    text = urllib.request.urlopen("http://%s:%d/metrics" % tuple(gw.addresses[admin]), timeout=10).read().decode()
+    return {line.split('"')[1]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+            if line.startswith(name + "{")}
+
+
+def test_relays_reach_tls_listeners_and_stay_outside_the_client_limits(tmp_path):
+    """Relays go to the workers' relay sockets, not to their listeners: with TLS on the native and TANK listeners
+    they work, and with 4 connections allowed per address, a TANK client's 32 long-polls parked at the other worker
+    (a relay connection each) are all answered, a client still gets in, and the metrics count clients only."""
+    cert, key = self_signed(tmp_path, "server")
+    tls = ssl.create_default_context(cafile=cert)
+    gw = GatewayProcess(str(tmp_path / "data"), "workers=2", "log_level=ERROR", "listeners.tank.enabled=true",
+                        f"tls.cert_file={cert}", f"tls.key_file={key}", "listeners.native.tls=true",
+                        "listeners.tank.tls=true", "limits.max_connections_per_ip=4")
+    try:
+        name = "rl-" + uuid.uuid4().hex[:8]
+        owners = [Share(2).owner(name, p) for p in range(PARTITIONS)]
+        mine, theirs = owners.index(0), owners.index(1)
+        with TankClient(*gw.addresses["tank.0"], ssl_context=tls, server_hostname="localhost") as c:
+            assert c.create_topic(name, PARTITIONS) == 0
+            assert c.produce_many([(name, p, [b"a"]) for p in (mine, theirs)]) == [0, 0]
+            waiting = [c.send(consume_request({name: [(theirs, 2, 1 << 20)]}, max_wait_ms=20_000, min_bytes=1))
+                       for _ in range(32)]
+            time.sleep(0.5)  # parked at worker 1
+            assert _gauge(gw, "admin.1", "logway_connections_open").get("tank", 0) == 0  # no client ...
+            assert _gauge(gw, "admin.1", "logway_relay_connections_open") == {"native": 0, "tank": 32}  # 32 relays
+            with NativeClient(*gw.addresses["native.1"], ssl_context=tls, server_hostname="localhost") as n:
+                n.produce(name, theirs, [b"woke"])
+            for rid in waiting:
+                assert _values(c.receive(rid, timeout=15).topics[0].partitions[0], 2) == [b"woke"]
     finally:
         assert gw.stop() == 0
 
@@ -465,8 +579,9 @@ def test_sigterm_stops_every_worker_cleanly_and_one_process_reads_their_partitio
 
 def test_a_dead_worker_is_started_again_on_its_ports_with_its_data(tmp_path):
     """SIGKILL of a worker: the supervisor starts it again on the same ports (clients reconnect to the addresses
-    they know), it recovers its partitions, what was acknowledged is there, and relaying through worker 0 works
-    again; the gateway then stops cleanly."""
+    they know), it recovers its partitions, what was acknowledged is there; a request relayed to it while it is
+    down waits in its relay socket's backlog (the supervisor holds the socket) and is served once it is back, and
+    relaying works on; the gateway then stops cleanly."""
     gw = GatewayProcess(str(tmp_path / "data"), "workers=2", "log_level=ERROR", "listeners.tank.enabled=true")
     try:
         name = "r-" + uuid.uuid4().hex[:8]
@@ -477,6 +592,11 @@ def test_a_dead_worker_is_started_again_on_its_ports_with_its_data(tmp_path):
         old = children(gw.pid)
         os.kill(old[-1], signal.SIGKILL)
         deadline = time.monotonic() + 60
+        while old[-1] in children(gw.pid):  # reaped by the supervisor, which starts it again
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        with NativeClient(*gw.addresses["native.0"], timeout=60) as c:  # relayed to worker 1 while it starts
+            assert c.produce(name, theirs, [b"during"]) == [1]
         while True:  # worker 1 back on its native port, with its partition
             try:
                 with NativeClient(*gw.addresses["native.1"], timeout=5) as direct:
@@ -485,13 +605,13 @@ def test_a_dead_worker_is_started_again_on_its_ports_with_its_data(tmp_path):
             except (OSError, NativeError):
                 assert time.monotonic() < deadline, "worker 1 did not come back"
                 time.sleep(0.2)
-        assert [r.value for r in got.records] == [b"before"]
+        assert [r.value for r in got.records] == [b"before", b"during"]
         assert len(children(gw.pid)) == 2 and old[-1] not in children(gw.pid)
         with NativeClient(*gw.addresses["native.0"]) as c:  # relayed by worker 0 to the new worker 1 (its pooled
-            assert c.produce(name, theirs, [b"after"]) == [1]  # connection to the old one is dropped, not used)
-            assert [r.value for r in c.fetch(name, theirs, 0).records] == [b"before", b"after"]
+            assert c.produce(name, theirs, [b"after"]) == [2]  # connection to the old one is dropped, not used)
+            assert [r.value for r in c.fetch(name, theirs, 0).records] == [b"before", b"during", b"after"]
         with TankClient(*gw.addresses["tank.0"]) as t:
-            assert [m.value for m in t.get(name, theirs, 1).messages] == [b"before", b"after"]
+            assert [m.value for m in t.get(name, theirs, 1).messages] == [b"before", b"during", b"after"]
         metrics = urllib.request.urlopen("http://%s:%d/metrics" % tuple(gw.addresses["admin"]), timeout=10).read()
         relays = {line.split(" ")[0]: float(line.split(" ")[1]) for line in metrics.decode().splitlines()
                   if line.startswith("logway_relay")}

@@ -1,21 +1,27 @@
-"""The relays of logway.gateway.forwarding against real sockets on 127.0.0.1: native answers relayed byte for byte,
+"""The relays of logway.gateway.forwarding against real relay sockets (abstract Unix-domain sockets, as the workers
+use): native answers relayed byte for byte,
 internal connections pooled and reused, an idle one the owner closed dropped before use, a cancelled request's
 connection never reused, an owner that cannot be reached or hangs up answered with the native `storage error:
 worker i did not answer` (the client's connection goes on); TANK answers decoded past the owner's greeting Ping,
-`Unreachable` when the owner is gone. The relaying through two real workers is in tests/e2e/test_workers.py."""
+`Unreachable` when the owner is gone; a relay socket another user's process holds is never sent a byte. The
+relaying through two real workers is in tests/e2e/test_workers.py."""
 
 from __future__ import annotations
 
-import socket
+import os
 
 import pytest
 import trio
 
 from logway.codecs.native import (CLOSED, NEED_DATA, ErrorResponse, FetchRequest, NativeConnection, PingRequest,
-                                  PongResponse, RelayedResponse)
+                                  PongResponse, ProduceRequest, RelayedResponse)
+from logway.codecs.records import Record
 from logway.codecs.tank import StatusRequest, StatusResponse, TankServerConnection
 from logway.codecs.tank.messages import PingEvent
 from logway.gateway.forwarding import NativeForwarder, TankForwarder, Unreachable
+from logway.gateway.relays import bind_relay, relay_address
+
+from ..other_user import CAN_SWITCH, WHY_NOT, OtherUser
 
 
 async def requests_of(stream, codec):
@@ -30,6 +36,17 @@ async def requests_of(stream, codec):
             yield event
 
 
+def relay_listener() -> tuple[str, trio.SocketListener]:
+    """A new relay socket's name, and a listener on it."""
+    address = relay_address(os.urandom(4).hex(), 1, "native")
+    return address, trio.SocketListener(trio.socket.from_stdlib_socket(bind_relay(address)))
+
+
+def nobody_there() -> str:
+    """A relay socket's name that no process holds."""
+    return relay_address(os.urandom(4).hex(), 2, "native")
+
+
 class Owner:
     """A native server standing in for the worker that owns a partition: Pong to Ping; a Fetch parks until
     `release` is set; `hang_up` closes a connection instead of answering."""
@@ -42,10 +59,9 @@ class Owner:
         self.address = None
 
     async def serve(self, task_status=trio.TASK_STATUS_IGNORED):
-        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
-        self.address = listeners[0].socket.getsockname()[:2]
+        self.address, listener = relay_listener()
         task_status.started()
-        await trio.serve_listeners(self.handle, listeners)
+        await trio.serve_listeners(self.handle, [listener])
 
     async def handle(self, stream):
         self.accepted += 1
@@ -56,7 +72,10 @@ class Owner:
                     return
                 if isinstance(event, FetchRequest):
                     await self.release.wait()
-                    await stream.send_all(codec.send(ErrorResponse("offset out of range: parked")))
+                    try:
+                        await stream.send_all(codec.send(ErrorResponse("offset out of range: parked")))
+                    except trio.BrokenResourceError:  # the relay gave up on it and closed (as a worker, go on)
+                        return
                 else:
                     await stream.send_all(codec.send(PongResponse()))
                 if self.close_after_answer:  # e.g. the worker is stopped, or killed and started again
@@ -97,16 +116,14 @@ async def test_a_cancelled_request_never_leaves_its_connection_for_reuse(nursery
 
 @pytest.mark.trio
 async def test_an_owner_that_cannot_answer_gets_the_native_error(nursery):
-    with socket.socket() as s:  # a port nothing listens on any more
-        s.bind(("127.0.0.1", 0))
-        gone = s.getsockname()[:2]
+    gone = nobody_there()
     owner = Owner()
     await nursery.start(owner.serve)
     fwd = NativeForwarder(lambda: [None, gone, owner.address], max_frame=1 << 20)
     refused = await fwd.call(1, PingRequest())
     assert isinstance(refused, ErrorResponse) and refused.message.startswith("storage error: worker 1 did not answer")
     unknown = await fwd.call(3, PingRequest())
-    assert unknown.message == "storage error: worker 3 did not answer: no listener of worker 3 is known"
+    assert unknown.message == "storage error: worker 3 did not answer: no relay socket of worker 3 is known"
     owner.hang_up = True
     closed = await fwd.call(2, PingRequest())
     assert closed.message == "storage error: worker 2 did not answer: the worker closed the connection"
@@ -127,12 +144,9 @@ async def test_tank_answers_are_decoded_past_the_greeting_and_a_gone_owner_is_un
                 served.append(event)
                 await stream.send_all(codec.send(StatusResponse(event.request_id, 3, 7)))
 
-    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
-    nursery.start_soon(trio.serve_listeners, owner, listeners)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        gone = s.getsockname()[:2]
-    fwd = TankForwarder(lambda: [None, listeners[0].socket.getsockname()[:2], gone])
+    address, listener = relay_listener()
+    nursery.start_soon(trio.serve_listeners, owner, [listener])
+    fwd = TankForwarder(lambda: [None, address, nobody_there()])
     for rid in (5, 6):
         answer = await fwd.request(1, StatusRequest(rid))
         assert (answer.request_id, answer.topics, answer.partitions) == (rid, 3, 7)
@@ -153,3 +167,38 @@ async def test_an_idle_connection_the_owner_closed_is_dropped_not_used(nursery):
     owner.close_after_answer = False
     assert await fwd.call(1, PingRequest()) == RelayedResponse(b'{"Pong":{}}', 0)  # on a new connection
     assert owner.accepted == 2 and fwd.failed == 0
+
+
+def _squat(tell, address):
+    """(as another user) Serve a relay socket's name; tell "bound", then how many bytes the first connection sent."""
+    sock = bind_relay(address)
+    tell("bound")
+    sock.settimeout(10)
+    conn, _ = sock.accept()
+    conn.settimeout(2)
+    received = b""
+    try:
+        while chunk := conn.recv(65536):  # until the relay hangs up (or stops sending)
+            received += chunk
+    except TimeoutError:
+        pass
+    tell(f"received {len(received)} bytes")
+
+
+@pytest.mark.skipif(not CAN_SWITCH, reason=WHY_NOT)
+@pytest.mark.trio
+async def test_a_relay_socket_of_another_user_is_refused_before_a_byte_is_sent():
+    """Abstract socket names have no permissions: a process of another user that took a worker's name gets no
+    request (a client's records) — the relay fails as if the worker could not be reached."""
+    address = relay_address(os.urandom(4).hex(), 1, "native")
+    squatter = OtherUser(_squat, address)
+    try:
+        assert await trio.to_thread.run_sync(squatter.heard) == "bound"
+        fwd = NativeForwarder(lambda: [None, address], max_frame=1 << 20)
+        answer = await fwd.call(1, ProduceRequest("secrets", 0, [Record(b"card 4111-1111")]))
+        assert answer == ErrorResponse("storage error: worker 1 did not answer: its relay socket belongs to a "
+                                       "process of another user")
+        assert await trio.to_thread.run_sync(squatter.heard) == "received 0 bytes"
+        assert fwd.failed == 1 and fwd.relayed == 0
+    finally:
+        assert await trio.to_thread.run_sync(squatter.wait) == 0
