@@ -361,7 +361,8 @@ def run_load(settings: LoadSettings) -> LoadReport:
             tank = ("listeners.tank.enabled=true",) if "tank" in settings.protocols else ()
             gw = GatewayProcess(os.path.join(tmp, "data"), f"storage.flush={settings.flush}", "log_level=WARNING",
                                 f"limits.max_connections={limit}", f"limits.max_connections_per_ip={limit}",
-                                f"workers={settings.workers}", *tank, *settings.gateway_settings,
+                                *((f"workers={settings.workers}",) if settings.workers != 1 else ()), *tank,
+                                *settings.gateway_settings,
                                 *(("count_calls=true",) if settings.count_calls else ()), stderr=log_file)
             try:
                 for proto in settings.protocols:
