@@ -45,6 +45,7 @@ from .protocols import REGISTRY, Protocol
 from .steps import Steps
 from .tls import server_ssl_context
 from .transactions import TransactionCoordinator
+from .txn_peers import make_peers
 from .turns import Turns
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -136,8 +137,11 @@ class Gateway:
         self.transactions = TransactionCoordinator(self.engine, self.steps,
                                                    max_timeout_ms=kc.transaction_max_timeout_ms,
                                                    check_interval_ms=kc.transaction_abort_check_ms)
-        if self.worker is not None:
-            self.worker.check_transactions(self.engine, self.transactions)
+        worker = self.worker
+        native = cfg.listeners.get("native")
+        if worker is not None and worker.count > 1 and native is not None and native.enabled:
+            # transactions across workers: requests to the others over their native relay sockets
+            self.transactions.peers = make_peers(worker, cfg)
         recovered = await trio.to_thread.run_sync(self.transactions.recover)
         self.metrics.recovery = RecoverySnapshot(self.engine, {"completed": recovered["completed"],
                                                               "ended": recovered["orphans"]})
@@ -185,6 +189,8 @@ class Gateway:
                                                           self.connections, cfg.limits, conn_nursery)
                         if self.worker is not None:  # the other workers' addresses (a Kafka broker each)
                             await self.worker.join(self)
+                            if self.transactions.peers is not None:  # what the start left to the others
+                                background.start_soon(self.transactions.settle)
                         if not self._shutdown.is_set():
                             self.state = "ready"
                         task_status.started(dict(self.addresses))

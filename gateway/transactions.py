@@ -20,6 +20,15 @@ becomes Complete*. Each step is idempotent, so a completion interrupted by a cra
 that very transaction committed, else aborted. An Ongoing transaction found at start stays open — its producer
 may still commit it — until its timeout aborts it.
 
+With `workers: N` (`peers` set) worker 0 is every transactional id's coordinator and each partition is written by
+its owner. Completing a transaction first asks each other owner of its partitions to end it there (`Peers.end`:
+a request over the workers' native relay sockets; idempotent), then does the local part as above; an owner that
+does not answer leaves the state Prepare* — EndTxn fails with a retriable error, and `run` tries again. An
+owner accepts a transactional batch of a producer it has not heard of once the coordinator says that transaction
+is open with that partition added (`Peers.query`, remembered in `_remote` until the transaction's end), and at its
+start asks the coordinator about every transaction its partitions hold open instead of deciding alone (`settle`).
+The coordinator's start completes Prepare* states that involve other workers once they answer (`settle`).
+
 Fencing: `init_producer_id` for an id whose producer is known bumps the epoch (a new producer id once the epoch
 would overflow) and aborts the transaction it had open; requests with an older epoch then fail with `Fenced`.
 Epoch bumps for timeouts also fence the late producer, as Kafka does.
@@ -31,7 +40,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Awaitable, Callable, Iterable
 
 import trio
 
@@ -43,7 +52,7 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger("logway.gateway.transactions")
 
 __all__ = ["TxnStatus", "TxnState", "TransactionCoordinator", "TxnError", "Fenced", "InvalidTxnState",
-           "ConcurrentTransactions", "ProducerIdMismatch", "InvalidTimeout", "MAX_EPOCH"]
+           "ConcurrentTransactions", "ProducerIdMismatch", "InvalidTimeout", "PeerUnavailable", "Peers", "MAX_EPOCH"]
 
 #: Epochs are int16; at this one a new producer id is handed out instead of a bump (Kafka's rule).
 MAX_EPOCH = 32767 - 1
@@ -72,6 +81,10 @@ class ProducerIdMismatch(TxnError):
 
 class InvalidTimeout(TxnError):
     """A transaction timeout outside 1..transaction_max_timeout_ms."""
+
+
+class PeerUnavailable(ConcurrentTransactions):
+    """(workers: N) Another worker, the owner of a partition or the coordinator, did not answer: retry."""
 
 
 class TxnStatus(StrEnum):
@@ -126,6 +139,27 @@ class TxnState:
         self.partitions, self.groups, self.offsets, self.started_ms = set(), set(), {}, -1
 
 
+@dataclass(slots=True)
+class Peers:
+    """The other workers, for `workers: N`: this worker's `index` (worker 0 coordinates), `owner(topic, partition)`
+    (a worker index), and two requests to another worker, each raising `PeerUnavailable` when it did not answer:
+    `end(worker, producer_id, epoch, committed, partitions)` (it ends the transaction in its partitions) and
+    `query(producer_id, epoch, topic, partition)` (the coordinator's `query` answer). `txn_peers.py` makes them."""
+
+    index: int
+    owner: Callable[[str, int], int]
+    end: Callable[[int, int, int, bool, list], Awaitable[None]]
+    query: Callable[[int, int, str, int], Awaitable[str]]
+
+    @property
+    def coordinating(self) -> bool:
+        return self.index == 0
+
+
+#: Seconds between a worker's tries to reach the others for `settle` (at start, while they start too).
+SETTLE_RETRY = 1.0
+
+
 class TransactionCoordinator:
     """Every transactional id's state, in memory and in the engine's `TransactionStore`. One operation per id at
     a time (a trio lock each); storage work runs in worker threads."""
@@ -141,6 +175,17 @@ class TransactionCoordinator:
         self.states: dict[str, TxnState] = {}
         self._by_pid: dict[int, str] = {}
         self._locks: dict[str, trio.Lock] = {}
+        #: (workers: N) Set before `recover`: the other workers (see `Peers`).
+        self.peers: Peers | None = None
+        #: (an owner, workers: N) producer id -> (epoch, partitions of this worker) of transactions the coordinator
+        #: said are open; and per producer id with a question to the coordinator in flight, a count of the ends
+        #: that came meanwhile for each (`_query`).
+        self._remote: dict[int, tuple[int, set[tuple[str, int]]]] = {}
+        self._watch: dict[int, list[list[int]]] = {}
+        #: Transactional ids whose completion waits for another worker, and (an owner) transactions found open at
+        #: start: both settled by `settle` once the others answer.
+        self._unfinished: set[str] = set()
+        self._found_open: list[tuple[PartitionLog, int, int]] = []
         for tid, raw in self.store.items():
             try:
                 state = TxnState.from_json(raw)
@@ -166,18 +211,26 @@ class TransactionCoordinator:
         completed = 0
         for tid, state in list(self.states.items()):
             if state.status in _PREPARED:
+                if self._remote_partitions(state):  # the other owners first: once they answer (`settle`)
+                    self._unfinished.add(tid)
+                    continue
                 self._complete(tid, state, state.status == TxnStatus.PREPARE_COMMIT, wait_sync=True)
                 completed += 1
         orphans = 0
         for topic in self.engine.topics():
             for plog in topic.partitions:
                 for pid, (epoch, _first) in plog.txns.open_transactions().items():
+                    if self.peers is not None and not self.peers.coordinating:
+                        self._found_open.append((plog, pid, epoch))  # the coordinator decides (`settle`)
+                        continue
                     tid = self._by_pid.get(pid)
                     state = self.states.get(tid) if tid is not None else None
                     key = (plog.topic, plog.partition)
                     if (state is not None and state.status == TxnStatus.ONGOING and key in state.partitions
                             and state.epoch == epoch):
                         continue  # still open: its producer may commit it, or its timeout aborts it
+                    if tid in self._unfinished and state.epoch == epoch:
+                        continue  # completed by `settle`, once the other workers answer
                     committed = (state is not None and state.status == TxnStatus.COMPLETE_COMMIT
                                  and state.epoch == epoch)
                     self._end_in(plog, pid, epoch, committed)
@@ -271,18 +324,153 @@ class TransactionCoordinator:
     def check_produce(self, producer_id: int, epoch: int, topic: str, partition: int) -> None:
         """May a transactional batch of this producer go to this partition now? Raises TxnError if not."""
         tid = self._by_pid.get(producer_id)
+        if tid is None and self.peers is not None and not self.peers.coordinating:
+            known = self._remote.get(producer_id)
+            if known is None or known[0] != epoch or (topic, partition) not in known[1]:
+                raise InvalidTxnState(f"partition {topic}-{partition} is not in an open transaction of producer "
+                                      f"{producer_id} (epoch {epoch}) at the coordinator")
+            return
         if tid is None:
             raise ProducerIdMismatch(f"producer id {producer_id} belongs to no transactional id")
         state = self._owned(tid, producer_id, epoch)
         if state.status != TxnStatus.ONGOING or (topic, partition) not in state.partitions:
             raise InvalidTxnState(f"partition {topic}-{partition} is not in an open transaction of {tid!r}")
 
+    # -- workers: N -----------------------------------------------------------------------------------------
+    async def learn(self, producer_id: int, epoch: int, topic: str, partition: int) -> None:
+        """(an owner) Before `check_produce` of a transactional batch: ask the coordinator about a transaction
+        not heard of yet (one round trip per transaction and partition); `check_produce` then refuses what is not
+        known open. Raises `PeerUnavailable` when the coordinator did not answer."""
+        peers = self.peers
+        if peers is None or peers.coordinating or producer_id in self._by_pid:
+            return
+        known = self._remote.get(producer_id)
+        if known is not None and known[0] == epoch and (topic, partition) in known[1]:
+            return
+        if await self._query(producer_id, epoch, topic, partition) == "ongoing":
+            self._remember(producer_id, epoch, topic, partition)
+
+    async def _query(self, producer_id: int, epoch: int, topic: str, partition: int) -> str:
+        """The coordinator's answer about the transaction, asked again when an end of this producer's transaction
+        came meanwhile (the answer may predate it; Kafka producers keep their id and epoch from one transaction
+        to the next, so the end cannot be told apart by them). Raises `PeerUnavailable`."""
+        for _ in range(3):
+            cell = [0]
+            watching = self._watch.setdefault(producer_id, [])
+            watching.append(cell)
+            try:
+                state = await self.peers.query(producer_id, epoch, topic, partition)
+            finally:
+                watching.remove(cell)
+                if not watching:
+                    self._watch.pop(producer_id, None)
+            if not cell[0]:
+                return state
+        raise PeerUnavailable(f"ends of producer {producer_id}'s transactions kept overtaking the coordinator's "
+                              f"answers")
+
+    def _remember(self, producer_id: int, epoch: int, topic: str, partition: int) -> None:
+        known = self._remote.get(producer_id)
+        if known is None or known[0] < epoch:
+            self._remote[producer_id] = (epoch, {(topic, partition)})
+        elif known[0] == epoch:
+            known[1].add((topic, partition))
+
+    def query(self, producer_id: int, epoch: int, topic: str, partition: int) -> str:
+        """(the coordinator) The answer to an owner's `Peers.query`: "ongoing" (open, with that partition added),
+        "completing" (the owner will be asked to end it), "committed" or "aborted"."""
+        tid = self._by_pid.get(producer_id)
+        state = self.states.get(tid) if tid is not None else None
+        if state is None or state.epoch != epoch:
+            return "aborted"  # unknown, or its producer was fenced or timed out since: never committed
+        if state.status == TxnStatus.ONGOING:
+            return "ongoing" if (topic, partition) in state.partitions else "aborted"
+        if state.status in _PREPARED:
+            return "completing"
+        return "committed" if state.status == TxnStatus.COMPLETE_COMMIT else "aborted"
+
+    async def end_here(self, producer_id: int, epoch: int, committed: bool,
+                       partitions: Iterable[tuple[str, int]]) -> None:
+        """(an owner) The coordinator's `Peers.end`: end the transaction in these partitions of this worker."""
+        for cell in self._watch.get(producer_id, ()):
+            cell[0] += 1
+        known = self._remote.get(producer_id)
+        if known is not None and known[0] <= epoch:
+            del self._remote[producer_id]
+        plogs = []
+        for topic, partition in partitions:
+            try:
+                plogs.append(self.engine.partition(topic, partition))
+            except (UnknownTopic, UnknownPartition):
+                continue  # deleted since
+        touched = await self.steps.in_thread(self._end_all, plogs, producer_id, epoch, committed)
+        for plog in touched:
+            self.steps.ended(plog)
+
+    def _end_all(self, plogs: list, producer_id: int, epoch: int, committed: bool) -> list:
+        touched = [plog for plog in plogs if self._end_in(plog, producer_id, epoch, committed)]
+        if self.steps.sync_acks:
+            for plog in touched:
+                plog.sync()
+        return touched
+
+    def _remote_partitions(self, state: TxnState) -> dict[int, list[tuple[str, int]]]:
+        """The transaction's partitions other workers own, by owner (none without `peers`)."""
+        peers = self.peers
+        out: dict[int, list[tuple[str, int]]] = {}
+        if peers is None:
+            return out
+        for topic, partition in sorted(state.partitions):
+            owner = peers.owner(topic, partition)
+            if owner != peers.index:
+                out.setdefault(owner, []).append((topic, partition))
+        return out
+
+    async def settle(self) -> None:
+        """(workers: N, once every worker is up) What the start left to the others: the coordinator completes the
+        Prepare* states that involve other workers; an owner asks about each transaction its partitions held open
+        and ends it, remembers it as open, or leaves it to the coordinator's TxnEnd. Retries until all answered."""
+        while self._unfinished or self._found_open:
+            await self._complete_unfinished()
+            left = []
+            for plog, pid, epoch in self._found_open:
+                try:
+                    state = await self._query(pid, epoch, plog.topic, plog.partition)
+                except PeerUnavailable:
+                    left.append((plog, pid, epoch))  # again later
+                    continue
+                if state in ("committed", "aborted"):
+                    await self.end_here(pid, epoch, state == "committed", [(plog.topic, plog.partition)])
+                    log.warning("%s-%d: ended the transaction of producer %d left open (%s)", plog.topic,
+                                plog.partition, pid, state)
+                elif state == "ongoing":
+                    self._remember(pid, epoch, plog.topic, plog.partition)
+            self._found_open = left
+            if self._unfinished or self._found_open:
+                await trio.sleep(SETTLE_RETRY)
+
+    async def _complete_unfinished(self) -> None:
+        """One try at each completion that waits for another worker."""
+        for tid in sorted(self._unfinished):
+            async with self._lock(tid):
+                state = self.states.get(tid)
+                if state is None or state.status not in _PREPARED:
+                    self._unfinished.discard(tid)
+                    continue
+                try:
+                    await self._complete_async(tid, state.copy(), state.status == TxnStatus.PREPARE_COMMIT)
+                except PeerUnavailable as exc:
+                    log.info("transactional id %r: completion waits for another worker: %s", tid, exc)
+
     # -- timeouts -------------------------------------------------------------------------------------------
     async def run(self) -> None:
-        """Abort transactions open longer than their timeout (checked every `check_interval_ms`)."""
+        """Abort transactions open longer than their timeout (checked every `check_interval_ms`); (workers: N)
+        retry completions another worker did not answer."""
         while True:
             await trio.sleep(self.check_interval_ms / 1000)
             await self.abort_expired()
+            if self._unfinished:
+                await self._complete_unfinished()
 
     async def abort_expired(self) -> int:
         now = self._now_ms()
@@ -297,7 +485,11 @@ class TransactionCoordinator:
                 self._bump(state)  # the late producer is fenced (Kafka bumps the epoch on timeouts too)
                 state.status = TxnStatus.PREPARE_ABORT
                 await self._save(tid, state)
-                await self._complete_async(tid, state, False)
+                try:
+                    await self._complete_async(tid, state, False)
+                except PeerUnavailable as exc:
+                    log.warning("transactional id %r: timed out; its abort waits for another worker: %s", tid, exc)
+                    continue
                 log.info("transactional id %r: transaction timed out after %d ms: aborted", tid, state.timeout_ms)
         return len(expired)
 
@@ -343,6 +535,15 @@ class TransactionCoordinator:
         self._by_pid[state.producer_id] = tid
 
     async def _complete_async(self, tid: str, state: TxnState, committed: bool) -> None:
+        """Complete the transaction: in other workers' partitions first (raises `PeerUnavailable` when one did not
+        answer: the state stays Prepare*, to be completed again), then here (`_complete`)."""
+        for owner, partitions in self._remote_partitions(state).items():
+            try:
+                await self.peers.end(owner, state.producer_id, state.epoch, committed, partitions)
+            except PeerUnavailable:
+                self._unfinished.add(tid)
+                raise
+        self._unfinished.discard(tid)
         touched = await self.steps.in_thread(self._complete, tid, state, committed)
         self.states[tid] = state  # (saved by `_complete`)
         for plog in touched:
@@ -351,7 +552,10 @@ class TransactionCoordinator:
     def _complete(self, tid: str, state: TxnState, committed: bool, *, wait_sync: bool | None = None) -> list:
         """End the transaction in its partitions, commit its offsets, record the outcome (blocking; idempotent)."""
         touched: list[PartitionLog] = []
+        peers = self.peers
         for topic, partition in sorted(state.partitions):
+            if peers is not None and peers.owner(topic, partition) != peers.index:
+                continue  # ended by its owner (`_complete_async`)
             try:
                 plog = self.engine.partition(topic, partition)
             except (UnknownTopic, UnknownPartition):

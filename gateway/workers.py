@@ -56,7 +56,6 @@ from .config import Config
 from .errors import ListenerError
 from .formats import STORAGE_FORMATS
 from .relays import RELAYS_SUPPORTED, bind_relay, new_run, relay_address
-from .transactions import TxnStatus
 
 log = logging.getLogger("logway.workers")
 
@@ -133,19 +132,6 @@ class WorkerRole:
         return f".{self.index}" if self.index else ""
 
     # -- start-up --------------------------------------------------------------------------------------------
-    def check_transactions(self, engine: LogEngine, coordinator) -> None:
-        """Refuse to start over transactions an earlier single-process run left unfinished: completing them needs
-        markers in partitions of several workers, which this prototype cannot write (docs/scaling.md)."""
-        open_ids = [tid for tid, state in coordinator.states.items()
-                    if state.status in (TxnStatus.ONGOING, TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT)]
-        open_in = [f"{p.topic}-{p.partition}" for t in engine.topics() for p in t.partitions
-                   if p.txns.open_transactions()]
-        if open_ids or open_in:
-            what = (f"transactional id(s) {', '.join(sorted(open_ids)[:5])}" if open_ids
-                    else f"partition(s) {', '.join(open_in[:5])}")
-            raise StorageError(f"transactions are open or completing in {what}: workers > 1 cannot finish them; "
-                               f"start once with workers: 1 and let them complete or time out")
-
     async def join(self, gateway) -> None:
         """Tell the supervisor this worker's addresses; learn every Kafka broker's (called once the listeners are
         bound). If the supervisor goes away meanwhile, the gateway shuts down."""

@@ -26,6 +26,13 @@ Requests (server receives, client sends)::
     {"ResetGroupOffsets": {"group_id", "to": "earliest"|"latest"|"offset"|"timestamp", "value"?: int,
                            "topics"?: [{"topic", "partitions"?: [int, ...]|null}, ...]|null, "validate_only"?: bool}}
 
+Internal requests (`workers: N`: served only on a worker's relay socket, where only the other workers connect;
+on a client's connection they are unknown requests), answered `{"Txn": {"state": "ok"|"ongoing"|"committed"|
+"aborted"|"completing"}}`::
+
+    {"TxnEnd": {"producer_id", "epoch", "committed": bool, "partitions": [{"topic", "partition"}, ...]}}
+    {"TxnQuery": {"producer_id", "epoch", "topic", "partition"}}
+
 A Produce `record` is either a byte array (the seed's form: payload only) or, as our extension so native
 clients can send keys and timestamps, an object `{"payload": [...], "key": [...]|null, "timestamp": int|null}`
 where `key`/`timestamp` may be absent and `"value"` is accepted as an alias of `"payload"`. The encoder sends
@@ -133,6 +140,9 @@ from logway.codecs.native.events import (
     Response,
     TopicConfigEntry,
     TopicSummary,
+    TxnEndRequest,
+    TxnQueryRequest,
+    TxnResponse,
 )
 from logway.codecs.native.wire import encode_fetched
 
@@ -162,6 +172,9 @@ __all__ = [
     "RESET_TARGETS",
     "PingRequest",
     "AuthRequest",
+    "TxnEndRequest",
+    "TxnQueryRequest",
+    "TxnResponse",
     "ProduceResponse",
     "RelayedResponse",
     "FetchResponse",

@@ -183,6 +183,31 @@ class AuthRequest:
     token: str
 
 
+@dataclass(frozen=True, slots=True)
+class TxnEndRequest:
+    """Internal: end producer `producer_id`'s transaction of `epoch` in `partitions` (the worker asked owns them),
+    `committed` or aborted: a marker where the topic's format has one, synced when acknowledgements wait for the
+    disk. Idempotent. Sent by worker 0, the transaction coordinator, while it completes a transaction."""
+
+    producer_id: int
+    epoch: int
+    committed: bool
+    partitions: list[tuple[str, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class TxnQueryRequest:
+    """Internal: what is producer `producer_id`'s transaction of `epoch` in `topic`-`partition`? Asked of the
+    coordinator by the partition's owner — for a transactional batch of a producer it has not heard of, and for
+    a transaction it found open at its start —; answered by `TxnResponse` with the state "ongoing" (open, with
+    that partition added), "committed", "aborted" or "completing" (the coordinator will send `TxnEnd`)."""
+
+    producer_id: int
+    epoch: int
+    topic: str
+    partition: int
+
+
 # -------------------------------------------------------------------------------------------- responses
 
 
@@ -459,6 +484,13 @@ class AuthResponse:
 
 
 @dataclass(frozen=True, slots=True)
+class TxnResponse:
+    """Answer to the internal `TxnEnd` ("ok") and `TxnQuery` requests (see `TxnQueryRequest`)."""
+
+    state: str = "ok"
+
+
+@dataclass(frozen=True, slots=True)
 class ErrorResponse:
     """Any failure; `message` starts with the seed's words (e.g. "partition not found: ...")."""
 
@@ -498,6 +530,8 @@ Request = (
     | ResetGroupOffsetsRequest
     | PingRequest
     | AuthRequest
+    | TxnEndRequest
+    | TxnQueryRequest
 )
 Response = (
     ProduceResponse
@@ -519,5 +553,6 @@ Response = (
     | ResetGroupOffsetsResponse
     | PongResponse
     | AuthResponse
+    | TxnResponse
     | ErrorResponse
 )

@@ -61,6 +61,9 @@ from logway.codecs.native.events import (
     ResetGroupOffsetsResponse,
     TopicConfigEntry,
     TopicSummary,
+    TxnEndRequest,
+    TxnQueryRequest,
+    TxnResponse,
 )
 from logway.codecs.records import Record
 
@@ -77,6 +80,13 @@ MAX_WAIT_MS = 2**31 - 1
 MAX_MIN_BYTES = 2**31 - 1
 # Timestamps are ms since the epoch, int64 as in Kafka records.
 MAX_TIMESTAMP = 2**63 - 1
+#: Kafka producer ids and epochs (the internal transaction requests).
+MAX_PRODUCER_ID = 2**63 - 1
+MAX_EPOCH = 2**15 - 1
+#: Partitions named by one internal transaction request.
+MAX_TXN_PARTITIONS = 100_000
+#: The states a `TxnResponse` may carry.
+TXN_STATES = ("ok", "ongoing", "committed", "aborted", "completing")
 # Topic config values are int64 (ms, bytes) or strings, as Kafka's configs.
 MIN_CONFIG_INT, MAX_CONFIG_INT = -(2**63), 2**63 - 1
 
@@ -392,6 +402,25 @@ def _reset_group_offsets_request(body: dict, _raw: bytearray) -> ResetGroupOffse
     )
 
 
+def _txn_partitions(body: dict) -> list[tuple[str, int]]:
+    items = _list(_get(body, "partitions"), "partitions")
+    if len(items) > MAX_TXN_PARTITIONS:
+        raise _Invalid(f"`partitions` names {len(items)} partitions, more than {MAX_TXN_PARTITIONS}")
+    return _each(items, "partitions", _topic_partition)
+
+
+def _txn_producer(body: dict) -> tuple[int, int]:
+    return (_int(_get(body, "producer_id"), "producer_id", MAX_PRODUCER_ID),
+            _int(_get(body, "epoch"), "epoch", MAX_EPOCH))
+
+
+def _txn_state(value: Any) -> str:
+    state = _str(value, "state")
+    if state not in TXN_STATES:
+        raise _Invalid(f"`state` must be one of {', '.join(TXN_STATES)}, got {state!r}")
+    return state
+
+
 _REQUEST_DECODERS: dict[str, Decoder] = {
     "Produce": _produce_request,
     "Fetch": _fetch_request,
@@ -411,6 +440,9 @@ _REQUEST_DECODERS: dict[str, Decoder] = {
     "ResetGroupOffsets": _reset_group_offsets_request,
     "Ping": lambda body, _raw: PingRequest(),
     "Auth": lambda body, _raw: AuthRequest(_str(_get(body, "token"), "token")),
+    "TxnEnd": lambda body, _raw: TxnEndRequest(*_txn_producer(body), _bool(_get(body, "committed"), "committed"),
+                                               _txn_partitions(body)),
+    "TxnQuery": lambda body, _raw: TxnQueryRequest(*_txn_producer(body), *_topic_partition(body)),
 }
 
 # ----------------------------------------------------------------------------------- decoding responses
@@ -559,6 +591,7 @@ _RESPONSE_DECODERS: dict[str, Decoder] = {
     "ResetGroupOffsets": _reset_group_offsets_response,
     "Pong": lambda body, _raw: PongResponse(),
     "Auth": lambda body, _raw: AuthResponse(_bool(_get(body, "authenticated"), "authenticated")),
+    "Txn": lambda body, _raw: TxnResponse(_txn_state(_get(body, "state"))),
     "Error": lambda body, _raw: ErrorResponse(_str(_get(body, "message"), "message")),
 }
 
@@ -801,6 +834,15 @@ def _enc_offset_reset(r: GroupOffsetReset) -> dict:
             "offset": _int(r.offset, "offset", MAX_OFFSET)}
 
 
+def _enc_txn_end(e: TxnEndRequest) -> dict:
+    partitions = _list(e.partitions, "partitions")
+    if len(partitions) > MAX_TXN_PARTITIONS:
+        raise _Invalid(f"`partitions` names {len(partitions)} partitions, more than {MAX_TXN_PARTITIONS}")
+    return {"TxnEnd": {"producer_id": _int(e.producer_id, "producer_id", MAX_PRODUCER_ID),
+                       "epoch": _int(e.epoch, "epoch", MAX_EPOCH), "committed": _bool(e.committed, "committed"),
+                       "partitions": _each(partitions, "partitions", _enc_topic_partition)}}
+
+
 _REQUEST_ENCODERS: dict[type, Callable[[Any], dict]] = {
     ProduceRequest: _enc_produce_request,
     FetchRequest: _enc_fetch_request,
@@ -824,6 +866,10 @@ _REQUEST_ENCODERS: dict[type, Callable[[Any], dict]] = {
     ResetGroupOffsetsRequest: _enc_reset_group_offsets_request,
     PingRequest: lambda e: {"Ping": {}},
     AuthRequest: lambda e: {"Auth": {"token": _str(e.token, "token")}},
+    TxnEndRequest: _enc_txn_end,
+    TxnQueryRequest: lambda e: {"TxnQuery": {
+        "producer_id": _int(e.producer_id, "producer_id", MAX_PRODUCER_ID), "epoch": _int(e.epoch, "epoch", MAX_EPOCH),
+        **_enc_topic_partition((e.topic, e.partition))}},
 }
 
 _RESPONSE_ENCODERS: dict[type, Callable[[Any], dict]] = {
@@ -872,5 +918,6 @@ _RESPONSE_ENCODERS: dict[type, Callable[[Any], dict]] = {
     }},
     PongResponse: lambda e: {"Pong": {}},
     AuthResponse: lambda e: {"Auth": {"authenticated": _bool(e.authenticated, "authenticated")}},
+    TxnResponse: lambda e: {"Txn": {"state": _txn_state(e.state)}},
     ErrorResponse: lambda e: {"Error": {"message": _str(e.message, "message")}},
 }

@@ -182,6 +182,9 @@ REQUESTS = [
     native.DescribeTopicRequest("orders", partitions=[1], at_timestamp=1_700_000_000_000),
     native.DescribeTopicRequest("orders", at_timestamp=0),
     native.PingRequest(),
+    native.TxnEndRequest(2**63 - 1, 2**15 - 1, True, [("orders", 0), ("t", 2**31 - 1)]),
+    native.TxnEndRequest(0, 0, False, []),
+    native.TxnQueryRequest(7, 3, "orders", 1),
 ]
 RESPONSES = [
     native.ProduceResponse([0, 1, 2**63 - 1]),
@@ -200,6 +203,7 @@ RESPONSES = [
     native.DescribeTopicResponse("a", [native.PartitionSummary(0, 10, 20, timestamp_offset=15),
                                        native.PartitionSummary(1, 0, 0, 4096, 1, 0)], "kafka"),
     native.PongResponse(),
+    *(native.TxnResponse(state) for state in ("ok", "ongoing", "completing", "committed", "aborted")),
     native.ErrorResponse("offset out of range"),
 ]
 
@@ -261,6 +265,44 @@ def test_describe_topic_partitions_and_timestamp_are_checked(fields, message):
     with pytest.raises(RemoteProtocolError, match=re.escape(message)) as info:
         conn.next_event()
     assert info.value.fatal is False and conn.next_event() == PingRequest()
+
+
+@pytest.mark.parametrize("body, message", [
+    ('{"TxnEnd": {"producer_id": 1, "epoch": 0, "partitions": []}}', "missing field `committed`"),
+    ('{"TxnEnd": {"producer_id": -1, "epoch": 0, "committed": true, "partitions": []}}',
+     "`producer_id` = -1 is out of range"),
+    ('{"TxnEnd": {"producer_id": 1, "epoch": 32768, "committed": true, "partitions": []}}',
+     "`epoch` = 32768 is out of range"),
+    ('{"TxnEnd": {"producer_id": 1, "epoch": 0, "committed": 1, "partitions": []}}', "`committed` must be a boolean"),
+    ('{"TxnEnd": {"producer_id": 1, "epoch": 0, "committed": true, "partitions": [["t", 0]]}}',
+     "`partition` must be an object, got an array"),
+    ('{"TxnEnd": {"producer_id": 1, "epoch": 0, "committed": true, "partitions": [{"topic": "t"}]}}',
+     "missing field `partition`"),
+    ('{"TxnEnd": {"producer_id": 1, "epoch": 0, "committed": true, "partitions": %s}}'
+     % json.dumps([{"topic": "t", "partition": 0}] * 100_001), "more than 100000"),
+    ('{"TxnQuery": {"producer_id": true, "epoch": 0, "topic": "t", "partition": 0}}',
+     "`producer_id` must be an integer"),
+    ('{"TxnQuery": {"producer_id": 1, "epoch": 0, "topic": "t"}}', "missing field `partition`"),
+])
+def test_internal_transaction_requests_are_checked(body, message):
+    body = body.encode()
+    conn = NativeConnection("server", max_frame=8 << 20)
+    conn.receive_data(len(body).to_bytes(4, "big") + body + PING)
+    with pytest.raises(RemoteProtocolError, match=re.escape(message)) as info:
+        conn.next_event()
+    assert info.value.fatal is False and conn.next_event() == PingRequest()
+
+
+def test_a_txn_answer_with_another_state_is_refused():
+    body = b'{"Txn": {"state": "maybe"}}'
+    conn = NativeConnection("client")
+    conn.receive_data(len(body).to_bytes(4, "big") + body)
+    with pytest.raises(RemoteProtocolError, match="`state` must be one of ok, ongoing"):
+        conn.next_event()
+    with pytest.raises(LocalProtocolError, match="`state` must be one of"):
+        NativeConnection("server").send(native.TxnResponse("maybe"))
+    with pytest.raises(LocalProtocolError, match="more than 100000"):
+        NativeConnection("client").send(native.TxnEndRequest(1, 0, True, [("t", 0)] * 100_001))
 
 
 @pytest.mark.parametrize("bad", MANIFEST["bad_frames"], ids=frame_ids(MANIFEST["bad_frames"]))

@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 import ssl
+import threading
 import time
 import urllib.request
 import uuid
@@ -26,8 +27,11 @@ from logway.clients.tank import TankClient, consume_request
 from logway.codecs import native as nv
 from logway.codecs.kafka.api import fetch as F
 from logway.codecs.kafka.api import groups as G
+from logway.codecs.kafka.api import admin as A
 from logway.codecs.kafka.api import list_offsets as L
+from logway.codecs.kafka.api import metadata as M
 from logway.codecs.kafka.api import offsets as O
+from logway.codecs.kafka.api import transactions as X
 from logway.codecs.kafka.error_codes import ErrorCode as E
 from logway.codecs.kafka.records import encode_batch
 from logway.codecs.records import Record
@@ -521,13 +525,156 @@ def test_a_topic_created_through_worker_1_is_served_by_both(gw):
     consumer.close()
 
 
-def test_transactional_producers_are_refused(gw):
-    producer = Producer({"bootstrap.servers": bootstrap(gw), "transactional.id": "tx-" + uuid.uuid4().hex[:6]})
-    with pytest.raises(KafkaException) as info:
-        producer.init_transactions(10)
-    error = info.value.args[0]
-    producer = info = None  # (librdkafka's threads stop with it, before the gateway does)
-    assert error.fatal() and "authorization" in str(error).lower()
+def _txn_producer(gw, tid: str) -> Producer:
+    producer = Producer({"bootstrap.servers": bootstrap(gw), "transactional.id": tid, "linger.ms": 5})
+    producer.init_transactions(30)
+    return producer
+
+
+def _read(gw, topic: str, count: int, isolation: str, timeout: float = 30) -> list[bytes]:
+    """The values of `count` records of every partition, read with `isolation`, then nothing more for 1 s."""
+    consumer = Consumer({"bootstrap.servers": bootstrap(gw), "group.id": "read-" + uuid.uuid4().hex[:6],
+                         "enable.auto.commit": False, "isolation.level": isolation, "fetch.queue.backoff.ms": 10})
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        got = consume(consumer, count, timeout)
+        got += consume(consumer, 1, 1.0)  # and no more
+    finally:
+        consumer.close()
+    return sorted(value for _, _, value in got)
+
+
+def test_transactions_span_both_workers_partitions(gw):
+    """Worker 0 coordinates; the records go to each partition's leader (both workers); commit and abort end the
+    transaction in every partition, so read_committed sees the committed records only, and the consumer offsets
+    sent in a transaction are committed with it."""
+    topic = kafka_topic(gw)
+    owners = [Share(2).owner(topic, p) for p in range(PARTITIONS)]
+    assert set(owners) == {0, 1}
+    producer = _txn_producer(gw, "tx-" + uuid.uuid4().hex[:6])
+    producer.begin_transaction()
+    for i in range(8):
+        producer.produce(topic, b"c%d" % i, partition=i % PARTITIONS)
+    producer.commit_transaction(30)
+    producer.begin_transaction()
+    for i in range(8):
+        producer.produce(topic, b"a%d" % i, partition=i % PARTITIONS)
+    producer.flush(30)
+    producer.abort_transaction(30)
+    group = Consumer({"bootstrap.servers": bootstrap(gw), "group.id": "txn-g", "enable.auto.commit": False})
+    producer.begin_transaction()
+    producer.produce(topic, b"last", partition=owners.index(1))
+    producer.send_offsets_to_transaction([TopicPartition(topic, p, 5) for p in range(PARTITIONS)],
+                                         group.consumer_group_metadata(), 30)
+    producer.commit_transaction(30)
+    producer = None  # (librdkafka's threads stop with it)
+    assert _read(gw, topic, 9, "read_committed") == sorted([b"c%d" % i for i in range(8)] + [b"last"])
+    assert _read(gw, topic, 17, "read_uncommitted") == sorted([b"c%d" % i for i in range(8)] +
+                                                              [b"a%d" % i for i in range(8)] + [b"last"])
+    committed = group.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], 10)
+    group.close()
+    assert [tp.offset for tp in committed] == [5] * PARTITIONS
+
+
+def test_transaction_requests_to_worker_1_are_not_coordinator_and_internal_ones_are_refused_to_clients(gw):
+    with KafkaWireClient(*gw.addresses["kafka.1"]) as c:
+        answer = c.call(A.INIT_PRODUCER_ID_KEY, 1, A.InitProducerIdRequest(transactional_id="tx-elsewhere",
+                                                                          transaction_timeout_ms=10000))
+        assert answer.error_code == E.NOT_COORDINATOR
+        answer = c.call(X.END_TXN_KEY, 1, X.EndTxnRequest(transactional_id="tx-elsewhere", producer_id=1,
+                                                          producer_epoch=0, committed=True))
+        assert answer.error_code == E.NOT_COORDINATOR
+    topic = kafka_topic(gw)
+    with NativeClient(*gw.addresses["native"]) as c:  # a client may not end or ask about transactions
+        for internal in (nv.TxnEndRequest(1, 0, True, [(topic, 0)]), nv.TxnQueryRequest(1, 0, topic, 0)):
+            with pytest.raises(NativeError, match="^unknown request type: Txn"):
+                c.request(internal)
+        assert type(c.request(nv.PingRequest())) is nv.PongResponse  # the connection goes on
+
+
+def _open_transaction(gw) -> tuple[str, Producer]:
+    """A new topic, and a transactional producer whose open transaction holds 8 acknowledged records, "0" … "7",
+    two in each partition (both workers')."""
+    topic = kafka_topic(gw)
+    producer = _txn_producer(gw, "tx-" + uuid.uuid4().hex[:6])
+    producer.begin_transaction()
+    for i in range(8):
+        producer.produce(topic, b"%d" % i, partition=i % PARTITIONS)
+    assert producer.flush(30) == 0
+    return topic, producer
+
+
+def test_a_transaction_open_when_its_partitions_worker_dies_commits_after_it_is_back(tmp_path):
+    """Worker 1 is killed while a transaction has records in its partitions: started again, it finds them open
+    and asks the coordinator (a single process would have aborted them, knowing no such transaction); the
+    producer then commits, and every record is read committed."""
+    gw = GatewayProcess(str(tmp_path / "data"), "workers=2", "log_level=ERROR")
+    try:
+        topic, producer = _open_transaction(gw)
+        old = children(gw.pid)
+        os.kill(old[-1], signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while True:  # worker 1 back (on its own Kafka port)
+            try:
+                with KafkaWireClient(*gw.addresses["kafka.1"]) as c:
+                    c.call(M.API_KEY, 1, M.MetadataRequest(topics=[]))
+                if old[-1] not in children(gw.pid):
+                    break
+            except Exception:
+                pass
+            assert time.monotonic() < deadline, "worker 1 did not come back"
+            time.sleep(0.2)
+        producer.commit_transaction(60)
+        producer = None
+        assert _read(gw, topic, 8, "read_committed") == sorted(b"%d" % i for i in range(8))
+    finally:
+        assert gw.stop() == 0
+
+
+def test_a_commit_the_coordinator_died_in_is_completed_by_its_next_start(tmp_path):
+    """EndTxn reaches worker 0 (PrepareCommit written) while worker 1, owner of half the partitions, is stopped, so
+    the completion waits for it; worker 0 is then killed. Started again, worker 0 completes the commit once worker 1
+    answers (its start cannot: the other owner is not known yet), and every record is read committed."""
+    gw = GatewayProcess(str(tmp_path / "data"), "workers=2", "log_level=ERROR")
+    try:
+        topic, producer = _open_transaction(gw)
+        first, second = children(gw.pid)
+        os.kill(second, signal.SIGSTOP)
+        try:
+            committing = threading.Thread(target=lambda: _try(producer.commit_transaction, 5), daemon=True)
+            committing.start()
+            prepared = os.path.join(str(tmp_path / "data"), "transactions")
+            deadline = time.monotonic() + 30
+            while b"PrepareCommit" not in _read_tree(prepared):  # the coordinator's state, written before ending
+                assert time.monotonic() < deadline, "no PrepareCommit written"
+                time.sleep(0.05)
+            os.kill(first, signal.SIGKILL)
+            while first in children(gw.pid):
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+        finally:
+            os.kill(second, signal.SIGCONT)
+        committing.join(30)
+        producer = None
+        assert _read(gw, topic, 8, "read_committed", timeout=60) == sorted(b"%d" % i for i in range(8))
+    finally:
+        assert gw.stop() == 0
+
+
+def _try(fn, *args) -> None:
+    try:
+        fn(*args)
+    except KafkaException:
+        pass  # (the commit's outcome is read back from the log)
+
+
+def _read_tree(root: str) -> bytes:
+    out = b""
+    for parent, _, files in os.walk(root):
+        for name in files:
+            with open(os.path.join(parent, name), "rb") as f:
+                out += f.read()
+    return out
 
 
 # -- stopping ------------------------------------------------------------------------------------------------------

@@ -12,7 +12,8 @@ from logway.gateway.formats import STORAGE_FORMATS
 from logway.gateway.notify import AppendNotifier
 from logway.gateway.steps import Steps
 from logway.gateway.transactions import (MAX_EPOCH, ConcurrentTransactions, Fenced, InvalidTimeout, InvalidTxnState,
-                                         ProducerIdMismatch, TransactionCoordinator, TxnState, TxnStatus)
+                                         PeerUnavailable, Peers, ProducerIdMismatch, TransactionCoordinator, TxnState,
+                                         TxnStatus)
 from logway.storage import LogEngine, TopicConfig
 
 
@@ -221,3 +222,165 @@ async def test_committed_reads_in_another_format_go_past_slices_that_hold_only_m
                     assert (read.count, read.first) == (1, first), (as_, asked)
     assert sharing.transcoded.hits > 0
     engine.close()
+
+
+# -- workers: N — two coordinators over one directory, worker 0 coordinating, their `Peers` calling each other in
+# process (the relay-socket transport is tests/e2e/test_workers.py's) -------------------------------------------
+
+class Pair:
+    """Two workers' engines and coordinators over one directory; `down` makes worker `i` not answer."""
+
+    def __init__(self, path) -> None:
+        from logway.storage.engine import Share
+
+        data = str(path / "data")
+        self.supervisor = LogEngine(data, STORAGE_FORMATS, share=Share(2))
+        self.engines = [LogEngine(data, STORAGE_FORMATS, share=Share(2, i, self.supervisor.clean_start))
+                        for i in range(2)]
+        self.steps = [Steps(e, AppendNotifier(), GroupCommitter(), Flush.NONE) for e in self.engines]
+        self.coords = [TransactionCoordinator(e, s, max_timeout_ms=60_000, check_interval_ms=10, clock=Clock())
+                       for e, s in zip(self.engines, self.steps)]
+        self.down: set[int] = set()
+        self.queries = 0
+        self.before_answer = None  # an awaitable to run between the coordinator's answer and its arrival
+        for i, coord in enumerate(self.coords):
+            coord.peers = Peers(i, Share(2).owner, self._end, self._query)
+        self.owner = Share(2).owner
+
+    async def _end(self, worker, producer_id, epoch, committed, partitions):
+        if worker in self.down:
+            raise PeerUnavailable(f"worker {worker} is down")
+        await self.coords[worker].end_here(producer_id, epoch, committed, partitions)
+
+    async def _query(self, producer_id, epoch, topic, partition):
+        if 0 in self.down:
+            raise PeerUnavailable("worker 0 is down")
+        self.queries += 1
+        answer = self.coords[0].query(producer_id, epoch, topic, partition)
+        if self.before_answer is not None:
+            step, self.before_answer = self.before_answer, None
+            await step()
+        return answer
+
+    def partitions(self, worker: int) -> list[int]:
+        return [p for p in range(4) if self.owner("t", p) == worker]
+
+    def close(self) -> None:
+        for engine in (*self.engines, self.supervisor):
+            engine.close()
+
+
+@pytest.fixture
+def pair(tmp_path):
+    pair = Pair(tmp_path)
+    pair.engines[0].create_topic("t", 4)
+    pair.engines[1].refresh()
+    yield pair
+    pair.close()
+
+
+async def test_across_workers_a_transaction_ends_in_every_owners_partitions_and_the_next_one_works(pair):
+    c0, c1 = pair.coords
+    theirs = pair.partitions(1)
+    pid, epoch = await c0.init_producer_id("a", 10_000)
+    for committed in (True, False, True):  # Kafka producers keep their id and epoch from one transaction to the next
+        await c0.add_partitions("a", pid, epoch, [("t", p) for p in range(4)])
+        with pytest.raises(InvalidTxnState):
+            c1.check_produce(pid, epoch, "t", theirs[0])  # not heard of yet
+        await c1.learn(pid, epoch, "t", theirs[0])
+        c1.check_produce(pid, epoch, "t", theirs[0])
+        starts = {}
+        for p in range(4):
+            owner = pair.owner("t", p)
+            if owner == 1:
+                await c1.learn(pid, epoch, "t", p)
+            pair.coords[owner].check_produce(pid, epoch, "t", p)
+            plog = pair.engines[owner].partition("t", p)
+            starts[p] = plog.log_end_offset
+            pair.steps[owner].append(plog, batch(pid, epoch), producer=(pid, epoch))
+        await c0.end_txn("a", pid, epoch, committed)
+        for p in range(4):
+            plog = pair.engines[pair.owner("t", p)].partition("t", p)
+            assert plog.last_stable_offset == plog.log_end_offset == starts[p] + 2  # ended everywhere: a marker
+            assert bool(plog.aborted(starts[p], plog.log_end_offset)) is not committed
+        assert c1._remote == {}
+        with pytest.raises(InvalidTxnState):  # ended: a late batch is refused
+            c1.check_produce(pid, epoch, "t", theirs[0])
+    assert pair.queries == 3 * len(theirs)  # once per transaction and partition: a second learn asks nothing
+
+
+async def test_an_owner_asks_again_when_an_end_overtook_the_coordinators_answer(pair):
+    c0, c1 = pair.coords
+    p = pair.partitions(1)[0]
+    pid, epoch = await c0.init_producer_id("a", 10_000)
+    await c0.add_partitions("a", pid, epoch, [("t", p)])
+
+    async def abort_meanwhile():  # the transaction times out while the "ongoing" answer is on its way
+        await c0.end_txn("a", pid, epoch, False)
+
+    pair.before_answer = abort_meanwhile
+    await c1.learn(pid, epoch, "t", p)
+    assert pair.queries == 2  # the first answer was not taken
+    with pytest.raises(InvalidTxnState):
+        c1.check_produce(pid, epoch, "t", p)  # no hanging transaction: the late batch is refused
+
+
+async def test_a_completion_an_owner_does_not_answer_stays_prepared_and_is_finished_later(pair):
+    c0, c1 = pair.coords
+    pid, epoch = await c0.init_producer_id("a", 10_000)
+    await c0.add_partitions("a", pid, epoch, [("t", p) for p in range(4)])
+    await c0.add_offsets("a", pid, epoch, "g")
+    await c0.offset_commit("a", pid, epoch, "g", {("t", 0): (5, "")})
+    for p in range(4):
+        owner = pair.owner("t", p)
+        await pair.coords[owner].learn(pid, epoch, "t", p)
+        pair.steps[owner].append(pair.engines[owner].partition("t", p), batch(pid, epoch), producer=(pid, epoch))
+    pair.down.add(1)
+    with pytest.raises(PeerUnavailable):  # (CONCURRENT_TRANSACTIONS to the client: it retries)
+        await c0.end_txn("a", pid, epoch, True)
+    assert c0.states["a"].status == TxnStatus.PREPARE_COMMIT
+    assert all(pair.engines[0].partition("t", p).last_stable_offset == 0 for p in pair.partitions(0))
+    assert pair.engines[0].offsets.fetch("g", "t", 0) is None  # nothing committed before every owner ended it
+    pair.down.clear()
+    await c0.settle()  # (what `run` does on its next tick)
+    assert c0.states["a"].status == TxnStatus.COMPLETE_COMMIT
+    for p in range(4):
+        plog = pair.engines[pair.owner("t", p)].partition("t", p)
+        assert plog.last_stable_offset == plog.log_end_offset == 2 and not plog.aborted(0, 2)
+    assert pair.engines[0].offsets.fetch("g", "t", 0) is not None
+
+
+def test_an_owners_start_leaves_open_transactions_to_the_coordinator(pair, tmp_path):
+    """Worker 1's recovery ends nothing of a transaction it finds open (its own store knows none); `settle` asks
+    worker 0 and ends or keeps each."""
+    c0, c1 = pair.coords
+
+    async def begin():
+        ids = []
+        for tid in ("done", "open"):
+            pid, epoch = await c0.init_producer_id(tid, 10_000)
+            await c0.add_partitions(tid, pid, epoch, [("t", p) for p in pair.partitions(1)])
+            for p in pair.partitions(1):
+                await c1.learn(pid, epoch, "t", p)
+                pair.steps[1].append(pair.engines[1].partition("t", p), batch(pid, epoch), producer=(pid, epoch))
+            ids.append((tid, pid, epoch))
+        pair.down.add(1)  # worker 1 "dies" before the commit reaches it: the commit waits
+        with pytest.raises(PeerUnavailable):
+            await c0.end_txn("done", ids[0][1], ids[0][2], True)
+        pair.down.clear()
+        await c0.settle()  # ... and is completed through worker 1: only "open" stays open there
+        return ids
+
+    ids = trio.run(begin)
+    # worker 1 starts again over the same partitions (a new coordinator over its engine, knowing no transaction)
+    from logway.storage.engine import Share
+
+    p1 = pair.partitions(1)[0]
+    reopened = TransactionCoordinator(pair.engines[1], pair.steps[1], max_timeout_ms=60_000, check_interval_ms=10)
+    reopened.peers = Peers(1, Share(2).owner, pair._end, pair._query)
+    assert reopened.recover() == {"completed": 0, "orphans": 0}
+    plog = pair.engines[1].partition("t", p1)
+    assert plog.txns.open_transactions()  # left open: the coordinator decides
+    trio.run(reopened.settle)
+    (_, pid, epoch) = ids[1]
+    reopened.check_produce(pid, epoch, "t", p1)  # "open" is still open, and known to be

@@ -290,6 +290,9 @@ NATIVE_REQUESTS: dict[str, object] = {
     "ListGroups": nv.ListGroupsRequest(),
     "DescribeGroup": nv.DescribeGroupRequest(GROUP),
     "ResetGroupOffsets": nv.ResetGroupOffsetsRequest(GROUP, "latest", topics=[(KT, [0])], validate_only=True),
+    # the workers' internal requests (relay sockets only): a client's connection gets "unknown request type"
+    "TxnEnd": nv.TxnEndRequest(1, 0, False, [(KT, 0)]),
+    "TxnQuery": nv.TxnQueryRequest(1, 0, KT, 0),
 }
 if hasattr(nv, "AuthRequest"):  # without a configured token every Auth succeeds
     NATIVE_REQUESTS["Auth"] = nv.AuthRequest("any-token")
@@ -303,7 +306,7 @@ NATIVE_ANSWERS = {"Produce": nv.ProduceResponse, "Fetch": nv.FetchResponse, "Off
                   "DeleteGroupOffsets": nv.DeleteGroupOffsetsResponse,
                   "ListGroups": nv.ListGroupsResponse, "DescribeGroup": nv.DescribeGroupResponse,
                   "ResetGroupOffsets": nv.ResetGroupOffsetsResponse,
-                  "Auth": getattr(nv, "AuthResponse", None)}
+                  "Auth": getattr(nv, "AuthResponse", None), "TxnEnd": nv.ErrorResponse, "TxnQuery": nv.ErrorResponse}
 
 
 def native_frame(request) -> bytes:

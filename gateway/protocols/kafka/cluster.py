@@ -18,9 +18,12 @@ partitions — DescribeLogDirs, for instance):
 - DeleteTopics goes to the controller (worker 0, which owns the offset store the topic's offsets leave):
   NOT_CONTROLLER elsewhere. CreateTopics and CreatePartitions work on every worker (the engine serializes topic
   changes across workers).
-- Transactions are refused: InitProducerId with a transactional id answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-  (fatal for the client, with a log line here). Idempotent producers work: each worker hands out producer ids
-  from its own range.
+- Transactions: node 0 is every transactional id's coordinator (`transactions.py`, `txn_peers.py`): InitProducerId
+  with a transactional id, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and TxnOffsetCommit sent to another worker
+  are NOT_COORDINATOR. Transactional batches go to the partitions' leaders as usual; a leader accepts them once the
+  coordinator confirms the partition is in the open transaction. Without the native listener (whose relay sockets
+  carry those requests) transactional producers are refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED. Idempotent
+  producers work: each worker hands out producer ids from its own range.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from logway.codecs.kafka.api import list_offsets as L
 from logway.codecs.kafka.api import metadata as M
 from logway.codecs.kafka.api import offsets as O
 from logway.codecs.kafka.api import produce as P
+from logway.codecs.kafka.api import transactions as X
 from logway.codecs.kafka.error_codes import ErrorCode as E
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -119,6 +123,18 @@ NOT_COORDINATOR = {
     G.DELETE_GROUPS_KEY: lambda body: G.DeleteGroupsResponse(throttle_time_ms=0, results=[
         G.DeletableGroupResult(group_id=g, error_code=_NC) for g in body.groups_names]),
     O.OFFSET_DELETE_KEY: lambda body: O.OffsetDeleteResponse(error_code=_NC, throttle_time_ms=0, topics=[]),
+    # the transaction coordinator's (worker 0's too)
+    X.ADD_PARTITIONS_TO_TXN_KEY: lambda body: X.AddPartitionsToTxnResponse(throttle_time_ms=0, results=[
+        X.AddPartitionsToTxnTopicResult(name=t.name, results=[
+            X.AddPartitionsToTxnPartitionResult(partition_index=p, error_code=_NC) for p in t.partitions])
+        for t in body.topics]),
+    X.ADD_OFFSETS_TO_TXN_KEY: lambda body: X.AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=_NC),
+    X.END_TXN_KEY: lambda body: X.EndTxnResponse(throttle_time_ms=0, error_code=_NC),
+    X.TXN_OFFSET_COMMIT_KEY: lambda body: X.TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
+        X.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
+            X.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=_NC)
+            for p in t.partitions])
+        for t in body.topics]),
 }
 
 
@@ -152,12 +168,19 @@ class KafkaCluster:
             return A.DeleteTopicsResponse(throttle_time_ms=0, responses=[
                 A.DeletableTopicResult(name=name, error_code=E.NOT_CONTROLLER) for name in body.topic_names])
         if key == A.INIT_PRODUCER_ID_KEY and body.transactional_id is not None:
-            if not self._refused_transactions:
-                self._refused_transactions = True
-                log.warning("refusing transactional producers (transactional id %r): transactions are not "
-                            "supported with workers > 1 (see docs/scaling.md)", body.transactional_id)
-            return A.InitProducerIdResponse(throttle_time_ms=0, error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                            producer_id=-1, producer_epoch=-1)
+            if self.node_id != COORDINATOR:
+                return A.InitProducerIdResponse(throttle_time_ms=0, error_code=_NC, producer_id=-1, producer_epoch=-1)
+            if broker.transactions.peers is None:  # no native relay sockets to reach the partitions' owners
+                if not self._refused_transactions:
+                    self._refused_transactions = True
+                    log.warning("refusing transactional producers (transactional id %r): with workers > 1 "
+                                "transactions need the native listener enabled (its relay sockets carry the "
+                                "transaction markers; see docs/scaling.md)", body.transactional_id)
+                return A.InitProducerIdResponse(throttle_time_ms=0,
+                                                error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1,
+                                                producer_epoch=-1)
+        if key in (X.ADD_PARTITIONS_TO_TXN_KEY, X.TXN_OFFSET_COMMIT_KEY):  # a topic another worker just created?
+            await self.role.look_up_unknown(broker.engine, [(t.name, None) for t in body.topics])
         if key == M.API_KEY:
             await self.role.look_up_unknown(broker.engine, [(t.name, None) for t in body.topics or ()])
             await self.role.refresh(broker.engine)

@@ -29,7 +29,7 @@ from ...errors import FAILURES
 from ...formats import KAFKA, MESSAGE_SET_V0, MESSAGE_SET_V1
 from ...pump import Park
 from ...steps import Isolation
-from ...transactions import TxnError
+from ...transactions import PeerUnavailable, TxnError
 from .errors import PRODUCE_ERRORS, error_code
 from .producers import BatchSeq
 from .transactions import txn_error_code
@@ -106,6 +106,11 @@ async def _produce_partition(broker: "KafkaBroker", topic: str, partition: int, 
         producer = (first.producer_id, first.producer_epoch)
     elif any(h.is_control for h in headers):  # markers are the coordinator's to write
         return answer(E.INVALID_RECORD, message="control batches cannot be produced")
+    if producer is not None and broker.transactions.peers is not None:  # (workers: N) heard of at the coordinator?
+        try:
+            await broker.transactions.learn(producer[0], producer[1], topic, partition)
+        except PeerUnavailable as exc:  # retriable for every client (Kafka answers KIP-890's checks so too)
+            return answer(E.NOT_ENOUGH_REPLICAS, message=str(exc))
     state = await broker.producers.get(plog) if idempotent else None
     if state is not None:
         code, original = state.check(BatchSeq.of(idempotent[0]))

@@ -18,8 +18,8 @@ from logway.codecs.kafka.error_codes import ErrorCode as E
 from logway.storage.offsets import MAX_METADATA_BYTES
 
 from ...errors import FAILURES
-from ...transactions import (ConcurrentTransactions, Fenced, InvalidTimeout, InvalidTxnState, ProducerIdMismatch,
-                             TxnError)
+from ...transactions import (ConcurrentTransactions, Fenced, InvalidTimeout, InvalidTxnState, PeerUnavailable,
+                             ProducerIdMismatch, TxnError)
 from .errors import error_code
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -30,6 +30,7 @@ __all__ = ["init_producer_id", "add_partitions_to_txn", "add_offsets_to_txn", "e
 
 _CODES = {
     ConcurrentTransactions: E.CONCURRENT_TRANSACTIONS,
+    PeerUnavailable: E.CONCURRENT_TRANSACTIONS,  # (workers: N) another worker did not answer: retried
     InvalidTxnState: E.INVALID_TXN_STATE,
     ProducerIdMismatch: E.INVALID_PRODUCER_ID_MAPPING,
     InvalidTimeout: E.INVALID_TRANSACTION_TIMEOUT,

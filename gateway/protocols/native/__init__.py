@@ -6,6 +6,9 @@ valid JSON or not a known request gets an `Error` answer and the connection stay
 length exceeds `limits.max_frame_bytes` gets `max frame size exceeded` and the connection is closed, since the
 stream cannot be resynchronised.
 
+The internal requests of `txn_peers.py` (transactions across `workers: N`) are served on a worker's relay socket
+only; on a client's connection they are unknown request types, as in the codec.
+
 With `auth.native_token` set, the first request must be `Auth` with that token: any other request first, or a
 wrong token, is answered with an `Error` and the connection is closed. Without a token `Auth` always succeeds.
 """
@@ -19,6 +22,8 @@ from logway.codecs.native import AuthRequest, AuthResponse, ErrorResponse, Nativ
 
 from ...forwarding import NativeForwarder
 from ...pump import Close, Session
+from ...txn_peers import INTERNAL_REQUESTS
+from ...txn_peers import serve as serve_internal
 from ..base import INFO, Protocol
 from .handler import NativeHandler
 
@@ -67,6 +72,7 @@ class NativeSession(Session):
     def __init__(self, conn, codec, protocol: NativeProtocol) -> None:
         super().__init__(conn, codec)
         self.handler = protocol.handler
+        self.protocol = protocol
         self.token = protocol.token
         self.authenticated = not self.token
 
@@ -83,4 +89,8 @@ class NativeSession(Session):
         if not self.authenticated:
             log.info("%s: closing: %s before Auth", self.conn.peer, type(event).__name__)
             return Close(ErrorResponse("authentication required: send Auth with the gateway's token first"))
+        if type(event) in INTERNAL_REQUESTS:  # the other workers' (`txn_peers.py`), on a relay socket only
+            if not self.conn.internal:
+                return ErrorResponse(f"unknown request type: {INTERNAL_REQUESTS[type(event)]}")
+            return await serve_internal(self.protocol.gateway.transactions, event)
         return await self.handler.handle(event)
