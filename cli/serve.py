@@ -52,6 +52,9 @@ def serve(args: argparse.Namespace) -> int:
         return _fail(f"configuration error: this worker of {role.count} reads workers: {config.workers}")
     who = "" if role is None else f"worker-{role.index} "
     logging.basicConfig(level=config.log_level, format=f"%(asctime)s %(levelname)s {who}%(name)s: %(message)s")
+    from logway.gateway import log_limits
+
+    log_limits.install(config.log_repeat_limit)  # a client cannot fill the log (a line per refused connection, …)
     if config.workers > 1 and role is None:
         return _supervise(args, config)
     import trio

@@ -225,6 +225,10 @@ class Config:
                                        minimum=0)
     log_level: str = setting("INFO", "how much the gateway logs", choices=LOG_LEVELS,
                              normalize=lambda value: str(value).upper())
+    log_repeat_limit: int = setting(20, "lines one message may log per 10 s (messages that name a peer count "
+                                        "together); the rest are counted, and the next line says how many were "
+                                        "left out (`logway_log_lines_suppressed_total`); 0 = no limit",
+                                    minimum=0, maximum=1_000_000)
     workers: int = setting(1, "processes serving the data directory, each the only writer of a share of every "
                               "topic's partitions", minimum=1, maximum=MAX_WORKERS,
                            more="(a prototype: with more than 1, Kafka clients see one broker per worker on "

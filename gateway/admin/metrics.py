@@ -22,6 +22,7 @@ from prometheus_client.registry import Collector
 
 from logway.storage import AppendResult, PartitionLog
 
+from .. import log_limits
 from ..steps import Read
 from ..workers import SHARED
 from .calls import CallCounter
@@ -175,6 +176,13 @@ class GatewayCollector(Collector):
                                 "while starting or shutting down", value=1 if gw.ready else 0)
         yield GaugeMetricFamily("logway_start_time_seconds", "When this gateway started (Unix time)",
                                 value=m.start_time)
+        suppressed = CounterMetricFamily("logway_log_lines_suppressed", "Log lines left out because their message "
+                                         "was logged log_repeat_limit times in the last 10 s, per level",
+                                         labels=["level"])
+        left_out = log_limits.LIMITER.suppressed if log_limits.LIMITER is not None else {}
+        for level in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+            suppressed.add_metric([level], left_out.get(level, 0))
+        yield suppressed
         if m.calls is not None:
             yield CounterMetricFamily("logway_python_calls", "Python and C function calls of the event loop's "
                                       "thread (only with count_calls: true, a benchmark aid)", value=m.calls.calls)
