@@ -6,7 +6,8 @@ Modules:
 - `registry`: `Benchmark(name, help, arguments, run)` and the collection behind `logway bench <name>` (each
   benchmark module below declares its `BENCHMARKS`);
 - `storage` (storage-append), `native` (native-produce, native-fetch, native), `tank` (tank-produce, tank-consume,
-  tank-tail), `floor` (floor: a minimal Python relay's round trip, the floor under tank-tail), `kafka` (kafka-produce,
+  tank-tail), `floor` (floor: a minimal Python relay's round trip, the floor under tank-tail; load-floor: a minimal
+  server's requests/s and CPU per request with 1,000 connections, the floor under load), `kafka` (kafka-produce,
   kafka-throughput, kafka-tail), `spark` (spark-read), `load` (load), `requests` (requests:
   the cost of one request, and the lean wire `load` shares), `workers` (workers), `chaos` (chaos: the
   crash-restart checker), `powerloss` (powerloss: the same with power cuts);

@@ -8,6 +8,14 @@ whose consumer is parked does), sends 40 bytes on the first connection and stops
 second. MODE `epoll` waits with a bare `select.epoll`, `trio` with `trio.lowlevel.wait_readable` in `trio.run`,
 as the gateway's transport does. A gateway's answer to a parked consumer costs this much before it does any work
 of its own (parse, append, wake, build, encode); figures in BENCHMARKS.md.
+
+`logway bench load-floor` does for `logway bench load` what `floor` does for tank-tail: a server process
+(`python -m logway.bench.floor serve-MODE N`) accepts N connections (default 1,000, as `load` opens) and answers
+every read with a 64-byte reply, nothing else — `epoll` in one bare `select.epoll` loop, `trio` with one task per
+connection waiting with `trio.lowlevel.wait_readable` and writing with `os.writev`, as the gateway's transport does
+— while this process drives every connection closed loop (one 64-byte request in flight each) for `--seconds`.
+Reported per server: requests/s and the server's CPU µs per request (its `time.process_time()` over the run): what
+a request costs before the gateway parses, handles and encodes anything.
 """
 
 from __future__ import annotations
@@ -20,9 +28,10 @@ import subprocess
 import sys
 import time
 
+from .proc import raise_fd_limit
 from .registry import Benchmark
 
-__all__ = ["BENCHMARKS", "bench_floor"]
+__all__ = ["BENCHMARKS", "bench_floor", "bench_load_floor"]
 
 MODES = ("epoll", "trio")
 MESSAGE = b"x" * 40
@@ -98,6 +107,121 @@ def bench_floor(mode: str, samples: int, warmup: int, gap_ms: float) -> list[flo
     return rtts
 
 
+# --- the load floor: many connections, closed loop -------------------------------------------------------------------
+
+REQUEST = b"q" * 64
+MAX_SECONDS = 3600  # the longest --seconds
+REPLY = b"a" * 64
+
+
+def _serve(mode: str, connections: int) -> None:
+    """The load-floor server process: print the port, accept `connections` connections, answer every read with
+    `REPLY` until each one closed, then print this process's CPU seconds."""
+    raise_fd_limit(connections + 16, "logway bench load-floor")
+    listener = socket.create_server(("127.0.0.1", 0), backlog=connections)
+    print(listener.getsockname()[1], flush=True)
+    listener.settimeout(TIMEOUT)
+    socks = []
+    for _ in range(connections):
+        sock, _ = listener.accept()
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        socks.append(sock)
+    listener.close()
+    start = time.process_time()
+    if mode == "epoll":
+        poller = select.epoll()
+        by_fd = {s.fileno(): s for s in socks}
+        for fd in by_fd:
+            poller.register(fd, select.EPOLLIN)
+        while by_fd:
+            events = poller.poll(TIMEOUT)
+            if not events:
+                break
+            for fd, _ in events:
+                data = os.read(fd, 65536)
+                if data:
+                    os.writev(fd, [REPLY])
+                    continue
+                poller.unregister(fd)
+                by_fd.pop(fd).close()
+    else:
+        import trio
+
+        async def answer(sock: socket.socket) -> None:
+            fd = sock.fileno()
+            with sock:
+                while True:
+                    await trio.lowlevel.wait_readable(sock)
+                    data = os.read(fd, 65536)
+                    if not data:
+                        return
+                    os.writev(fd, [REPLY])
+
+        async def main() -> None:
+            with trio.move_on_after(MAX_SECONDS + TIMEOUT):  # (the client closes every connection before)
+                async with trio.open_nursery() as nursery:
+                    for sock in socks:
+                        nursery.start_soon(answer, sock)
+
+        trio.run(main)
+    print(f"{time.process_time() - start:.6f}", flush=True)
+
+
+def bench_load_floor(mode: str, connections: int, seconds: float) -> tuple[int, float, float]:
+    """Drive a load-floor server of `mode` with `connections` closed-loop connections for `seconds`: (requests
+    answered, wall seconds, the server's CPU seconds)."""
+    raise_fd_limit(connections + 16, "logway bench load-floor")
+    proc = subprocess.Popen([sys.executable, "-m", "logway.bench.floor", f"serve-{mode}", str(connections)],
+                            stdout=subprocess.PIPE, text=True)
+    socks: dict[int, socket.socket] = {}
+    try:
+        port = int(proc.stdout.readline())
+        for _ in range(connections):
+            sock = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.setblocking(False)
+            socks[sock.fileno()] = sock
+        poller = select.epoll()
+        got = dict.fromkeys(socks, 0)
+        for fd in socks:
+            poller.register(fd, select.EPOLLIN)
+        answered = 0
+        start = time.perf_counter()
+        end = start + seconds
+        for fd in socks:
+            os.write(fd, REQUEST)
+        while socks:
+            events = poller.poll(TIMEOUT)
+            if not events:
+                raise SystemExit(f"logway bench load-floor: no answer for {TIMEOUT:g} s")
+            now = time.perf_counter()
+            for fd, _ in events:
+                data = os.read(fd, 65536)
+                if not data:
+                    raise SystemExit("logway bench load-floor: the server closed a connection")
+                got[fd] += len(data)
+                if got[fd] < len(REPLY):
+                    continue
+                got[fd] = 0
+                answered += 1
+                if now < end:
+                    os.write(fd, REQUEST)
+                else:
+                    poller.unregister(fd)
+                    socks.pop(fd).close()
+        wall = time.perf_counter() - start
+        cpu = float(proc.stdout.readline())
+        proc.wait(TIMEOUT)
+    finally:
+        for sock in socks.values():
+            sock.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return answered, wall, cpu
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--samples", type=int, default=2000, help="round trips counted per relay")
     parser.add_argument("--warmup", type=int, default=100, help="round trips taken first and not counted")
@@ -105,11 +229,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated relays to run: epoll, trio")
 
 
+def _modes(text: str, name: str) -> list[str]:
+    modes = [m.strip() for m in text.split(",") if m.strip()]
+    if not modes or any(m not in MODES for m in modes):
+        raise SystemExit(f"logway bench {name}: --modes takes {', '.join(MODES)}")
+    return modes
+
+
 def run(args: argparse.Namespace) -> int:
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    unknown = [m for m in modes if m not in MODES]
-    if unknown or not modes or args.samples < 1:
-        raise SystemExit(f"logway bench floor: --modes takes {', '.join(MODES)} and --samples must be positive")
+    modes = _modes(args.modes, "floor")
+    if args.samples < 1:
+        raise SystemExit("logway bench floor: --samples must be positive")
     print(f"floor: one {len(MESSAGE)}-byte message through a minimal Python relay, {args.samples:,} samples (after "
           f"{args.warmup} warm-up), {args.gap_ms:g} ms idle before each")
     for mode in modes:
@@ -120,8 +250,33 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_load_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--connections", type=int, default=1000, help="closed-loop connections (bench load's 1,000)")
+    parser.add_argument("--seconds", type=float, default=10.0, help="how long the connections send")
+    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated servers to run: epoll, trio")
+
+
+def run_load(args: argparse.Namespace) -> int:
+    modes = _modes(args.modes, "load-floor")
+    if not 1 <= args.connections <= 10_000 or not 0 < args.seconds <= MAX_SECONDS:
+        raise SystemExit("logway bench load-floor: --connections takes 1-10000 and --seconds 0-3600")
+    print(f"load-floor: {args.connections:,} connections, one {len(REQUEST)}-byte request at a time each, answered "
+          f"{len(REPLY)} bytes by a minimal Python server, {args.seconds:g} s")
+    for mode in modes:
+        answered, wall, cpu = bench_load_floor(mode, args.connections, args.seconds)
+        print(f"  {mode:6s} server: {answered / wall:,.0f} requests/s, {cpu / max(answered, 1) * 1e6:.1f} µs of "
+              f"server CPU per request ({answered:,} requests)")
+    return 0
+
+
 BENCHMARKS = [Benchmark("floor", "the round trip of a minimal Python relay (bare epoll, trio): the floor under "
-                                 "tank-tail's produce→consume latency", add_arguments, run)]
+                                 "tank-tail's produce→consume latency", add_arguments, run),
+              Benchmark("load-floor", "requests/s and CPU per request of a minimal Python server (bare epoll, trio) "
+                                      "with bench load's 1,000 closed-loop connections: the floor under bench load",
+                        add_load_arguments, run_load)]
 
 if __name__ == "__main__":
-    _relay(sys.argv[1])
+    if sys.argv[1].startswith("serve-"):
+        _serve(sys.argv[1][len("serve-"):], int(sys.argv[2]))
+    else:
+        _relay(sys.argv[1])
