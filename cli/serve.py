@@ -108,6 +108,7 @@ def serve(args: argparse.Namespace) -> int:
 
 def _supervise(args: argparse.Namespace, config) -> int:
     """`workers` > 1: start and watch the worker processes (each gets this command's arguments)."""
+    from logway.gateway import ConfigError
     from logway.gateway.workers import supervise
     from logway.storage import StorageError
 
@@ -120,8 +121,10 @@ def _supervise(args: argparse.Namespace, config) -> int:
 
     try:
         return supervise(config, argv, args.ready_file)
-    except ListenerError as exc:  # the shared native or TANK port (the workers bind the others)
+    except ListenerError as exc:  # the shared native or TANK port, the admin one (the workers bind the others)
         return _fail(str(exc))
+    except ConfigError as exc:  # e.g. a TLS certificate that cannot be loaded (for the admin listener)
+        return _fail(f"configuration error: {exc}")
     except StorageError as exc:  # e.g. the data directory is locked by another gateway
         logging.getLogger("logway").error("%s", exc)
         return 1

@@ -19,9 +19,10 @@ never TLS; `forwarding.py`), and one on committed offsets or groups to worker 0.
   supervisor as the shared ones are) — each with a control socket (JSON lines). When every worker has bound its
   listeners and told its addresses, the supervisor sends all of them the list of Kafka brokers and of every
   worker's native and TANK relay sockets, waits for each to acknowledge and writes the ready file: worker 0's
-  addresses under the usual names ("kafka", "admin"), worker i's as "kafka.i", "admin.i", "native.i" and "tank.i"
-  (its own listeners, also for worker 0), the shared native and TANK port as "native" and "tank", and the
-  supervisor's pid. SIGTERM and
+  Kafka address under the usual name ("kafka"), worker i's as "kafka.i", "admin.i", "native.i" and "tank.i"
+  (its own listeners, also for worker 0), the shared native and TANK port as "native" and "tank", the
+  supervisor's own admin listener as "admin" (the configured port, answering for every worker:
+  `admin/supervisor.py`; worker i's is on the configured port + 1 + i) and the supervisor's pid. SIGTERM and
   SIGINT are passed on to every worker; once they have all stopped, the directory is marked cleanly shut down if
   each of them exited 0. A worker that dies is started again on its ports, as an unclean start (`MAX_RESTARTS` in
   `RESTART_WINDOW`; one more death stops the others and the supervisor exits 1); a worker that fails while the
@@ -68,6 +69,9 @@ _ENV, _ENV_FD, _ENV_ENTRIES = "LOGWAY_WORKER", "LOGWAY_WORKER_FD", "LOGWAY_WORKE
 _ENV_RELAYS = "LOGWAY_WORKER_RELAYS"
 #: The listeners whose configured port every worker serves (clients that do not route by partition).
 SHARED = ("native", "tank")
+#: The listener whose configured port the supervisor serves for every worker (`admin/supervisor.py`); worker i's
+#: own is on the configured port + 1 + i.
+ADMIN = "admin"
 #: Beyond the shutdown timeout, how long the supervisor waits for workers to close storage before SIGKILL.
 _STOP_GRACE = 60.0
 #: A worker that dies is started again, at most this many times in RESTART_WINDOW seconds (the next death stops the
@@ -258,7 +262,7 @@ def worker_overrides(config: Config, index: int, ports: dict[str, int] | None = 
         elif name in SHARED:
             out.append(f"listeners.{name}.port=0")
         elif lc.port:
-            out.append(f"listeners.{name}.port={lc.port + index}")
+            out.append(f"listeners.{name}.port={lc.port + index + (name == ADMIN)}")
     if config.kafka.advertised_port:
         out.append(f"kafka.advertised_port={config.kafka.advertised_port + index}")
     return out
@@ -267,9 +271,10 @@ def worker_overrides(config: Config, index: int, ports: dict[str, int] | None = 
 def _port_problem(config: Config) -> str | None:
     last = config.workers - 1
     for name, lc in config.listeners.items():
-        if lc.enabled and lc.port and lc.port + last > 65535 and name not in SHARED:
-            return (f"listeners.{name}.port {lc.port} + {last} (worker {last}'s port) is beyond 65535: lower the "
-                    f"port or workers")
+        top = lc.port + last + (name == ADMIN)
+        if lc.enabled and lc.port and top > 65535 and name not in SHARED:
+            return (f"listeners.{name}.port {lc.port} + {top - lc.port} (worker {last}'s port) is beyond 65535: "
+                    f"lower the port or workers")
     if config.kafka.advertised_port and config.kafka.advertised_port + last > 65535:
         return f"kafka.advertised_port {config.kafka.advertised_port} + {last} is beyond 65535"
     return None
@@ -348,6 +353,7 @@ class _Worker:
         self.closed = False
         self.stopped = False
         self.reported = False  # its exit was logged
+        self.restarts = 0  # times its index was started again before this process
 
     def stop(self) -> None:
         """SIGTERM, once: a graceful stop."""
@@ -398,6 +404,16 @@ def supervise(config: Config, argv: list[str], ready_file: str | None) -> int:
         engine.close(clean=engine.clean_start)
         raise
     shared = {name: socks[0].getsockname()[:2] for name, socks in entries.items()}
+    workers: list[_Worker] = []
+    try:
+        admin = _start_admin(config, workers)
+    except BaseException:
+        _close_entries(entries)
+        _close_entries(relays)
+        engine.close(clean=engine.clean_start)
+        raise
+    if admin is not None:
+        shared[ADMIN] = admin.address
     stopping = False
 
     def on_signal(signum, frame) -> None:
@@ -408,7 +424,6 @@ def supervise(config: Config, argv: list[str], ready_file: str | None) -> int:
         for w in workers:
             w.stop()
 
-    workers: list[_Worker] = []
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     selector = selectors.DefaultSelector()
     status: int | None = 1
@@ -453,6 +468,8 @@ def supervise(config: Config, argv: list[str], ready_file: str | None) -> int:
             if w.proc.returncode and not w.reported:
                 log.error("worker %d (pid %d) exited with status %d", w.index, w.proc.pid, w.proc.returncode)
         clean = bool(workers) and all(w.proc.returncode == 0 for w in workers)
+        if admin is not None:
+            admin.close()
         _close_entries(entries)
         _close_entries(relays)
         engine.close(clean=clean)
@@ -508,7 +525,9 @@ def _run(workers: list[_Worker], selector: selectors.BaseSelector, ready_file: s
             if now >= when:
                 del due[index]
                 restarts[index].append(now)
+                before = workers[index].restarts
                 workers[index] = spawn(index, False, ports)
+                workers[index].restarts = before + 1
                 log.info("worker %d started again (pid %d)", index, workers[index].proc.pid)
         if told is None and all(w.listening is not None for w in workers):
             brokers = [w.kafka for w in workers]
@@ -527,9 +546,37 @@ def _run(workers: list[_Worker], selector: selectors.BaseSelector, ready_file: s
             log.info("%d workers ready%s", len(workers), f"; Kafka brokers {kafka}" if kafka else "")
 
 
+def _start_admin(config: Config, workers: list[_Worker]):
+    """The supervisor's admin listener (`admin/supervisor.py`) on the configured admin address, started; None when
+    the admin listener is disabled. Raises `ListenerError` when it cannot listen."""
+    lc = config.listeners.get(ADMIN)
+    if lc is None or not lc.enabled:
+        return None
+    from .admin.supervisor import SupervisorAdmin, WorkerView
+    from .tls import server_ssl_context
+
+    def addresses() -> list:
+        return [w.listening.get(ADMIN) if w.listening else None for w in list(workers)]
+
+    view = WorkerView(config.workers, addresses, lambda i: i < len(workers) and workers[i].ready,
+                      lambda i: workers[i].restarts if i < len(workers) else 0)
+    context = server_ssl_context(config.tls) if lc.tls else None
+    admin = SupervisorAdmin(lc.host, lc.port, view, config.limits.request_timeout_ms / 1000, context,
+                            config.tls.cert_file)
+    try:
+        admin.start()
+    except OSError as exc:
+        raise ListenerError(ADMIN, lc.host, lc.port, OSError(exc.errno, os.strerror(exc.errno)) if exc.errno
+                            else exc) from None
+    log.info("admin listening on http%s://%s:%d for every worker (/metrics, /ready, /health)", "s" if lc.tls else "",
+             *admin.address)
+    return admin
+
+
 def _write_ready(ready_file: str | None, workers: list[_Worker], shared: dict) -> None:
-    """Worker 0's listeners under their names, worker i's with ".i" — but the shared ports under the listeners'
-    names, and worker 0's own native and TANK listeners as "native.0" and "tank.0"."""
+    """Worker 0's listeners under their names, worker i's with ".i" — but the shared ports (and the supervisor's
+    admin listener) under the listeners' names, and worker 0's own native, TANK and admin listeners as "native.0",
+    "tank.0" and "admin.0"."""
     if not ready_file:
         return
     info: dict = {}

@@ -26,13 +26,15 @@ from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-import orjson
 import trio
 
 from logway.storage import OffsetOutOfRange, StorageError, UnknownPartition, UnknownTopic
 
 from ..formats import RECORDS
+from .http import NO_STORE as _NO_STORE
 from .http import HttpAnswer
+from .http import json_answer as _json
+from .http import text_answer as _text
 from .metrics import CONTENT_TYPE, group_offsets, kafka_groups
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -55,7 +57,6 @@ _STATIC = {"/": ("console.html", "text/html; charset=utf-8"),
 #: The console loads nothing but itself: no inline script, no other origin.
 _CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
         "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
-_NO_STORE = ("Cache-Control", "no-store")
 
 
 class RateSampler:
@@ -275,9 +276,3 @@ def _record(r) -> dict[str, Any]:
             "headers": [{"key": k, "value": _bytes(v)} for k, v in r.headers]}
 
 
-def _json(status: int, body: Any) -> HttpAnswer:
-    return status, [("Content-Type", "application/json"), _NO_STORE], orjson.dumps(body)
-
-
-def _text(status: int, message: str, headers: list[tuple[str, str]] = ()) -> HttpAnswer:
-    return status, [("Content-Type", "text/plain; charset=utf-8"), *headers], (message + "\n").encode()

@@ -15,11 +15,13 @@ import logging
 from typing import Awaitable, Callable
 
 import h11
+import orjson
 import trio
 
 log = logging.getLogger("logway.gateway.admin")
 
-__all__ = ["KEEPALIVE_S", "MAX_BODY_BYTES", "MAX_CONNECTIONS", "MAX_HEAD_BYTES", "HttpAnswer", "serve_http"]
+__all__ = ["KEEPALIVE_S", "MAX_BODY_BYTES", "MAX_CONNECTIONS", "MAX_HEAD_BYTES", "NO_STORE", "HttpAnswer",
+           "json_answer", "serve_http", "text_answer"]
 
 #: Admin connections open at once; the admin listener is for a scraper, probes and a few consoles.
 MAX_CONNECTIONS = 64
@@ -34,6 +36,18 @@ RECEIVE_CHUNK = 16 * 1024
 #: (status, headers, body): what a handler answers.
 HttpAnswer = tuple[int, list[tuple[str, str]], bytes]
 Handler = Callable[[str, str], Awaitable[HttpAnswer]]
+
+#: Sent with every answer that must not be cached (all but the console's static files).
+NO_STORE = ("Cache-Control", "no-store")
+
+
+def json_answer(status: int, body) -> HttpAnswer:
+    return status, [("Content-Type", "application/json"), NO_STORE], orjson.dumps(body)
+
+
+def text_answer(status: int, message: str, headers: list[tuple[str, str]] = ()) -> HttpAnswer:
+    return status, [("Content-Type", "text/plain; charset=utf-8"), *headers], (message + "\n").encode()
+
 
 #: Sent with every answer.
 COMMON_HEADERS = [("X-Content-Type-Options", "nosniff"), ("Referrer-Policy", "no-referrer"),

@@ -55,9 +55,10 @@ def test_port_in_use_names_the_listener_and_the_address(tmp_path, taken_port, li
                     f"(another process listens there): stop it or set listeners.{listener}.port")
 
 
-@pytest.mark.parametrize("listener", ["native", "tank"])
+@pytest.mark.parametrize("listener", ["native", "tank", "admin"])
 def test_shared_port_in_use_with_workers_names_the_listener_and_the_address(tmp_path, taken_port, listener):
-    """With `workers: N` the supervisor binds the native and TANK ports every worker serves: the same one line."""
+    """With `workers: N` the supervisor binds the native and TANK ports every worker serves, and the admin port it
+    serves for all of them: the same one line."""
     r = serve(tmp_path / "data", "--set", "workers=2", "--set", f"listeners.{listener}.host=127.0.0.1",
               "--set", f"listeners.{listener}.port={taken_port}", "--set", "listeners.tank.enabled=true")
     assert_one_line(r, f"{listener} listener cannot listen on 127.0.0.1:{taken_port}: address already in use")
@@ -128,6 +129,12 @@ def test_tls_files_that_cannot_be_read(tmp_path):
                  "--set", f"tls.key_file={tmp_path}/junk.pem")
     assert_one_line(junk, f"configuration error: tls: cannot load the certificate {tmp_path}/junk.pem")
     assert not (tmp_path / "data").exists() or not any((tmp_path / "data").iterdir())  # refused before storage
+
+
+def test_tls_files_that_cannot_be_read_by_the_supervisors_admin_listener(tmp_path):
+    r = serve(tmp_path / "data", "--set", "workers=2", "--set", "listeners.admin.tls=true",
+              "--set", f"tls.cert_file={tmp_path}/nope.pem", "--set", f"tls.key_file={tmp_path}/nope.key")
+    assert_one_line(r, "configuration error: tls: no such file:", f"{tmp_path}/nope.pem")
 
 
 def test_config_file_that_is_not_yaml(tmp_path):

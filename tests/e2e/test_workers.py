@@ -7,12 +7,14 @@ suite."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
 import ssl
 import threading
 import time
+import urllib.error
 import urllib.request
 import uuid
 
@@ -130,7 +132,7 @@ def consume(consumer: Consumer, count: int, timeout: float = 30) -> list[tuple[i
 
 
 def test_metadata_has_two_brokers_and_librdkafka_produces_and_fetches_every_partition(gw):
-    assert {"kafka", "kafka.1", "admin", "admin.1", "native", "native.0", "native.1", "tank", "tank.0",
+    assert {"kafka", "kafka.1", "admin", "admin.0", "admin.1", "native", "native.0", "native.1", "tank", "tank.0",
             "tank.1"} == set(gw.addresses)
     topic = kafka_topic(gw)
     md = AdminClient({"bootstrap.servers": bootstrap(gw)}).list_topics(timeout=10)
@@ -266,7 +268,7 @@ def test_the_shared_native_and_tank_ports_spread_connections_over_the_workers(gw
         for c in clients[:24]:
             c.ping()
         accepted = {}
-        for admin in ("admin", "admin.1"):
+        for admin in ("admin.0", "admin.1"):
             text = urllib.request.urlopen("http://%s:%d/metrics" % tuple(gw.addresses[admin]), timeout=10).read()
             accepted[admin] = {line.split(" ")[0]: float(line.split(" ")[1]) for line in text.decode().splitlines()
                                if line.startswith("logway_connections_open{")}
@@ -276,6 +278,29 @@ def test_the_shared_native_and_tank_ports_spread_connections_over_the_workers(gw
     finally:
         for c in clients:
             c.close()
+
+
+def test_the_supervisors_admin_listener_answers_for_every_worker(gw):
+    """`admin` (the configured port) is the supervisor's: /metrics holds each worker's series under its `worker`
+    label, /ready waits for both; `admin.0` and `admin.1` are the workers' own."""
+    def get(name: str, path: str):
+        with urllib.request.urlopen("http://%s:%d%s" % (*gw.addresses[name], path), timeout=10) as answer:
+            return answer.status, answer.read().decode()
+
+    status, text = get("admin", "/metrics")
+    starts = {line.split(" ")[0]: float(line.split(" ")[1]) for line in text.splitlines()
+              if line.startswith(("logway_start_time_seconds", "logway_worker_up"))}
+    for i in (0, 1):
+        own = get(f"admin.{i}", "/metrics")[1]
+        own_start = next(float(x.split(" ")[1]) for x in own.splitlines() if x.startswith("logway_start_time"))
+        assert starts[f'logway_start_time_seconds{{worker="{i}"}}'] == own_start
+        assert starts[f'logway_worker_up{{worker="{i}"}}'] == 1
+    status, body = get("admin", "/ready")
+    assert status == 200 and json.loads(body) == {"ready": True, "workers": {"0": "ready", "1": "ready"}}
+    assert get("admin.1", "/ready")[0] == 200 and "<html" in get("admin.0", "/")[1].lower()  # a worker's console
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        get("admin", "/api/topics")
+    assert caught.value.code == 404 and "%s:%d" % gw.addresses["admin.1"] in caught.value.read().decode()
 
 
 def _values(part, seq=1):
@@ -759,12 +784,16 @@ def test_a_dead_worker_is_started_again_on_its_ports_with_its_data(tmp_path):
             assert [r.value for r in c.fetch(name, theirs, 0).records] == [b"before", b"during", b"after"]
         with TankClient(*gw.addresses["tank.0"]) as t:
             assert [m.value for m in t.get(name, theirs, 1).messages] == [b"before", b"during", b"after"]
+        # the supervisor's admin listener: every worker's metrics, labelled; worker 1 started again once
         metrics = urllib.request.urlopen("http://%s:%d/metrics" % tuple(gw.addresses["admin"]), timeout=10).read()
         relays = {line.split(" ")[0]: float(line.split(" ")[1]) for line in metrics.decode().splitlines()
-                  if line.startswith("logway_relay")}
-        assert relays['logway_relayed_requests_total{protocol="native"}'] >= 3  # worker 0's: relayed to worker 1
-        assert relays['logway_relayed_requests_total{protocol="tank"}'] >= 1
-        assert relays['logway_relay_failures_total{protocol="native"}'] == 0  # the stale connection was not used
+                  if line.startswith(("logway_relay", "logway_worker"))}
+        assert relays['logway_relayed_requests_total{protocol="native",worker="0"}'] >= 3  # relayed to worker 1
+        assert relays['logway_relayed_requests_total{protocol="tank",worker="0"}'] >= 1
+        assert relays['logway_relay_failures_total{protocol="native",worker="0"}'] == 0  # (the stale one unused)
+        assert relays['logway_worker_restarts_total{worker="1"}'] == 1
+        assert relays['logway_worker_restarts_total{worker="0"}'] == 0
+        assert relays['logway_worker_up{worker="1"}'] == 1
     finally:
         assert gw.stop() == 0
 

@@ -1,0 +1,238 @@
+"""The supervisor's admin listener with `workers: N` > 1: one address that answers for every worker.
+
+`SupervisorAdmin` serves `listeners.admin` (its configured host and port, TLS when it asks for it) in a thread of
+the supervisor — a trio loop of its own over the same HTTP server as a gateway's (`http.serve_http`: bounded
+connections, heads, bodies and timeouts) — while the workers serve their own admin listeners on the following
+ports (configured port + 1 + i; `admin.i` in the ready file):
+
+- `/metrics`: every worker's metrics in one exposition, each sample labelled `worker="i"`; and the supervisor's
+  own: `logway_worker_up{worker}` (1 when the worker answered this scrape), `logway_worker_restarts_total{worker}`;
+- `/ready`: 200 when every worker has started and answers its own `/ready` with 200, else 503; JSON: each
+  worker's state;
+- `/health`: 200 while the supervisor runs;
+- anything else: 404 naming the workers' admin addresses (the console and `/api/…` are each worker's own).
+
+Each worker is asked over its own admin address (`SCRAPE_TIMEOUT` seconds at most, the workers at once); a worker
+that does not answer — stopped, being started again — leaves its series out of that scrape and reads
+`logway_worker_up 0`. With TLS the workers are asked over TLS and must present the configured certificate.
+"""
+
+from __future__ import annotations
+
+import http.client
+import logging
+import ssl
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
+
+import trio
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import Collector
+
+from .http import NO_STORE, AdminConnections, HttpAnswer, serve_http
+from .http import json_answer as _json
+from .http import text_answer as _text
+from .metrics import CONTENT_TYPE
+
+log = logging.getLogger("logway.gateway.admin")
+
+__all__ = ["SCRAPE_TIMEOUT", "SupervisorAdmin", "WorkerView", "merge_expositions"]
+
+#: Seconds a worker's admin listener has to answer one of the supervisor's requests.
+SCRAPE_TIMEOUT = 5.0
+#: The most of a worker's answer the supervisor reads (a worker's metrics are some hundreds of KiB at most).
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+
+
+class WorkerView:
+    """What the supervisor knows of its workers, read by the admin thread: `admin_addresses()` (index -> (host,
+    port) of each worker's admin listener, None before it told), `started(i)`, `restarts(i)`."""
+
+    def __init__(self, count: int, admin_addresses: Callable[[], list], started: Callable[[int], bool],
+                 restarts: Callable[[int], int]) -> None:
+        self.count = count
+        self.admin_addresses = admin_addresses
+        self.started = started
+        self.restarts = restarts
+
+
+def merge_expositions(texts: dict[int, str]) -> tuple[list[Metric], set[int]]:
+    """The families of several workers' Prometheus expositions (index -> text) as one list, every sample labelled
+    with its worker, and the workers whose exposition is in it; a family's help and type are the first worker's.
+    An exposition that does not parse is left out whole (logged)."""
+    merged: dict[str, Metric] = {}
+    included = set()
+    for index, text in sorted(texts.items()):
+        try:
+            families = list(text_string_to_metric_families(text))
+        except ValueError as exc:  # a bug in a worker; the others' still count
+            log.error("admin: worker %d's metrics did not parse: %s", index, exc)
+            continue
+        included.add(index)
+        worker = str(index)
+        for family in families:
+            into = merged.get(family.name)
+            if into is None:
+                into = merged[family.name] = Metric(family.name, family.documentation, family.type, family.unit)
+            for sample in family.samples:
+                into.add_sample(sample.name, {**sample.labels, "worker": worker}, sample.value, sample.timestamp)
+    return list(merged.values()), included
+
+
+class _Scrape(Collector):
+    def __init__(self, families: list[Metric], up: set[int], view: WorkerView) -> None:
+        self.families, self.up, self.view = families, up, view
+
+    def collect(self):
+        yield from self.families
+        up = GaugeMetricFamily("logway_worker_up", "1 when the worker's admin listener answered this scrape",
+                               labels=["worker"])
+        restarts = CounterMetricFamily("logway_worker_restarts", "Times the supervisor started the worker again "
+                                       "after it died", labels=["worker"])
+        for i in range(self.view.count):
+            up.add_metric([str(i)], 1 if i in self.up else 0)
+            restarts.add_metric([str(i)], self.view.restarts(i))
+        yield up
+        yield restarts
+
+
+class SupervisorAdmin:
+    """The aggregate admin listener (see the module docstring): `start()` binds it and returns its (host, port),
+    also kept in `address` — OSError when it cannot —, `close()` stops it."""
+
+    def __init__(self, host: str, port: int, view: WorkerView, request_timeout: float,
+                 server_context: ssl.SSLContext | None = None, cert_file: str | None = None) -> None:
+        self.host, self.port, self.view = host, port, view
+        self.request_timeout = request_timeout
+        self.server_context = server_context
+        self.client_context = None
+        if server_context is not None:  # the workers present the configured certificate: trust exactly it
+            ctx = ssl.create_default_context(cafile=cert_file)
+            ctx.check_hostname = False  # (asked by address; the certificate names the host clients use)
+            ctx.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN  # a certificate a CA issued is its own anchor too
+            self.client_context = ctx
+        self.connections = AdminConnections()
+        self.address: tuple[str, int] | None = None
+        self._pool = ThreadPoolExecutor(max_workers=min(view.count, 16), thread_name_prefix="admin-scrape")
+        self._thread: threading.Thread | None = None
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._scope: trio.CancelScope | None = None
+
+    def start(self) -> tuple[str, int]:
+        started: dict = {}
+        ready = threading.Event()
+
+        async def main() -> None:
+            self._token = trio.lowlevel.current_trio_token()
+            with trio.CancelScope() as scope:
+                self._scope = scope
+                async with trio.open_nursery() as nursery:
+                    started["address"] = await nursery.start(
+                        serve_http, self.host, self.port, self.handle, self.connections, self.request_timeout,
+                        self.server_context)
+                    ready.set()
+
+        def run() -> None:
+            try:
+                trio.run(main)
+            except BaseException as exc:  # a bind failure: start() raises it (out of the nursery's group)
+                while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+                    exc = exc.exceptions[0]
+                started["error"] = exc
+            finally:
+                ready.set()
+
+        self._thread = threading.Thread(target=run, name="supervisor-admin", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if "address" not in started:
+            self._thread.join()
+            raise started.get("error") or OSError("admin listener: stopped before it listened")
+        self.address = started["address"]
+        return self.address
+
+    def close(self) -> None:
+        if self._thread is None:
+            return
+        if self._thread.is_alive() and self._token is not None:
+            try:
+                trio.from_thread.run_sync(self._scope.cancel, trio_token=self._token)
+            except trio.RunFinishedError:
+                pass
+        self._thread.join(10)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._thread = None
+
+    # -- answers ---------------------------------------------------------------------------------------------
+    async def handle(self, method: str, target: str) -> HttpAnswer:
+        path = target.split("?", 1)[0] or "/"
+        if method not in ("GET", "HEAD"):
+            return _text(405, f"method {method} not allowed: the admin endpoints are GET only",
+                         [("Allow", "GET, HEAD")])
+        if path == "/health":
+            return _json(200, {"status": "live", "workers": self.view.count})
+        if path == "/metrics":
+            return await trio.to_thread.run_sync(self._metrics, abandon_on_cancel=True)
+        if path == "/ready":
+            return await trio.to_thread.run_sync(self._ready, abandon_on_cancel=True)
+        addresses = ", ".join(self._url(a) + "/" for a in self.view.admin_addresses() if a is not None)
+        return _json(404, {"error": f"not found: {path[:200]} (the supervisor of {self.view.count} workers serves "
+                                    f"/metrics, /ready and /health; each worker's console and /api: {addresses})"})
+
+    def _metrics(self) -> HttpAnswer:
+        answers = self._ask_all("/metrics")
+        texts = {i: body.decode() for i, (status, body) in answers.items() if status == 200}
+        families, included = merge_expositions(texts)
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(_Scrape(families, included, self.view))
+        return 200, [("Content-Type", CONTENT_TYPE), NO_STORE], generate_latest(registry)
+
+    def _ready(self) -> HttpAnswer:
+        answers = self._ask_all("/ready")
+        workers = {}
+        for i in range(self.view.count):
+            status, body = answers.get(i, (None, b""))
+            if not self.view.started(i):
+                workers[str(i)] = "starting"
+            elif status is None:
+                workers[str(i)] = "not answering"
+            else:
+                workers[str(i)] = "ready" if status == 200 else "not ready"
+        ready = all(state == "ready" for state in workers.values())
+        return _json(200 if ready else 503, {"ready": ready, "workers": workers})
+
+    def _ask_all(self, path: str) -> dict[int, tuple[int, bytes]]:
+        """(status, body) of `path` from every worker that answered (its admin address known), asked at once."""
+        addresses = self.view.admin_addresses()
+        jobs = {i: self._pool.submit(self._ask, address, path) for i, address in enumerate(addresses)
+                if address is not None}
+        out = {}
+        for i, job in jobs.items():
+            try:
+                out[i] = job.result()
+            except (OSError, http.client.HTTPException, ValueError) as exc:
+                log.debug("admin: worker %d did not answer %s: %s", i, path, exc)
+        return out
+
+    def _ask(self, address, path: str) -> tuple[int, bytes]:
+        host, port = address
+        if self.client_context is not None:
+            conn = http.client.HTTPSConnection(host, port, timeout=SCRAPE_TIMEOUT, context=self.client_context)
+        else:
+            conn = http.client.HTTPConnection(host, port, timeout=SCRAPE_TIMEOUT)
+        try:
+            conn.request("GET", path)
+            answer = conn.getresponse()
+            body = answer.read(MAX_ANSWER_BYTES + 1)
+            if len(body) > MAX_ANSWER_BYTES:
+                raise ValueError(f"the answer is larger than {MAX_ANSWER_BYTES} bytes")
+            return answer.status, body
+        finally:
+            conn.close()
+
+    def _url(self, address) -> str:
+        return "http%s://%s:%d" % ("s" if self.server_context is not None else "", *address)
+
