@@ -26,7 +26,8 @@ flight and, if it has not yet done every kind, one request of each missing kind;
 `--protocols` picks the connections' protocols (default all three, in turn; without TANK, `load-tank` is created
 through Kafka); `--workers N` runs the gateway with `workers: N` (docs/scaling.md): each Kafka connection goes to
 its partition's broker, as a Kafka client routes, native and TANK connections to the shared port (every worker
-serves it and relays what the others own). CPU and memory are summed over the supervisor and its workers.
+serves it and relays what the others own). CPU and memory are summed over the supervisor and its workers, the
+gateway's counters (transcoded reads, function calls) over the workers (the supervisor's admin listener).
 The report also gives the transcoded reads of the load and how many were shared entirely (`transcoded.py`), and
 with `--count-calls` the gateway's function calls per request (`count_calls: true`; the figure a noisy machine
 does not move, where CPU seconds move by tens of percent from one run to the next).
@@ -905,7 +906,7 @@ def _drive(gw, settings: LoadSettings, report: LoadReport, probe: "_Probe") -> N
         driver.connect_all(hard_stop)
         probe.ready.wait(PROBE_TIMEOUT * 4)  # its connections answered once
         report.rss_connected = _mib(pids, "VmRSS")
-        admin = gw.addresses.get("admin") if settings.workers == 1 else None
+        admin = gw.addresses.get("admin")  # (with workers: N the supervisor's, summing every worker's)
         report.metrics_start = metric_readings(admin) if admin else {}
         cpu0, client0 = sum(map(proc_cpu_seconds, pids)), time.process_time()
         t0 = time.perf_counter()

@@ -571,9 +571,11 @@ def cpu_delta_ns(before: tuple[int, int], after: tuple[int, int]) -> int:
     return stat if (not after[0] or stat > sched + 2 * tick) else sched
 
 
-_GC_LINE = re.compile(r'^(python_gc_[a-z_]+)\{generation="(\d)"\}\s+(\S+)$', re.M)
-_CALLS_LINE = re.compile(r'^logway_python_calls_total\s+(\S+)$', re.M)
-_TRANSCODED_LINE = re.compile(r'^logway_(transcoded_(?:reads|batches)(?:_shared)?)_total\s+(\S+)$', re.M)
+# (a `workers: N` supervisor's admin listener labels every worker's samples: `worker="i"`, summed below)
+_GC_LINE = re.compile(r'^(python_gc_[a-z_]+)\{generation="(\d)"(?:,worker="\d+")?\}\s+(\S+)$', re.M)
+_CALLS_LINE = re.compile(r'^logway_python_calls_total(?:\{worker="\d+"\})?\s+(\S+)$', re.M)
+_TRANSCODED_LINE = re.compile(r'^logway_(transcoded_(?:reads|batches)(?:_shared)?)_total(?:\{worker="\d+"\})?\s+(\S+)$',
+                              re.M)
 #: The key of `metric_readings` that holds [logway_python_calls_total], when the gateway counts calls.
 CALLS = "calls"
 
@@ -581,18 +583,21 @@ CALLS = "calls"
 def metric_readings(admin_address) -> dict[str, list[float]]:
     """The gateway's python_gc_* metrics by name, each a list over generations 0-2, under `CALLS`
     [logway_python_calls_total] when the gateway counts calls (`--count-calls`), and
-    [transcoded_reads|batches(_shared)] — one GET /metrics."""
+    [transcoded_reads|batches(_shared)] — one GET /metrics. From a `workers: N` supervisor's admin listener, the sums
+    over the workers (the GC thresholds: the largest, a setting rather than a count)."""
     host, port = admin_address
     with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=ANSWER_TIMEOUT) as resp:
         text = resp.read().decode()
     out: dict[str, list[float]] = {}
     for name, gen, value in _GC_LINE.findall(text):
-        out.setdefault(name, [0.0, 0.0, 0.0])[int(gen)] = float(value)
-    calls = _CALLS_LINE.search(text)
+        gens = out.setdefault(name, [0.0, 0.0, 0.0])
+        i = int(gen)
+        gens[i] = max(gens[i], float(value)) if name == "python_gc_threshold" else gens[i] + float(value)
+    calls = _CALLS_LINE.findall(text)
     if calls:
-        out[CALLS] = [float(calls.group(1))]
+        out[CALLS] = [sum(map(float, calls))]
     for name, value in _TRANSCODED_LINE.findall(text):
-        out[name] = [float(value)]
+        out[name] = [out.get(name, [0.0])[0] + float(value)]
     return out
 
 

@@ -47,3 +47,5 @@ def test_short_load_over_two_workers_routes_kafka_and_relays_native_and_tank():
     for proto in PROTOCOLS:
         assert report.records_produced[proto] > 0 and report.records_fetched[proto] > 0
     assert "workers: 2" in report.format() and report.gateway_exit == 0
+    # the gateway's counters come from the supervisor's admin listener, summed over both workers
+    assert "transcoded_reads" in report.metrics_end and "python_gc_collections_total" in report.metrics_end

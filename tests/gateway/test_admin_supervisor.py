@@ -14,6 +14,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.parser import text_string_to_metric_families
 
 from logway.bench.launcher import GatewayProcess
+from logway.clients.native import NativeClient
+from logway.clients.tank import TankClient
 from logway.gateway.admin.supervisor import SupervisorAdmin, WorkerView, merge_expositions
 from logway.gateway.config import TlsSettings
 from logway.gateway.tls import server_ssl_context
@@ -49,7 +51,8 @@ def _dead_address() -> tuple[str, int]:
 
 @pytest.fixture(scope="module")
 def worker(tmp_path_factory):
-    gw = GatewayProcess(str(tmp_path_factory.mktemp("worker") / "data"), "log_level=WARNING")
+    gw = GatewayProcess(str(tmp_path_factory.mktemp("worker") / "data"), "log_level=WARNING",
+                        "listeners.tank.enabled=true")
     yield gw
     assert gw.stop() == 0
 
@@ -169,4 +172,28 @@ def test_a_port_in_use_fails_start():
         admin = SupervisorAdmin("127.0.0.1", blocker.getsockname()[1], WorkerView(1, list, bool, int), 10.0)
         with pytest.raises(OSError, match="admin listener: cannot listen on 127.0.0.1"):
             admin.start()
+        admin.close()
+
+
+def test_bench_readings_sum_the_workers(worker):
+    """`bench load --workers N` reads the supervisor's /metrics (bench/requests.py `metric_readings`): counters are
+    summed over the `worker` label — here the same worker twice, idle after a transcoded read, so exactly twice
+    its own."""
+    from logway.bench.requests import metric_readings
+
+    with NativeClient(*worker.addresses["native"]) as native:
+        native.create_topic("sums")
+        native.produce("sums", 0, [b"one", b"two"])  # stored as Kafka batches
+    with TankClient(*worker.addresses["tank"]) as tank:
+        assert [m.value for m in tank.get("sums", 0, 1).messages] == [b"one", b"two"]  # transcoded to a bundle
+
+    twice = [worker.addresses["admin"], worker.addresses["admin"]]
+    admin = _admin(WorkerView(2, lambda: twice, lambda i: True, lambda i: 0))
+    try:
+        own, both = metric_readings(worker.addresses["admin"]), metric_readings(admin.address)
+        assert own["transcoded_reads"][0] >= 1
+        for name in ("transcoded_reads", "transcoded_reads_shared", "transcoded_batches"):
+            assert both[name] == [2 * own[name][0]], name
+        assert both["python_gc_threshold"] == own["python_gc_threshold"]  # a setting: not summed
+    finally:
         admin.close()
