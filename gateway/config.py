@@ -235,8 +235,9 @@ class Config:
                                 "consecutive ports; native and TANK clients use one port that every worker serves, "
                                 "each relaying requests for the others' partitions; worker 0 coordinates "
                                 "groups and transactions (transactions need the native listener enabled); the "
-                                "admin port serves every worker's metrics and readiness, each worker's own admin "
-                                "listener is on the next ports; needs Linux — see [docs/scaling.md](docs/scaling.md))")
+                                "admin port serves every worker's metrics, readiness and console, each worker's "
+                                "own admin listener is on the next ports; needs Linux — see "
+                                "[docs/scaling.md](docs/scaling.md))")
     count_calls: bool = setting(False, "count the event loop's function calls (`logway_python_calls_total`): a "
                                        "benchmark aid that makes the gateway several times slower",
                                 more="(`logway bench requests --count-calls`)")

@@ -21,7 +21,7 @@ never TLS; `forwarding.py`), and one on committed offsets or groups to worker 0.
   worker's native and TANK relay sockets, waits for each to acknowledge and writes the ready file: worker 0's
   Kafka address under the usual name ("kafka"), worker i's as "kafka.i", "admin.i", "native.i" and "tank.i"
   (its own listeners, also for worker 0), the shared native and TANK port as "native" and "tank", the
-  supervisor's own admin listener as "admin" (the configured port, answering for every worker:
+  supervisor's own admin listener as "admin" (the configured port: metrics, readiness and the console of every worker:
   `admin/supervisor.py`; worker i's is on the configured port + 1 + i) and the supervisor's pid. SIGTERM and
   SIGINT are passed on to every worker; once they have all stopped, the directory is marked cleanly shut down if
   each of them exited 0. A worker that dies is started again on its ports, as an unclean start (`MAX_RESTARTS` in

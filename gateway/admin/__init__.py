@@ -7,7 +7,7 @@ probes, and a console page with the JSON endpoints behind it — served by the g
 - `api`: the endpoints (`/metrics`, `/health`, `/ready`, `/api/*`, the console's static files);
 - `server`: `AdminServer`, what the gateway starts;
 - `supervisor`: `SupervisorAdmin`, the admin listener of a `workers: N` supervisor (every worker's metrics, labelled,
-  and their readiness);
+  their readiness, and the console over all of them);
 - `calls`: counting the event loop's function calls, a benchmark aid (`count_calls: true`).
 
 Nothing is imported here: `stats` is imported by modules that must not pull in prometheus_client or h11.

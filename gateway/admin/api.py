@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger("logway.gateway.admin")
 
-__all__ = ["MAX_LAST", "SHOWN_BYTES", "AdminApi", "RateSampler"]
+__all__ = ["MAX_LAST", "SHOWN_BYTES", "AdminApi", "RateSampler", "console_file"]
 
 #: The most records the message browser shows at once.
 MAX_LAST = 500
@@ -51,6 +51,7 @@ SHOWN_BYTES = 2048
 #: Bytes the message browser reads at most per request (whole batches, so it may go over by one batch).
 READ_BUDGET = 8 * 1024 * 1024
 
+_STATIC_READ: dict[str, tuple[bytes, str]] = {}  # path -> (body, content type), read on first use
 _STATIC = {"/": ("console.html", "text/html; charset=utf-8"),
            "/console.js": ("console.js", "text/javascript; charset=utf-8"),
            "/console.css": ("console.css", "text/css; charset=utf-8")}
@@ -103,7 +104,6 @@ class AdminApi:
     def __init__(self, gateway: Gateway, sampler: RateSampler) -> None:
         self.gateway = gateway
         self.sampler = sampler
-        self._static: dict[str, tuple[bytes, str]] = {}
 
     async def handle(self, method: str, target: str) -> HttpAnswer:
         try:
@@ -113,7 +113,7 @@ class AdminApi:
                 return _text(405, f"method {method} not allowed: the admin endpoints are GET only",
                              [("Allow", "GET, HEAD")])
             if path in _STATIC:
-                return self._static_file(path)
+                return console_file(path)
             if path == "/metrics":
                 return 200, [("Content-Type", CONTENT_TYPE), _NO_STORE], self.gateway.metrics.exposition()
             if path == "/health":
@@ -126,15 +126,6 @@ class AdminApi:
         except Exception as exc:  # a bug must not cost the connection more than this answer
             log.exception("admin: %s %s failed", method, target[:200])
             return _json(500, {"error": f"internal error: {type(exc).__name__}"})
-
-    # -- the console -----------------------------------------------------------------------------------------
-    def _static_file(self, path: str) -> HttpAnswer:
-        cached = self._static.get(path)
-        if cached is None:
-            name, content_type = _STATIC[path]
-            cached = self._static[path] = (resources.files(__package__).joinpath(name).read_bytes(), content_type)
-        body, content_type = cached
-        return 200, [("Content-Type", content_type), ("Content-Security-Policy", _CSP), _NO_STORE], body
 
     # -- probes ----------------------------------------------------------------------------------------------
     def _ready(self) -> HttpAnswer:
@@ -244,6 +235,19 @@ class AdminApi:
                 continue
             return records[-last:]
         return []
+
+
+def console_file(path: str) -> HttpAnswer | None:
+    """The console's file at `path` (`/`, `/console.js`, `/console.css`: packaged with the gateway, read once), or
+    None for any other path."""
+    if path not in _STATIC:
+        return None
+    cached = _STATIC_READ.get(path)
+    if cached is None:
+        name, content_type = _STATIC[path]
+        cached = _STATIC_READ[path] = (resources.files(__package__).joinpath(name).read_bytes(), content_type)
+    body, content_type = cached
+    return 200, [("Content-Type", content_type), ("Content-Security-Policy", _CSP), _NO_STORE], body
 
 
 def _assignment(protocol_type: str, data: bytes) -> list[tuple[str, int]]:

@@ -10,7 +10,10 @@ ports (configured port + 1 + i; `admin.i` in the ready file):
 - `/ready`: 200 when every worker has started and answers its own `/ready` with 200, else 503; JSON: each
   worker's state;
 - `/health`: 200 while the supervisor runs;
-- anything else: 404 naming the workers' admin addresses (the console and `/api/…` are each worker's own).
+- the console (`/`) and its endpoints over every worker: `/api/topics` (each worker's partitions, marked with
+  their `worker`), `/api/groups` (worker 0's — it keeps the offsets and the Kafka groups — with the lag of the
+  other workers' partitions filled in from their log ends), `/api/rates` (added up), and the message browser's
+  `/api/topics/<t>/partitions/<p>/messages` (asked of the partition's owner).
 
 Each worker is asked over its own admin address (`SCRAPE_TIMEOUT` seconds at most, the workers at once); a worker
 that does not answer — stopped, being started again — leaves its series out of that scrape and reads
@@ -25,13 +28,18 @@ import ssl
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
+from urllib.parse import unquote
 
+import orjson
 import trio
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
+from logway.storage.engine import Share
+
+from .api import console_file
 from .http import NO_STORE, AdminConnections, HttpAnswer, serve_http
 from .http import json_answer as _json
 from .http import text_answer as _text
@@ -178,9 +186,21 @@ class SupervisorAdmin:
             return await trio.to_thread.run_sync(self._metrics, abandon_on_cancel=True)
         if path == "/ready":
             return await trio.to_thread.run_sync(self._ready, abandon_on_cancel=True)
-        addresses = ", ".join(self._url(a) + "/" for a in self.view.admin_addresses() if a is not None)
-        return _json(404, {"error": f"not found: {path[:200]} (the supervisor of {self.view.count} workers serves "
-                                    f"/metrics, /ready and /health; each worker's console and /api: {addresses})"})
+        console = console_file(path)
+        if console is not None:
+            return console
+        segments = [unquote(s) for s in path.split("/")[2:]] if path.startswith("/api/") else []
+        if segments == ["topics"]:
+            return await trio.to_thread.run_sync(self._topics, abandon_on_cancel=True)
+        if segments == ["groups"]:
+            return await trio.to_thread.run_sync(self._groups, abandon_on_cancel=True)
+        if segments == ["rates"]:
+            return await trio.to_thread.run_sync(self._rates, abandon_on_cancel=True)
+        if len(segments) == 5 and segments[0] == "topics" and segments[2] == "partitions" \
+                and segments[4] == "messages":
+            return await trio.to_thread.run_sync(self._messages, segments[1], segments[3], target,
+                                                 abandon_on_cancel=True)
+        return _json(404, {"error": f"not found: {path[:200]}"})
 
     def _metrics(self) -> HttpAnswer:
         answers = self._ask_all("/metrics")
@@ -202,7 +222,96 @@ class SupervisorAdmin:
             else:
                 workers[str(i)] = "ready" if status == 200 else "not ready"
         ready = all(state == "ready" for state in workers.values())
-        return _json(200 if ready else 503, {"ready": ready, "workers": workers})
+        state = "ready" if ready else ", ".join(f"worker {i} {s}" for i, s in workers.items() if s != "ready")
+        listeners = {f"admin.{i}": "%s:%d" % tuple(a) for i, a in enumerate(self.view.admin_addresses()) if a}
+        return _json(200 if ready else 503, {"ready": ready, "state": state, "workers": workers,
+                                             "listeners": listeners})
+
+    # -- the console's endpoints, over every worker ----------------------------------------------------------
+    def _topics(self) -> HttpAnswer:
+        topics, missing = self._merged_topics()
+        return _json(200, {"topics": topics, "workers_not_answering": missing})
+
+    def _merged_topics(self) -> tuple[list[dict], list[int]]:
+        """Every worker's /api/topics as one list (each partition from its owner, marked with `worker`), and the
+        workers that did not answer (their partitions are missing)."""
+        answers = self._ask_all("/api/topics")
+        merged: dict[str, dict] = {}
+        for i, (status, body) in sorted(answers.items()):
+            if status != 200:
+                continue
+            for topic in orjson.loads(body)["topics"]:
+                into = merged.setdefault(topic["name"], {"name": topic["name"], "format": topic["format"],
+                                                         "partitions": [], "size_bytes": 0, "records": 0})
+                into["partitions"] += [{**p, "worker": i} for p in topic["partitions"]]
+                into["size_bytes"] += topic["size_bytes"]
+                into["records"] += topic["records"]
+        for topic in merged.values():
+            topic["partitions"].sort(key=lambda p: p["partition"])
+        missing = [i for i in range(self.view.count) if answers.get(i, (None,))[0] != 200]
+        return [merged[name] for name in sorted(merged)], missing
+
+    def _groups(self) -> HttpAnswer:
+        """Worker 0's groups (it keeps every committed offset and the Kafka groups), with the end and lag of the
+        partitions the other workers own filled in from their topics."""
+        addresses = self.view.admin_addresses()
+        coordinator = self._pool.submit(self._ask, addresses[0], "/api/groups") if addresses and addresses[0] \
+            else None
+        topics, _ = self._merged_topics()
+        try:
+            status, body = coordinator.result() if coordinator is not None else (None, b"")
+        except (OSError, http.client.HTTPException, ValueError):
+            status = None
+        if status != 200:
+            return _json(503, {"error": "worker 0 (the group coordinator) did not answer"})
+        ends = {(t["name"], p["partition"]): p["last_stable_offset"] for t in topics for p in t["partitions"]}
+        groups = orjson.loads(body)["groups"]
+        for group in groups:
+            for row in group["partitions"]:
+                end = ends.get((row["topic"], row["partition"]))
+                if row["end"] is None and end is not None:
+                    row["end"], row["lag"] = end, max(end - row["committed"], 0)
+            group["lag"] = sum(row["lag"] or 0 for row in group["partitions"])
+        return _json(200, {"groups": groups})
+
+    def _rates(self) -> HttpAnswer:
+        """Every worker's /api/rates added up: per protocol and field, the per-second rates of the workers' last
+        samples added from the newest back (each worker samples each second on its own clock), and the totals."""
+        out = None
+        for _, (status, body) in sorted(self._ask_all("/api/rates").items()):
+            if status != 200:
+                continue
+            rates = orjson.loads(body)
+            if out is None:
+                out = rates
+                continue
+            for name, series in rates["protocols"].items():
+                into = out["protocols"].setdefault(name, {})
+                for field, values in series.items():
+                    target = into.setdefault(field, [0.0] * len(out["t"]))
+                    for k in range(1, min(len(target), len(values)) + 1):
+                        target[-k] = round(target[-k] + values[-k], 3)
+            for name, totals in rates["totals"].items():
+                into = out["totals"].setdefault(name, {})
+                for field, value in totals.items():
+                    into[field] = into.get(field, 0) + value
+        if out is None:
+            return _json(503, {"error": "no worker answered"})
+        return _json(200, out)
+
+    def _messages(self, topic: str, partition: str, target: str) -> HttpAnswer:
+        """The message browser's request, asked of the partition's owner (worker 0 answers a partition that is
+        not a number: its 400)."""
+        owner = Share(self.view.count).owner(topic, int(partition)) if partition.isdigit() else 0
+        addresses = self.view.admin_addresses()
+        address = addresses[owner] if owner < len(addresses) else None
+        try:
+            if address is None:
+                raise OSError("not started")
+            status, body = self._ask(address, target)
+        except (OSError, http.client.HTTPException, ValueError):
+            return _json(503, {"error": f"worker {owner}, the partition's owner, did not answer"})
+        return status, [("Content-Type", "application/json"), NO_STORE], body
 
     def _ask_all(self, path: str) -> dict[int, tuple[int, bytes]]:
         """(status, body) of `path` from every worker that answered (its admin address known), asked at once."""

@@ -296,11 +296,90 @@ def test_the_supervisors_admin_listener_answers_for_every_worker(gw):
         assert starts[f'logway_start_time_seconds{{worker="{i}"}}'] == own_start
         assert starts[f'logway_worker_up{{worker="{i}"}}'] == 1
     status, body = get("admin", "/ready")
-    assert status == 200 and json.loads(body) == {"ready": True, "workers": {"0": "ready", "1": "ready"}}
-    assert get("admin.1", "/ready")[0] == 200 and "<html" in get("admin.0", "/")[1].lower()  # a worker's console
+    assert status == 200 and json.loads(body)["workers"] == {"0": "ready", "1": "ready"}
+    assert get("admin.1", "/ready")[0] == 200
+    assert "<html" in get("admin.0", "/")[1].lower() and get("admin", "/")[1] == get("admin.0", "/")[1]  # consoles
     with pytest.raises(urllib.error.HTTPError) as caught:
-        get("admin", "/api/topics")
-    assert caught.value.code == 404 and "%s:%d" % gw.addresses["admin.1"] in caught.value.read().decode()
+        get("admin", "/api/nothing")
+    assert caught.value.code == 404
+
+
+def test_the_supervisors_console_shows_every_workers_partitions_groups_and_records(gw):
+    """The console on the supervisor's admin port: topics with each worker's partitions, worker 0's groups with
+    the lag of worker 1's partitions too, rates added up, and the message browser asking the partition's owner."""
+    name, group = "console-" + uuid.uuid4().hex[:8], "cg-" + uuid.uuid4().hex[:6]
+    owners = [Share(2).owner(name, p) for p in range(PARTITIONS)]
+    with NativeClient(*gw.native) as c:
+        c.create_topic(name, PARTITIONS)
+        for p in range(PARTITIONS):
+            c.produce(name, p, [b"v%d" % p] * (p + 1))  # log ends 1, 2, 3, 4
+            assert c.commit(name, p, group, 1)
+
+    def get(admin: str, path: str):
+        with urllib.request.urlopen("http://%s:%d%s" % (*gw.addresses[admin], path), timeout=10) as answer:
+            return json.loads(answer.read())
+
+    topic = next(t for t in get("admin", "/api/topics")["topics"] if t["name"] == name)
+    assert [(p["partition"], p["worker"], p["log_end_offset"]) for p in topic["partitions"]] == [
+        (p, owners[p], p + 1) for p in range(PARTITIONS)]
+    assert topic["records"] == sum(range(1, PARTITIONS + 1)) and 0 in owners and 1 in owners
+    listed = next(g for g in get("admin", "/api/groups")["groups"] if g["group"] == group)
+    assert [(r["partition"], r["end"], r["lag"]) for r in listed["partitions"]] == [
+        (p, p + 1, p) for p in range(PARTITIONS)]  # worker 1's ends filled in (worker 0 alone has None there)
+    assert listed["lag"] == sum(range(PARTITIONS))
+    alone = next(g for g in get("admin.0", "/api/groups")["groups"] if g["group"] == group)
+    assert [r["end"] is None for r in alone["partitions"]] == [o == 1 for o in owners]
+    theirs = owners.index(1)
+    browsed = get("admin", f"/api/topics/{name}/partitions/{theirs}/messages?last=2")
+    assert [m["value"]["text"] for m in browsed["messages"]] == [f"v{theirs}"] * min(2, theirs + 1)
+    totals = get("admin", "/api/rates")["totals"]["native"]["records_in"]
+    assert totals == sum(get(f"admin.{i}", "/api/rates")["totals"]["native"]["records_in"] for i in (0, 1))
+    ready = get("admin", "/ready")  # what the console's status badge shows
+    assert ready["state"] == "ready" and set(ready["listeners"]) == {"admin.0", "admin.1"}
+
+
+@pytest.mark.slow
+def test_the_supervisors_console_in_headless_chromium(gw, chromium):
+    """The console page of the supervisor's admin port, in a browser: every worker's partitions, the lag of worker
+    1's partitions, the message browser reading from worker 1, no script error."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    name, group = "web-" + uuid.uuid4().hex[:8], "wg-" + uuid.uuid4().hex[:6]
+    owners = [Share(2).owner(name, p) for p in range(PARTITIONS)]
+    with NativeClient(*gw.native) as c:
+        c.create_topic(name, PARTITIONS)
+        for p in range(PARTITIONS):
+            c.produce(name, p, [b"<i>from %d</i>" % p] * (p + 1))
+            assert c.commit(name, p, group, 0)
+
+    def read(what):  # the console re-renders every 2 s: read again while elements are replaced
+        return WebDriverWait(chromium, 20, ignored_exceptions=[StaleElementReferenceException]).until(
+            lambda d: (what(d),))[0]
+
+    def rows(d, selector):
+        return [[c.text for c in r.find_elements(By.TAG_NAME, "td")]
+                for r in d.find_elements(By.CSS_SELECTOR, selector)]
+
+    wait = WebDriverWait(chromium, 20)
+    chromium.get("http://%s:%d/" % gw.addresses["admin"])
+    topic_rows = f'#topics tbody tr[data-topic="{name}"]'
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, topic_rows)) == PARTITIONS)
+    assert [r[2:5] for r in read(lambda d: rows(d, topic_rows))] == [
+        [str(p), "0", str(p + 1)] for p in range(PARTITIONS)]
+    lag_cells = f'#groups tbody tr[data-group="{group}"] td.lag'
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, lag_cells)) == PARTITIONS)
+    assert read(lambda d: [c.text for c in d.find_elements(By.CSS_SELECTOR, lag_cells)]) == [
+        str(p + 1) for p in range(PARTITIONS)]  # worker 1's partitions too
+    theirs = owners.index(1)
+    WebDriverWait(chromium, 20, ignored_exceptions=[StaleElementReferenceException]).until(
+        lambda d: d.find_element(By.CSS_SELECTOR, f'{topic_rows}[data-partition="{theirs}"] button').click() or True)
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#messages tbody tr")) == theirs + 1)
+    assert read(lambda d: [r[3] for r in rows(d, "#messages tbody tr")]) == [f"<i>from {theirs}</i>"] * (theirs + 1)
+    wait.until(lambda d: d.find_element(By.ID, "status").text == "ready")
+    errors = [e for e in chromium.get_log("browser") if e["level"] == "SEVERE"]
+    assert not errors, errors
 
 
 def _values(part, seq=1):

@@ -19,6 +19,7 @@ from logway.clients.tank import TankClient
 from logway.gateway.admin.supervisor import SupervisorAdmin, WorkerView, merge_expositions
 from logway.gateway.config import TlsSettings
 from logway.gateway.tls import server_ssl_context
+from logway.storage.engine import Share
 
 from ..certs import self_signed
 
@@ -92,17 +93,20 @@ def test_ready_is_503_until_every_worker_started_and_answers(worker):
     admin = _admin(WorkerView(2, lambda: addresses, started.get, lambda i: 0))
     try:
         status, body = _get(admin.address, "/ready")
-        assert status == 503 and orjson.loads(body) == {"ready": False, "workers": {"0": "ready", "1": "starting"}}
+        assert status == 503 and orjson.loads(body)["workers"] == {"0": "ready", "1": "starting"}
+        assert orjson.loads(body)["state"] == "worker 1 starting"
         started[1] = True
         status, body = _get(admin.address, "/ready")
         assert status == 503 and orjson.loads(body)["workers"] == {"0": "ready", "1": "not answering"}
         addresses[1] = worker.addresses["admin"]  # (both "workers" answer now)
         status, body = _get(admin.address, "/ready")
-        assert status == 200 and orjson.loads(body) == {"ready": True, "workers": {"0": "ready", "1": "ready"}}
+        assert status == 200 and orjson.loads(body) == {
+            "ready": True, "state": "ready", "workers": {"0": "ready", "1": "ready"},
+            "listeners": {f"admin.{i}": "%s:%d" % worker.addresses["admin"] for i in (0, 1)}}
         status, body = _get(admin.address, "/health")
         assert status == 200 and orjson.loads(body) == {"status": "live", "workers": 2}
-        status, body = _get(admin.address, "/api/topics")
-        assert status == 404 and "http://%s:%d/" % worker.addresses["admin"] in orjson.loads(body)["error"]
+        status, body = _get(admin.address, "/api/nothing")
+        assert status == 404 and orjson.loads(body) == {"error": "not found: /api/nothing"}
         assert _get(admin.address, "/metrics", "POST")[0] == 405
     finally:
         admin.close()
@@ -195,5 +199,30 @@ def test_bench_readings_sum_the_workers(worker):
         for name in ("transcoded_reads", "transcoded_reads_shared", "transcoded_batches"):
             assert both[name] == [2 * own[name][0]], name
         assert both["python_gc_threshold"] == own["python_gc_threshold"]  # a setting: not summed
+    finally:
+        admin.close()
+
+
+def test_the_console_endpoints_say_which_worker_did_not_answer(worker):
+    """Worker 0 is a dead port here and the real gateway plays worker 1: topics come from whoever answered (and say
+    who did not), groups need worker 0 (the coordinator), the message browser needs the partition's owner."""
+    dead = _dead_address()
+    admin = _admin(WorkerView(2, lambda: [dead, worker.addresses["admin"]], lambda i: True, lambda i: 0))
+    with NativeClient(*worker.addresses["native"]) as native:
+        native.create_topic("halves", 2)
+        native.produce("halves", 0, [b"a"])
+    try:
+        status, body = _get(admin.address, "/api/topics")
+        listed = orjson.loads(body)
+        assert status == 200 and listed["workers_not_answering"] == [0]
+        halves = next(t for t in listed["topics"] if t["name"] == "halves")
+        assert [(p["partition"], p["worker"]) for p in halves["partitions"]] == [(0, 1), (1, 1)]
+        status, body = _get(admin.address, "/api/groups")
+        assert status == 503 and orjson.loads(body) == {"error": "worker 0 (the group coordinator) did not answer"}
+        on_dead = Share(2).owner("halves", 0) == 0
+        status, body = _get(admin.address, f"/api/topics/halves/partitions/{0 if on_dead else 1}/messages")
+        assert status == 503 and orjson.loads(body) == {"error": "worker 0, the partition's owner, did not answer"}
+        status, body = _get(admin.address, "/api/rates")
+        assert status == 200 and "native" in orjson.loads(body)["totals"]
     finally:
         admin.close()
