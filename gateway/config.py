@@ -238,6 +238,9 @@ class Config:
                                 "admin port serves every worker's metrics, readiness and console, each worker's "
                                 "own admin listener is on the next ports; needs Linux — see "
                                 "[docs/scaling.md](docs/scaling.md))")
+    worker_refresh_ms: int = setting(1000, "with workers > 1, how often each worker also looks at every topic for "
+                                           "changes the others made (it is told of each change at once; this "
+                                           "catches what a lost message missed)", minimum=50, maximum=3_600_000)
     count_calls: bool = setting(False, "count the event loop's function calls (`logway_python_calls_total`): a "
                                        "benchmark aid that makes the gateway several times slower",
                                 more="(`logway bench requests --count-calls`)")

@@ -29,9 +29,10 @@ never TLS; `forwarding.py`), and one on committed offsets or groups to worker 0.
   gateway starts stops the start (exit 2 or 1 as the worker: a port in use, a locked directory).
 - `WorkerRole` (in each worker, from the environment): its index, the ownership (`share`), the Kafka brokers'
   addresses and the workers' native and TANK relay sockets, the control socket (when it closes — the supervisor
-  died — the worker shuts down), and `refresh`: topics other workers created, deleted, grew or reconfigured (on
-  demand, and every `REFRESH_INTERVAL`) — or `look_up` for the topics a request named that this worker does not
-  know.
+  died — the worker shuts down), and `refresh`: topics other workers created, deleted, grew or reconfigured —
+  told at once (a worker that makes a change tells the supervisor, which tells the others: `topics_changed`,
+  `refresh`), and looked for on demand and every `worker_refresh_ms` — or `look_up` for the topics a request named
+  that this worker does not know.
 """
 
 from __future__ import annotations
@@ -60,10 +61,10 @@ from .relays import RELAYS_SUPPORTED, bind_relay, new_run, relay_address
 
 log = logging.getLogger("logway.workers")
 
-__all__ = ["WorkerRole", "supervise", "worker_overrides", "REFRESH_INTERVAL"]
+__all__ = ["WorkerRole", "supervise", "worker_overrides", "REFRESH_MIN"]
 
-#: How often a worker looks for topic changes made by the others (also: on demand, at most every REFRESH_MIN).
-REFRESH_INTERVAL = 1.0
+#: A worker's on-demand look at every topic happens at most every REFRESH_MIN seconds (besides being told of each
+#: change, and looking every `worker_refresh_ms`).
 REFRESH_MIN = 0.05
 _ENV, _ENV_FD, _ENV_ENTRIES = "LOGWAY_WORKER", "LOGWAY_WORKER_FD", "LOGWAY_WORKER_ENTRIES"
 _ENV_RELAYS = "LOGWAY_WORKER_RELAYS"
@@ -109,6 +110,8 @@ class WorkerRole:
         self._joined = trio.Event()
         self._refreshed_at = -math.inf
         self._refreshing: trio.Event | None = None
+        self._changed: set[str] = set()  # topics this worker changed, not yet told to the supervisor
+        self._changes = trio.Event()
 
     @classmethod
     def from_env(cls, env=None) -> "WorkerRole | None":
@@ -166,20 +169,42 @@ class WorkerRole:
 
     # -- while serving ---------------------------------------------------------------------------------------
     async def run(self, gateway) -> None:
-        """Background work for the gateway's life: topic changes every REFRESH_INTERVAL, and the supervisor's
-        socket (closed: the supervisor died, so this worker stops instead of serving on alone)."""
+        """Background work for the gateway's life: the supervisor's socket — the topic changes other workers made,
+        told at once (`refresh` messages), and its end (the supervisor died, so this worker stops instead of
+        serving on alone) —, telling the supervisor of the topic changes this worker makes, and every
+        `worker_refresh_ms` a look at every topic (what a message could have missed)."""
+        token = trio.lowlevel.current_trio_token()
+        gateway.engine.on_shared_change = lambda name: token.run_sync_soon(self._note_change, name)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._watch_supervisor, gateway)
+            nursery.start_soon(self._tell_changes)
             while True:
-                await trio.sleep(REFRESH_INTERVAL)
+                await trio.sleep(gateway.config.worker_refresh_ms / 1000)
                 await self.refresh(gateway.engine)
+
+    def _note_change(self, name: str) -> None:
+        self._changed.add(name)
+        self._changes.set()
+
+    async def _tell_changes(self) -> None:
+        """Send the supervisor the topics this worker created, deleted or changed (it tells the other workers)."""
+        await self._joined.wait()
+        while self._control is not None:
+            await self._changes.wait()
+            self._changes = trio.Event()
+            names, self._changed = sorted(self._changed), set()
+            try:
+                await self._send({"topics_changed": names})
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                return  # the supervisor is gone: _watch_supervisor shuts the worker down
 
     async def _watch_supervisor(self, gateway) -> None:
         await self._joined.wait()
         if self._control is None:
             return
-        while await self._receive() is not None:
-            pass
+        while (message := await self._receive()) is not None:
+            if isinstance(message.get("refresh"), list):  # topics another worker changed just now
+                await self.look_up(gateway.engine, [str(name) for name in message["refresh"]])
         if gateway.state not in ("stopping", "stopped"):
             log.error("worker %d: the supervisor went away: shutting down", self.index)
         gateway.request_shutdown()
@@ -497,6 +522,10 @@ def _run(workers: list[_Worker], selector: selectors.BaseSelector, ready_file: s
                     w.listening, w.kafka = message["listening"], message["kafka"]
                 elif message.get("ready"):
                     w.ready = True
+                elif "topics_changed" in message:  # tell the others now (they also look every worker_refresh_ms)
+                    for other in workers:
+                        if other is not w and other.told:
+                            other.send({"refresh": message["topics_changed"]})
             if w.closed:
                 selector.unregister(w.control)
         if stopping():

@@ -38,8 +38,9 @@ clears tmp/ and trash/, checks the topic directories and opens no partition and 
 (`Share(N, worker=i, clean_start=...)`) locks workers/<i>/.lock, opens its own partitions — the others are
 `ForeignPartition` stubs, and a topic's `partitions` is then a `WorkerPartitions` (len() = the partition count,
 [p] = the log or the stub, iteration = this worker's logs only) — and sees other workers' topic changes with
-`refresh()`. Topic creation, deletion and changes are serialized across workers by workers/admin.lock. With
-`share=None` (one process, the default) none of this applies.
+`refresh()`. Topic creation, deletion and changes are serialized across workers by workers/admin.lock, and each
+one made calls `on_shared_change(name)` when set (from the thread that made it), so the caller can tell the other
+workers at once. With `share=None` (one process, the default) none of this applies.
 """
 
 from __future__ import annotations
@@ -182,6 +183,8 @@ class LogEngine:
         self._lock = threading.Lock()
         self._closed = False
         self._stamps: dict[str, tuple[int, int, int]] = {}  # share mode: topic.json as last read, per topic
+        #: Share mode: called with a topic's name after this engine created, deleted or changed it (any thread).
+        self.on_shared_change: Callable[[str], None] | None = None
         makedirs_durably(self.data_dir)
         self._quarantine_dir = os.path.join(self.data_dir, "quarantine")
         own_dir = self.data_dir if worker is None else os.path.join(self.data_dir, "workers", str(worker))
@@ -640,6 +643,8 @@ class LogEngine:
             yield
         finally:
             os.close(fd)  # (releases the flock)
+        if self.on_shared_change is not None:  # made: the other workers may be told at once
+            self.on_shared_change(name)
 
     def _stamp(self, name: str) -> None:
         """Share mode: remember topic.json as this engine wrote it (not to read it back at the next refresh)."""

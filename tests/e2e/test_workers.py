@@ -61,6 +61,9 @@ def test_workers_engines_own_their_partitions_and_see_each_others_topic_changes(
         LogEngine(data, STORAGE_FORMATS)
     w0 = LogEngine(data, STORAGE_FORMATS, share=Share(2, 0, supervisor.clean_start))
     w1 = LogEngine(data, STORAGE_FORMATS, share=Share(2, 1, supervisor.clean_start))
+    told: list[tuple[int, str]] = []  # each change made, as the engine reports it for the other workers
+    w0.on_shared_change = lambda name: told.append((0, name))
+    w1.on_shared_change = lambda name: told.append((1, name))
     topic = w0.create_topic("t", PARTITIONS)
     owners = [Share(2).owner("t", p) for p in range(PARTITIONS)]
     assert sorted(owners) == [0, 0, 1, 1]  # consecutive partitions on consecutive workers
@@ -84,6 +87,7 @@ def test_workers_engines_own_their_partitions_and_see_each_others_topic_changes(
     assert w0.producer_ids.next_id() < WORKER_PRODUCER_IDS <= w1.producer_ids.next_id()  # apart, whatever N
     w0.delete_topic("t")
     assert w1.refresh() == ["t"] and list(w1.topics_by_name) == ["u"]
+    assert told == [(0, "t"), (1, "t"), (1, "t"), (0, "u"), (0, "t")]  # the refused creation is not a change
     for engine in (w0, w1):
         engine.close()
     supervisor.close()  # it, not the workers, marks the directory cleanly shut down
@@ -254,7 +258,7 @@ def test_native_requests_through_any_worker_reach_the_partitions_owner(gw):
         assert {g.group_id for g in direct.list_groups()} >= {"g-native", "g-via-1"}
         assert direct.delete_topic(name)  # relayed to worker 0: the topic's committed offsets go with it
         assert not {"g-native", "g-via-1"} & {g.group_id for g in c.list_groups()}
-        deadline = time.monotonic() + 5  # (a worker sees another's topic changes within REFRESH_INTERVAL)
+        deadline = time.monotonic() + 5  # (a worker is told of another's topic changes: within milliseconds)
         while name in {t.name for t in c.list_topics()}:
             assert time.monotonic() < deadline, "the deleted topic is still listed"
             time.sleep(0.1)
@@ -826,6 +830,40 @@ def test_sigterm_stops_every_worker_cleanly_and_one_process_reads_their_partitio
         consumer.close()
     finally:
         assert single.stop() == 0
+
+
+def test_topic_changes_one_worker_makes_reach_the_other_at_once(tmp_path):
+    """With the periodic look at every topic set to 10 minutes, worker 1 still sees the partitions, configuration
+    and deletion worker 0 makes within seconds: worker 0 told the supervisor, which told worker 1 (fails without)."""
+    gw = GatewayProcess(str(tmp_path / "data"), "workers=2", "worker_refresh_ms=600000", "log_level=WARNING")
+
+    def soon(check, what: str) -> None:
+        deadline = time.monotonic() + 10
+        while not check():
+            assert time.monotonic() < deadline, f"worker 1 did not see {what}"
+            time.sleep(0.02)
+
+    try:
+        name = "told-" + uuid.uuid4().hex[:6]
+        with NativeClient(*gw.addresses["native.0"]) as zero, NativeClient(*gw.addresses["native.1"]) as one:
+            assert zero.create_topic(name, 2)
+            assert len(one.describe_topic(name).partitions) == 2  # (an unknown name is looked up at once anyway)
+            zero.create_partitions(name, 4)
+            soon(lambda: len(one.describe_topic(name).partitions) == 4, "the new partitions")
+            zero.alter_topic_config(name, set={"retention.ms": 123_456})
+            soon(lambda: one.describe_topic_config(name, ["retention.ms"])[0].value == 123_456, "the new config")
+            assert zero.delete_topic(name)
+
+            def gone() -> bool:
+                try:
+                    one.describe_topic(name)
+                except NativeError as exc:
+                    assert "topic not found" in str(exc)
+                    return True
+                return False
+            soon(gone, "the deletion")
+    finally:
+        assert gw.stop() == 0
 
 
 def test_a_dead_worker_is_started_again_on_its_ports_with_its_data(tmp_path):
