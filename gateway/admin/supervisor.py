@@ -176,6 +176,13 @@ class SupervisorAdmin:
 
     # -- answers ---------------------------------------------------------------------------------------------
     async def handle(self, method: str, target: str) -> HttpAnswer:
+        try:
+            return await self._answer(method, target)
+        except Exception as exc:  # a bug must not cost the connection more than this answer
+            log.exception("admin: %s %s failed", method, target[:200])
+            return _json(500, {"error": f"internal error: {type(exc).__name__}"})
+
+    async def _answer(self, method: str, target: str) -> HttpAnswer:
         path = target.split("?", 1)[0] or "/"
         if method not in ("GET", "HEAD"):
             return _text(405, f"method {method} not allowed: the admin endpoints are GET only",
@@ -302,7 +309,8 @@ class SupervisorAdmin:
     def _messages(self, topic: str, partition: str, target: str) -> HttpAnswer:
         """The message browser's request, asked of the partition's owner (worker 0 answers a partition that is
         not a number: its 400)."""
-        owner = Share(self.view.count).owner(topic, int(partition)) if partition.isdigit() else 0
+        number = partition.isascii() and partition.isdigit() and int(partition)
+        owner = Share(self.view.count).owner(topic, number) if number is not False else 0
         addresses = self.view.admin_addresses()
         address = addresses[owner] if owner < len(addresses) else None
         try:

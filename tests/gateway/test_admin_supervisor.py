@@ -224,5 +224,7 @@ def test_the_console_endpoints_say_which_worker_did_not_answer(worker):
         assert status == 503 and orjson.loads(body) == {"error": "worker 0, the partition's owner, did not answer"}
         status, body = _get(admin.address, "/api/rates")
         assert status == 200 and "native" in orjson.loads(body)["totals"]
+        status, body = _get(admin.address, "/api/topics/halves/partitions/%C2%B2/messages")  # "²": not a number
+        assert status == 503 and "worker 0" in orjson.loads(body)["error"]  # (worker 0 would answer it 400)
     finally:
         admin.close()
