@@ -59,8 +59,11 @@ class RepeatLimiter(logging.Filter):
             return False
         seen[1] += 1
         if seen[2]:
-            record.msg = f"{record.getMessage()} ({seen[2]:,} more like this were not logged)"
-            record.args = None
+            try:
+                message = record.getMessage()
+            except Exception:  # a bad log call: the handler reports it as it would have
+                return True
+            record.msg, record.args = f"{message} ({seen[2]:,} more like this were not logged)", None
             seen[2] = 0
         return True
 

@@ -174,7 +174,14 @@ class WorkerRole:
         serving on alone) —, telling the supervisor of the topic changes this worker makes, and every
         `worker_refresh_ms` a look at every topic (what a message could have missed)."""
         token = trio.lowlevel.current_trio_token()
-        gateway.engine.on_shared_change = lambda name: token.run_sync_soon(self._note_change, name)
+
+        def changed(name: str) -> None:  # (from the thread that made the change)
+            try:
+                token.run_sync_soon(self._note_change, name)
+            except trio.RunFinishedError:
+                pass  # shutting down: the others see it at their next look
+
+        gateway.engine.on_shared_change = changed
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._watch_supervisor, gateway)
             nursery.start_soon(self._tell_changes)

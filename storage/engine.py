@@ -644,7 +644,10 @@ class LogEngine:
         finally:
             os.close(fd)  # (releases the flock)
         if self.on_shared_change is not None:  # made: the other workers may be told at once
-            self.on_shared_change(name)
+            try:
+                self.on_shared_change(name)
+            except Exception:  # the change is made and durable: a failed notice must not undo the caller's answer
+                log.exception("%s: telling the other workers of topic %s's change failed", self._topics_dir, name)
 
     def _stamp(self, name: str) -> None:
         """Share mode: remember topic.json as this engine wrote it (not to read it back at the next refresh)."""

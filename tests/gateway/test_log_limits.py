@@ -75,3 +75,18 @@ def test_limit_zero_logs_everything(logged):
     for _ in range(50):
         log.warning("again")
     assert len(lines) == 50 and limiter.suppressed == {}
+
+
+def test_a_bad_log_call_past_the_limit_does_not_raise_at_the_call_site():
+    """The line that carries the count formats the message first; a call whose arguments do not fit its format is
+    let through to the handler (which reports it as logging does), not raised where it was logged."""
+    clock = Clock()
+    limiter = RepeatLimiter(1, clock)
+
+    def record(arg):
+        return logging.LogRecord("logway.test.bad", logging.WARNING, __file__, 1, "count %d", (arg,), None)
+
+    assert limiter.filter(record(1)) and not limiter.filter(record(2))  # the second one is left out
+    clock.now += WINDOW
+    bad = record("not a number")
+    assert limiter.filter(bad) is True and bad.msg == "count %d"  # untouched: the handler's error to report
