@@ -325,7 +325,8 @@ class ListTopicsResponse:
 @dataclass(frozen=True, slots=True)
 class PartitionSummary:
     """One entry of `DescribeTopicResponse`: the partition's retained offset range [start, end); with `details`
-    asked for, its size on disk (bytes) and segment count too; with `at_timestamp`, `timestamp_offset`: where a
+    asked for, its size on disk (bytes), segment count and last stable offset (where committed reads stop: below
+    the end while a transaction is open) too; with `at_timestamp`, `timestamp_offset`: where a
     reader starting at that time begins — the first retained record whose timestamp is at or after it, or the log
     end when there is none (None when not asked for)."""
 
@@ -335,6 +336,7 @@ class PartitionSummary:
     size_bytes: int | None = None
     segments: int | None = None
     timestamp_offset: int | None = None
+    last_stable_offset: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

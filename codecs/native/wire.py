@@ -486,6 +486,7 @@ def _partition_summary(item: Any) -> PartitionSummary:
         _opt_int(item.get("size_bytes"), "size_bytes", MAX_OFFSET),
         _opt_int(item.get("segments"), "segments", MAX_OFFSET),
         _opt_int(item.get("timestamp_offset"), "timestamp_offset", MAX_OFFSET),
+        _opt_int(item.get("last_stable_offset"), "last_stable_offset", MAX_OFFSET),
     )
 
 
@@ -794,6 +795,8 @@ def _enc_partition_summary(p: PartitionSummary) -> dict:
         item["segments"] = _int(p.segments, "segments", MAX_OFFSET)
     if p.timestamp_offset is not None:
         item["timestamp_offset"] = _int(p.timestamp_offset, "timestamp_offset", MAX_OFFSET)
+    if p.last_stable_offset is not None:
+        item["last_stable_offset"] = _int(p.last_stable_offset, "last_stable_offset", MAX_OFFSET)
     return item
 
 

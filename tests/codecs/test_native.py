@@ -202,6 +202,7 @@ RESPONSES = [
     native.DescribeTopicResponse("a", [native.PartitionSummary(0, 10, 20)]),
     native.DescribeTopicResponse("a", [native.PartitionSummary(0, 10, 20, timestamp_offset=15),
                                        native.PartitionSummary(1, 0, 0, 4096, 1, 0)], "kafka"),
+    native.DescribeTopicResponse("a", [native.PartitionSummary(0, 10, 20, 4096, 1, last_stable_offset=17)], "tank"),
     native.PongResponse(),
     *(native.TxnResponse(state) for state in ("ok", "ongoing", "completing", "committed", "aborted")),
     native.ErrorResponse("offset out of range"),

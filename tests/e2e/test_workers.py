@@ -712,6 +712,26 @@ def _open_transaction(gw) -> tuple[str, Producer]:
     return topic, producer
 
 
+def test_group_admin_ends_every_workers_partition_at_its_last_stable_offset(gw):
+    """While a transaction holds records in every partition, a group's description and a reset to latest stop at
+    the last stable offset, for worker 1's partitions (asked of it with DescribeTopic details) as for worker 0's."""
+    topic, producer = _open_transaction(gw)  # 2 uncommitted records in each partition
+    group = "lso-" + uuid.uuid4().hex[:6]
+    try:
+        with NativeClient(*gw.native) as c:
+            described = c.describe_topic(topic, details=True).partitions
+            assert [(s.log_end_offset, s.last_stable_offset) for s in described] == [(2, 0)] * PARTITIONS
+            for p in range(PARTITIONS):
+                assert c.commit(topic, p, group, 0)
+            assert [(x.log_end_offset, x.lag) for x in c.describe_group(group).partitions] == [(0, 0)] * PARTITIONS
+            latest = c.reset_group_offsets(group, "latest", validate_only=True)
+            assert [o.offset for o in latest.offsets] == [0] * PARTITIONS
+            producer.commit_transaction(30)
+            assert [(x.log_end_offset, x.lag) for x in c.describe_group(group).partitions] == [(3, 3)] * PARTITIONS
+    finally:
+        producer.flush(10)
+
+
 def test_a_transaction_open_when_its_partitions_worker_dies_commits_after_it_is_back(tmp_path):
     """Worker 1 is killed while a transaction has records in its partitions: started again, it finds them open
     and asks the coordinator (a single process would have aborted them, knowing no such transaction); the

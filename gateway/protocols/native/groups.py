@@ -11,9 +11,10 @@ state and commits in one step of the trio thread, so no member can join between 
 same guarantee Kafka gives: its coordinator refuses a member-less OffsetCommit for a non-Empty group).
 
 With `workers: N` (on worker 0, where the offsets live), the bounds of another worker's partitions — the log end a
-description shows, the earliest/latest a reset moves to — are asked of their owner (a DescribeTopic through
-`forward`, one per topic and owner: no transactions with N > 1, so its end is the last stable offset), and for a
-reset to a timestamp the offset the owner found for it in its segments (DescribeTopic's `at_timestamp`).
+description shows, the earliest/latest a reset moves to — are asked of their owner (a DescribeTopic with
+`details` through `forward`, one per topic and owner: its `last_stable_offset` is the end, as for this worker's
+partitions, below the high watermark while a transaction is open), and for a reset to a timestamp the offset the
+owner found for it in its segments (DescribeTopic's `at_timestamp`).
 """
 
 from __future__ import annotations
@@ -128,9 +129,9 @@ class GroupAdmin:
         return t is not None and partition < len(t.partitions) and type(t.partitions[partition]) is ForeignPartition
 
     async def _foreign_bounds(self, keys, at_timestamp: int | None = None) -> dict[tuple[str, int], tuple]:
-        """(log start, log end, offset at `at_timestamp` or None) of the other workers' partitions among `keys`,
-        asked of their owners (one DescribeTopic per topic and owner); a partition whose owner does not answer is
-        left out."""
+        """(log start, last stable offset, offset at `at_timestamp` or None) of the other workers' partitions among
+        `keys`, asked of their owners (one DescribeTopic per topic and owner); a partition whose owner does not
+        answer is left out."""
         if self.forward is None:
             return {}
         asks: dict[tuple[int, str], set[int]] = {}
@@ -140,11 +141,11 @@ class GroupAdmin:
                 asks.setdefault((owner, topic), set()).add(partition)
         out = {}
         for (owner, topic), wanted in sorted(asks.items()):
-            ask = nev.DescribeTopicRequest(topic, partitions=sorted(wanted), at_timestamp=at_timestamp)
+            ask = nev.DescribeTopicRequest(topic, details=True, partitions=sorted(wanted), at_timestamp=at_timestamp)
             answer = await self.forward.call_decoded(owner, ask)
             if type(answer) is nev.DescribeTopicResponse:
-                out.update({(topic, s.partition): (s.log_start_offset, s.log_end_offset, s.timestamp_offset)
-                            for s in answer.partitions if s.partition in wanted})
+                out.update({(topic, s.partition): (s.log_start_offset, s.last_stable_offset, s.timestamp_offset)
+                            for s in answer.partitions if s.partition in wanted and s.last_stable_offset is not None})
         return out
 
     def _targets(self, ev: nev.ResetGroupOffsetsRequest, committed) -> list[tuple[str, int]] | nev.ErrorResponse:
@@ -174,7 +175,8 @@ class GroupAdmin:
             if (topic, partition) in foreign:  # another worker's: what its owner answered
                 earliest, latest, at_time = foreign[(topic, partition)]
                 out.append(earliest if ev.to == "earliest" else latest if ev.to == "latest"
-                           else at_time if ev.to == "timestamp" else min(max(ev.value, earliest), latest))
+                           else min(at_time, latest) if ev.to == "timestamp"  # (the owner's "none": its end)
+                           else min(max(ev.value, earliest), latest))
                 continue
             plog = self.engine.partition(topic, partition)
             earliest, latest = plog.log_start_offset, plog.last_stable_offset
