@@ -202,7 +202,8 @@ class LoadReport:
     gateway_log_errors: list = field(default_factory=list)  # ERROR/CRITICAL/Traceback lines of its stderr
     gateway_log_warnings: int = 0
     gateway_exit: int | None = None
-    #: The gateway's metrics read as the load started and as it ended (`requests.metric_readings`; one worker only).
+    #: The gateway's metrics read as the load started and as it ended (`requests.metric_readings`; with workers:
+    #: N the supervisor's, summed over the workers).
     metrics_start: dict = field(default_factory=dict)
     metrics_end: dict = field(default_factory=dict)
 

@@ -30,6 +30,7 @@ not its name). Parts are shared: readers must not change them (`formats.RECORDS`
 from __future__ import annotations
 
 from collections import OrderedDict
+
 __all__ = ["TranscodedReads"]
 
 
@@ -53,8 +54,7 @@ class TranscodedReads:
     def shared(self, rng, offset: int, as_):
         """What `transcode` answered for the same slice (`storage.ReadSlice`) from the same offset in the same
         format, or None."""
-        seg = rng.segment
-        key = (seg, seg.generation, rng.position, rng.length, max(offset, rng.first_offset), as_)
+        key = _slice_key(rng, offset, as_)
         entry = self._entries.get(key)
         if entry is None:
             return None
@@ -111,8 +111,7 @@ class TranscodedReads:
             self.hits += 1
         read = as_.join(parts), count, first
         if len(parts) > 1:  # (one part is kept as its batch already)
-            self._put((segment, generation, position, rng.length, max(min_offset, first_offset), as_), read,
-                      rng.length)
+            self._put(_slice_key(rng, min_offset, as_), read, rng.length)
         return read
 
     def _part(self, key: tuple | None, view, pos: int, size: int, base: int, min_offset: int, stored, as_,
@@ -150,3 +149,10 @@ class TranscodedReads:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+def _slice_key(rng, offset: int, as_) -> tuple:
+    """The key of a read joined from several parts: the slice (segment, generation, position, length), the offset
+    asked for, the format."""
+    seg = rng.segment
+    return seg, seg.generation, rng.position, rng.length, max(offset, rng.first_offset), as_

@@ -133,11 +133,6 @@ class WorkerRole:
             raise ValueError(f"{_ENV}={text!r}: worker index out of range")
         return cls(index, count, bool(clean), fd, entries, relays)
 
-    @property
-    def suffix(self) -> str:
-        """"" for worker 0, ".i" for the others: how the ready file names a worker's listeners."""
-        return f".{self.index}" if self.index else ""
-
     # -- start-up --------------------------------------------------------------------------------------------
     async def join(self, gateway) -> None:
         """Tell the supervisor this worker's addresses; learn every Kafka broker's (called once the listeners are
@@ -282,7 +277,7 @@ class WorkerRole:
 # -- the supervisor ----------------------------------------------------------------------------------------------
 
 def worker_overrides(config: Config, index: int, ports: dict[str, int] | None = None) -> list[str]:
-    """The `--set` flags of worker `index`: each listener's port + index (0 stays 0: the worker picks one and
+    """The `--set` flags of worker `index`: each listener's own port (`_own_port`; 0 stays 0: the worker picks one and
     tells), but 0 for its own native and TANK listeners (the configured port is the shared one) — or, for a worker
     started again, the ports it had (`ports`: listener name -> port) —, and the advertised Kafka port likewise."""
     out = []
@@ -294,16 +289,22 @@ def worker_overrides(config: Config, index: int, ports: dict[str, int] | None = 
         elif name in SHARED:
             out.append(f"listeners.{name}.port=0")
         elif lc.port:
-            out.append(f"listeners.{name}.port={lc.port + index + (name == ADMIN)}")
+            out.append(f"listeners.{name}.port={_own_port(name, lc.port, index)}")
     if config.kafka.advertised_port:
         out.append(f"kafka.advertised_port={config.kafka.advertised_port + index}")
     return out
 
 
+def _own_port(name: str, port: int, index: int) -> int:
+    """Worker `index`'s own port for listener `name` configured on `port`: port + index — but port + 1 + index for
+    the admin listener, whose configured port the supervisor serves."""
+    return port + index + (name == ADMIN)
+
+
 def _port_problem(config: Config) -> str | None:
     last = config.workers - 1
     for name, lc in config.listeners.items():
-        top = lc.port + last + (name == ADMIN)
+        top = _own_port(name, lc.port, last)
         if lc.enabled and lc.port and top > 65535 and name not in SHARED:
             return (f"listeners.{name}.port {lc.port} + {top - lc.port} (worker {last}'s port) is beyond 65535: "
                     f"lower the port or workers")

@@ -131,6 +131,11 @@ def test_tls_files_that_cannot_be_read(tmp_path):
     assert not (tmp_path / "data").exists() or not any((tmp_path / "data").iterdir())  # refused before storage
 
 
+def test_a_workers_own_port_beyond_65535_is_a_configuration_error(tmp_path):
+    r = serve(tmp_path / "data", "--set", "workers=2", "--set", "listeners.admin.port=65534")
+    assert_one_line(r, "listeners.admin.port 65534 + 2 (worker 1's port) is beyond 65535")
+
+
 def test_tls_files_that_cannot_be_read_by_the_supervisors_admin_listener(tmp_path):
     r = serve(tmp_path / "data", "--set", "workers=2", "--set", "listeners.admin.tls=true",
               "--set", f"tls.cert_file={tmp_path}/nope.pem", "--set", f"tls.key_file={tmp_path}/nope.key")

@@ -39,7 +39,9 @@ from logway.codecs.kafka.records import encode_batch
 from logway.codecs.records import Record
 from logway.codecs.tank import ConsumeFlags
 from logway.codecs.tank.chunk import decode_chunk
+from logway.gateway.config import load_config
 from logway.gateway.formats import STORAGE_FORMATS
+from logway.gateway.workers import worker_overrides
 from logway.storage import LogEngine, StorageError, TopicExists
 from logway.storage.engine import WORKER_PRODUCER_IDS, ForeignPartition, PartitionNotOwned, Share
 
@@ -93,6 +95,17 @@ def test_workers_engines_own_their_partitions_and_see_each_others_topic_changes(
     supervisor.close()  # it, not the workers, marks the directory cleanly shut down
     assert os.path.exists(os.path.join(data, ".clean_shutdown"))
     LogEngine(data, STORAGE_FORMATS).close()  # and a single gateway opens it again
+
+
+def test_each_workers_own_ports_follow_the_configured_ones():
+    """Worker i listens on each configured port + i — the admin listener on + 1 + i, its configured port being the
+    supervisor's —, on an ephemeral port for the shared native and TANK ones, and where it was when started again."""
+    config = load_config(env={}, overrides=["workers=2", "listeners.kafka.port=9092", "listeners.admin.port=9644",
+                                            "listeners.native.port=9898", "listeners.tank.enabled=false"])
+    assert sorted(worker_overrides(config, 1)) == ["listeners.admin.port=9646", "listeners.kafka.port=9093",
+                                                   "listeners.native.port=0"]
+    assert "listeners.admin.port=9645" in worker_overrides(config, 0)
+    assert "listeners.kafka.port=40001" in worker_overrides(config, 1, {"kafka": 40001})
 
 
 # -- two worker processes ------------------------------------------------------------------------------------------
