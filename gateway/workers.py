@@ -31,8 +31,9 @@ never TLS; `forwarding.py`), and one on committed offsets or groups to worker 0.
   addresses and the workers' native and TANK relay sockets, the control socket (when it closes — the supervisor
   died — the worker shuts down), and `refresh`: topics other workers created, deleted, grew or reconfigured —
   told at once (a worker that makes a change tells the supervisor, which tells the others: `topics_changed`,
-  `refresh`), and looked for on demand and every `worker_refresh_ms` — or `look_up` for the topics a request named
-  that this worker does not know.
+  `refresh`; a worker looks at every topic once when it joins, for what was changed while it was starting), and
+  looked for on demand and every `worker_refresh_ms` — or `look_up` for the topics a request named that this
+  worker does not know.
 """
 
 from __future__ import annotations
@@ -159,6 +160,10 @@ class WorkerRole:
         self.brokers = [(host, port) for host, port in message["brokers"]]
         self.natives = message.get("native", [])
         self.tanks = message.get("tank", [])
+        # From now on the supervisor tells this worker of every change the others make; one look at every topic
+        # catches those made between this worker's engine opening and now (a worker starting after the others, or
+        # started again, while they serve).
+        await self.refresh(gateway.engine, max_age=0)
         await self._send({"ready": True})
         self._joined.set()
 
