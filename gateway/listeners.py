@@ -1,7 +1,8 @@
 """Listening: a protocol's listener bound with `open_tcp_listeners`, connections taken from the backlog in batches,
 admitted against the connection limits, wrapped in TLS when the listener asks for it, and served by the pump.
 A listener that cannot bind raises `errors.ListenerError` (the listener, the address and what to change).
-`listen_relay` serves a worker's relay socket (`relays.py`): the other workers' connections, from this user only,
+`warn_if_exposed` logs the warning for a listener bound to a non-loopback address. `listen_relay` serves a worker's
+relay socket (`relays.py`): the other workers' connections, from this user only,
 outside the limits, never TLS.
 
 A listener with `tls: true` wraps each accepted connection in a trio SSL stream; the handshake must finish within
@@ -170,3 +171,16 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return host == "localhost"
+
+
+def warn_if_exposed(name: str, host: str) -> None:
+    """Log a warning when listener `name` is bound to `host` reachable from other hosts (the gateway's own
+    listeners, and a `workers: N` supervisor's admin listener)."""
+    if is_loopback(host):
+        return
+    if name == "admin":
+        log.warning("admin listener is bound to %s: its metrics and console (topics, groups, record contents) are "
+                    "reachable from other hosts without authentication", host)
+    else:
+        log.warning("%s listener is bound to %s: reachable from other hosts (an explicit config choice; see the "
+                    "threat model in README.md)", name, host)

@@ -39,7 +39,7 @@ from .config import Config
 from .connections import ConnectionRegistry
 from .durability import Flush, GroupCommitter
 from .formats import STORAGE_FORMATS
-from .listeners import is_loopback, listen, listen_relay, serve
+from .listeners import listen, listen_relay, serve, warn_if_exposed
 from .notify import AppendNotifier
 from .protocols import REGISTRY, Protocol
 from .steps import Steps
@@ -106,9 +106,7 @@ class Gateway:
                 lc = self.config.listeners[ADMIN]
                 log.info("admin listening on http%s://%s:%d (/metrics, /health, /ready, the console at /)",
                          "s" if lc.tls else "", addr[0], addr[1])
-                if not is_loopback(lc.host):
-                    log.warning("admin listener is bound to %s: its metrics and console (topics, groups, record "
-                                "contents) are reachable from other hosts without authentication", lc.host)
+                warn_if_exposed(ADMIN, lc.host)
             elif self.admin is not None:
                 admin.start_soon(self.admin.sampler.run)
             try:
@@ -218,9 +216,7 @@ class Gateway:
         log.info("%s protocol listening on %s:%d%s", protocol.name, addr[0], addr[1], " (TLS)" if lc.tls else "")
         for level, message in protocol.security_notes():
             log.log(level, "%s", message)
-        if not is_loopback(lc.host):
-            log.warning("%s listener is bound to %s: reachable from other hosts (an explicit config choice; see the "
-                        "threat model in README.md)", protocol.name, lc.host)
+        warn_if_exposed(protocol.name, lc.host)
 
     async def _start_entry(self, listeners: trio.Nursery, conn_nursery: trio.Nursery, protocol: Protocol, lc,
                            fd: int) -> None:

@@ -595,6 +595,7 @@ def _start_admin(config: Config, workers: list[_Worker]):
     if lc is None or not lc.enabled:
         return None
     from .admin.supervisor import SupervisorAdmin, WorkerView
+    from .listeners import warn_if_exposed
     from .tls import server_ssl_context
 
     def addresses() -> list:
@@ -612,6 +613,7 @@ def _start_admin(config: Config, workers: list[_Worker]):
                             else exc) from None
     log.info("admin listening on http%s://%s:%d for every worker (/metrics, /ready, /health)", "s" if lc.tls else "",
              *admin.address)
+    warn_if_exposed(ADMIN, lc.host)
     return admin
 
 

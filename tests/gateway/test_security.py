@@ -1,6 +1,7 @@
 """TLS on every listener, SASL/PLAIN on the Kafka listener and the native access token, through real gateway
 processes, real clients (kafka-python, librdkafka via confluent-kafka) and a self-signed certificate made at test
-time; plus the raw SASL exchanges (v0 and v1 handshakes) and every way a login can go wrong."""
+time; plus the raw SASL exchanges (v0 and v1 handshakes), every way a login can go wrong, and the warning for a
+listener bound beyond loopback."""
 
 from __future__ import annotations
 
@@ -458,3 +459,25 @@ def test_pipeline_security_options():
                          ({"security.protocol": "SSL", "sasl.username": "u"}, "needs security.protocol SASL")]:
         with pytest.raises(OptionError, match=message):
             read_options({**base, **bad}, streaming=False)
+
+
+def test_a_listener_reachable_from_other_hosts_is_warned_about(caplog):
+    """The one warning every listener bound beyond loopback logs (the gateway's own listeners, and a `workers: N`
+    supervisor's admin listener): the admin one says what it exposes; loopback binds are quiet."""
+    from logway.gateway.listeners import warn_if_exposed
+
+    with caplog.at_level("WARNING", logger="logway.gateway"):
+        for host in ("127.0.0.1", "127.3.4.5", "::1", "localhost"):
+            warn_if_exposed("admin", host)
+            warn_if_exposed("kafka", host)
+        assert caplog.records == []
+        warn_if_exposed("admin", "0.0.0.0")
+        warn_if_exposed("native", "192.0.2.7")
+        warn_if_exposed("tank", "gateway.example")
+    assert [r.getMessage() for r in caplog.records] == [
+        "admin listener is bound to 0.0.0.0: its metrics and console (topics, groups, record contents) are reachable "
+        "from other hosts without authentication",
+        "native listener is bound to 192.0.2.7: reachable from other hosts (an explicit config choice; see the "
+        "threat model in README.md)",
+        "tank listener is bound to gateway.example: reachable from other hosts (an explicit config choice; see the "
+        "threat model in README.md)"]
