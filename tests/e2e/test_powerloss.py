@@ -1,5 +1,6 @@
 """Power-loss durability through the power-loss file system (logway.bench.powerfs): the storage engine in this
-process and a real gateway in another, cut off at random moments. Under `flush: always` nothing acknowledged is
+process (alone, and as the workers of `workers: N` sharing one directory) and a real gateway in another, cut off
+at random moments. Under `flush: always` nothing acknowledged is
 lost; under `flush: interval` at most the last interval; the `flush: none` control must lose (else the layer would
 prove nothing)."""
 
@@ -16,6 +17,7 @@ from logway.codecs.kafka.records import KafkaFormat, decode_records, encode_batc
 from logway.codecs.records import Record
 from logway.codecs.tank import TankFormat, decode_chunk, encode_bundle, wrap
 from logway.storage import LogEngine, TopicConfig, UnknownTopic
+from logway.storage.engine import Share
 
 FORMATS = {"kafka": KafkaFormat(), "tank": TankFormat()}
 T0 = 1_700_000_000_000
@@ -122,6 +124,59 @@ def test_a_deleted_topic_stays_deleted_with_its_offsets(powerfs):
     eng.create_topic("t", 1)
     assert eng.offsets.fetch("g", "t", 0) is None
     eng.close()
+
+
+def test_what_workers_acknowledged_survives_a_cut(powerfs):
+    """`workers: 2` (share mode, storage/engine.py): the topic changes one worker makes and the other sees — a
+    creation, growth, a configuration change, a deletion of the other's topic —, each worker's synced appends to its
+    own partitions, worker 0's committed offsets and each worker's producer ids all survive a power cut, for the
+    workers started again and for one process opening the directory afterwards."""
+    data = os.path.join(powerfs.path, "data")
+
+    def open_workers():
+        supervisor = LogEngine(data, FORMATS, share=Share(2))
+        return supervisor, [LogEngine(data, FORMATS, share=Share(2, i, supervisor.clean_start)) for i in (0, 1)]
+
+    _, (w0, w1) = open_workers()
+    w0.create_topic("t", 2)
+    w1.refresh()
+    w1.create_partitions("t", 4)
+    w0.refresh()
+    w0.alter_topic_config("t", {"retention.ms": 60000})
+    w1.create_topic("gone", 1)
+    w0.refresh()
+    w0.delete_topic("gone")
+    w1.refresh()
+    owners = {p: Share(2).owner("t", p) for p in range(4)}
+    assert sorted(owners.values()) == [0, 0, 1, 1]
+    for w in (w0, w1):
+        for plog in w.topic("t").partitions:  # (each worker's own)
+            plog.append(kafka_batch([Record(b"acked %d" % plog.partition)]))
+            plog.sync()
+            plog.append(kafka_batch([Record(b"never synced")]))
+    w0.offsets.commit("g", "t", 3, 1, "")
+    w0.offsets.sync()
+    pids = [w.producer_ids.next_id() for w in (w0, w1)]
+    powerfs.cut()  # no close: the power went
+
+    supervisor, workers = open_workers()
+    assert not supervisor.clean_start
+    for i, w in enumerate(workers):
+        w.refresh()
+        assert sorted(t.name for t in w.topics()) == ["t"], f"worker {i}"
+        topic = w.topic("t")
+        assert len(topic.partitions) == 4 and topic.config.retention_ms == 60000, f"worker {i}"
+        assert {plog.partition: kafka_values(plog) for plog in topic.partitions} == {
+            p: [b"acked %d" % p] for p in range(4) if owners[p] == i}
+        assert w.producer_ids.next_id() > pids[i]
+    assert workers[0].offsets.fetch("g", "t", 3).offset == 1
+    for engine_ in (*workers, supervisor):
+        engine_.close()
+    one = engine(powerfs)  # and one process reads every worker's partitions
+    assert [kafka_values(one.partition("t", p)) for p in range(4)] == [[b"acked %d" % p] for p in range(4)]
+    with pytest.raises(UnknownTopic):
+        one.topic("gone")
+    one.close()
 
 
 def test_a_clean_stop_is_durable_and_its_marker_does_not_outlive_the_next_start(powerfs):
