@@ -1,8 +1,7 @@
 """Power-loss durability through the power-loss file system (logway.bench.powerfs): the storage engine in this
 process (alone, and as the workers of `workers: N` sharing one directory) and a real gateway in another, cut off
-at random moments. Under `flush: always` nothing acknowledged is
-lost; under `flush: interval` at most the last interval; the `flush: none` control must lose (else the layer would
-prove nothing)."""
+at random moments. Under `flush: always` nothing acknowledged is lost; under `flush: interval` at most the last
+interval; the `flush: none` control must lose (else the layer would prove nothing)."""
 
 from __future__ import annotations
 
