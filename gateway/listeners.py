@@ -2,8 +2,7 @@
 admitted against the connection limits, wrapped in TLS when the listener asks for it, and served by the pump.
 A listener that cannot bind raises `errors.ListenerError` (the listener, the address and what to change).
 `warn_if_exposed` logs the warning for a listener bound to a non-loopback address. `listen_relay` serves a worker's
-relay socket (`relays.py`): the other workers' connections, from this user only,
-outside the limits, never TLS.
+relay socket (`relays.py`): the other workers' connections, from this user only, outside the limits, never TLS.
 
 A listener with `tls: true` wraps each accepted connection in a trio SSL stream; the handshake must finish within
 `limits.request_timeout_ms` (a client that stalls it is dropped like any slow client).
