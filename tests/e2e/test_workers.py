@@ -2,8 +2,8 @@
 partitions, seen by Kafka clients as two brokers. The storage engine's share mode in process first (ownership,
 topic changes seen across engines, the locks, producer-id ranges), then real `logway serve` processes with
 confluent-kafka (librdkafka routes produce and fetch to each partition's leader) and the wire client for the
-answers a client only sees by mistake (NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR). `workers: 1` is the rest of the
-suite."""
+answers a client only sees by mistake (NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR), and a power cut of the whole
+gateway on the power-loss file system. `workers: 1` is the rest of the suite."""
 
 from __future__ import annotations
 
@@ -944,6 +944,60 @@ def test_a_dead_worker_is_started_again_on_its_ports_with_its_data(tmp_path):
         assert relays['logway_worker_restarts_total{worker="1"}'] == 1
         assert relays['logway_worker_restarts_total{worker="0"}'] == 0
         assert relays['logway_worker_up{worker="1"}'] == 1
+    finally:
+        assert gw.stop() == 0
+
+
+def test_nothing_acknowledged_through_any_worker_is_lost_to_a_power_cut(powerfs):
+    """`workers: 2`, `flush: always`, the data directory on the power-loss file system (it keeps only what was
+    synced): a topic created through worker 0 and grown through worker 1, records acknowledged through native and
+    TANK on the shared ports (relayed to the owner when it is the other worker) and through librdkafka (to each
+    partition's leader), and offsets committed through worker 1 (relayed to worker 0, the offsets' owner) survive
+    SIGKILL of both workers and the supervisor followed by a power cut, each record at its acknowledged offset."""
+    data = os.path.join(powerfs.path, "data")
+    settings = ("workers=2", "storage.flush=always", "log_level=ERROR", "listeners.tank.enabled=true")
+    name, group = "cut-" + uuid.uuid4().hex[:8], "cut-group"
+    acked: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+    gw = GatewayProcess(data, *settings)
+    try:
+        with NativeClient(*gw.addresses["native.0"]) as zero, NativeClient(*gw.addresses["native.1"]) as one:
+            assert zero.create_topic(name, 2)
+            assert one.create_partitions(name, PARTITIONS) == PARTITIONS
+        assert sorted(Share(2).owner(name, p) for p in range(PARTITIONS)) == [0, 0, 1, 1]
+        with NativeClient(*gw.addresses["native"]) as shared:
+            for p in range(PARTITIONS):
+                for i in range(3):
+                    value = b"native %d-%d" % (p, i)
+                    assert shared.produce(name, p, [value]) == [len(acked[p])]
+                    acked[p].append(value)
+        with TankClient(*gw.addresses["tank"]) as tank:
+            for p in range(PARTITIONS):
+                assert tank.produce(name, p, [b"tank %d" % p]) == 0
+                acked[p].append(b"tank %d" % p)
+        delivered: list = []
+        producer = Producer({"bootstrap.servers": bootstrap(gw), "acks": "all", "linger.ms": 0})
+        for p in range(PARTITIONS):
+            producer.produce(name, b"kafka %d" % p, partition=p,
+                             on_delivery=lambda err, msg: delivered.append((err, msg.partition(), msg.offset())))
+            assert producer.flush(30) == 0
+            assert delivered[-1] == (None, p, len(acked[p]))
+            acked[p].append(b"kafka %d" % p)
+        with NativeClient(*gw.addresses["native.1"]) as one:
+            for p in range(PARTITIONS):
+                assert one.commit(name, p, group, p + 1)
+    finally:
+        workers = children(gw.pid)
+        for pid in workers:  # the workers first: none sees its supervisor go and shuts down (syncing) on its own
+            os.kill(pid, signal.SIGKILL)
+        gw.kill()
+    powerfs.cut()
+    gw = GatewayProcess(data, *settings)
+    try:
+        with NativeClient(*gw.addresses["native"]) as shared:
+            for p in range(PARTITIONS):
+                got = shared.fetch(name, p, 0).records
+                assert [(r.offset, r.value) for r in got] == list(enumerate(acked[p])), f"partition {p}"
+                assert shared.committed(name, p, group) == p + 1
     finally:
         assert gw.stop() == 0
 
