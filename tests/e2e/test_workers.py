@@ -1002,6 +1002,50 @@ def test_nothing_acknowledged_through_any_worker_is_lost_to_a_power_cut(powerfs)
         assert gw.stop() == 0
 
 
+def test_a_committed_transaction_across_workers_survives_a_power_cut(powerfs):
+    """A transaction over both workers' partitions, its commit acknowledged (EndTxn answered), then a second one
+    whose records were acknowledged but which never ended; SIGKILL of every process and a power cut: read_committed
+    gets exactly the first one's records from every partition, read_uncommitted also has the second's (acknowledged
+    appends), and the offsets sent in the committed transaction are the group's."""
+    data = os.path.join(powerfs.path, "data")
+    settings = ("workers=2", "storage.flush=always", "log_level=ERROR")
+    gw = GatewayProcess(data, *settings)
+    try:
+        topic = kafka_topic(gw)
+        assert {Share(2).owner(topic, p) for p in range(PARTITIONS)} == {0, 1}
+        producer = _txn_producer(gw, "cut-tx-" + uuid.uuid4().hex[:6])
+        group = Consumer({"bootstrap.servers": bootstrap(gw), "group.id": "cut-txn-g", "enable.auto.commit": False})
+        producer.begin_transaction()
+        for i in range(8):
+            producer.produce(topic, b"c%d" % i, partition=i % PARTITIONS)
+        producer.send_offsets_to_transaction([TopicPartition(topic, p, 3) for p in range(PARTITIONS)],
+                                             group.consumer_group_metadata(), 30)
+        producer.commit_transaction(30)
+        producer.begin_transaction()
+        for i in range(4):
+            producer.produce(topic, b"open%d" % i, partition=i % PARTITIONS)
+        assert producer.flush(30) == 0
+    finally:
+        workers = children(gw.pid)
+        for pid in workers:
+            os.kill(pid, signal.SIGKILL)
+        gw.kill()
+    powerfs.cut()
+    producer = None  # (its transaction is left to the coordinator's timeout)
+    gw = GatewayProcess(data, *settings)
+    try:
+        committed = [b"c%d" % i for i in range(8)]
+        assert _read(gw, topic, 8, "read_committed") == sorted(committed)
+        assert _read(gw, topic, 12, "read_uncommitted") == sorted(committed + [b"open%d" % i for i in range(4)])
+        group.close()
+        group = Consumer({"bootstrap.servers": bootstrap(gw), "group.id": "cut-txn-g", "enable.auto.commit": False})
+        offsets = group.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], 10)
+        group.close()
+        assert [tp.offset for tp in offsets] == [3] * PARTITIONS
+    finally:
+        assert gw.stop() == 0
+
+
 def test_a_worker_that_keeps_dying_stops_the_others_and_the_supervisor_fails(tmp_path):
     gw = GatewayProcess(str(tmp_path / "data"), "workers=2", "log_level=ERROR")
     killed = []
