@@ -78,6 +78,12 @@ checks:
 partition's records against the `Ledger` of what the clients were told; `verify_transactions` the pure check of
 the transactional topic, as read (`TxnPartitionRead`), against the `TxnLedger`.
 
+With `workers: N > 1` (`ChaosConfig.workers`, `--workers`) the gateway is a supervisor and N workers, each the
+only writer of its partitions: the kill is SIGKILL of every worker, then of the supervisor (none shuts down on its
+own); the Kafka clients send each partition's requests to its leader and group and transaction requests to their
+coordinator (as `logway.clients.KafkaClient` routes them), native and TANK clients use the shared ports (relayed to
+the owner), and every check above is the same.
+
 The checker is a client of the gateway in another process: it speaks every protocol through the blocking clients
 of `logway.clients` (no Kafka library), and only `logway bench` and the tests import it. Its own numbers come
 from `random.Random(seed)`: the run lengths and the decision to tear are the same for a seed; what is torn, and
@@ -100,7 +106,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from logway.clients.errors import GatewayUnavailable, KafkaError, NativeError, TankError
-from logway.clients.kafka import EARLIEST, LATEST, KafkaClient, KafkaConfig
+from logway.clients.kafka import EARLIEST, LATEST, TRANSACTION, KafkaClient, KafkaConfig
 from logway.clients.native import NativeClient
 from logway.clients.tank import TankClient
 from logway.codecs.errors import RemoteProtocolError
@@ -179,6 +185,7 @@ class ChaosConfig:
     txn_max_batches: int = 3  # produce requests per transaction (1..txn_max_batches)
     txn_timeout_ms: int = 1000  # the transaction timeout odd transactional producers ask for (even ones: 60 s)
     txn_abort_check_ms: int = 100  # the gateway's kafka.transaction_abort_check_ms
+    workers: int = 1  # the gateway's `workers`: > 1 kills every worker process and the supervisor each cycle
     log: Callable[[str], None] | None = print
 
 
@@ -811,7 +818,7 @@ def _txn_fetch(client: KafkaClient, partition: int, offset: int, isolation: int,
                           session_id=0, session_epoch=-1, topics=[F.FetchTopic(topic=TXN_TOPIC, partitions=[
                               F.FetchPartition(partition=partition, fetch_offset=offset,
                                                partition_max_bytes=max_bytes)])])
-    resp = client.call(F.API_KEY, 11, body).body
+    resp = client.for_partition(TXN_TOPIC, partition).call(F.API_KEY, 11, body).body
     if resp.error_code != ErrorCode.NONE:
         raise KafkaError(resp.error_code, topic=TXN_TOPIC, partition=partition, operation="fetch")
     part = resp.responses[0].partitions[0]
@@ -1077,7 +1084,7 @@ class _GroupConsumer:
         topics = sorted(TOPICS.values())
         meta = json.dumps(topics).encode()
         while True:
-            resp = client.request(G.JOIN_GROUP_KEY, 5, G.JoinGroupRequest(
+            resp = client.for_coordinator(GROUP).request(G.JOIN_GROUP_KEY, 5, G.JoinGroupRequest(
                 group_id=GROUP, session_timeout_ms=10000, rebalance_timeout_ms=5000, member_id=member_id,
                 group_instance_id=None, protocol_type="consumer",
                 protocols=[G.JoinGroupRequestProtocol(name="chaos-roundrobin", metadata=meta)]))
@@ -1098,7 +1105,7 @@ class _GroupConsumer:
             for i, m in enumerate(members):
                 mine = parts[i::len(members)]
                 assignments.append(G.SyncGroupRequestAssignment(member_id=m, assignment=json.dumps(mine).encode()))
-        sync = client.request(G.SYNC_GROUP_KEY, 3, G.SyncGroupRequest(
+        sync = client.for_coordinator(GROUP).request(G.SYNC_GROUP_KEY, 3, G.SyncGroupRequest(
             group_id=GROUP, generation_id=generation, member_id=member_id, group_instance_id=None,
             assignments=assignments))
         if sync.error_code in _REJOIN:
@@ -1140,7 +1147,7 @@ class _GroupConsumer:
             elif time.monotonic() - last_beat < 0.3:
                 time.sleep(0.01)
                 continue
-            beat = client.request(G.HEARTBEAT_KEY, 3, G.HeartbeatRequest(
+            beat = client.for_coordinator(GROUP).request(G.HEARTBEAT_KEY, 3, G.HeartbeatRequest(
                 group_id=GROUP, generation_id=generation, member_id=member_id, group_instance_id=None))
             last_beat = time.monotonic()
             if beat.error_code in _REJOIN:
@@ -1152,7 +1159,8 @@ class _GroupConsumer:
         by_topic: dict[str, list[int]] = {}
         for t, p in assignment:
             by_topic.setdefault(t, []).append(p)
-        resp = client.request(O.OFFSET_FETCH_KEY, 5, O.OffsetFetchRequest(group_id=GROUP, topics=[
+        coordinator = client.for_coordinator(GROUP)
+        resp = coordinator.request(O.OFFSET_FETCH_KEY, 5, O.OffsetFetchRequest(group_id=GROUP, topics=[
             O.OffsetFetchRequestTopic(name=t, partition_indexes=ps) for t, ps in by_topic.items()]))
         positions = {tp: 0 for tp in assignment}
         for t in resp.topics:
@@ -1168,7 +1176,7 @@ class _GroupConsumer:
         for (t, p), off in advanced.items():
             by_topic.setdefault(t, []).append(O.OffsetCommitRequestPartition(
                 partition_index=p, committed_offset=off, committed_leader_epoch=-1, committed_metadata=""))
-        resp = client.request(O.OFFSET_COMMIT_KEY, 7, O.OffsetCommitRequest(
+        resp = client.for_coordinator(GROUP).request(O.OFFSET_COMMIT_KEY, 7, O.OffsetCommitRequest(
             group_id=GROUP, generation_id_or_member_epoch=generation, member_id=member_id, group_instance_id=None,
             topics=[O.OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by_topic.items()]))
         ok = True
@@ -1243,6 +1251,10 @@ class _TxnProducer:
                 self.transaction(client, cycle)
                 time.sleep(self.run.config.pause)
 
+    def coordinator(self, client: KafkaClient) -> KafkaClient:
+        """The client of the transaction coordinator (the bootstrap broker's, worker 0's, with `workers`)."""
+        return client.for_coordinator(self.tid, TRANSACTION)
+
     def payloads(self, cycle: int) -> list[bytes]:
         cfg = self.run.config
         out = []
@@ -1256,7 +1268,7 @@ class _TxnProducer:
     def init(self, client: KafkaClient) -> None:
         """InitProducerId with the transactional id: the id's producer id, a higher epoch (fencing the previous
         producer and aborting its open transaction)."""
-        resp = client.call(A.INIT_PRODUCER_ID_KEY, 1, A.InitProducerIdRequest(
+        resp = self.coordinator(client).call(A.INIT_PRODUCER_ID_KEY, 1, A.InitProducerIdRequest(
             transactional_id=self.tid, transaction_timeout_ms=self.timeout_ms)).body
         if resp.error_code != ErrorCode.NONE:
             raise _Broken(f"InitProducerId for {self.tid} refused with {_code_name(resp.error_code)}")
@@ -1274,7 +1286,7 @@ class _TxnProducer:
         self.needs_init = False
 
     def end(self, client: KafkaClient, txn: Transaction, commit: bool) -> int:
-        return client.call(X.END_TXN_KEY, 2, X.EndTxnRequest(
+        return self.coordinator(client).call(X.END_TXN_KEY, 2, X.EndTxnRequest(
             transactional_id=self.tid, producer_id=txn.producer_id, producer_epoch=txn.epoch,
             committed=commit)).body.error_code
 
@@ -1287,7 +1299,7 @@ class _TxnProducer:
         txn = self.current = Transaction(self.tid, self.number, self.producer_id, self.epoch, partitions=parts,
                                          group=group)
         ledger.begin(txn)
-        resp = client.call(X.ADD_PARTITIONS_TO_TXN_KEY, 2, X.AddPartitionsToTxnRequest(
+        resp = self.coordinator(client).call(X.ADD_PARTITIONS_TO_TXN_KEY, 2, X.AddPartitionsToTxnRequest(
             transactional_id=self.tid, producer_id=self.producer_id, producer_epoch=self.epoch,
             topics=[X.AddPartitionsToTxnTopic(name=TXN_TOPIC, partitions=parts)])).body
         codes = {r.error_code for t in resp.results for r in t.results}
@@ -1304,7 +1316,8 @@ class _TxnProducer:
             ledger.sending(txn, p, payloads)
             body = P.ProduceRequest(transactional_id=self.tid, acks=-1, timeout_ms=30000, topic_data=[
                 P.TopicProduceData(name=TXN_TOPIC, partition_data=[P.PartitionProduceData(index=p, records=batch)])])
-            part = client.call(P.API_KEY, 8, body).body.responses[0].partition_responses[0]
+            leader = client.for_partition(TXN_TOPIC, p)
+            part = leader.call(P.API_KEY, 8, body).body.responses[0].partition_responses[0]
             if part.error_code != ErrorCode.NONE:
                 return self.refused(client, txn, f"Produce to {TXN_TOPIC}-{p} (sequence {seq})", {part.error_code},
                                     part.error_message)
@@ -1314,12 +1327,12 @@ class _TxnProducer:
             self.sequences[p] = seq + len(payloads)
             ledger.acked(txn, p, payloads)
         if group is not None:
-            code = client.call(X.ADD_OFFSETS_TO_TXN_KEY, 2, X.AddOffsetsToTxnRequest(
+            code = self.coordinator(client).call(X.ADD_OFFSETS_TO_TXN_KEY, 2, X.AddOffsetsToTxnRequest(
                 transactional_id=self.tid, producer_id=self.producer_id, producer_epoch=self.epoch,
                 group_id=group)).body.error_code
             if code != ErrorCode.NONE:
                 return self.refused(client, txn, "AddOffsetsToTxn", {code})
-            resp = client.call(X.TXN_OFFSET_COMMIT_KEY, 2, X.TxnOffsetCommitRequest(
+            resp = client.for_coordinator(group).call(X.TXN_OFFSET_COMMIT_KEY, 2, X.TxnOffsetCommitRequest(
                 transactional_id=self.tid, group_id=group, producer_id=self.producer_id, producer_epoch=self.epoch,
                 topics=[X.TxnOffsetCommitRequestTopic(name=TXN_TOPIC, partitions=[
                     X.TxnOffsetCommitRequestPartition(partition_index=q, committed_offset=self.number,
@@ -1424,7 +1437,7 @@ class ChaosRun:
             return GatewayProcess(self.data_dir, *_other_listeners(), f"storage.flush={cfg.flush}",
                                   f"storage.flush_interval_ms={cfg.flush_interval_ms}", "log_level=WARNING",
                                   f"kafka.transaction_abort_check_ms={cfg.txn_abort_check_ms}",
-                                  run_dir=self.run_dir, stderr=err)
+                                  f"workers={cfg.workers}", run_dir=self.run_dir, stderr=err)
 
     def _create_topics(self, gw: GatewayProcess) -> None:
         cfg = self.config
@@ -1675,7 +1688,8 @@ class ChaosRun:
         """{group: {partition of TXN_TOPIC: committed offset (-1: none)}} of the transactional producers' groups."""
         out = {}
         for prod in self.txn_producers:
-            resp = client.call(O.OFFSET_FETCH_KEY, 5, O.OffsetFetchRequest(group_id=prod.group, topics=[
+            coordinator = client.for_coordinator(prod.group)
+            resp = coordinator.call(O.OFFSET_FETCH_KEY, 5, O.OffsetFetchRequest(group_id=prod.group, topics=[
                 O.OffsetFetchRequestTopic(name=TXN_TOPIC, partition_indexes=list(range(self.config.txn_partitions)))
             ])).body
             if resp.error_code != ErrorCode.NONE:
@@ -1770,7 +1784,8 @@ class ChaosRun:
 
     def committed_offsets(self, client: KafkaClient) -> dict[tuple[str, int], int]:
         """The group's committed offset of every partition (-1: none), over Kafka OffsetFetch."""
-        resp = client.request(O.OFFSET_FETCH_KEY, 5, O.OffsetFetchRequest(group_id=GROUP, topics=[
+        coordinator = client.for_coordinator(GROUP)
+        resp = coordinator.request(O.OFFSET_FETCH_KEY, 5, O.OffsetFetchRequest(group_id=GROUP, topics=[
             O.OffsetFetchRequestTopic(name=TOPICS[p], partition_indexes=list(range(self.config.partitions)))
             for p in PROTOCOLS]))
         return {(t.name, p.partition_index): p.committed_offset for t in resp.topics for p in t.partitions}
@@ -1880,6 +1895,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="transactional producers (each transaction spans a random subset of the partitions)")
     parser.add_argument("--txn-abort-probability", type=float, default=0.3,
                         help="chance that a transaction ends with an abort rather than a commit")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="the gateway's workers (> 1: N brokers; every process is killed at each cycle)")
     parser.add_argument("--data-dir", default=None, help="keep the data and gateway logs here (None: a "
                                                          "temporary directory, removed)")
 
@@ -1890,7 +1907,7 @@ def run(args: argparse.Namespace) -> int:
                          partitions=args.partitions, consumers=args.consumers,
                          torn_tail_probability=args.torn_tail_probability, data_dir=args.data_dir,
                          txn_partitions=args.txn_partitions, txn_producers=args.txn_producers,
-                         txn_abort_probability=args.txn_abort_probability)
+                         txn_abort_probability=args.txn_abort_probability, workers=args.workers)
     report = ChaosRun(config).run()
     for line in report.figures():
         print(line)

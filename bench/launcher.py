@@ -15,7 +15,22 @@ import subprocess
 import sys
 import time
 
-__all__ = ["GatewayProcess"]
+__all__ = ["GatewayProcess", "child_pids"]
+
+
+def child_pids(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (a supervisor's workers): a scan of /proc (its per-task `children`
+    files are not on every kernel)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        found.append(int(entry))
+            except (OSError, IndexError, ValueError):
+                pass  # gone meanwhile
+    return found
 
 
 class GatewayProcess:
@@ -56,8 +71,16 @@ class GatewayProcess:
         return self.addresses["native"]
 
     def kill(self) -> None:
-        """SIGKILL: no shutdown code runs, as in a crash."""
+        """SIGKILL: no shutdown code runs, as in a crash. With `workers` > 1 the supervisor is stopped (SIGSTOP: it
+        starts no worker again), its workers killed, then it: a worker that saw its supervisor go would shut down
+        (and sync) on its own."""
         if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGSTOP)
+            for pid in child_pids(self.proc.pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
             self.proc.send_signal(signal.SIGKILL)
         self.proc.wait()
 

@@ -226,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
     flush: none control, when nothing was lost)."""
     config = PowerLossConfig(cycles=args.cycles, seed=args.seed, min_run=args.min_run, max_run=args.max_run,
                              partitions=args.partitions, consumers=args.consumers, data_dir=args.data_dir,
-                             flush=args.flush, flush_interval_ms=args.flush_interval_ms)
+                             flush=args.flush, flush_interval_ms=args.flush_interval_ms, workers=args.workers)
     run = PowerLossRun(config)
     printed = 0
 
@@ -257,6 +257,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-run", type=float, default=1.5, help="longest run before a cut, seconds")
     parser.add_argument("--partitions", type=int, default=2, help="partitions per protocol's topic")
     parser.add_argument("--consumers", type=int, default=2, help="members of the Kafka group")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="the gateway's workers (> 1: every process is killed before each cut)")
     parser.add_argument("--data-dir", default=None, help="keep the disk image and the logs here (None: a "
                                                          "temporary directory, removed)")
 

@@ -9,9 +9,10 @@ Public names:
 - errors (`errors`): `ClientError` and its subclasses `ConnectionClosed`, `GatewayUnavailable`, `AddressError`,
   `NativeError`, `KafkaError`, `TankError`, `TankBoundaryError`.
 
-Modules: `native`, `kafka`, `tank` (the clients); `blocking` and `trio_io` (the byte streams under them and the
-codec pump each flavour shares); `address` (host:port, the TLS context); `errors`. The clients import only the
-codecs (and trio, in the async flavour, on first use): never the gateway, storage, pipeline or benchmarks.
+Modules: `native`, `kafka`, `tank` (the clients); `kafka_routes` (which broker a Kafka request goes to, with
+`workers: N`); `blocking` and `trio_io` (the byte streams under them and the codec pump each flavour shares);
+`address` (host:port, the TLS context); `errors`. The clients import only the codecs (and trio, in the async
+flavour, on first use): never the gateway, storage, pipeline or benchmarks.
 """
 
 from __future__ import annotations

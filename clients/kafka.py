@@ -25,6 +25,14 @@ generator both flavours drive (`blocking.drive`, `trio_io.drive`)::
 
 - `KafkaConfig` is a small frozen dataclass of plain values: it pickles (the Spark data source sends it into every
   task);
+- the config's address is the bootstrap broker. A gateway with `workers: N > 1` is N brokers: as every Kafka client,
+  the client learns them (`kafka_routes.Routes`: Metadata, FindCoordinator, asked once and kept) and sends each
+  partition's Produce, Fetch and ListOffsets to its leader (a ListOffsets over several brokers is split), group and
+  transaction requests to their coordinator and DeleteTopics to the controller, over one more connection per
+  broker; an answer saying another broker serves the call (NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR,
+  NOT_CONTROLLER) has the routes looked up again and the call made again, within `retries`. With one broker every
+  call uses the one connection (one Metadata request more than before, per client). `for_partition(topic, p)` and
+  `for_coordinator(key, key_type)` give the client of that broker for low-level calls;
 - a client opens its connection lazily, on the first request (or `connect()`), in whatever process uses it;
   pickling a blocking client carries only its config (an unpickled client reconnects on its first request);
 - `request` (and every typed call) is retried on connection errors (connect refused, reset, EOF, timeout, a
@@ -41,19 +49,21 @@ store), SASL_PLAINTEXT / SASL_SSL log in with SASL/PLAIN (SaslHandshake v1 + Sas
 connecting, on every new connection. A refused login raises `KafkaError` and an untrusted certificate
 `GatewayUnavailable` at once: neither is retried.
 
-Low level, for tests and benchmarks (on the current connection, never retried): `send(api_key, version, body) ->
+Low level, for tests and benchmarks (on this client's own connection — the bootstrap broker's, or the one
+`for_partition` / `for_coordinator` returned —, never retried): `send(api_key, version, body) ->
 correlation id` and `receive()` (the next event as it is: a `KafkaResponse`, a `SaslToken`, or `CLOSED`) pipeline
 requests (answers come in request order); `call(api_key, version, body)` is one exchange returning the
 `KafkaResponse`; `prepare(...)` encodes a request without sending it, `send_raw(bytes)`, `send_sasl_token(data)`,
-`send_eof()`, `closed_by_peer(timeout)`; `produce_answer(...)` returns a partition's produce answer unchecked.
+`send_eof()`, `closed_by_peer(timeout)`; `produce_answer(...)` returns a partition's produce answer unchecked
+(from this client's broker, whoever leads the partition: a test of a misrouted produce uses it).
 """
 
 from __future__ import annotations
 
 import ssl
 import time
-from dataclasses import dataclass, field
-from typing import Any, Generator, NamedTuple
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
 
 from logway.codecs.errors import RemoteProtocolError
 from logway.codecs.kafka.api import (admin, api_versions, fetch, list_offsets, metadata, offsets, produce, sasl,
@@ -65,11 +75,12 @@ from .address import format_address, parse_address, tls_context
 from .blocking import BlockingClient, BlockingStream
 from .blocking import drive as drive_blocking
 from .errors import ConnectionClosed, GatewayUnavailable, KafkaError
+from .kafka_routes import CONTROLLER, GROUP, MISROUTED, TRANSACTION, Call, Coordinator, Leader, Operation, Routes
 from .trio_io import TrioClient, TrioStream
 from .trio_io import drive as drive_trio
 
 __all__ = ["KafkaConfig", "KafkaClient", "AsyncKafkaClient", "FetchResult", "EARLIEST", "LATEST",
-           "READ_UNCOMMITTED", "READ_COMMITTED", "DEFAULT_PORT", "SECURITY_PROTOCOLS"]
+           "READ_UNCOMMITTED", "READ_COMMITTED", "DEFAULT_PORT", "SECURITY_PROTOCOLS", "GROUP", "TRANSACTION"]
 
 DEFAULT_PORT = 9092
 #: ListOffsets timestamps with a special meaning (Kafka's): the log start and the log end (next offset).
@@ -142,20 +153,7 @@ class FetchResult:
     aborted_transactions: tuple[tuple[int, int], ...] = ()
 
 
-# -- operations: written once, driven by both flavours -----------------------------------------------------------
-
-class Call(NamedTuple):
-    """One request an operation yields; it is sent back the response body (None when `answered` is False)."""
-
-    api_key: int
-    version: int
-    body: Any
-    extra_wait: float = 0.0  # seconds the gateway may hold the answer (a long-polling fetch)
-    answered: bool = True  # False for a Produce with acks=0: no answer ever comes
-
-
-Operation = Generator[Call, Any, Any]
-
+# -- operations: written once, driven by both flavours (each yields `kafka_routes.Call`s) -------------------------
 
 def _login(username: str | None, password: str | None) -> Operation:
     answer = yield Call(sasl.SASL_HANDSHAKE_KEY, V_SASL, sasl.SaslHandshakeRequest("PLAIN"))
@@ -188,21 +186,27 @@ def _partition_counts(topics: list[str] | None, auto_create: bool) -> Operation:
     return counts
 
 
-def _list_offsets(wanted: dict[tuple[str, int], int], isolation_level: int = READ_UNCOMMITTED) -> Operation:
-    by_topic: dict[str, list] = {}
+def _list_offsets(wanted: dict[tuple[str, int], int], isolation_level: int, routes: Routes) -> Operation:
+    """One ListOffsets per broker leading some of the partitions (one request with a single broker)."""
+    by_broker: dict[Any, tuple[Leader, dict[str, list]]] = {}
     for (topic, partition), ts in wanted.items():
+        leader = Leader(topic, partition)
+        address = yield from routes.address(leader)
+        by_topic = by_broker.setdefault(address, (leader, {}))[1]
         by_topic.setdefault(topic, []).append(list_offsets.ListOffsetsPartition(partition_index=partition,
                                                                                 timestamp=ts))
-    body = list_offsets.ListOffsetsRequest(
-        replica_id=-1, isolation_level=isolation_level,
-        topics=[list_offsets.ListOffsetsTopic(name=t, partitions=ps) for t, ps in by_topic.items()])
-    resp = yield Call(list_offsets.API_KEY, V_LIST_OFFSETS, body)
     out = {}
-    for t in resp.topics:
-        for p in t.partitions:
-            if p.error_code != ErrorCode.NONE:
-                raise KafkaError(p.error_code, topic=t.name, partition=p.partition_index, operation="list offsets")
-            out[(t.name, p.partition_index)] = p.offset
+    for leader, by_topic in by_broker.values():
+        body = list_offsets.ListOffsetsRequest(
+            replica_id=-1, isolation_level=isolation_level,
+            topics=[list_offsets.ListOffsetsTopic(name=t, partitions=ps) for t, ps in by_topic.items()])
+        resp = yield Call(list_offsets.API_KEY, V_LIST_OFFSETS, body, route=leader)
+        for t in resp.topics:
+            for p in t.partitions:
+                if p.error_code != ErrorCode.NONE:
+                    raise KafkaError(p.error_code, topic=t.name, partition=p.partition_index,
+                                     operation="list offsets")
+                out[(t.name, p.partition_index)] = p.offset
     missing = set(wanted) - set(out)
     if missing:
         topic, partition = sorted(missing)[0]
@@ -218,7 +222,7 @@ def _fetch_call(topic: str, partition: int, offset: int, max_bytes: int, max_wai
         else min_bytes, max_bytes=max_bytes, isolation_level=isolation_level, session_id=0, session_epoch=-1,
         topics=[fetch.FetchTopic(topic=topic, partitions=[fetch.FetchPartition(
             partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes)])])
-    return Call(fetch.API_KEY, V_FETCH, body, extra_wait=max_wait_ms / 1000)
+    return Call(fetch.API_KEY, V_FETCH, body, extra_wait=max_wait_ms / 1000, route=Leader(topic, partition))
 
 
 def _fetch_result(resp, topic: str, partition: int) -> FetchResult:
@@ -244,20 +248,21 @@ def _fetch(topic: str, partition: int, offset: int, max_bytes: int, max_wait_ms:
 def _init_producer_id(transactional_id: str | None, timeout_ms: int = 60000) -> Operation:
     resp = yield Call(admin.INIT_PRODUCER_ID_KEY, V_INIT_PRODUCER_ID,
                       admin.InitProducerIdRequest(transactional_id=transactional_id,
-                                                  transaction_timeout_ms=timeout_ms))
+                                                  transaction_timeout_ms=timeout_ms),
+                      route=None if transactional_id is None else Coordinator(transactional_id, TRANSACTION))
     if resp.error_code != ErrorCode.NONE:
         raise KafkaError(resp.error_code, None if transactional_id is None else f"transactional id "
                          f"{transactional_id!r}", operation="init producer id")
     return resp.producer_id, resp.producer_epoch
 
 
-# Transactions (Kafka's transactional producer protocol; the gateway is every transactional id's coordinator).
+# Transactions (Kafka's transactional producer protocol; each request goes to the transactional id's coordinator).
 
 def _add_partitions_to_txn(tid: str, producer_id: int, epoch: int, partitions: dict[str, list[int]]) -> Operation:
     body = transactions.AddPartitionsToTxnRequest(
         transactional_id=tid, producer_id=producer_id, producer_epoch=epoch,
         topics=[transactions.AddPartitionsToTxnTopic(name=t, partitions=list(ps)) for t, ps in partitions.items()])
-    resp = yield Call(transactions.ADD_PARTITIONS_TO_TXN_KEY, V_TXN, body)
+    resp = yield Call(transactions.ADD_PARTITIONS_TO_TXN_KEY, V_TXN, body, route=Coordinator(tid, TRANSACTION))
     failed = [(t.name, p.partition_index, p.error_code) for t in resp.results for p in t.results
               if p.error_code != ErrorCode.NONE]
     # OPERATION_NOT_ATTEMPTED only says another partition of the request failed: report that one.
@@ -270,7 +275,8 @@ def _add_partitions_to_txn(tid: str, producer_id: int, epoch: int, partitions: d
 
 def _add_offsets_to_txn(tid: str, producer_id: int, epoch: int, group: str) -> Operation:
     resp = yield Call(transactions.ADD_OFFSETS_TO_TXN_KEY, V_TXN, transactions.AddOffsetsToTxnRequest(
-        transactional_id=tid, producer_id=producer_id, producer_epoch=epoch, group_id=group))
+        transactional_id=tid, producer_id=producer_id, producer_epoch=epoch, group_id=group),
+        route=Coordinator(tid, TRANSACTION))
     if resp.error_code != ErrorCode.NONE:
         raise KafkaError(resp.error_code, f"transactional id {tid!r}, group {group!r}",
                          operation="add offsets to transaction")
@@ -284,7 +290,8 @@ def _txn_offset_commit(tid: str, group: str, producer_id: int, epoch: int,
             partition_index=partition, committed_offset=offset, committed_leader_epoch=-1, committed_metadata=""))
     resp = yield Call(transactions.TXN_OFFSET_COMMIT_KEY, V_TXN, transactions.TxnOffsetCommitRequest(
         transactional_id=tid, group_id=group, producer_id=producer_id, producer_epoch=epoch,
-        topics=[transactions.TxnOffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by_topic.items()]))
+        topics=[transactions.TxnOffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by_topic.items()]),
+        route=Coordinator(group))
     for t in resp.topics:
         for p in t.partitions:
             if p.error_code != ErrorCode.NONE:
@@ -294,7 +301,8 @@ def _txn_offset_commit(tid: str, group: str, producer_id: int, epoch: int,
 
 def _end_txn(tid: str, producer_id: int, epoch: int, committed: bool) -> Operation:
     resp = yield Call(transactions.END_TXN_KEY, V_TXN, transactions.EndTxnRequest(
-        transactional_id=tid, producer_id=producer_id, producer_epoch=epoch, committed=committed))
+        transactional_id=tid, producer_id=producer_id, producer_epoch=epoch, committed=committed),
+        route=Coordinator(tid, TRANSACTION))
     if resp.error_code != ErrorCode.NONE:
         raise KafkaError(resp.error_code, f"transactional id {tid!r}",
                          operation="commit transaction" if committed else "abort transaction")
@@ -307,8 +315,8 @@ def _offset_fetch(group: str, partitions: list[tuple[str, int]] | None) -> Opera
         for topic, partition in partitions:
             by_topic.setdefault(topic, []).append(partition)
         topics = [offsets.OffsetFetchRequestTopic(name=t, partition_indexes=ps) for t, ps in by_topic.items()]
-    resp = yield Call(offsets.OFFSET_FETCH_KEY, V_OFFSET_FETCH, offsets.OffsetFetchRequest(group_id=group,
-                                                                                           topics=topics))
+    resp = yield Call(offsets.OFFSET_FETCH_KEY, V_OFFSET_FETCH,
+                      offsets.OffsetFetchRequest(group_id=group, topics=topics), route=Coordinator(group))
     if resp.error_code != ErrorCode.NONE:
         raise KafkaError(resp.error_code, f"group {group!r}", operation="offset fetch")
     out = {}
@@ -323,11 +331,13 @@ def _offset_fetch(group: str, partitions: list[tuple[str, int]] | None) -> Opera
 
 
 def _produce_answer(topic: str, partition: int, batch: bytes, acks: int, timeout_ms: int,
-                    transactional_id: str | None = None) -> Operation:
+                    transactional_id: str | None = None, routed: bool = True) -> Operation:
+    """The partition's answer; `routed` False: from the bootstrap broker, whoever leads the partition."""
     body = produce.ProduceRequest(transactional_id=transactional_id, acks=acks, timeout_ms=timeout_ms, topic_data=[
         produce.TopicProduceData(name=topic, partition_data=[
             produce.PartitionProduceData(index=partition, records=batch)])])
-    resp = yield Call(produce.API_KEY, V_PRODUCE, body, answered=acks != 0)
+    resp = yield Call(produce.API_KEY, V_PRODUCE, body, answered=acks != 0,
+                      route=Leader(topic, partition) if routed else None)
     return None if resp is None else resp.responses[0].partition_responses[0]
 
 
@@ -359,7 +369,7 @@ def _create_topic(name: str, partitions: int, exist_ok: bool, configs: dict[str,
 
 def _delete_topic(name: str) -> Operation:
     resp = yield Call(admin.DELETE_TOPICS_KEY, V_DELETE_TOPICS,
-                      admin.DeleteTopicsRequest(topic_names=[name], timeout_ms=30000))
+                      admin.DeleteTopicsRequest(topic_names=[name], timeout_ms=30000), route=CONTROLLER)
     code = resp.responses[0].error_code
     if code != ErrorCode.NONE:
         raise KafkaError(code, topic=name, operation="delete topic")
@@ -389,6 +399,29 @@ def _answer(event: Any) -> Any:
     return event
 
 
+def _broker(client, address: tuple[str, int] | None):
+    """`client` itself for its own broker (`address` None, or its own), else its connection to `address` (a client
+    of the same flavour, made on first use)."""
+    if address is None or address == (client.config.host, client.config.port):
+        return client
+    peer = client._peers.get(address)
+    if peer is None:
+        peer = client._peers[address] = type(client)(replace(client.config, host=address[0], port=address[1]))
+    return peer
+
+
+def _rerun_delay(exc: Exception, attempt: int, config: KafkaConfig, routes: Routes) -> float:
+    """After `exc` (a `KafkaError` or `GatewayUnavailable`) ended an operation: the back-off before running it
+    again when a broker answered that another serves it (up to `retries` times); otherwise `exc` is raised. Either
+    way the routes are forgotten when they may be stale (a misrouted answer, a broker gone)."""
+    misrouted = isinstance(exc, KafkaError) and exc.code in MISROUTED
+    if misrouted or isinstance(exc, GatewayUnavailable):
+        routes.forget()
+    if misrouted and attempt < config.retries:
+        return config.retry_backoff * (2 ** attempt)
+    raise exc
+
+
 # -- blocking ----------------------------------------------------------------------------------------------------
 
 class KafkaClient(BlockingClient):
@@ -401,7 +434,9 @@ class KafkaClient(BlockingClient):
         self.timeout = config.timeout
         self.stream: BlockingStream | None = None  # opened on the first request
         self.codec: KafkaClientConnection | None = None
-        self.requests = 0  # requests written, every connection and retry included
+        self.requests = 0  # requests written on this client's own connection, every retry included
+        self.routes = Routes()
+        self._peers: dict[tuple[str, int], KafkaClient] = {}  # connections to the other brokers, by address
 
     # -- pickling: the config only; connections stay in the process that opened them ---------------------------
     def __getstate__(self):
@@ -417,8 +452,11 @@ class KafkaClient(BlockingClient):
 
     def close(self) -> None:
         stream, self.stream, self.codec = self.stream, None, None
+        peers, self._peers = self._peers, {}
         if stream is not None:
             stream.close()
+        for peer in peers.values():
+            peer.close()
 
     # -- the connection ---------------------------------------------------------------------------------------
     def connect(self) -> None:
@@ -474,7 +512,22 @@ class KafkaClient(BlockingClient):
         return _answer(self.receive(timeout=timeout)).body
 
     def _attempt(self, call: Call) -> Any:
-        """`_exchange` with the retries of the module docstring."""
+        """`_attempt_here` on the broker the call's route leads to."""
+        if call.route is None:
+            return self._attempt_here(call)
+        return _broker(self, drive_blocking(self.routes.address(call.route), self._attempt_here))._attempt_here(call)
+
+    def for_partition(self, topic: str, partition: int) -> "KafkaClient":
+        """The client of the partition's leader (this one with a single broker), for low-level calls."""
+        return _broker(self, drive_blocking(self.routes.address(Leader(topic, partition)), self._attempt_here))
+
+    def for_coordinator(self, key: str, key_type: int = GROUP) -> "KafkaClient":
+        """The client of the coordinator of group `key` (`key_type` GROUP) or transactional id `key`
+        (TRANSACTION), for low-level calls (JoinGroup, Heartbeat, ...)."""
+        return _broker(self, drive_blocking(self.routes.address(Coordinator(key, key_type)), self._attempt_here))
+
+    def _attempt_here(self, call: Call) -> Any:
+        """`_exchange` on this client's connection, with the retries of the module docstring."""
         cfg = self.config
         attempts = max(cfg.retries, 0) + 1
         for attempt in range(attempts):
@@ -496,17 +549,27 @@ class KafkaClient(BlockingClient):
         docstring): every request this client makes on its own is safe to repeat."""
         return self._attempt(Call(api_key, version, body, extra_wait))
 
-    def _run(self, operation: Operation) -> Any:
-        return drive_blocking(operation, self._attempt)
+    def _run(self, operation: Callable[..., Operation], *args) -> Any:
+        """Drive `operation(*args)`; run it again when a broker answers that another one serves it (routes
+        looked up anew, up to `retries` times, with the connection retries' back-off). A broker that cannot be
+        reached makes the next call look the routes up again too."""
+        attempt = 0
+        while True:
+            try:
+                return drive_blocking(operation(*args), self._attempt)
+            except (KafkaError, GatewayUnavailable) as exc:
+                delay = _rerun_delay(exc, attempt, self.config, self.routes)
+            time.sleep(delay)
+            attempt += 1
 
     # -- typed requests ---------------------------------------------------------------------------------------
     def api_versions(self) -> api_versions.ApiVersionsResponse:
-        return self._run(_api_versions())
+        return self._run(_api_versions)
 
     def partition_counts(self, topics: list[str] | None = None, *, auto_create: bool = False) -> dict[str, int]:
         """{topic: number of partitions} for `topics` (None = every topic). Unknown topics are left out, unless
         `auto_create` and the gateway's `kafka.auto_create_topics` create them (as for any Kafka producer)."""
-        return self._run(_partition_counts(topics, auto_create))
+        return self._run(_partition_counts, topics, auto_create)
 
     def list_offsets(self, wanted: dict[tuple[str, int], int], *,
                      isolation_level: int = READ_UNCOMMITTED) -> dict[tuple[str, int], int]:
@@ -516,21 +579,22 @@ class KafkaClient(BlockingClient):
         `EARLIEST` (-2) the log start, any other the first offset whose record timestamp is >= it, or -1 when no
         record is that recent.
         """
-        return self._run(_list_offsets(wanted, isolation_level))
+        return self._run(_list_offsets, wanted, isolation_level, self.routes)
 
     def fetch(self, topic: str, partition: int, offset: int, max_bytes: int, *, max_wait_ms: int = 0,
               min_bytes: int | None = None, isolation_level: int = READ_UNCOMMITTED) -> FetchResult:
         """Whole batches from `offset` on, about `max_bytes` (at least one batch when there is one); with
         `max_wait_ms` a long poll until `min_bytes` (default 1) arrived. `READ_COMMITTED`: batches up to the
         last stable offset, with the aborted transactions among them (`FetchResult`)."""
-        return self._run(_fetch(topic, partition, offset, max_bytes, max_wait_ms, min_bytes, isolation_level))
+        return self._run(_fetch, topic, partition, offset, max_bytes, max_wait_ms, min_bytes, isolation_level)
 
     def send_fetch(self, topic: str, partition: int, offset: int, max_bytes: int, *,
                    isolation_level: int = READ_UNCOMMITTED) -> bool:
         """Send a fetch without waiting for its answer (a prefetch); False if it could not be sent."""
         call = _fetch_call(topic, partition, offset, max_bytes, isolation_level=isolation_level)
         try:
-            self.send(call.api_key, call.version, call.body)
+            leader = self.for_partition(topic, partition)
+            leader.send(call.api_key, call.version, call.body)
             return True
         except _RETRYABLE:
             self.close()
@@ -540,7 +604,7 @@ class KafkaClient(BlockingClient):
                       isolation_level: int = READ_UNCOMMITTED) -> FetchResult:
         """The answer to `send_fetch` (same arguments); on a broken connection the fetch is simply re-sent."""
         try:
-            resp = _answer(self.receive()).body
+            resp = _answer(self.for_partition(topic, partition).receive()).body
         except _RETRYABLE:
             self.close()
             return self.fetch(topic, partition, offset, max_bytes, isolation_level=isolation_level)
@@ -551,49 +615,50 @@ class KafkaClient(BlockingClient):
         """A producer's (id, epoch): an idempotent producer's new id, or with `transactional_id` that id's
         producer id with a new epoch, which fences the previous producer of the id (its open transaction is
         aborted)."""
-        return self._run(_init_producer_id(transactional_id, transaction_timeout_ms))
+        return self._run(_init_producer_id, transactional_id, transaction_timeout_ms)
 
     def add_partitions_to_txn(self, transactional_id: str, producer_id: int, epoch: int,
                               partitions: dict[str, list[int]]) -> None:
         """Add {topic: [partitions]} to the open transaction (beginning one), before producing to them."""
-        self._run(_add_partitions_to_txn(transactional_id, producer_id, epoch, partitions))
+        self._run(_add_partitions_to_txn, transactional_id, producer_id, epoch, partitions)
 
     def add_offsets_to_txn(self, transactional_id: str, producer_id: int, epoch: int, group: str) -> None:
         """The transaction will commit offsets of consumer group `group` (`txn_offset_commit` follows)."""
-        self._run(_add_offsets_to_txn(transactional_id, producer_id, epoch, group))
+        self._run(_add_offsets_to_txn, transactional_id, producer_id, epoch, group)
 
     def txn_offset_commit(self, transactional_id: str, group: str, producer_id: int, epoch: int,
                           committed: dict[tuple[str, int], int]) -> None:
         """Offsets {(topic, partition): offset} that `group` gets when (and only if) the transaction commits."""
-        self._run(_txn_offset_commit(transactional_id, group, producer_id, epoch, committed))
+        self._run(_txn_offset_commit, transactional_id, group, producer_id, epoch, committed)
 
     def end_txn(self, transactional_id: str, producer_id: int, epoch: int, committed: bool) -> None:
         """Commit (True) or abort (False) the open transaction; a repeated end that already happened succeeds."""
-        self._run(_end_txn(transactional_id, producer_id, epoch, committed))
+        self._run(_end_txn, transactional_id, producer_id, epoch, committed)
 
     def offset_fetch(self, group: str, partitions: list[tuple[str, int]] | None = None) -> dict[tuple[str, int], int]:
         """{(topic, partition): offset} committed by `group`, for `partitions` (None: every partition the group
         committed); partitions without a committed offset are left out."""
-        return self._run(_offset_fetch(group, partitions))
+        return self._run(_offset_fetch, group, partitions)
 
     def produce(self, topic: str, partition: int, batch: bytes, *, acks: int = -1, timeout_ms: int = 30000,
                 transactional_id: str | None = None) -> int:
         """Append one encoded RecordBatch; returns its base offset (-1 with acks=0). A transactional producer's
         batches (attribute bit 4) go with its `transactional_id`."""
-        return self._run(_produce(topic, partition, batch, acks, timeout_ms, transactional_id))
+        return self._run(_produce, topic, partition, batch, acks, timeout_ms, transactional_id)
 
     def produce_answer(self, topic: str, partition: int, batch: bytes, *, acks: int = -1,
                        timeout_ms: int = 30000):
-        """The partition's `PartitionProduceResponse` as the gateway sent it (None with acks=0): no check."""
-        return self._run(_produce_answer(topic, partition, batch, acks, timeout_ms))
+        """The partition's `PartitionProduceResponse` as this client's broker sent it (None with acks=0): no check,
+        no routing (a test of a produce to the wrong broker uses it)."""
+        return self._run(_produce_answer, topic, partition, batch, acks, timeout_ms, None, False)
 
     def create_topic(self, name: str, partitions: int = 1, *, exist_ok: bool = True,
                      configs: dict[str, str] | None = None) -> bool:
         """Create a topic; False when it already existed (and `exist_ok`)."""
-        return self._run(_create_topic(name, partitions, exist_ok, configs))
+        return self._run(_create_topic, name, partitions, exist_ok, configs)
 
     def delete_topic(self, name: str) -> None:
-        self._run(_delete_topic(name))
+        self._run(_delete_topic, name)
 
 
 # -- trio --------------------------------------------------------------------------------------------------------
@@ -608,15 +673,20 @@ class AsyncKafkaClient(TrioClient):
         self.timeout = config.timeout
         self.transport: TrioStream | None = None  # opened on the first request
         self.codec: KafkaClientConnection | None = None
-        self.requests = 0  # requests written, every connection and retry included
+        self.requests = 0  # requests written on this client's own connection, every retry included
+        self.routes = Routes()
+        self._peers: dict[tuple[str, int], AsyncKafkaClient] = {}  # connections to the other brokers, by address
 
     async def aclose(self) -> None:
         transport, self.transport, self.codec = self.transport, None, None
+        peers, self._peers = self._peers, {}
         if transport is not None:
             import trio
 
             with trio.CancelScope(shield=True):
                 await transport.aclose()
+        for peer in peers.values():
+            await peer.aclose()
 
     async def connect(self) -> None:
         """Open the connection now (and log in), unless one is open; otherwise the first request does."""
@@ -664,6 +734,18 @@ class AsyncKafkaClient(TrioClient):
         return _answer(await self.receive(timeout=timeout)).body
 
     async def _attempt(self, call: Call) -> Any:
+        if call.route is None:
+            return await self._attempt_here(call)
+        address = await drive_trio(self.routes.address(call.route), self._attempt_here)
+        return await _broker(self, address)._attempt_here(call)
+
+    async def for_partition(self, topic: str, partition: int) -> "AsyncKafkaClient":
+        return _broker(self, await drive_trio(self.routes.address(Leader(topic, partition)), self._attempt_here))
+
+    async def for_coordinator(self, key: str, key_type: int = GROUP) -> "AsyncKafkaClient":
+        return _broker(self, await drive_trio(self.routes.address(Coordinator(key, key_type)), self._attempt_here))
+
+    async def _attempt_here(self, call: Call) -> Any:
         import trio
 
         cfg = self.config
@@ -685,58 +767,67 @@ class AsyncKafkaClient(TrioClient):
     async def request(self, api_key: int, version: int, body: Any, *, extra_wait: float = 0.0) -> Any:
         return await self._attempt(Call(api_key, version, body, extra_wait))
 
-    async def _run(self, operation: Operation) -> Any:
-        return await drive_trio(operation, self._attempt)
+    async def _run(self, operation: Callable[..., Operation], *args) -> Any:
+        import trio
+
+        attempt = 0
+        while True:
+            try:
+                return await drive_trio(operation(*args), self._attempt)
+            except (KafkaError, GatewayUnavailable) as exc:
+                delay = _rerun_delay(exc, attempt, self.config, self.routes)
+            await trio.sleep(delay)
+            attempt += 1
 
     # -- typed requests ---------------------------------------------------------------------------------------
     async def api_versions(self) -> api_versions.ApiVersionsResponse:
-        return await self._run(_api_versions())
+        return await self._run(_api_versions)
 
     async def partition_counts(self, topics: list[str] | None = None, *,
                                auto_create: bool = False) -> dict[str, int]:
-        return await self._run(_partition_counts(topics, auto_create))
+        return await self._run(_partition_counts, topics, auto_create)
 
     async def list_offsets(self, wanted: dict[tuple[str, int], int], *,
                            isolation_level: int = READ_UNCOMMITTED) -> dict[tuple[str, int], int]:
-        return await self._run(_list_offsets(wanted, isolation_level))
+        return await self._run(_list_offsets, wanted, isolation_level, self.routes)
 
     async def fetch(self, topic: str, partition: int, offset: int, max_bytes: int, *, max_wait_ms: int = 0,
                     min_bytes: int | None = None, isolation_level: int = READ_UNCOMMITTED) -> FetchResult:
-        return await self._run(_fetch(topic, partition, offset, max_bytes, max_wait_ms, min_bytes, isolation_level))
+        return await self._run(_fetch, topic, partition, offset, max_bytes, max_wait_ms, min_bytes, isolation_level)
 
     async def init_producer_id(self, transactional_id: str | None = None, *,
                                transaction_timeout_ms: int = 60000) -> tuple[int, int]:
-        return await self._run(_init_producer_id(transactional_id, transaction_timeout_ms))
+        return await self._run(_init_producer_id, transactional_id, transaction_timeout_ms)
 
     async def add_partitions_to_txn(self, transactional_id: str, producer_id: int, epoch: int,
                                     partitions: dict[str, list[int]]) -> None:
-        await self._run(_add_partitions_to_txn(transactional_id, producer_id, epoch, partitions))
+        await self._run(_add_partitions_to_txn, transactional_id, producer_id, epoch, partitions)
 
     async def add_offsets_to_txn(self, transactional_id: str, producer_id: int, epoch: int, group: str) -> None:
-        await self._run(_add_offsets_to_txn(transactional_id, producer_id, epoch, group))
+        await self._run(_add_offsets_to_txn, transactional_id, producer_id, epoch, group)
 
     async def txn_offset_commit(self, transactional_id: str, group: str, producer_id: int, epoch: int,
                                 committed: dict[tuple[str, int], int]) -> None:
-        await self._run(_txn_offset_commit(transactional_id, group, producer_id, epoch, committed))
+        await self._run(_txn_offset_commit, transactional_id, group, producer_id, epoch, committed)
 
     async def end_txn(self, transactional_id: str, producer_id: int, epoch: int, committed: bool) -> None:
-        await self._run(_end_txn(transactional_id, producer_id, epoch, committed))
+        await self._run(_end_txn, transactional_id, producer_id, epoch, committed)
 
     async def offset_fetch(self, group: str,
                            partitions: list[tuple[str, int]] | None = None) -> dict[tuple[str, int], int]:
-        return await self._run(_offset_fetch(group, partitions))
+        return await self._run(_offset_fetch, group, partitions)
 
     async def produce(self, topic: str, partition: int, batch: bytes, *, acks: int = -1,
                       timeout_ms: int = 30000, transactional_id: str | None = None) -> int:
-        return await self._run(_produce(topic, partition, batch, acks, timeout_ms, transactional_id))
+        return await self._run(_produce, topic, partition, batch, acks, timeout_ms, transactional_id)
 
     async def produce_answer(self, topic: str, partition: int, batch: bytes, *, acks: int = -1,
                              timeout_ms: int = 30000):
-        return await self._run(_produce_answer(topic, partition, batch, acks, timeout_ms))
+        return await self._run(_produce_answer, topic, partition, batch, acks, timeout_ms, None, False)
 
     async def create_topic(self, name: str, partitions: int = 1, *, exist_ok: bool = True,
                            configs: dict[str, str] | None = None) -> bool:
-        return await self._run(_create_topic(name, partitions, exist_ok, configs))
+        return await self._run(_create_topic, name, partitions, exist_ok, configs)
 
     async def delete_topic(self, name: str) -> None:
-        await self._run(_delete_topic(name))
+        await self._run(_delete_topic, name)

@@ -1,8 +1,8 @@
 """The crash-restart checker (`logway.bench.chaos`) against a real gateway killed with SIGKILL 12 times:
 producers over the native, TANK and Kafka (idempotent) protocols, two transactional Kafka producers, and a
 two-member Kafka consumer group, every check after every restart, then a graceful stop and a clean start. Also:
-the checker does fail when the log breaks a promise (it is not vacuous), and the pure check of the transactional
-topic (`verify_transactions`) on hand-built logs."""
+the checker does fail when the log breaks a promise (it is not vacuous), the pure check of the transactional
+topic (`verify_transactions`) on hand-built logs, and a shorter run against a `workers: 2` gateway."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 from logway.bench.chaos import (ABORTED, COMMITTED, COMMITTING, GROUP, OPEN, PROTOCOLS, TOPICS, TXN_TOPIC,
                                  ChaosConfig, ChaosReport, ChaosRun, ChaosViolation, CycleSummary, Ledger,
                                  Transaction, TxnLedger, TxnPartitionRead, verify_partition, verify_transactions)
+from logway.storage.engine import Share
 
 CYCLES = 12
 
@@ -246,3 +247,25 @@ def test_verify_transactions_finds_each_kind_of_violation():
     bad[1].data.append((5, b"zzz"))
     bad[1].markers.pop()
     assert "which no transactional producer sent" in violations(scenario(), bad, offsets(2))
+
+
+def test_sigkill_cycles_of_a_workers_gateway_keep_every_promise(tmp_path):
+    """The same checker against `workers: 2` (two brokers, each the only writer of its partitions): every kill takes
+    each worker and then the supervisor down, so no process shuts down on its own; the Kafka clients send each
+    partition's requests to its leader and group and transaction requests to worker 0, native and TANK ones go
+    through the shared ports (relayed to the owner). Every promise holds across the kills."""
+    cycles = 6
+    config = ChaosConfig(cycles=cycles, seed=20261124, min_run=0.15, max_run=0.6, pause=0.003,
+                         torn_tail_probability=0.5, workers=2, data_dir=str(tmp_path), log=None)
+    run = ChaosRun(config)
+    report = run.run()
+    report.raise_for_violations()
+    assert len(report.cycles) == cycles and report.final is not None and not report.final.violations
+    assert all(report.acked[p] > 50 for p in PROTOCOLS), report.acked
+    owners = {Share(2).owner(*tp) for tp, acked in run.ledger.acked.items() if acked}
+    assert owners == {0, 1}  # both workers' partitions took acknowledged records
+    assert report.total("commits") > 0 and report.total("consumed") > 0
+    assert report.total("txn_committed") > 0 and report.total("txn_in_doubt") > 0, report.figures()
+    assert all(c.unclean_reported for c in report.cycles)
+    logs = "".join(p.read_text(errors="replace") for p in (tmp_path / "run").glob("gateway-*.stderr"))
+    assert "the supervisor went away" not in logs  # no worker outlived its supervisor to shut down cleanly

@@ -661,6 +661,43 @@ def test_streaming_topic_a_to_topic_b_delivers_every_record_once(spark, kafka_ad
     assert all(len(parts) == 1 for parts in by_key.values())
 
 
+@pytest.fixture(scope="module")
+def workers_gateway(tmp_path_factory):
+    """A `workers: 2` gateway: two brokers on one host, each leading about half of every topic's partitions."""
+    from logway.bench.launcher import GatewayProcess
+
+    d = tmp_path_factory.mktemp("workers-pipeline")
+    with GatewayProcess(str(d / "data"), "workers=2", "storage.flush=none", "log_level=WARNING") as gw:
+        yield gw
+
+
+def test_spark_writes_reads_and_streams_every_partition_of_a_workers_gateway(spark, workers_gateway, tmp_path):
+    """The data source on a `workers: 2` gateway: writes (transactional, over both brokers' partitions), batch
+    reads and a streaming copy reach every partition at its leader, whichever broker the option names."""
+    gw = workers_gateway
+    first, second = ("%s:%d" % gw.addresses[k] for k in ("kafka", "kafka.1"))
+    source, sink = new_topic("w"), new_topic("w")
+    with client_for(first) as client:
+        client.create_topic(source, 4)
+        client.create_topic(sink, 4)
+        leaders = {client.for_partition(source, p).config.port for p in range(4)}
+    assert leaders == {gw.addresses["kafka"][1], gw.addresses["kafka.1"][1]}  # both brokers lead some
+    data = [(b"value-%d" % i, i % 4) for i in range(80)]
+    spark.createDataFrame(data, "value binary, partition int").write.format("logway").option(
+        "gateway", second).option("topic", source).mode("append").save()
+    for address in (first, second):
+        rows = read_rows(spark, address, subscribe=source)
+        assert sorted((r.partition, r.value) for r in rows) == sorted((p, v) for v, p in data)
+    query = (spark.readStream.format("logway").option("gateway", first).option("subscribe", source)
+             .option("startingOffsets", "earliest").load().selectExpr("value", "partition")
+             .writeStream.format("logway").option("gateway", second).option("topic", sink)
+             .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+    assert query.awaitTermination(120)
+    assert query.exception() is None
+    rows = read_rows(spark, first, subscribe=sink)
+    assert sorted((r.partition, r.value) for r in rows) == sorted((p, v) for v, p in data)
+
+
 def test_data_loss_is_reported(kafka_address):
     """A planned range whose offsets are gone fails with DataLossError (or is skipped when allowed)."""
     pytest.importorskip("pyarrow")

@@ -254,6 +254,20 @@ def test_power_cuts_under_flush_always_lose_nothing_acknowledged(fuse, tmp_path)
     assert "acknowledged records lost: 0" in figures and "violations: 0" in figures
 
 
+def test_power_cuts_of_a_workers_gateway_lose_nothing_acknowledged(fuse, tmp_path):
+    """The same with `workers: 2`: every worker and the supervisor killed, then the cut; Kafka clients at the
+    partitions' leaders and worker 0's coordinators, native and TANK through the shared ports."""
+    cycles = 5
+    run, report = run_powerloss(tmp_path / "workers", cycles=cycles, workers=2)
+    report.chaos.raise_for_violations()
+    assert len(report.cuts) == cycles and report.chaos.final is not None and not report.chaos.final.violations
+    assert all(report.chaos.acked[p] > 50 for p in PROTOCOLS), report.chaos.acked
+    assert {Share(2).owner(*tp) for tp, acked in run.ledger.acked.items() if acked} == {0, 1}
+    assert report.chaos.total("txn_committed") > 0 and report.chaos.total("commits") > 0
+    assert sum(c.report["bytes_dropped"] for c in report.cuts) > 0
+    assert report.lost == 0
+
+
 def test_flush_interval_loses_at_most_the_last_interval(fuse, tmp_path):
     run, report = run_powerloss(tmp_path / "interval", cycles=6, flush="interval", flush_interval_ms=200)
     report.chaos.raise_for_violations()  # includes: no record lost in the middle, none older than the window

@@ -19,11 +19,15 @@ import urllib.request
 import uuid
 
 import pytest
+import trio
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from logway.bench.launcher import GatewayProcess
-from logway.clients.errors import NativeError
+from logway.bench.launcher import child_pids as children
+from logway.clients.errors import KafkaError, NativeError
+from logway.clients.kafka import LATEST, READ_COMMITTED, READ_UNCOMMITTED, AsyncKafkaClient, KafkaClient, KafkaConfig
+from logway.clients.kafka_routes import TRANSACTION, Coordinator, Leader
 from logway.clients.native import NativeClient
 from logway.clients.tank import TankClient, consume_request
 from logway.codecs import native as nv
@@ -35,7 +39,7 @@ from logway.codecs.kafka.api import metadata as M
 from logway.codecs.kafka.api import offsets as O
 from logway.codecs.kafka.api import transactions as X
 from logway.codecs.kafka.error_codes import ErrorCode as E
-from logway.codecs.kafka.records import encode_batch
+from logway.codecs.kafka.records import decode_records, encode_batch
 from logway.codecs.records import Record
 from logway.codecs.tank import ConsumeFlags
 from logway.codecs.tank.chunk import decode_chunk
@@ -196,6 +200,112 @@ def test_a_group_commits_once_and_a_new_member_resumes_from_the_committed_offset
         commit = c.call(O.OFFSET_COMMIT_KEY, 2, O.OffsetCommitRequest(group_id="g-" + topic, topics=[
             O.OffsetCommitRequestTopic(topic, [O.OffsetCommitRequestPartition(0, 5)])]))
         assert commit.topics[0].partitions[0].error_code == E.NOT_COORDINATOR
+
+
+# -- logway's own Kafka client (what the Spark data source and the pipeline's producer run on) -----------------------
+
+def _owner_port(gw, topic: str, partition: int) -> int:
+    return gw.addresses["kafka" if Share(2).owner(topic, partition) == 0 else "kafka.1"][1]
+
+
+def _fetched(client, topic: str, partition: int, isolation_level: int = READ_UNCOMMITTED) -> list[bytes]:
+    result = client.fetch(topic, partition, 0, 1 << 20, isolation_level=isolation_level)
+    return [r.value for r in decode_records(result.records)]
+
+
+@pytest.mark.parametrize("via", ["kafka", "kafka.1"])
+def test_logways_kafka_client_sends_each_call_to_the_broker_that_serves_it(gw, via):
+    """`logway.clients.KafkaClient` bootstrapped on either broker, with no retries (a call sent to the wrong broker
+    would raise): Produce, Fetch (also the pipelined one) and ListOffsets go to each partition's leader, InitProducerId
+    with a transactional id and the transaction's requests to the transaction coordinator, OffsetFetch and
+    TxnOffsetCommit to the group coordinator, DeleteTopics to the controller."""
+    topic, group = "r-" + uuid.uuid4().hex[:8], "g-" + uuid.uuid4().hex[:8]
+    tid = "tx-" + topic
+    with KafkaClient(KafkaConfig(*gw.addresses[via], retries=0)) as client:
+        assert client.create_topic(topic, PARTITIONS) is True
+        assert {p: client.for_partition(topic, p).config.port for p in range(PARTITIONS)} == {
+            p: _owner_port(gw, topic, p) for p in range(PARTITIONS)}
+        assert len({_owner_port(gw, topic, p) for p in range(PARTITIONS)}) == 2  # both brokers lead some
+        assert client.for_coordinator(group).config.port == gw.addresses["kafka"][1]
+        for p in range(PARTITIONS):
+            assert client.produce(topic, p, encode_batch([Record(b"plain-%d" % p)], default_timestamp=1)) == 0
+        everything = {(topic, p): LATEST for p in range(PARTITIONS)}
+        assert client.list_offsets(everything) == {(topic, p): 1 for p in range(PARTITIONS)}
+        assert [_fetched(client, topic, p) for p in range(PARTITIONS)] == [[b"plain-%d" % p] for p in range(PARTITIONS)]
+        theirs = next(p for p in range(PARTITIONS) if _owner_port(gw, topic, p) != gw.addresses[via][1])
+        assert client.send_fetch(topic, theirs, 0, 1 << 20)
+        assert decode_records(client.receive_fetch(topic, theirs, 0, 1 << 20).records)[0].value == b"plain-%d" % theirs
+
+        pid, epoch = client.init_producer_id(tid)
+        client.add_partitions_to_txn(tid, pid, epoch, {topic: list(range(PARTITIONS))})
+        for p in range(PARTITIONS):
+            batch = encode_batch([Record(b"txn-%d" % p)], default_timestamp=1, producer_id=pid, producer_epoch=epoch,
+                                 base_sequence=0, transactional=True)
+            assert client.produce(topic, p, batch, transactional_id=tid) == 1
+        client.add_offsets_to_txn(tid, pid, epoch, group)
+        client.txn_offset_commit(tid, group, pid, epoch, {(topic, p): 7 for p in range(PARTITIONS)})
+        client.end_txn(tid, pid, epoch, committed=True)
+        assert client.offset_fetch(group) == {(topic, p): 7 for p in range(PARTITIONS)}
+        assert client.list_offsets(everything, isolation_level=READ_COMMITTED) == {
+            (topic, p): 3 for p in range(PARTITIONS)}  # the record, the transaction's, its marker
+        assert [_fetched(client, topic, p, READ_COMMITTED) for p in range(PARTITIONS)] == [
+            [b"plain-%d" % p, b"txn-%d" % p] for p in range(PARTITIONS)]
+
+        client.delete_topic(topic)
+        deadline = time.monotonic() + 10  # the other broker hears of the deletion a moment later
+        while client.partition_counts([topic]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert client.partition_counts([topic]) == {}
+
+
+def test_logways_kafka_client_looks_its_routes_up_again_when_a_broker_says_they_moved(gw):
+    """Routes gone stale — a leader or coordinator moved, as when the gateway restarts with another `workers` —
+    are forgotten at the broker's NOT_LEADER_OR_FOLLOWER / NOT_COORDINATOR and the call made again where it
+    belongs (within `retries`); with no retries the error is the caller's."""
+    topic, group = kafka_topic(gw), "g-" + uuid.uuid4().hex[:8]
+    theirs = next(p for p in range(PARTITIONS) if Share(2).owner(topic, p) == 1)
+    batch = encode_batch([Record(b"x")], default_timestamp=1)
+
+    def stale(client) -> None:
+        client.list_offsets({(topic, theirs): LATEST})  # learns the routes
+        client.routes.leaders[Leader(topic, theirs)] = 0
+        client.routes.coordinators[Coordinator(group)] = 1
+
+    with KafkaClient(KafkaConfig(*gw.addresses["kafka"], retries=0)) as client:
+        stale(client)
+        with pytest.raises(KafkaError) as err:
+            client.produce(topic, theirs, batch)
+        assert err.value.code == E.NOT_LEADER_OR_FOLLOWER
+    with KafkaClient(KafkaConfig(*gw.addresses["kafka"], retry_backoff=0.01)) as client:
+        stale(client)
+        assert client.produce(topic, theirs, batch) == 0
+        assert client.routes.leaders[Leader(topic, theirs)] == 1
+        client.routes.coordinators[Coordinator(group)] = 1
+        assert client.offset_fetch(group) == {}
+        assert client.routes.coordinators[Coordinator(group)] == 0
+
+
+def test_logways_async_kafka_client_routes_as_the_blocking_one(gw):
+    topic, tid = "a-" + uuid.uuid4().hex[:8], "tx-" + uuid.uuid4().hex[:8]
+
+    async def main():
+        async with AsyncKafkaClient(KafkaConfig(*gw.addresses["kafka.1"], retries=0)) as client:
+            await client.create_topic(topic, PARTITIONS)
+            assert {p: (await client.for_partition(topic, p)).config.port for p in range(PARTITIONS)} == {
+                p: _owner_port(gw, topic, p) for p in range(PARTITIONS)}
+            for p in range(PARTITIONS):
+                assert await client.produce(topic, p, encode_batch([Record(b"%d" % p)], default_timestamp=1)) == 0
+            assert await client.list_offsets({(topic, p): LATEST for p in range(PARTITIONS)}) == {
+                (topic, p): 1 for p in range(PARTITIONS)}
+            for p in range(PARTITIONS):
+                records = decode_records((await client.fetch(topic, p, 0, 1 << 20)).records)
+                assert [r.value for r in records] == [b"%d" % p]
+            pid, epoch = await client.init_producer_id(tid)
+            await client.add_partitions_to_txn(tid, pid, epoch, {topic: [0]})
+            await client.end_txn(tid, pid, epoch, committed=False)
+            assert (await client.for_coordinator(tid, TRANSACTION)).config.port == gw.addresses["kafka"][1]
+
+    trio.run(main)
 
 
 def test_a_request_to_the_wrong_broker_is_not_leader_or_follower(gw):
@@ -539,9 +649,7 @@ def test_with_a_native_token_the_workers_relay_with_it(tmp_path):
 def _relay_sockets(gw) -> list[str]:
     """The abstract names of the relay sockets the gateway's workers listen on, found as any local user can: the
     workers' socket inodes, looked up in /proc/net/unix ("@" for the leading NUL)."""
-    pid = gw.pid
-    with open(f"/proc/{pid}/task/{pid}/children") as f:
-        workers = f.read().split()
+    workers = children(gw.pid)
     inodes = set()
     for worker in workers:
         fds = f"/proc/{worker}/fd"
@@ -820,19 +928,6 @@ def _read_tree(root: str) -> bytes:
 
 # -- stopping ------------------------------------------------------------------------------------------------------
 
-def children(pid: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
-                        found.append(int(entry))
-            except (OSError, IndexError, ValueError):
-                pass
-    return found
-
-
 def alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -986,10 +1081,7 @@ def test_nothing_acknowledged_through_any_worker_is_lost_to_a_power_cut(powerfs)
             for p in range(PARTITIONS):
                 assert one.commit(name, p, group, p + 1)
     finally:
-        workers = children(gw.pid)
-        for pid in workers:  # the workers first: none sees its supervisor go and shuts down (syncing) on its own
-            os.kill(pid, signal.SIGKILL)
-        gw.kill()
+        gw.kill()  # every worker first: none sees its supervisor go and shuts down (syncing) on its own
     powerfs.cut()
     gw = GatewayProcess(data, *settings)
     try:
@@ -1026,9 +1118,6 @@ def test_a_committed_transaction_across_workers_survives_a_power_cut(powerfs):
             producer.produce(topic, b"open%d" % i, partition=i % PARTITIONS)
         assert producer.flush(30) == 0
     finally:
-        workers = children(gw.pid)
-        for pid in workers:
-            os.kill(pid, signal.SIGKILL)
         gw.kill()
     powerfs.cut()
     producer = None  # (its transaction is left to the coordinator's timeout)
