@@ -960,6 +960,44 @@ def test_sigterm_stops_every_worker_cleanly_and_one_process_reads_their_partitio
         assert single.stop() == 0
 
 
+def test_when_the_supervisor_is_killed_every_worker_stops_and_the_directory_starts_again(tmp_path):
+    """The supervisor SIGKILLed (say by the OOM killer): each worker sees its control socket close and shuts down on
+    its own (its locks released: nothing lingers), and a new gateway on the directory (an unclean start: the
+    supervisor wrote no marker) serves every acknowledged record and commit."""
+    data, log = str(tmp_path / "data"), tmp_path / "gateway.stderr"
+    with open(log, "wb") as err:
+        gw = GatewayProcess(data, "workers=2", "log_level=INFO", stderr=err)
+    values = [b"%d" % i for i in range(80)]
+    try:
+        workers = children(gw.pid)
+        assert len(workers) == 2
+        topic = kafka_topic(gw)
+        produce(gw, topic, values)
+        with NativeClient(*gw.addresses["native.1"]) as one:
+            assert one.commit(topic, 1, "g", 7)
+    finally:
+        os.kill(gw.pid, signal.SIGKILL)
+        gw.proc.wait()
+    deadline = time.monotonic() + 30
+    while any(alive(pid) for pid in workers):
+        assert time.monotonic() < deadline, "a worker outlived its supervisor"
+        time.sleep(0.05)
+    text = log.read_text(errors="replace")
+    assert all(f"worker {i}: the supervisor went away: shutting down" in text for i in range(2)), text[-2000:]
+    assert not os.path.exists(os.path.join(data, ".clean_shutdown"))
+    again = GatewayProcess(data, "workers=2", "log_level=WARNING")
+    try:
+        consumer = Consumer({"bootstrap.servers": bootstrap(again), "group.id": "check",
+                             "enable.auto.commit": False, "fetch.queue.backoff.ms": 10})
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        assert sorted(v for _, _, v in consume(consumer, len(values))) == sorted(values)
+        consumer.close()
+        with NativeClient(*again.addresses["native"]) as client:
+            assert client.committed(topic, 1, "g") == 7
+    finally:
+        assert again.stop() == 0
+
+
 def test_topic_changes_one_worker_makes_reach_the_other_at_once(tmp_path):
     """With the periodic look at every topic set to 10 minutes, worker 1 still sees the partitions, configuration
     and deletion worker 0 makes within seconds: worker 0 told the supervisor, which told worker 1 (fails without)."""
