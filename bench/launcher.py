@@ -15,22 +15,9 @@ import subprocess
 import sys
 import time
 
-__all__ = ["GatewayProcess", "child_pids"]
+from .proc import child_pids
 
-
-def child_pids(pid: int) -> list[int]:
-    """The processes whose parent is `pid` (a supervisor's workers): a scan of /proc (its per-task `children`
-    files are not on every kernel)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
-                        found.append(int(entry))
-            except (OSError, IndexError, ValueError):
-                pass  # gone meanwhile
-    return found
+__all__ = ["GatewayProcess"]
 
 
 class GatewayProcess:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import resource
 
-__all__ = ["rss_mib", "proc_status_mib", "proc_cpu_seconds", "gateway_processes", "raise_fd_limit"]
+__all__ = ["rss_mib", "proc_status_mib", "proc_cpu_seconds", "child_pids", "gateway_processes", "raise_fd_limit"]
 
 
 def proc_status_mib(pid: int | str, key: str) -> float:
@@ -30,24 +30,34 @@ def proc_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def child_pids(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (a supervisor's workers): a scan of /proc (its per-task `children`
+    files are not on every kernel)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        found.append(int(entry))
+            except (OSError, IndexError, ValueError):
+                pass  # gone meanwhile
+    return found
+
+
 def gateway_processes(pid: int) -> dict[str, int]:
     """The gateway's processes by role: {"gateway": pid} for one process; {"supervisor": pid, "worker 0": ...,
     "worker 1": ...} when it supervises workers (its children, named by their LOGWAY_WORKER)."""
     found = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for child in child_pids(pid):
         try:
-            with open(f"/proc/{entry}/stat") as f:
-                if int(f.read().rsplit(")", 1)[1].split()[1]) != pid:
-                    continue
-            with open(f"/proc/{entry}/environ", "rb") as f:
+            with open(f"/proc/{child}/environ", "rb") as f:
                 env = dict(item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item)
-        except (OSError, ValueError, IndexError):
+        except (OSError, ValueError):
             continue
         role = env.get(b"LOGWAY_WORKER")
         if role:
-            found[f"worker {role.split(b'/')[0].decode()}"] = int(entry)
+            found[f"worker {role.split(b'/')[0].decode()}"] = child
     if not found:
         return {"gateway": pid}
     return {"supervisor": pid, **dict(sorted(found.items()))}

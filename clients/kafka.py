@@ -75,7 +75,8 @@ from .address import format_address, parse_address, tls_context
 from .blocking import BlockingClient, BlockingStream
 from .blocking import drive as drive_blocking
 from .errors import ConnectionClosed, GatewayUnavailable, KafkaError
-from .kafka_routes import CONTROLLER, GROUP, MISROUTED, TRANSACTION, Call, Coordinator, Leader, Operation, Routes
+from .kafka_routes import (CONTROLLER, GROUP, MISROUTED, TRANSACTION, V_METADATA, Call, Coordinator, Leader, Operation,
+                           Routes)
 from .trio_io import TrioClient, TrioStream
 from .trio_io import drive as drive_trio
 
@@ -90,7 +91,7 @@ READ_UNCOMMITTED, READ_COMMITTED = fetch.READ_UNCOMMITTED, fetch.READ_COMMITTED 
 #: Bytes asked from the connection per read: large, since fetch responses are megabytes.
 RECEIVE_BYTES = 4 * 1024 * 1024
 #: API versions we speak: the highest non-flexible ones the gateway implements.
-V_PRODUCE, V_FETCH, V_LIST_OFFSETS, V_METADATA, V_API_VERSIONS = 8, 11, 5, 7, 2
+V_PRODUCE, V_FETCH, V_LIST_OFFSETS, V_API_VERSIONS = 8, 11, 5, 2  # V_METADATA (7): kafka_routes
 V_CREATE_TOPICS, V_DELETE_TOPICS, V_INIT_PRODUCER_ID = 4, 3, 1
 V_OFFSET_FETCH = 5
 V_TXN = 2  # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit (v2 knows PRODUCER_FENCED)

@@ -22,7 +22,7 @@ from logway.codecs.kafka.api import groups, metadata
 from logway.codecs.kafka.error_codes import ErrorCode
 
 __all__ = ["Call", "Operation", "Leader", "Coordinator", "CONTROLLER", "GROUP", "TRANSACTION", "MISROUTED",
-           "Routes"]
+           "Routes", "V_METADATA"]
 
 V_METADATA, V_FIND_COORDINATOR = 7, 1
 #: FindCoordinator key types.
@@ -76,7 +76,7 @@ class Routes:
         self.brokers: dict[int, tuple[str, int]] | None = None  # node id -> advertised (host, port)
         self.controller = -1
         self.leaders: dict[Leader, int] = {}
-        self.topics: set[str] = set()  # looked up (known or not)
+        self.topics: set[str] = set()  # whose leaders were learned (an unknown topic is asked again each time)
         self.coordinators: dict[Coordinator, int] = {}
 
     def address(self, route) -> Operation:
@@ -92,7 +92,6 @@ class Routes:
         if type(route) is Leader:
             if route.topic not in self.topics:
                 self._learn((yield self._metadata([route.topic])))
-                self.topics.add(route.topic)
             node = self.leaders.get(route)
         elif type(route) is Coordinator:
             node = self.coordinators.get(route)
@@ -117,6 +116,7 @@ class Routes:
         self.controller = resp.controller_id
         for t in resp.topics:
             if t.error_code == ErrorCode.NONE:
+                self.topics.add(t.name)
                 for p in t.partitions:
                     if p.error_code == ErrorCode.NONE and p.leader_id >= 0:
                         self.leaders[Leader(t.name, p.partition_index)] = p.leader_id

@@ -24,7 +24,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from logway.bench.launcher import GatewayProcess
-from logway.bench.launcher import child_pids as children
+from logway.bench.proc import child_pids as children
 from logway.clients.errors import KafkaError, NativeError
 from logway.clients.kafka import LATEST, READ_COMMITTED, READ_UNCOMMITTED, AsyncKafkaClient, KafkaClient, KafkaConfig
 from logway.clients.kafka_routes import TRANSACTION, Coordinator, Leader
@@ -283,6 +283,17 @@ def test_logways_kafka_client_looks_its_routes_up_again_when_a_broker_says_they_
         client.routes.coordinators[Coordinator(group)] = 1
         assert client.offset_fetch(group) == {}
         assert client.routes.coordinators[Coordinator(group)] == 0
+
+
+def test_logways_kafka_client_routes_a_topic_it_looked_up_before_it_existed(gw):
+    topic = "late-" + uuid.uuid4().hex[:8]
+    with KafkaClient(KafkaConfig(*gw.addresses["kafka"], retries=0)) as client:
+        with pytest.raises(KafkaError) as err:
+            client.list_offsets({(topic, p): LATEST for p in range(PARTITIONS)})
+        assert err.value.code == E.UNKNOWN_TOPIC_OR_PARTITION
+        client.create_topic(topic, PARTITIONS)
+        for p in range(PARTITIONS):  # each at its leader, though the first look found no such topic
+            assert client.produce(topic, p, encode_batch([Record(b"x")], default_timestamp=1)) == 0
 
 
 def test_logways_async_kafka_client_routes_as_the_blocking_one(gw):
