@@ -23,6 +23,9 @@ request's kind is drawn at random with equal odds (a fixed rotation made the con
 into step: all long-polling while nobody produced). After `--seconds` a connection finishes its request in
 flight and, if it has not yet done every kind, one request of each missing kind; then it closes.
 
+`--kinds` picks the kinds drawn from (default the three above); it may also name `ping`, each protocol's cheapest
+request — native Ping, Kafka ApiVersions, TANK DiscoverPartitions of the connection's partition (TANK has no Ping a
+client sends) — so `--kinds ping` measures what a request costs the gateway before it does any work of the kind.
 `--protocols` picks the connections' protocols (default all three, in turn; without TANK, `load-tank` is created
 through Kafka); `--workers N` runs the gateway with `workers: N` (docs/scaling.md): each Kafka connection goes to
 its partition's broker, as a Kafka client routes, native and TANK connections to the shared port (every worker
@@ -71,16 +74,19 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from .proc import gateway_processes, proc_cpu_seconds, proc_status_mib, raise_fd_limit
+from .proc import gateway_processes, proc_cpu_times, proc_status_mib, raise_fd_limit
 from .registry import Benchmark
 from .requests import CALLS, AnswerError, WireProtocolError, metric_readings
 
-__all__ = ["BENCHMARKS", "LoadSettings", "LoadReport", "run_load", "PROTOCOLS", "KINDS"]
+__all__ = ["BENCHMARKS", "LoadSettings", "LoadReport", "run_load", "PROTOCOLS", "KINDS", "ALL_KINDS"]
 
 KiB = 1024
 MiB = 1024 * 1024
 PROTOCOLS = ("native", "kafka", "tank")
-KINDS = ("produce", "fetch", "long-poll")
+KINDS = ("produce", "fetch", "long-poll")  # the default mix
+#: `--kinds` may also name `ping`: each protocol's cheapest request (native Ping, Kafka ApiVersions, TANK
+#: DiscoverPartitions of the connection's partition: TANK has no Ping a client sends).
+ALL_KINDS = KINDS + ("ping",)
 TOPICS = {"kafka": "load-kafka", "tank": "load-tank"}  # storage format -> topic
 #: The topic a connection of each protocol uses, and the one every fourth connection uses instead.
 HOME_FORMAT = {"native": "kafka", "kafka": "kafka", "tank": "tank"}
@@ -128,6 +134,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "broker, native and TANK ones to the shared port (every worker relays)")
     parser.add_argument("--protocols", default=",".join(PROTOCOLS),
                         help="comma-separated protocols of the load connections (in turn), e.g. native,kafka")
+    parser.add_argument("--kinds", default=",".join(KINDS),
+                        help=f"comma-separated kinds of request the connections draw from (default the three of the "
+                             f"load; any of {', '.join(ALL_KINDS)}), e.g. ping: what a request costs before any work")
     parser.add_argument("--set", dest="gateway_settings", action="append", default=[], metavar="KEY=VALUE",
                         help="a gateway configuration override, as `logway serve --set` takes it (repeatable), "
                              "e.g. limits.data_requests_per_pass=0")
@@ -143,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
                             think_ms=args.think_ms, probe_interval_ms=args.probe_interval_ms, flush=args.flush,
                             storm=args.storm, gateway_settings=tuple(args.gateway_settings), workers=args.workers,
                             protocols=tuple(p.strip() for p in args.protocols.split(",") if p.strip()),
+                            kinds=tuple(k.strip() for k in args.kinds.split(",") if k.strip()),
                             count_calls=args.count_calls)
     if settings.count_calls and settings.workers != 1:
         raise SystemExit("logway bench load: --count-calls counts one event loop: use it with --workers 1")
@@ -169,6 +179,7 @@ class LoadSettings:
     gateway_settings: tuple[str, ...] = ()  # KEY=VALUE overrides of the gateway's configuration
     workers: int = 1  # the gateway's `workers`
     protocols: tuple[str, ...] = PROTOCOLS  # of the load connections, in turn
+    kinds: tuple[str, ...] = KINDS  # of the requests, drawn at random with equal odds
     count_calls: bool = False  # the gateway counts its function calls (`--count-calls`)
 
 
@@ -194,6 +205,7 @@ class LoadReport:
     rss_closed: float = 0.0  # after the connections closed
     peak_rss: float = 0.0  # the gateway's peak: VmHWM, or a higher VmRSS sample (VmHWM is updated lazily)
     gateway_cpu: float = 0.0  # CPU seconds the gateway used during the load
+    gateway_system_cpu: float = 0.0  # of which in the kernel (system time: socket and file syscalls, ...)
     client_cpu: float = 0.0
     probe_latencies: dict = field(default_factory=dict)  # kind -> [ms]
     probe_errors: list = field(default_factory=list)
@@ -218,7 +230,8 @@ class LoadReport:
 
     def incomplete_connections(self) -> int:
         """Established connections that did not complete a request of every kind."""
-        return sum(1 for c in self.per_connection if any(c[k] == 0 for k in KINDS))
+        kinds = self.settings.kinds
+        return sum(1 for c in self.per_connection if any(c[k] == 0 for k in kinds))
 
     def probe_all(self) -> list[float]:
         """The probe's request latencies on its open connections (Ping and ApiVersions), sorted."""
@@ -248,11 +261,12 @@ class LoadReport:
     def format(self) -> str:
         s = self.settings
         total = sum(self.requests.values())
-        over = ", ".join(s.protocols[:-1]) + " and " + s.protocols[-1] if len(s.protocols) > 1 else s.protocols[0]
+        described = {"produce": f"produce ({RECORDS_PER_PRODUCE} x {s.record_bytes} B)", "fetch": "fetch",
+                     "long-poll": f"long-poll ({s.long_poll_ms} ms)", "ping": "ping"}
         lines = [f"load (flush: {s.flush}{f', workers: {s.workers}' if s.workers > 1 else ''}): "
-                 f"{s.connections:,} connections over {over}, each "
-                 f"looping over produce ({RECORDS_PER_PRODUCE} x {s.record_bytes} B), fetch and long-poll "
-                 f"({s.long_poll_ms} ms) for {s.seconds:g} s; {s.partitions} partitions per topic; think time "
+                 f"{s.connections:,} connections over {_and(s.protocols)}, each looping over "
+                 f"{_and([described[k] for k in s.kinds])} for {s.seconds:g} s; {s.partitions} partitions per topic; "
+                 f"think time "
                  f"{s.think_ms:g} ms" + "".join(f"; {item}" for item in s.gateway_settings),
                  f"  connections established: {self.connections:,} "
                  f"({', '.join(f'{p} {self.connections_by_protocol[p]}' for p in s.protocols)}); "
@@ -263,7 +277,7 @@ class LoadReport:
                  f"latencies as the load generator saw them (its own busy event loop included)"]
         for proto in s.protocols:
             parts = []
-            for kind in KINDS:
+            for kind in self.settings.kinds:
                 lat = sorted(self.latencies.get((proto, kind), ()))
                 n = self.requests[(proto, kind)]
                 parts.append(f"{kind} {n:,}" + (f" (p50 {_pct(lat, .5):.1f} / p99 {_pct(lat, .99):.1f} ms)"
@@ -309,7 +323,8 @@ class LoadReport:
         per = 1e6 / max(total, 1)
         lines.append(f"  CPU during the load: gateway {self.gateway_cpu:.1f} s "
                      f"({100 * self.gateway_cpu / max(self.elapsed, 1e-9):.0f} % of one core, "
-                     f"{self.gateway_cpu * per:.0f} µs per request), load generator {self.client_cpu:.1f} s "
+                     f"{self.gateway_cpu * per:.0f} µs per request, of which {self.gateway_system_cpu * per:.0f} µs "
+                     f"in the kernel), load generator {self.client_cpu:.1f} s "
                      f"({100 * self.client_cpu / max(self.elapsed, 1e-9):.0f} % of one core, "
                      f"{self.client_cpu * per:.0f} µs per request)")
         delta = {k: v[0] - self.metrics_start[k][0] for k, v in self.metrics_end.items() if k in self.metrics_start}
@@ -333,6 +348,12 @@ class LoadReport:
         return "\n".join(lines)
 
 
+def _and(items) -> str:
+    """'a, b and c'."""
+    items = list(items)
+    return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else items[0]
+
+
 def _pct(sorted_values: list[float], q: float) -> float:
     return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))] if sorted_values else float("nan")
 
@@ -354,6 +375,8 @@ def run_load(settings: LoadSettings) -> LoadReport:
         raise SystemExit("logway bench load: --connections and --seconds must be positive")
     if not settings.protocols or set(settings.protocols) - set(PROTOCOLS):
         raise SystemExit(f"logway bench load: --protocols takes some of {', '.join(PROTOCOLS)}")
+    if not settings.kinds or set(settings.kinds) - set(ALL_KINDS):
+        raise SystemExit(f"logway bench load: --kinds takes some of {', '.join(ALL_KINDS)}")
     raise_fd_limit(settings.connections + FD_MARGIN, "logway bench load")  # the storm's sockets are the probe process's
     report = LoadReport(settings)
     with tempfile.TemporaryDirectory(prefix="logway-load-") as tmp:
@@ -391,6 +414,12 @@ def run_load(settings: LoadSettings) -> LoadReport:
                 elif " WARNING " in raw:
                     report.gateway_log_warnings += 1
     return report
+
+
+def _cpu_times(pids: list[int]) -> tuple[float, float]:
+    """(user, system) CPU seconds summed over the gateway's processes."""
+    times = [proc_cpu_times(pid) for pid in pids]
+    return sum(t[0] for t in times), sum(t[1] for t in times)
 
 
 def _mib(pids: list[int], key: str) -> float:
@@ -485,8 +514,8 @@ class _Conn:
         # long-polling at once, nobody producing, every long-poll ending on its timer together).
         self.rng = random.Random(index)
         report = run.report
-        self.latencies = {k: report.latencies[(proto, k)] for k in KINDS}
-        self.counted = {k: (proto, k) for k in KINDS}
+        self.latencies = {k: report.latencies[(proto, k)] for k in ALL_KINDS}
+        self.counted = {k: (proto, k) for k in ALL_KINDS}
         self.wire = self.make_wire(run)
         self.frame_size = self.wire.frame_size
         self.header = self.wire.HEADER
@@ -513,9 +542,14 @@ class _NativeConn(_Conn):
             return self.wire.produce_frame()
         if kind == "fetch":
             return self.wire.fetch_frame(self.cursor)
+        if kind == "ping":
+            return self.wire.hello
         return self.wire.fetch_frame(run.ends.get(self.key, 0), True)
 
     def answer(self, kind: str, buf, s: int, e: int, run: _Run) -> int:
+        if kind == "ping":
+            self.wire.hello_answer(buf, s, e)
+            return 0
         if kind == "produce":
             count, end = self.wire.produce_answer(buf, s, e)
             if count != RECORDS_PER_PRODUCE:
@@ -548,10 +582,15 @@ class _KafkaConn(_Conn):
         if kind == "fetch":
             self.asked = self.cursor
             return self.wire.fetch_frame(self.cursor)
+        if kind == "ping":
+            return self.wire.hello_frame()
         self.asked = run.ends.get(self.key, 0)
         return self.wire.fetch_frame(self.asked, True)
 
     def answer(self, kind: str, buf, s: int, e: int, run: _Run) -> int:
+        if kind == "ping":
+            self.wire.hello_answer(buf, s, e)
+            return 0
         if kind == "produce":
             run.seen_end(self.key, self.wire.produce_answer(buf, s, e) + RECORDS_PER_PRODUCE)
             return RECORDS_PER_PRODUCE
@@ -577,6 +616,8 @@ class _TankConn(_Conn):
         if kind == "fetch":
             self.asked = self.cursor + 1  # TANK's seqs start at 1: seq = offset + 1
             return self.wire.consume_frame(self.asked)
+        if kind == "ping":
+            return self.wire.discover_frame()
         self.asked = run.ends.get(self.key, 0) + 1
         return self.wire.consume_frame(self.asked, True)
 
@@ -584,6 +625,9 @@ class _TankConn(_Conn):
         if kind == "produce":
             self.wire.produce_answer(buf, s, e)
             return RECORDS_PER_PRODUCE
+        if kind == "ping":
+            run.seen_end(self.key, self.wire.discover_answer(buf, s, e)[1])
+            return 0
         count, next_seq, hwm = self.wire.consume_answer(buf, s, e, self.asked)
         run.seen_end(self.key, hwm)  # TANK's last assigned seq = offset + 1 of the last message = log end
         if kind == "fetch":
@@ -771,16 +815,17 @@ class _Driver:
     def _next(self, c: _Conn, now: float) -> None:
         """Send the connection's next request; after `--seconds`, one of each kind it has not done yet, then stop."""
         run = self.run
+        kinds = self.settings.kinds
         if now < run.stop_at:
-            kind = c.rng.choice(KINDS)
+            kind = c.rng.choice(kinds)
         else:  # time is up: finish with a request of each kind not done yet
             done = c.done
-            kind = next((k for k in KINDS if not done[k]), None)
+            kind = next((k for k in kinds if not done[k]), None)
             if kind is None:
                 self._finish(c)
                 return
         c.busy = kind
-        c.deadline = now + REQUEST_TIMEOUT + (self.wait if kind != "produce" else 0) + 1
+        c.deadline = now + REQUEST_TIMEOUT + (self.wait if kind == "long-poll" else 0) + 1
         frame = c.frame(kind, run)
         c.t0 = time.perf_counter()
         try:
@@ -820,7 +865,7 @@ class _Driver:
         c.done[kind] += 1
         if kind == "produce":
             report.records_produced[c.proto] += records
-        else:
+        elif kind != "ping":
             report.records_fetched[c.proto] += records
             if kind == "long-poll" and not records:
                 report.empty_long_polls[c.proto] += 1
@@ -909,12 +954,13 @@ def _drive(gw, settings: LoadSettings, report: LoadReport, probe: "_Probe") -> N
         report.rss_connected = _mib(pids, "VmRSS")
         admin = gw.addresses.get("admin")  # (with workers: N the supervisor's, summing every worker's)
         report.metrics_start = metric_readings(admin) if admin else {}
-        cpu0, client0 = sum(map(proc_cpu_seconds, pids)), time.process_time()
+        cpu0, client0 = _cpu_times(pids), time.process_time()
         t0 = time.perf_counter()
         probe.go.set()
         end = driver.load(hard_stop)
         report.elapsed = end - t0 if not driver.run.live else 0.0
-        report.gateway_cpu = sum(map(proc_cpu_seconds, pids)) - cpu0
+        user, system = (after - before for after, before in zip(_cpu_times(pids), cpu0))
+        report.gateway_cpu, report.gateway_system_cpu = user + system, system
         report.client_cpu = time.process_time() - client0
         report.metrics_end = metric_readings(admin) if admin else {}
         report.rss_end = _mib(pids, "VmRSS")

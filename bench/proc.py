@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 import resource
 
-__all__ = ["rss_mib", "proc_status_mib", "proc_cpu_seconds", "child_pids", "gateway_processes", "raise_fd_limit"]
+__all__ = ["rss_mib", "proc_status_mib", "proc_cpu_times", "proc_cpu_seconds", "child_pids", "gateway_processes",
+           "raise_fd_limit"]
 
 
 def proc_status_mib(pid: int | str, key: str) -> float:
@@ -23,11 +24,17 @@ def rss_mib(pid: int | None = None) -> float:
     return proc_status_mib(pid or "self", "VmRSS")
 
 
-def proc_cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process (/proc/<pid>/stat)."""
+def proc_cpu_times(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of a process (/proc/<pid>/stat): its own code and the kernel's work for it."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process (/proc/<pid>/stat)."""
+    return sum(proc_cpu_times(pid))
 
 
 def child_pids(pid: int) -> list[int]:

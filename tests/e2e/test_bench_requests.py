@@ -171,3 +171,29 @@ def test_lean_produce_answers_and_errors(gateway):
             missing.produce_answer(conn.buf, s, e)
     finally:
         conn.close()
+
+
+def test_lean_discover_partitions_agrees_with_the_tank_client(gateway):
+    """TankWire's DiscoverPartitions (the `ping` kind of `bench load` over TANK: its request id sits right after the
+    frame header, not after a client version) reads the bounds the TankClient reads; an unknown topic raises."""
+    conn = LeanConnection(gateway.addresses["tank"], TankWire)
+    try:
+        conn.receive()  # the greeting
+        with TankClient(*gateway.addresses["tank"], timeout=30) as tank:
+            for fmt in ("kafka", "tank"):
+                for partition in (0, 1):
+                    wire = TankWire(TOPICS[fmt], partition)
+                    for _ in range(2):  # a second request id patched into the same frame
+                        s, e = conn.exchange(wire.discover_frame())
+                        (bounds,) = tank.discover_partitions(TOPICS[fmt], [partition])
+                        got = wire.discover_answer(conn.buf, s, e)
+                        assert got == (bounds.first_available, bounds.high_water_mark)
+                        if partition == 0:
+                            assert got[1] >= 400  # prepare_topics' records
+                    assert wire.rid == 2
+        missing = TankWire("no-such-topic", 0)
+        s, e = conn.exchange(missing.discover_frame())
+        with pytest.raises(AnswerError, match="0: unknown topic"):
+            missing.discover_answer(conn.buf, s, e)
+    finally:
+        conn.close()

@@ -49,3 +49,30 @@ def test_short_load_over_two_workers_routes_kafka_and_relays_native_and_tank():
     assert "workers: 2" in report.format() and report.gateway_exit == 0
     # the gateway's counters come from the supervisor's admin listener, summed over both workers
     assert "transcoded_reads" in report.metrics_end and "python_gc_collections_total" in report.metrics_end
+
+
+@pytest.mark.slow
+def test_ping_kind_alone_asks_each_protocols_cheapest_request():
+    """`--kinds ping`: native Ping, Kafka ApiVersions and TANK DiscoverPartitions, each answer checked (a wrong
+    one counts as an error); nothing produced or fetched; the CPU line splits off the kernel's part."""
+    report = run_load(LoadSettings(connections=60, seconds=1.0, partitions=2, kinds=("ping",)))
+    print(report.format())
+    assert report.problems() == [], report.format()
+    for proto in PROTOCOLS:
+        assert report.requests[(proto, "ping")] >= 20, proto
+        assert all(report.requests[(proto, kind)] == 0 for kind in KINDS)
+    assert not report.records_produced and not report.records_fetched
+    assert "looping over ping for 1 s" in report.format()
+    assert 0 < report.gateway_system_cpu < report.gateway_cpu
+    assert "µs in the kernel" in report.format()
+
+
+@pytest.mark.slow
+def test_kinds_pick_the_requests_and_unknown_kinds_are_refused():
+    report = run_load(LoadSettings(connections=30, seconds=1.0, partitions=2, kinds=("produce", "ping"),
+                                   protocols=("kafka", "tank")))
+    assert report.problems() == [], report.format()
+    assert all(done["produce"] >= 1 and done["ping"] >= 1 and not done["fetch"] for done in report.per_connection)
+    assert "looping over produce (10 x 100 B) and ping" in report.format()
+    with pytest.raises(SystemExit, match="--kinds takes some of produce, fetch, long-poll, ping"):
+        run_load(LoadSettings(connections=3, seconds=1.0, kinds=("produce", "stroll")))
