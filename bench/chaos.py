@@ -82,7 +82,13 @@ With `workers: N > 1` (`ChaosConfig.workers`, `--workers`) the gateway is a supe
 only writer of its partitions: the kill is SIGKILL of every worker, then of the supervisor (none shuts down on its
 own); the Kafka clients send each partition's requests to its leader and group and transaction requests to their
 coordinator (as `logway.clients.KafkaClient` routes them), native and TANK clients use the shared ports (relayed to
-the owner), and every check above is the same.
+the owner), and every check above is the same. With `kill: supervisor` (`--kill supervisor`) the kill is SIGKILL of
+the supervisor alone, as the OOM killer might: each worker sees its control socket close and shuts down on its own,
+one after the other, under the load (a worker still running `join_timeout` s later is a violation). While they go,
+a worker whose peer is already gone refuses what it would relay there (TANK SYSTEM_ERROR, a native Error) and a
+transaction it cannot end (CONCURRENT_TRANSACTIONS): any refusal after the kill began is taken as the kill's cut —
+the request in doubt, as one whose connection was cut (`_refused`) — while before it, it stays a violation. The
+supervisor writes no clean-shutdown marker, so the restart is unclean and checked as after any kill.
 
 The checker is a client of the gateway in another process: it speaks every protocol through the blocking clients
 of `logway.clients` (no Kafka library), and only `logway bench` and the tests import it. Its own numbers come
@@ -139,6 +145,8 @@ TXN_TOPIC = "chaos-txn"
 TXN_GROUP = "chaos-txn-group"
 #: Errors that mean "the gateway went away" (the kill), as opposed to an answer the gateway should not give.
 _GONE = (OSError, ConnectionError, RemoteProtocolError, GatewayUnavailable)
+#: The kill modes (`ChaosConfig.kill`).
+KILLS = ("all", "supervisor")
 #: Group errors after which a member joins again.
 _REJOIN = {ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID}
 #: Fetch sizes: the checker's full reads after a restart, a group member's reads.
@@ -186,6 +194,7 @@ class ChaosConfig:
     txn_timeout_ms: int = 1000  # the transaction timeout odd transactional producers ask for (even ones: 60 s)
     txn_abort_check_ms: int = 100  # the gateway's kafka.transaction_abort_check_ms
     workers: int = 1  # the gateway's `workers`: > 1 kills every worker process and the supervisor each cycle
+    kill: str = "all"  # "all": SIGKILL every process; "supervisor" (workers > 1): the supervisor alone, see below
     log: Callable[[str], None] | None = print
 
 
@@ -219,6 +228,7 @@ class CycleSummary:
     txn_visible: int = 0  # records read_committed (native Fetch) once every transaction ended
     txn_settle: dict = field(default_factory=dict)  # how the producers came back: reinit/resume/timeout/continue
     txn_settle_seconds: float = 0.0  # until every transaction had ended (LSO = HW everywhere) after that
+    refused_at_kill: list = field(default_factory=list)  # refusals after the kill began (in doubt, as cut)
     violations: list = field(default_factory=list)
 
     def line(self) -> str:
@@ -234,6 +244,7 @@ class CycleSummary:
                 f"in doubt {self.txn_in_doubt} -> {self.txn_doubt_committed} committed, {self.txn_doubt_aborted} "
                 f"aborted ({', '.join(f'{k} {v}' for k, v in sorted(self.txn_settle.items())) or '-'}; "
                 f"settled in {self.txn_settle_seconds:.2f} s)"
+                + (f"; refused after the kill began: {len(self.refused_at_kill)}" if self.refused_at_kill else "")
                 + (f"; VIOLATIONS: {len(self.violations)}" if self.violations else ""))
 
 
@@ -242,6 +253,7 @@ class ChaosReport:
     cycles: list = field(default_factory=list)  # CycleSummary, one per restart after a kill
     final: CycleSummary | None = None  # the check after the last graceful stop
     seconds: float = 0.0
+    supervisor_kills: bool = False  # ChaosConfig.kill == "supervisor"
 
     @property
     def violations(self) -> list[str]:
@@ -277,7 +289,8 @@ class ChaosReport:
         acked = self.acked
         injected = sum(sum(c.injected.values()) for c in self.cycles)
         return [
-            f"chaos: {len(self.cycles)} kill -9 / restart cycles in {self.seconds:.1f} s",
+            f"chaos: {len(self.cycles)} kill -9 / restart cycles in {self.seconds:.1f} s"
+            + (" (the supervisor alone killed: its workers shut down on their own)" if self.supervisor_kills else ""),
             f"  records acknowledged: {sum(acked.values()):,} (native {acked['native']:,}, tank {acked['tank']:,}, "
             f"kafka idempotent {acked['kafka']:,}); group commits acknowledged: {self.total('commits'):,}; "
             f"records consumed by the group: {self.total('consumed'):,}",
@@ -296,6 +309,8 @@ class ChaosReport:
             f"at the last check; LSO held by an open transaction after "
             f"{sum(c.txn_lso_held > 0 for c in self.cycles)} restarts; producers came back by "
             + ", ".join(f"{k} {v}" for k, v in sorted(self._settle_totals().items())),
+            f"  requests refused after a kill began (in doubt, as cut ones): "
+            f"{sum(len(c.refused_at_kill) for c in self.cycles)}",
             f"  violations: {len(self.violations)}",
         ]
 
@@ -325,6 +340,7 @@ class Ledger:
         self.producer_ids: set[int] = set()  # every id InitProducerId returned
         self.txn_ids: dict[int, str] = {}  # producer id -> the transactional id InitProducerId returned it for
         self.violations: list[str] = []
+        self.cut: list[str] = []  # refusals after the kill began, taken as the kill's cut (`_refused`)
         self.acked_count = {p: 0 for p in PROTOCOLS}
         self.commit_count = 0
         self.consumed_count = 0
@@ -332,6 +348,10 @@ class Ledger:
     def violation(self, message: str) -> None:
         with self.lock:
             self.violations.append(message)
+
+    def refused_at_kill(self, message: str) -> None:
+        with self.lock:
+            self.cut.append(message)
 
     def sending(self, producer: object, protocol: str, tp: tuple[str, int], payloads: list[bytes]) -> None:
         with self.lock:
@@ -921,6 +941,20 @@ def read_committed_tank(client: TankClient, partition: int) -> list[tuple[int, b
 
 
 # -------------------------------------------------------------------------------------------- the clients
+class _Cut(Exception):
+    """A request refused after the kill began: in doubt, as one whose connection the kill cut (see `_refused`)."""
+
+
+def _refused(run: "ChaosRun", message: str) -> None:
+    """A client's request was refused. While the gateway is up that is a violation. Once the kill began it is what
+    a gateway going down answers — a worker whose peer is already gone refuses what it would relay there, or a
+    transaction it cannot end — so the request is in doubt, as one the kill cut: `_Cut` ends the client."""
+    if run.kill_started.is_set():
+        run.ledger.refused_at_kill(message)
+        raise _Cut(message)
+    run.ledger.violation(message)
+
+
 class _Producer:
     """Common loop: numbered payloads, one request in flight, stop on the kill."""
 
@@ -946,7 +980,7 @@ class _Producer:
     def main(self, gw: GatewayProcess, stop: threading.Event, cycle: int) -> None:
         try:
             self.produce_loop(gw, stop, cycle)
-        except _GONE:
+        except (*_GONE, _Cut):
             pass  # the gateway was killed under us: the request in flight stays in the ledger's in_flight
         except Exception as exc:  # an answer no correct gateway gives, or a bug in the checker: report it
             self.run.ledger.violation(f"{self.protocol} producer {self.tp}: {type(exc).__name__}: {exc}")
@@ -967,7 +1001,7 @@ class _NativeProducer(_Producer):
                 try:
                     offsets = client.produce(self.tp[0], self.tp[1], payloads)
                 except NativeError as exc:
-                    ledger.violation(f"native produce to {self.tp} refused: {exc.message}")
+                    _refused(self.run, f"native produce to {self.tp} refused: {exc.message}")
                     return
                 if len(offsets) != len(payloads) or offsets != list(range(offsets[0], offsets[0] + len(offsets))):
                     ledger.violation(f"native produce to {self.tp}: offsets {offsets} for {len(payloads)} records")
@@ -989,7 +1023,7 @@ class _TankProducer(_Producer):
                 ledger.sending(self, "tank", self.tp, payloads)
                 err = client.produce(topic, partition, payloads)
                 if err != 0:
-                    ledger.violation(f"TANK produce to {self.tp} refused with error {err:#x}")
+                    _refused(self.run, f"TANK produce to {self.tp} refused with error {err:#x}")
                     return
                 n = len(payloads)
                 ledger.ack(self, "tank", self.tp, list(range(next_offset, next_offset + n)), payloads)
@@ -1035,8 +1069,8 @@ class _KafkaProducer(_Producer):
                 ledger.sending(self, "kafka", self.tp, payloads)  # fresh or replayed: in flight until answered
                 try:
                     base = client.produce(self.tp[0], self.tp[1], batch, acks=-1)
-                except KafkaError as exc:
-                    ledger.violation(f"idempotent produce to {self.tp} (sequence {self.sequence}) refused: {exc}")
+                except KafkaError as exc:  # (after the kill began: pending, replayed by the next cycle)
+                    _refused(self.run, f"idempotent produce to {self.tp} (sequence {self.sequence}) refused: {exc}")
                     return
                 if base < 0:
                     ledger.violation(f"idempotent produce to {self.tp} (sequence {self.sequence}) answered without "
@@ -1077,6 +1111,11 @@ class _GroupConsumer:
                         self._consume(client, stop, member_id, generation, assignment)
         except _GONE:
             pass
+        except KafkaError as exc:
+            try:
+                _refused(self.run, f"group consumer {self.index}: {type(exc).__name__}: {exc}")
+            except _Cut:
+                pass  # its offsets stay as the last acknowledged commit left them
         except Exception as exc:
             self.run.ledger.violation(f"group consumer {self.index}: {type(exc).__name__}: {exc}")
 
@@ -1233,7 +1272,7 @@ class _TxnProducer:
     def main(self, gw: GatewayProcess, stop: threading.Event, cycle: int) -> None:
         try:
             self.produce_loop(gw, stop, cycle)
-        except _GONE:
+        except (*_GONE, _Cut):
             pass  # killed under us: the transaction stays in doubt
         except _Broken as exc:
             self.run.ledger.violation(str(exc))
@@ -1271,7 +1310,10 @@ class _TxnProducer:
         resp = self.coordinator(client).call(A.INIT_PRODUCER_ID_KEY, 1, A.InitProducerIdRequest(
             transactional_id=self.tid, transaction_timeout_ms=self.timeout_ms)).body
         if resp.error_code != ErrorCode.NONE:
-            raise _Broken(f"InitProducerId for {self.tid} refused with {_code_name(resp.error_code)}")
+            message = f"InitProducerId for {self.tid} refused with {_code_name(resp.error_code)}"
+            if self.run.kill_started.is_set():
+                _refused(self.run, message)  # a gateway going down: in doubt, initialised next cycle
+            raise _Broken(message)
         if self.producer_id is not None and resp.producer_id != self.producer_id:
             raise _Broken(f"InitProducerId for {self.tid} returned producer id {resp.producer_id}, not its "
                           f"{self.producer_id}")
@@ -1351,7 +1393,10 @@ class _TxnProducer:
     def refused(self, client: KafkaClient, txn: Transaction, what: str, codes: set[int],
                 message: str | None = None) -> None:
         """A request of `txn` answered with an error: fenced means the coordinator's timeout aborted the
-        transaction (re-initialise and go on); anything else is a violation."""
+        transaction (re-initialise and go on); anything else is a violation — but after the kill began, the
+        transaction and its produce in flight stay in doubt (see `_refused`), settled after the restart."""
+        if self.run.kill_started.is_set():
+            _refused(self.run, f"{what} of {txn.name} refused with {', '.join(_code_name(c) for c in sorted(codes))}")
         self.run.txn_ledger.refused(txn)
         if codes <= {ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH}:
             self.run.txn_ledger.set_state(txn, ABORTED, fenced=True)
@@ -1388,6 +1433,10 @@ class ChaosRun:
 
     def __init__(self, config: ChaosConfig | None = None) -> None:
         self.config = config or ChaosConfig()
+        if self.config.kill not in KILLS:
+            raise ValueError(f"kill must be one of {', '.join(KILLS)}, not {self.config.kill!r}")
+        if self.config.kill == "supervisor" and self.config.workers < 2:
+            raise ValueError("kill: supervisor needs workers > 1 (one process has no supervisor to kill)")
         self.rnd = random.Random(self.config.seed)  # run lengths and whether to tear: the same for a seed
         self.detail_rnd = random.Random(self.config.seed + 1)  # choices that depend on what the clients did
         self.ledger = Ledger()
@@ -1409,6 +1458,7 @@ class ChaosRun:
         self.torn_in_flight = 0
         self._stderr_path = ""
         self.killed_at = 0.0  # monotonic time of the last kill
+        self.kill_started = threading.Event()  # set from the kill until the next cycle's clients start (`_refused`)
 
     @property
     def lossy(self) -> bool:
@@ -1456,6 +1506,7 @@ class ChaosRun:
     def run_clients_and_kill(self, gw: GatewayProcess, cycle: int, run_seconds: float) -> None:
         """Start every client, SIGKILL the gateway after `run_seconds`, wait for the clients to notice."""
         stop = threading.Event()
+        self.kill_started.clear()
         threads = [threading.Thread(target=p.main, args=(gw, stop, cycle), name=f"chaos-{p.protocol}-{p.tp[1]}",
                                     daemon=True) for p in self.producers]
         threads += [threading.Thread(target=c.main, args=(gw, stop), name=f"chaos-consumer-{c.index}", daemon=True)
@@ -1465,7 +1516,14 @@ class ChaosRun:
         for t in threads:
             t.start()
         time.sleep(run_seconds)
-        gw.kill()
+        self.kill_started.set()
+        if self.config.kill == "supervisor":
+            lingering = gw.kill_supervisor(timeout=self.config.join_timeout)
+            if lingering:
+                self.ledger.violation(f"worker process(es) {lingering} still running {self.config.join_timeout} s "
+                                      f"after their supervisor was killed")
+        else:
+            gw.kill()
         self.killed_at = time.monotonic()
         stop.set()
         deadline = time.monotonic() + self.config.join_timeout
@@ -1811,7 +1869,7 @@ class ChaosRun:
 
     def run(self) -> ChaosReport:
         cfg = self.config
-        report = ChaosReport()
+        report = ChaosReport(supervisor_kills=cfg.kill == "supervisor")
         t0 = time.monotonic()
         self._tmp = tempfile.mkdtemp(prefix="logway-chaos-") if cfg.data_dir is None else None
         gw = None
@@ -1831,6 +1889,7 @@ class ChaosRun:
                 with self.ledger.lock:  # violations seen by the clients during the run belong to this cycle
                     summary.violations += self.ledger.violations
                     self.ledger.violations.clear()
+                    summary.refused_at_kill, self.ledger.cut = self.ledger.cut, []
                     summary.acked = {p: self.ledger.acked_count[p] - before[0][p] for p in PROTOCOLS}
                     summary.commits = self.ledger.commit_count - before[1]
                     summary.consumed = self.ledger.consumed_count - before[2]
@@ -1845,6 +1904,8 @@ class ChaosRun:
                 self._say(summary.line())
                 for line in summary.recovery:
                     self._say(f"           {line}")
+                for line in summary.refused_at_kill:
+                    self._say(f"           refused after the kill began: {line}")
                 for v in summary.violations:
                     self._say(f"           VIOLATION: {v}")
                 if summary.violations:
@@ -1897,6 +1958,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="chance that a transaction ends with an abort rather than a commit")
     parser.add_argument("--workers", type=int, default=1,
                         help="the gateway's workers (> 1: N brokers; every process is killed at each cycle)")
+    parser.add_argument("--kill", choices=KILLS, default="all",
+                        help="all: SIGKILL every process (a crash); supervisor (with --workers > 1): the supervisor "
+                             "alone, its workers shut down on their own under the load")
     parser.add_argument("--data-dir", default=None, help="keep the data and gateway logs here (None: a "
                                                          "temporary directory, removed)")
 
@@ -1907,8 +1971,12 @@ def run(args: argparse.Namespace) -> int:
                          partitions=args.partitions, consumers=args.consumers,
                          torn_tail_probability=args.torn_tail_probability, data_dir=args.data_dir,
                          txn_partitions=args.txn_partitions, txn_producers=args.txn_producers,
-                         txn_abort_probability=args.txn_abort_probability, workers=args.workers)
-    report = ChaosRun(config).run()
+                         txn_abort_probability=args.txn_abort_probability, workers=args.workers, kill=args.kill)
+    try:
+        run = ChaosRun(config)
+    except ValueError as exc:
+        raise SystemExit(f"logway bench chaos: {exc}") from None
+    report = run.run()
     for line in report.figures():
         print(line)
     return 1 if report.violations else 0

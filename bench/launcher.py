@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 
-from .proc import child_pids
+from .proc import child_pids, process_alive
 
 __all__ = ["GatewayProcess"]
 
@@ -70,6 +70,27 @@ class GatewayProcess:
                     pass
             self.proc.send_signal(signal.SIGKILL)
         self.proc.wait()
+
+    def kill_supervisor(self, timeout: float = 30.0) -> list[int]:
+        """SIGKILL the supervisor alone (as the OOM killer might): each worker sees its control socket close and
+        shuts down on its own. Waits up to `timeout` seconds for them to exit; returns the pids of those that had
+        not (SIGKILLed then). Without workers it is `kill()`."""
+        if self.proc.poll() is not None:
+            return []
+        workers = child_pids(self.proc.pid)
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+        deadline = time.monotonic() + timeout
+        left = [pid for pid in workers if process_alive(pid)]
+        while left and time.monotonic() < deadline:
+            time.sleep(0.02)
+            left = [pid for pid in left if process_alive(pid)]
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return left
 
     def stop(self, timeout: float = 15.0) -> int:
         """SIGTERM and wait for the graceful shutdown; returns the exit status."""

@@ -50,10 +50,10 @@ records produced and fetched, long-polls answered empty by their timer, errors (
 close, a protocol error or a timeout: each request has 15 s beyond its own wait), gateway RSS (at start, with
 every connection open, sampled through the run, the peak = VmHWM of the gateway process or a higher VmRSS
 sample since the kernel updates VmHWM lazily, at the end, after the connections closed), gateway and load
-generator CPU (seconds, and µs per request answered), probe p50/p99/max, and ERROR lines in the gateway's log. The
-exit
-status is non-zero when anything went wrong: an error, a connection that failed or did not do every kind of
-request, a probe that went unanswered, or an error logged by the gateway.
+generator CPU (seconds, and µs per request answered; the gateway's also split off its kernel part, system time
+from /proc), probe p50/p99/max, and ERROR lines in the gateway's log. The exit status is non-zero when anything
+went wrong: an error, a connection that failed or did not do every kind of request, a probe that went unanswered,
+or an error logged by the gateway.
 
 Everything is bounded in time: connects (10 s each), requests (15 s beyond their wait), the whole run (a hard
 deadline of `--seconds` + 60 s stops whatever is left and counts it as a timeout), the probe (5 s per answer).
@@ -266,8 +266,7 @@ class LoadReport:
         lines = [f"load (flush: {s.flush}{f', workers: {s.workers}' if s.workers > 1 else ''}): "
                  f"{s.connections:,} connections over {_and(s.protocols)}, each looping over "
                  f"{_and([described[k] for k in s.kinds])} for {s.seconds:g} s; {s.partitions} partitions per topic; "
-                 f"think time "
-                 f"{s.think_ms:g} ms" + "".join(f"; {item}" for item in s.gateway_settings),
+                 f"think time {s.think_ms:g} ms" + "".join(f"; {item}" for item in s.gateway_settings),
                  f"  connections established: {self.connections:,} "
                  f"({', '.join(f'{p} {self.connections_by_protocol[p]}' for p in s.protocols)}); "
                  f"failed: {sum(self.connect_failures.values())}; connect to first answer (before the load): "
@@ -277,7 +276,7 @@ class LoadReport:
                  f"latencies as the load generator saw them (its own busy event loop included)"]
         for proto in s.protocols:
             parts = []
-            for kind in self.settings.kinds:
+            for kind in s.kinds:
                 lat = sorted(self.latencies.get((proto, kind), ()))
                 n = self.requests[(proto, kind)]
                 parts.append(f"{kind} {n:,}" + (f" (p50 {_pct(lat, .5):.1f} / p99 {_pct(lat, .99):.1f} ms)"

@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 import resource
 
-__all__ = ["rss_mib", "proc_status_mib", "proc_cpu_times", "proc_cpu_seconds", "child_pids", "gateway_processes",
+__all__ = ["rss_mib", "proc_status_mib", "proc_cpu_times", "proc_cpu_seconds", "child_pids", "process_alive",
+           "gateway_processes",
            "raise_fd_limit"]
 
 
@@ -50,6 +51,15 @@ def child_pids(pid: int) -> list[int]:
             except (OSError, IndexError, ValueError):
                 pass  # gone meanwhile
     return found
+
+
+def process_alive(pid: int) -> bool:
+    """The process exists and has not exited (a zombie waiting to be reaped counts as exited)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def gateway_processes(pid: int) -> dict[str, int]:

@@ -25,6 +25,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from logway.bench.launcher import GatewayProcess
 from logway.bench.proc import child_pids as children
+from logway.bench.proc import process_alive as alive
 from logway.clients.errors import KafkaError, NativeError
 from logway.clients.kafka import LATEST, READ_COMMITTED, READ_UNCOMMITTED, AsyncKafkaClient, KafkaClient, KafkaConfig
 from logway.clients.kafka_routes import TRANSACTION, Coordinator, Leader
@@ -939,14 +940,6 @@ def _read_tree(root: str) -> bytes:
 
 # -- stopping ------------------------------------------------------------------------------------------------------
 
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def test_sigterm_stops_every_worker_cleanly_and_one_process_reads_their_partitions(tmp_path):
     data = str(tmp_path / "data")
     gw = GatewayProcess(data, "workers=2", "log_level=WARNING")
@@ -987,12 +980,9 @@ def test_when_the_supervisor_is_killed_every_worker_stops_and_the_directory_star
         with NativeClient(*gw.addresses["native.1"]) as one:
             assert one.commit(topic, 1, "g", 7)
     finally:
-        os.kill(gw.pid, signal.SIGKILL)
-        gw.proc.wait()
-    deadline = time.monotonic() + 30
-    while any(alive(pid) for pid in workers):
-        assert time.monotonic() < deadline, "a worker outlived its supervisor"
-        time.sleep(0.05)
+        lingering = gw.kill_supervisor(timeout=30)
+    assert not lingering, "a worker outlived its supervisor"
+    assert not any(alive(pid) for pid in workers)
     text = log.read_text(errors="replace")
     assert all(f"worker {i}: the supervisor went away: shutting down" in text for i in range(2)), text[-2000:]
     assert not os.path.exists(os.path.join(data, ".clean_shutdown"))
