@@ -20,6 +20,10 @@ What is checked depends on the flush policy:
   the log start again at its end;
 - `none`: the same as `interval` without the window — a control that must show losses (proof that the layer drops
   data; `PowerLossReport.lost`).
+
+With `workers: N` and `kill: supervisor` (`--kill supervisor`) only the supervisor is SIGKILLed; the cut comes once
+its workers shut down on their own (bench/chaos.py), which syncs what they acknowledged: then even `interval` must
+lose nothing.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from dataclasses import dataclass, field
 
 from logway.clients.kafka import KafkaClient, KafkaConfig
 
-from .chaos import ChaosConfig, ChaosReport, ChaosRun, CycleSummary, _KafkaProducer, read_partition
+from .chaos import KILLS, ChaosConfig, ChaosReport, ChaosRun, CycleSummary, _KafkaProducer, read_partition
 from .powerfs import DATA_MODES, ENTRY_MODES, PowerFSMount
 from .registry import Benchmark
 
@@ -226,8 +230,12 @@ def run(args: argparse.Namespace) -> int:
     flush: none control, when nothing was lost)."""
     config = PowerLossConfig(cycles=args.cycles, seed=args.seed, min_run=args.min_run, max_run=args.max_run,
                              partitions=args.partitions, consumers=args.consumers, data_dir=args.data_dir,
-                             flush=args.flush, flush_interval_ms=args.flush_interval_ms, workers=args.workers)
-    run = PowerLossRun(config)
+                             flush=args.flush, flush_interval_ms=args.flush_interval_ms, workers=args.workers,
+                             kill=args.kill)
+    try:
+        run = PowerLossRun(config)
+    except ValueError as exc:
+        raise SystemExit(f"logway bench powerloss: {exc}") from None
     printed = 0
 
     def say(line: str) -> None:
@@ -259,6 +267,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--consumers", type=int, default=2, help="members of the Kafka group")
     parser.add_argument("--workers", type=int, default=1,
                         help="the gateway's workers (> 1: every process is killed before each cut)")
+    parser.add_argument("--kill", choices=KILLS, default="all",
+                        help="all: SIGKILL every process before the cut; supervisor (with --workers > 1): the "
+                             "supervisor alone, the cut once its workers shut down on their own")
     parser.add_argument("--data-dir", default=None, help="keep the disk image and the logs here (None: a "
                                                          "temporary directory, removed)")
 

@@ -268,6 +268,20 @@ def test_power_cuts_of_a_workers_gateway_lose_nothing_acknowledged(fuse, tmp_pat
     assert report.lost == 0
 
 
+def test_workers_that_shut_down_on_their_own_sync_what_they_acknowledged(fuse, tmp_path):
+    """`kill: supervisor`: the supervisor alone SIGKILLed, the cut once both workers shut down on their own (their
+    control socket closed). A worker's own shutdown makes what it acknowledged durable, so even `flush: interval`
+    — which may lose the last interval to a cut that comes while it runs — loses nothing here."""
+    cycles = 4
+    run, report = run_powerloss(tmp_path / "supervisor", cycles=cycles, workers=2, kill="supervisor",
+                                flush="interval", flush_interval_ms=1000)
+    report.chaos.raise_for_violations()
+    assert len(report.cuts) == cycles and report.chaos.final is not None and not report.chaos.final.violations
+    assert all(report.chaos.acked[p] > 50 for p in PROTOCOLS), report.chaos.acked
+    assert report.chaos.total("commits") > 0 and all(c.unclean_reported for c in report.chaos.cycles)
+    assert report.lost == 0 and sum(c.commits_lost for c in report.cuts) == 0, report.figures()
+
+
 def test_flush_interval_loses_at_most_the_last_interval(fuse, tmp_path):
     run, report = run_powerloss(tmp_path / "interval", cycles=6, flush="interval", flush_interval_ms=200)
     report.chaos.raise_for_violations()  # includes: no record lost in the middle, none older than the window
