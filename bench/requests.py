@@ -395,7 +395,7 @@ class TankWire:
             raise WireProtocolError(f"a DiscoverPartitions answer to request {rid}, {self.rid} expected")
         name = self._name
         p = s + 9
-        if buf[p] != len(name) or buf[p + 1:p + 1 + len(name)] != name or e - p < 3 + len(name):
+        if e - p < 3 + len(name) or buf[p] != len(name) or buf[p + 1:p + 1 + len(name)] != name:
             raise WireProtocolError("a DiscoverPartitions answer for another topic")
         p += 1 + len(name)
         count = struct.unpack_from("<H", buf, p)[0]
