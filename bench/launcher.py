@@ -63,11 +63,7 @@ class GatewayProcess:
         (and sync) on its own."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGSTOP)
-            for pid in child_pids(self.proc.pid):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+            _sigkill(child_pids(self.proc.pid))
             self.proc.send_signal(signal.SIGKILL)
         self.proc.wait()
 
@@ -85,11 +81,7 @@ class GatewayProcess:
         while left and time.monotonic() < deadline:
             time.sleep(0.02)
             left = [pid for pid in left if process_alive(pid)]
-        for pid in left:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        _sigkill(left)
         return left
 
     def stop(self, timeout: float = 15.0) -> int:
@@ -107,3 +99,12 @@ class GatewayProcess:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def _sigkill(pids) -> None:
+    """SIGKILL each process (one already gone is skipped)."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

@@ -7,8 +7,7 @@ import os
 import resource
 
 __all__ = ["rss_mib", "proc_status_mib", "proc_cpu_times", "proc_cpu_seconds", "child_pids", "process_alive",
-           "gateway_processes",
-           "raise_fd_limit"]
+           "gateway_processes", "raise_fd_limit"]
 
 
 def proc_status_mib(pid: int | str, key: str) -> float:
@@ -25,10 +24,16 @@ def rss_mib(pid: int | None = None) -> float:
     return proc_status_mib(pid or "self", "VmRSS")
 
 
+def _stat(pid: int | str) -> list[str]:
+    """The fields of /proc/<pid>/stat after the command name (state, ppid, …: `proc(5)`'s fields 3 on). Raises
+    OSError when the process is gone."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()
+
+
 def proc_cpu_times(pid: int) -> tuple[float, float]:
     """(user, system) CPU seconds of a process (/proc/<pid>/stat): its own code and the kernel's work for it."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
+    fields = _stat(pid)
     tick = os.sysconf("SC_CLK_TCK")
     return int(fields[11]) / tick, int(fields[12]) / tick
 
@@ -45,9 +50,8 @@ def child_pids(pid: int) -> list[int]:
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                with open(f"/proc/{entry}/stat") as f:
-                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
-                        found.append(int(entry))
+                if int(_stat(entry)[1]) == pid:
+                    found.append(int(entry))
             except (OSError, IndexError, ValueError):
                 pass  # gone meanwhile
     return found
@@ -56,8 +60,7 @@ def child_pids(pid: int) -> list[int]:
 def process_alive(pid: int) -> bool:
     """The process exists and has not exited (a zombie waiting to be reaped counts as exited)."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        return _stat(pid)[0] != "Z"
     except (OSError, IndexError):
         return False
 

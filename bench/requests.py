@@ -56,6 +56,7 @@ import urllib.request
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
+from .proc import proc_cpu_seconds
 from .registry import Benchmark
 
 __all__ = ["BENCHMARKS", "AnswerError", "WireProtocolError", "NativeWire", "KafkaWire", "TankWire", "WIRES",
@@ -586,10 +587,7 @@ def gateway_cpu_ns(pid: int) -> tuple[int, int]:
                 pass  # a thread that just ended
     except FileNotFoundError:
         total = 0
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    ticks = int(fields[11]) + int(fields[12])
-    return total, ticks * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+    return total, round(proc_cpu_seconds(pid) * 1_000_000_000)
 
 
 def cpu_delta_ns(before: tuple[int, int], after: tuple[int, int]) -> int:

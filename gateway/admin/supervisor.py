@@ -349,7 +349,3 @@ class SupervisorAdmin:
             return answer.status, body
         finally:
             conn.close()
-
-    def _url(self, address) -> str:
-        return "http%s://%s:%d" % ("s" if self.server_context is not None else "", *address)
-
