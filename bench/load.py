@@ -29,8 +29,11 @@ client sends) — so `--kinds ping` measures what a request costs the gateway be
 `--protocols` picks the connections' protocols (default all three, in turn; without TANK, `load-tank` is created
 through Kafka); `--workers N` runs the gateway with `workers: N` (docs/scaling.md): each Kafka connection goes to
 its partition's broker, as a Kafka client routes, native and TANK connections to the shared port (every worker
-serves it and relays what the others own). CPU and memory are summed over the supervisor and its workers, the
-gateway's counters (transcoded reads, function calls) over the workers (the supervisor's admin listener).
+serves it and relays what the others own; the report counts the requests relayed) — or, with `--at-owner`, to their
+partition owner's own listener (`native.i`, `tank.i`): no relay, what handing connections over would give
+(docs/scaling.md, "Next: handing connections over"; clients of those protocols cannot route themselves). CPU and
+memory are summed over the supervisor and its workers, the gateway's counters (transcoded reads, function calls,
+relayed requests) over the workers (the supervisor's admin listener).
 The report also gives the transcoded reads of the load and how many were shared entirely (`transcoded.py`), and
 with `--count-calls` the gateway's function calls per request (`count_calls: true`; the figure a noisy machine
 does not move, where CPU seconds move by tens of percent from one run to the next).
@@ -132,6 +135,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=1,
                         help="the gateway's `workers` (docs/scaling.md): Kafka connections go to their partition's "
                              "broker, native and TANK ones to the shared port (every worker relays)")
+    parser.add_argument("--at-owner", action="store_true",
+                        help="with --workers > 1: native and TANK connections go to their partition owner's own "
+                             "listener instead of the shared port (no relays: what handing connections over would "
+                             "give)")
     parser.add_argument("--protocols", default=",".join(PROTOCOLS),
                         help="comma-separated protocols of the load connections (in turn), e.g. native,kafka")
     parser.add_argument("--kinds", default=",".join(KINDS),
@@ -153,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
                             storm=args.storm, gateway_settings=tuple(args.gateway_settings), workers=args.workers,
                             protocols=tuple(p.strip() for p in args.protocols.split(",") if p.strip()),
                             kinds=tuple(k.strip() for k in args.kinds.split(",") if k.strip()),
-                            count_calls=args.count_calls)
+                            count_calls=args.count_calls, at_owner=args.at_owner)
     if settings.count_calls and settings.workers != 1:
         raise SystemExit("logway bench load: --count-calls counts one event loop: use it with --workers 1")
     report = run_load(settings)
@@ -181,6 +188,7 @@ class LoadSettings:
     protocols: tuple[str, ...] = PROTOCOLS  # of the load connections, in turn
     kinds: tuple[str, ...] = KINDS  # of the requests, drawn at random with equal odds
     count_calls: bool = False  # the gateway counts its function calls (`--count-calls`)
+    at_owner: bool = False  # (workers > 1) native and TANK connections to their partition owner's own listener
 
 
 @dataclass
@@ -237,6 +245,13 @@ class LoadReport:
         """The probe's request latencies on its open connections (Ping and ApiVersions), sorted."""
         return sorted(x for k, v in self.probe_latencies.items() if k != PROBE_NEW_CONNECTION for x in v)
 
+    def delta(self, name: str) -> float | None:
+        """How much the gateway's counter `name` (a key of `requests.metric_readings`) grew during the load; None
+        when the gateway does not report it."""
+        if name not in self.metrics_start or name not in self.metrics_end:
+            return None
+        return self.metrics_end[name][0] - self.metrics_start[name][0]
+
     def problems(self) -> list[str]:
         """What went wrong; empty when the run is clean (the exit status is 0 only then)."""
         out = []
@@ -263,7 +278,8 @@ class LoadReport:
         total = sum(self.requests.values())
         described = {"produce": f"produce ({RECORDS_PER_PRODUCE} x {s.record_bytes} B)", "fetch": "fetch",
                      "long-poll": f"long-poll ({s.long_poll_ms} ms)", "ping": "ping"}
-        lines = [f"load (flush: {s.flush}{f', workers: {s.workers}' if s.workers > 1 else ''}): "
+        workers = f", workers: {s.workers}{' (every connection at its owner)' if s.at_owner else ''}"
+        lines = [f"load (flush: {s.flush}{workers if s.workers > 1 else ''}): "
                  f"{s.connections:,} connections over {_and(s.protocols)}, each looping over "
                  f"{_and([described[k] for k in s.kinds])} for {s.seconds:g} s; {s.partitions} partitions per topic; "
                  f"think time {s.think_ms:g} ms" + "".join(f"; {item}" for item in s.gateway_settings),
@@ -326,7 +342,7 @@ class LoadReport:
                      f"in the kernel), load generator {self.client_cpu:.1f} s "
                      f"({100 * self.client_cpu / max(self.elapsed, 1e-9):.0f} % of one core, "
                      f"{self.client_cpu * per:.0f} µs per request)")
-        delta = {k: v[0] - self.metrics_start[k][0] for k, v in self.metrics_end.items() if k in self.metrics_start}
+        delta = {k: self.delta(k) for k in self.metrics_end if k in self.metrics_start}
         if "transcoded_reads" in delta:
             decoded, shared = delta["transcoded_reads"], delta.get("transcoded_reads_shared", 0.0)
             lines.append(f"  transcoded reads: {decoded + shared:,.0f}, of which {shared:,.0f} "
@@ -335,6 +351,9 @@ class LoadReport:
             decoded, shared = delta.get("transcoded_batches", 0.0), delta.get("transcoded_batches_shared", 0.0)
             lines.append(f"    their stored batches: {decoded + shared:,.0f}, of which {shared:,.0f} "
                          f"({100 * shared / max(decoded + shared, 1):.0f} %) shared (reads found whole not counted)")
+        if "relayed_requests" in delta:
+            lines.append(f"  requests relayed between workers: {delta['relayed_requests']:,.0f} "
+                         f"({100 * delta['relayed_requests'] / max(total, 1):.0f} % of the load's)")
         if CALLS in delta:
             lines.append(f"  function calls of the gateway's event loop: {delta[CALLS] * per / 1e6:.1f} per request "
                          f"(count_calls: true, the probe's included; the CPU figures above say nothing then)")
@@ -376,6 +395,8 @@ def run_load(settings: LoadSettings) -> LoadReport:
         raise SystemExit(f"logway bench load: --protocols takes some of {', '.join(PROTOCOLS)}")
     if not settings.kinds or set(settings.kinds) - set(ALL_KINDS):
         raise SystemExit(f"logway bench load: --kinds takes some of {', '.join(ALL_KINDS)}")
+    if settings.at_owner and settings.workers < 2:
+        raise SystemExit("logway bench load: --at-owner needs --workers 2 or more (one worker owns everything)")
     raise_fd_limit(settings.connections + FD_MARGIN, "logway bench load")  # the storm's sockets are the probe process's
     report = LoadReport(settings)
     with tempfile.TemporaryDirectory(prefix="logway-load-") as tmp:
@@ -664,9 +685,11 @@ class _Driver:
             topic = TOPICS[OTHER_FORMAT[proto] if turn % 4 == 3 else HOME_FORMAT[proto]]
             partition = turn % settings.partitions
             address = gw.addresses[proto]
-            if share is not None and proto == "kafka":  # to the partition's leader, as a Kafka client routes
+            if share is not None and (proto == "kafka" or settings.at_owner):
+                # To the partition's leader, as a Kafka client routes; `at_owner`: native and TANK ones too, to the
+                # owner's own listener (worker 0's Kafka listener is "kafka" in the ready file, its others "name.0").
                 owner = share.owner(topic, partition)
-                address = gw.addresses[f"kafka.{owner}" if owner else "kafka"]
+                address = gw.addresses["kafka" if proto == "kafka" and not owner else f"{proto}.{owner}"]
             self.conns.append(_CONNS[proto](i, proto, topic, partition, address, self.run))
         self.epoll = select.epoll(settings.connections + 16)
         self.by_fd: dict[int, _Conn] = {}

@@ -604,6 +604,7 @@ _GC_LINE = re.compile(r'^(python_gc_[a-z_]+)\{generation="(\d)"(?:,worker="\d+")
 _CALLS_LINE = re.compile(r'^logway_python_calls_total(?:\{worker="\d+"\})?\s+(\S+)$', re.M)
 _TRANSCODED_LINE = re.compile(r'^logway_(transcoded_(?:reads|batches)(?:_shared)?)_total(?:\{worker="\d+"\})?\s+(\S+)$',
                               re.M)
+_RELAYED_LINE = re.compile(r'^logway_(relayed_requests)_total\{protocol="\w+"(?:,worker="\d+")?\}\s+(\S+)$', re.M)
 #: The key of `metric_readings` that holds [logway_python_calls_total], when the gateway counts calls.
 CALLS = "calls"
 
@@ -611,8 +612,9 @@ CALLS = "calls"
 def metric_readings(admin_address) -> dict[str, list[float]]:
     """The gateway's python_gc_* metrics by name, each a list over generations 0-2, under `CALLS`
     [logway_python_calls_total] when the gateway counts calls (`--count-calls`), and
-    [transcoded_reads|batches(_shared)] — one GET /metrics. From a `workers: N` supervisor's admin listener, the sums
-    over the workers (the GC thresholds: the largest, a setting rather than a count)."""
+    [transcoded_reads|batches(_shared)] and [relayed_requests] (workers: N; every protocol's) — one GET /metrics.
+    From a `workers: N` supervisor's admin listener, the sums over the workers (the GC thresholds: the largest, a
+    setting rather than a count)."""
     host, port = admin_address
     with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=ANSWER_TIMEOUT) as resp:
         text = resp.read().decode()
@@ -624,7 +626,7 @@ def metric_readings(admin_address) -> dict[str, list[float]]:
     calls = _CALLS_LINE.findall(text)
     if calls:
         out[CALLS] = [sum(map(float, calls))]
-    for name, value in _TRANSCODED_LINE.findall(text):
+    for name, value in (*_TRANSCODED_LINE.findall(text), *_RELAYED_LINE.findall(text)):
         out[name] = [out.get(name, [0.0])[0] + float(value)]
     return out
 

@@ -47,8 +47,26 @@ def test_short_load_over_two_workers_routes_kafka_and_relays_native_and_tank():
     for proto in PROTOCOLS:
         assert report.records_produced[proto] > 0 and report.records_fetched[proto] > 0
     assert "workers: 2" in report.format() and report.gateway_exit == 0
+    relayed = report.delta("relayed_requests")  # native and TANK requests for the other worker's partitions
+    assert 0 < relayed < sum(report.requests.values()), report.format()
+    assert "requests relayed between workers" in report.format()
     # the gateway's counters come from the supervisor's admin listener, summed over both workers
     assert "transcoded_reads" in report.metrics_end and "python_gc_collections_total" in report.metrics_end
+
+
+@pytest.mark.slow
+def test_at_owner_sends_native_and_tank_connections_to_their_owner_so_nothing_is_relayed():
+    """`--at-owner`: each native and TANK connection goes to its partition owner's own listener (`native.i`,
+    `tank.i`), as a handed-over connection would be served: the same load, not one request relayed."""
+    report = run_load(LoadSettings(connections=60, seconds=1.5, partitions=4, workers=2, at_owner=True,
+                                   protocols=("native", "tank")))
+    print(report.format())
+    assert report.problems() == [], report.format()
+    assert all(done[kind] >= 1 for done in report.per_connection for kind in KINDS)
+    assert report.delta("relayed_requests") == 0, report.format()
+    assert "workers: 2 (every connection at its owner)" in report.format()
+    with pytest.raises(SystemExit, match="--at-owner needs --workers 2 or more"):
+        run_load(LoadSettings(connections=3, seconds=1.0, at_owner=True))
 
 
 @pytest.mark.slow
