@@ -602,9 +602,9 @@ def cpu_delta_ns(before: tuple[int, int], after: tuple[int, int]) -> int:
 # (a `workers: N` supervisor's admin listener labels every worker's samples: `worker="i"`, summed below)
 _GC_LINE = re.compile(r'^(python_gc_[a-z_]+)\{generation="(\d)"(?:,worker="\d+")?\}\s+(\S+)$', re.M)
 _CALLS_LINE = re.compile(r'^logway_python_calls_total(?:\{worker="\d+"\})?\s+(\S+)$', re.M)
-_TRANSCODED_LINE = re.compile(r'^logway_(transcoded_(?:reads|batches)(?:_shared)?)_total(?:\{worker="\d+"\})?\s+(\S+)$',
-                              re.M)
-_RELAYED_LINE = re.compile(r'^logway_(relayed_requests)_total\{protocol="\w+"(?:,worker="\d+")?\}\s+(\S+)$', re.M)
+#: The counters `metric_readings` sums over their labels (worker, protocol).
+_SUMMED_LINE = re.compile(r'^logway_(transcoded_(?:reads|batches)(?:_shared)?|relayed_requests)_total(?:\{[^}]*\})?'
+                          r'\s+(\S+)$', re.M)
 #: The key of `metric_readings` that holds [logway_python_calls_total], when the gateway counts calls.
 CALLS = "calls"
 
@@ -626,7 +626,7 @@ def metric_readings(admin_address) -> dict[str, list[float]]:
     calls = _CALLS_LINE.findall(text)
     if calls:
         out[CALLS] = [sum(map(float, calls))]
-    for name, value in (*_TRANSCODED_LINE.findall(text), *_RELAYED_LINE.findall(text)):
+    for name, value in _SUMMED_LINE.findall(text):
         out[name] = [out.get(name, [0.0])[0] + float(value)]
     return out
 
