@@ -29,11 +29,13 @@ client sends) — so `--kinds ping` measures what a request costs the gateway be
 `--protocols` picks the connections' protocols (default all three, in turn; without TANK, `load-tank` is created
 through Kafka); `--workers N` runs the gateway with `workers: N` (docs/scaling.md): each Kafka connection goes to
 its partition's broker, as a Kafka client routes, native and TANK connections to the shared port (every worker
-serves it and relays what the others own; the report counts the requests relayed) — or, with `--at-owner`, to their
-partition owner's own listener (`native.i`, `tank.i`): no relay, what handing connections over would give
-(docs/scaling.md, "Next: handing connections over"; clients of those protocols cannot route themselves). CPU and
-memory are summed over the supervisor and its workers, the gateway's counters (transcoded reads, function calls,
-relayed requests) over the workers (the supervisor's admin listener).
+serves it, hands a connection over to the worker that owns its partition and relays what it cannot; the report
+counts the connections handed over and the requests relayed; `--set worker_handover=false` relays every request
+for another worker's partition, as before hand-overs) — or, with `--at-owner`, to their partition owner's own
+listener (`native.i`, `tank.i`): neither hand-over nor relay, as a client that routed itself would be served
+(docs/scaling.md, "Handing connections over"). CPU and memory are summed over the supervisor and its workers,
+the gateway's counters (transcoded reads, function calls, relayed requests, hand-overs) over the workers (the
+supervisor's admin listener).
 The report also gives the transcoded reads of the load and how many were shared entirely (`transcoded.py`), and
 with `--count-calls` the gateway's function calls per request (`count_calls: true`; the figure a noisy machine
 does not move, where CPU seconds move by tens of percent from one run to the next).
@@ -134,11 +136,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "times each one's first Ping (clients reconnecting together); 0 = none")
     parser.add_argument("--workers", type=int, default=1,
                         help="the gateway's `workers` (docs/scaling.md): Kafka connections go to their partition's "
-                             "broker, native and TANK ones to the shared port (every worker relays)")
+                             "broker, native and TANK ones to the shared port (every worker hands connections over "
+                             "to their partition's owner, or relays)")
     parser.add_argument("--at-owner", action="store_true",
                         help="with --workers > 1: native and TANK connections go to their partition owner's own "
-                             "listener instead of the shared port (no relays: what handing connections over would "
-                             "give)")
+                             "listener instead of the shared port (neither hand-overs nor relays)")
     parser.add_argument("--protocols", default=",".join(PROTOCOLS),
                         help="comma-separated protocols of the load connections (in turn), e.g. native,kafka")
     parser.add_argument("--kinds", default=",".join(KINDS),
@@ -354,6 +356,11 @@ class LoadReport:
         if "relayed_requests" in delta:
             lines.append(f"  requests relayed between workers: {delta['relayed_requests']:,.0f} "
                          f"({100 * delta['relayed_requests'] / max(total, 1):.0f} % of the load's)")
+        if "handed_over_out" in delta:
+            shared = sum(n for p, n in self.connections_by_protocol.items() if p != "kafka")
+            lines.append(f"  connections handed over between workers: {delta['handed_over_out']:,.0f} "
+                         f"({100 * delta['handed_over_out'] / max(shared, 1):.0f} % of the native and TANK ones); "
+                         f"not taken (relayed instead): {delta.get('handed_over_refused', 0.0):,.0f}")
         if CALLS in delta:
             lines.append(f"  function calls of the gateway's event loop: {delta[CALLS] * per / 1e6:.1f} per request "
                          f"(count_calls: true, the probe's included; the CPU figures above say nothing then)")

@@ -605,6 +605,8 @@ _CALLS_LINE = re.compile(r'^logway_python_calls_total(?:\{worker="\d+"\})?\s+(\S
 #: The counters `metric_readings` sums over their labels (worker, protocol).
 _SUMMED_LINE = re.compile(r'^logway_(transcoded_(?:reads|batches)(?:_shared)?|relayed_requests)_total(?:\{[^}]*\})?'
                           r'\s+(\S+)$', re.M)
+#: Connections handed over between workers (`way` out: given; refused: relayed instead), summed over the rest.
+_HANDED_LINE = re.compile(r'^logway_connections_handed_over_total\{[^}]*way="(out|refused)"[^}]*\}\s+(\S+)$', re.M)
 #: The key of `metric_readings` that holds [logway_python_calls_total], when the gateway counts calls.
 CALLS = "calls"
 
@@ -612,7 +614,8 @@ CALLS = "calls"
 def metric_readings(admin_address) -> dict[str, list[float]]:
     """The gateway's python_gc_* metrics by name, each a list over generations 0-2, under `CALLS`
     [logway_python_calls_total] when the gateway counts calls (`--count-calls`), and
-    [transcoded_reads|batches(_shared)] and [relayed_requests] (workers: N; every protocol's) — one GET /metrics.
+    [transcoded_reads|batches(_shared)], and [relayed_requests] and [handed_over_out|refused] (workers: N; every
+    protocol's) — one GET /metrics.
     From a `workers: N` supervisor's admin listener, the sums over the workers (the GC thresholds: the largest, a
     setting rather than a count)."""
     host, port = admin_address
@@ -627,6 +630,9 @@ def metric_readings(admin_address) -> dict[str, list[float]]:
     if calls:
         out[CALLS] = [sum(map(float, calls))]
     for name, value in _SUMMED_LINE.findall(text):
+        out[name] = [out.get(name, [0.0])[0] + float(value)]
+    for way, value in _HANDED_LINE.findall(text):
+        name = f"handed_over_{way}"
         out[name] = [out.get(name, [0.0])[0] + float(value)]
     return out
 

@@ -241,6 +241,10 @@ class Config:
     worker_refresh_ms: int = setting(1000, "with workers > 1, how often each worker also looks at every topic for "
                                            "changes the others made (it is told of each change at once; this "
                                            "catches what a lost message missed)", minimum=50, maximum=3_600_000)
+    worker_handover: bool = setting(True, "with workers > 1, give a native or TANK connection whose request is "
+                                          "wholly for another worker's partitions to that worker (once per "
+                                          "connection), instead of relaying its requests for its whole life",
+                                    more="(see docs/scaling.md, \"Handing connections over\")")
     count_calls: bool = setting(False, "count the event loop's function calls (`logway_python_calls_total`): a "
                                        "benchmark aid that makes the gateway several times slower",
                                 more="(`logway bench requests --count-calls`)")

@@ -6,7 +6,9 @@ let them finish). `drain()` cancels idle connections at once and asks busy ones 
 current response. The registry counts connections accepted and refused per protocol (`logway_connections_*`).
 With `workers: N`, the connections other workers open to relay their clients' requests (`relays.py`) are
 `internal`: drained and timed out like the others, but outside the limits and the client connection metrics
-(those clients were admitted, and counted, by the worker that relays them; `logway_relay_connections_open`).
+(those clients were admitted, and counted, by the worker that relays them; `logway_relay_connections_open`). A
+client connection another worker handed over (`handover.py`) is admitted outside the limits too, but is a client
+connection of this worker from then on.
 
 Read timeouts: while the pump waits for bytes it sets `read_deadline` (and `waiting_for`, the reason a timeout
 gives: "idle" or "request not complete in time"); `enforce_timeouts()`, one task for the whole gateway, closes
@@ -57,6 +59,16 @@ class Connection:
         return not self.draining
 
 
+def _peer(stream: trio.abc.Stream) -> tuple[str, int]:
+    """The client's (host, port); ("memory", 0) for an in-memory stream."""
+    try:
+        return stream.socket.getpeername()[:2]
+    except AttributeError:
+        return "memory", 0
+    except OSError:
+        return "?", 0
+
+
 class ConnectionRegistry:
     def __init__(self, limit: int, per_address: int | None = None) -> None:
         self.limit = limit
@@ -91,16 +103,22 @@ class ConnectionRegistry:
     def admit(self, protocol: str, stream: trio.abc.Stream) -> Connection | None:
         """A new connection, or None when a limit (total, per client address) or shutdown refuses it. A stream
         without a socket (an in-memory connection) counts as from "memory"."""
-        try:
-            host, port = stream.socket.getpeername()[:2]
-        except AttributeError:
-            host, port = "memory", 0
-        except OSError:
-            host, port = "?", 0
+        host, port = _peer(stream)
         if self._draining or self.clients >= self.limit or self._by_address.get(host, 0) >= self.per_address:
             self.refused[protocol] = self.refused.get(protocol, 0) + 1
             return None
         self.accepted[protocol] = self.accepted.get(protocol, 0) + 1
+        return self._add(protocol, host, port)
+
+    def admit_handed(self, protocol: str, stream: trio.abc.Stream) -> Connection | None:
+        """A client's connection another worker handed over (`handover.py`), or None when shutting down: admitted
+        outside the limits — the worker that accepted it admitted it under its own — but counted among this
+        worker's clients from now on."""
+        if self._draining:
+            return None
+        return self._add(protocol, *_peer(stream))
+
+    def _add(self, protocol: str, host: str, port: int) -> Connection:
         conn = Connection(protocol, f"{host}:{port}")
         conn.address = host
         self._live.add(conn)

@@ -56,7 +56,7 @@ async def listen(protocol, listener_config, connections: ConnectionRegistry, lim
 
     async with trio.open_nursery() as accepting:
         for sock in sockets:
-            accepting.start_soon(_serve_backlog, sock, accepted, conn_nursery)
+            accepting.start_soon(serve_backlog, sock, accepted, conn_nursery)
 
 
 async def listen_relay(protocol, sock: socket.socket, connections: ConnectionRegistry, limits,
@@ -77,14 +77,15 @@ async def listen_relay(protocol, sock: socket.socket, connections: ConnectionReg
             return
         await serve(stream, conn, protocol, connections, limits)
 
-    await _serve_backlog(trio.SocketListener(trio.socket.from_stdlib_socket(sock)), accepted, conn_nursery)
+    await serve_backlog(trio.SocketListener(trio.socket.from_stdlib_socket(sock)), accepted, conn_nursery)
 
 
 async def serve(stream: trio.abc.Stream, conn: Connection, protocol, connections: ConnectionRegistry,
-                limits, ssl_context=None) -> None:
-    """Serve one admitted connection with the pump until it ends (after a TLS handshake when `ssl_context` is
-    given), then release and close it. A peer that goes away is not an error; anything else is logged, and never
-    reaches the other connections."""
+                limits, ssl_context=None, resumed=None) -> None:
+    """Serve one admitted connection with the pump until it ends (after a TLS handshake when `ssl_context` is given;
+    from a handed-over state with `resumed`, a `pump.Resumed`) or is handed over, then release and close it (closing
+    this process's descriptor: a connection handed over stays open at its new worker). A peer that goes away is not an
+    error; anything else is logged, and never reaches the other connections."""
     try:
         with conn.scope:
             if ssl_context is not None:
@@ -92,7 +93,7 @@ async def serve(stream: trio.abc.Stream, conn: Connection, protocol, connections
                 if tls is None:
                     return
                 stream = tls
-            await serve_connection(stream, conn, protocol, limits)
+            await serve_connection(stream, conn, protocol, limits, resumed)
     except _PEER_GONE:
         pass
     except ExceptionGroup as group:  # the pump's nursery (parked answers) reports the peer leaving as a group
@@ -139,7 +140,7 @@ _ACCEPT_RESOURCE_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBU
 _ACCEPT_SKIP_ERRNOS = {errno.ECONNABORTED, errno.EPROTO, errno.EPERM}
 
 
-async def _serve_backlog(listener: trio.SocketListener, accepted, nursery: trio.Nursery) -> None:
+async def serve_backlog(listener: trio.SocketListener, accepted, nursery: trio.Nursery) -> None:
     """Accept connections on `listener` in batches and start `accepted(stream)` for each in `nursery`."""
     raw = socket.socket(fileno=listener.socket.detach())
     raw.setblocking(False)

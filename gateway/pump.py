@@ -12,6 +12,14 @@ protocol. A protocol plugs in with a `Session` (one per connection) and three sm
 - `protocol_error(exc)` -> the answer to a malformed request (the native protocol answers and keeps reading unless
   the stream can no longer be framed), or `None`: close (Kafka and TANK close on a bad request).
 
+With `workers: N`, `handle` may also answer `HandOver(worker, event, relay)`: the request is wholly for another
+worker's partitions. The pump then gives the whole connection to that worker (the protocol's `hand_over`, a
+`handover.HandOvers`) when it can — plain TCP, nothing else in flight, not shutting down, not a relay connection,
+and never handed over or tried before — and stops serving it there: the owner answers the request and serves the
+connection from then on (`serve_connection(..., resumed=Resumed(state, data))`: no greeting, the session's state
+restored — `Session.handover_state()` / `resume(state)` — and the codec fed the request and the bytes after it
+first). Otherwise, or when the owner does not take it, the pump awaits `relay()` and goes on as with any answer.
+
 Requests that read or write the log (the protocol's `data_requests`) take turns with the gateway's other
 connections (`turns.py`: at most `limits.data_requests_per_pass` start per scheduler pass, fewer while passes run
 long) before they are handled; other requests are handled at once.
@@ -46,7 +54,7 @@ from .transport import transport_for
 
 log = logging.getLogger("logway.gateway")
 
-__all__ = ["Close", "Park", "Session", "serve_connection"]
+__all__ = ["Close", "HandOver", "Park", "Resumed", "Session", "serve_connection"]
 
 
 @dataclass(slots=True)
@@ -66,6 +74,25 @@ class Park:
     now: Callable[[], Awaitable[Any]] | None = None
 
 
+@dataclass(slots=True)
+class HandOver:
+    """`event` is wholly for worker `worker`'s partitions: give it the connection, or `await relay()` for the answer
+    (see the module docstring). `event` is what the owner is to answer (re-encoded for it)."""
+
+    worker: int
+    event: Any
+    relay: Callable[[], Awaitable[Any]]
+
+
+@dataclass(slots=True)
+class Resumed:
+    """A connection another worker handed over: the session's `state` (`Session.handover_state()`) and the bytes
+    the codec is fed before the socket's (the request to answer, then what the giver had received after it)."""
+
+    state: dict
+    data: bytes
+
+
 class Session:
     """One connection's state in a protocol (see the module docstring). `conn` is the live `Connection`, `codec`
     the connection's server-side codec."""
@@ -82,6 +109,13 @@ class Session:
 
     def protocol_error(self, exc: RemoteProtocolError) -> Any:
         return None
+
+    def handover_state(self) -> dict:
+        """What the worker this connection is handed to needs of the session (JSON-ready)."""
+        return {}
+
+    def resume(self, state: dict) -> None:
+        """Take up a connection handed over with `state` (from `handover_state`)."""
 
 
 class _WriteLock:
@@ -165,8 +199,10 @@ def protocol_stats(protocol) -> ProtocolStats:
     return metrics.protocol(protocol.name) if metrics is not None else ProtocolStats(protocol.name)
 
 
-async def serve_connection(stream: trio.abc.Stream, conn: Connection, protocol, limits) -> None:
-    """Serve one connection of `protocol` (a `logway.gateway.protocols.Protocol`) until it closes."""
+async def serve_connection(stream: trio.abc.Stream, conn: Connection, protocol, limits,
+                           resumed: Resumed | None = None) -> None:
+    """Serve one connection of `protocol` (a `logway.gateway.protocols.Protocol`) until it closes — or until it is
+    handed over to another worker; `resumed`: a connection another worker handed over to this one."""
     stats = protocol_stats(protocol)
     CURRENT.set(stats)  # this connection's task (and its parked answers): the steps count records for `stats`
     codec = protocol.codec()
@@ -203,8 +239,16 @@ async def serve_connection(stream: trio.abc.Stream, conn: Connection, protocol, 
         finally:
             conn.end_request()
 
-    for event in session.greeting():
-        await out.send(event)
+    if resumed is None:
+        for event in session.greeting():
+            await out.send(event)
+    else:
+        session.resume(resumed.state)
+        codec.receive_data(resumed.data)
+    # At most one try per connection, and none for one handed over already: it does not bounce between workers.
+    hand_over = protocol.hand_over
+    may_hand_over = (hand_over is not None and resumed is None and not conn.internal
+                     and type(stream) is trio.SocketStream)
     streak = 0  # data requests in a row, up to the last one
     async with trio.open_nursery() as parked:
         try:
@@ -247,6 +291,13 @@ async def serve_connection(stream: trio.abc.Stream, conn: Connection, protocol, 
                 except Exception:
                     request.observe(perf_counter() - started, True)
                     raise
+                if type(reply) is HandOver:
+                    if may_hand_over and conn.inflight == 1 and not conn.draining:
+                        may_hand_over = False
+                        if await hand_over.give(reply, stream, codec, session):
+                            conn.end_request()  # answered (and counted) by the owner
+                            return
+                    reply = await reply.relay()
                 sent = False
                 if type(reply) is Park:
                     if not max_parked:  # answers go out in request order: this one is awaited here

@@ -1,5 +1,6 @@
 """The workers' relay sockets (`workers: N`): where a worker takes the native and TANK requests the others relay to
-it (`forwarding.py`), and the check both ends make.
+it (`forwarding.py`) and the client connections they hand over to it (`handover.py`), and the check both ends
+make.
 
 A relay socket is a Unix-domain socket in Linux's abstract namespace, named for the gateway's run (a random token),
 the worker and the protocol: no file to clean up, no TLS (it never leaves the host), and apart from clients'
@@ -19,12 +20,15 @@ import socket
 import struct
 import sys
 
-__all__ = ["relay_address", "bind_relay", "same_user", "new_run", "RELAYS_SUPPORTED"]
+__all__ = ["relay_address", "bind_relay", "same_user", "new_run", "RELAYS_SUPPORTED", "HANDOVER"]
 
 #: Abstract Unix-domain sockets are Linux's.
 RELAYS_SUPPORTED = sys.platform.startswith("linux")
 _UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 _BACKLOG = 1024
+#: The name of each worker's hand-over socket (`handover.py`: where the others give it client connections), bound
+#: and held like its relay sockets, when the native or TANK listener is enabled.
+HANDOVER = "handover"
 
 
 def new_run() -> str:

@@ -13,9 +13,10 @@ The admin listener (`listeners.admin`: metrics, probes, the console; `admin/`) s
 `/health` answers while storage recovers and `/ready` says when the gateway can serve: `state` goes "starting" →
 "ready" (storage open, every enabled listener bound) → "stopping" (shutdown asked) → "stopped".
 
-`Gateway(config, worker=WorkerRole(...))` is one worker process of several (`workers: N`, `workers.py`): its
-engine opens only its partitions, it also serves its native and TANK relay sockets (`relays.py`: the requests the
-others relay to it), and it is ready once the supervisor told it the other workers' addresses.
+`Gateway(config, worker=WorkerRole(...))` is one worker process of several (`workers: N`, `workers.py`): its engine
+opens only its partitions, it also serves its native and TANK relay sockets (`relays.py`: the requests the others relay
+to it) and its hand-over socket (`handover.py`: the client connections they give it), and it is ready once the
+supervisor told it the other workers' addresses.
 """
 
 from __future__ import annotations
@@ -39,9 +40,11 @@ from .config import Config
 from .connections import ConnectionRegistry
 from .durability import Flush, GroupCommitter
 from .formats import STORAGE_FORMATS
+from .handover import listen_handover
 from .listeners import listen, listen_relay, serve, warn_if_exposed
 from .notify import AppendNotifier
 from .protocols import REGISTRY, Protocol
+from .relays import HANDOVER
 from .steps import Steps
 from .tls import server_ssl_context
 from .transactions import TransactionCoordinator
@@ -185,6 +188,10 @@ class Gateway:
                                     await listeners.start(listen_relay, protocol,  # relays to it
                                                           socket.socket(fileno=self.worker.relay_fds[name]),
                                                           self.connections, cfg.limits, conn_nursery)
+                        if self.listen and self.worker is not None and HANDOVER in self.worker.relay_fds:
+                            await listeners.start(listen_handover,  # the connections the others give it
+                                                  socket.socket(fileno=self.worker.relay_fds[HANDOVER]),
+                                                  self.protocols, self.connections, cfg.limits, conn_nursery)
                         if self.worker is not None:  # the other workers' addresses (a Kafka broker each)
                             await self.worker.join(self)
                             if self.transactions.peers is not None:  # what the start left to the others

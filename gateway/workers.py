@@ -9,31 +9,31 @@ group coordinator, the controller and the owner of the shared offset store. Nati
 every worker serves the configured native (and TANK) port — the supervisor binds one `SO_REUSEPORT` socket per
 worker there, so the kernel spreads the connections — and relays a request for another worker's partitions to
 that worker's relay socket (`relays.py`: a Unix-domain socket for the workers alone, outside the client limits,
-never TLS; `forwarding.py`), and one on committed offsets or groups to worker 0.
+never TLS; `forwarding.py`), and one on committed offsets or groups to worker 0 — or gives a connection whose
+request is wholly another worker's to that worker, which serves it from then on (`handover.py`).
 
 - `supervise(config, argv, ready_file)`: the `logway serve` process itself when `workers` > 1. It holds the data
-  directory (a `LogEngine` with `Share(N)`: `.lock`, the clean-shutdown marker, tmp/ and trash/, no partition),
-  binds the shared native and TANK sockets (`entry_sockets`), starts the N workers — `python -m logway.cli serve`
-  with the same arguments, plus `LOGWAY_WORKER=i/N/clean`, worker i's listeners, its shared sockets
-  (`LOGWAY_WORKER_ENTRIES`) and its relay sockets (`relay_sockets`, `LOGWAY_WORKER_RELAYS`: bound and held by the
-  supervisor as the shared ones are) — each with a control socket (JSON lines). When every worker has bound its
-  listeners and told its addresses, the supervisor sends all of them the list of Kafka brokers and of every
-  worker's native and TANK relay sockets, waits for each to acknowledge and writes the ready file: worker 0's
-  Kafka address under the usual name ("kafka"), worker i's as "kafka.i", "admin.i", "native.i" and "tank.i"
-  (its own listeners, also for worker 0), the shared native and TANK port as "native" and "tank", the
-  supervisor's own admin listener as "admin" (the configured port: metrics, readiness and the console of every worker:
-  `admin/supervisor.py`; worker i's is on the configured port + 1 + i) and the supervisor's pid. SIGTERM and
-  SIGINT are passed on to every worker; once they have all stopped, the directory is marked cleanly shut down if
-  each of them exited 0. A worker that dies is started again on its ports, as an unclean start (`MAX_RESTARTS` in
-  `RESTART_WINDOW`; one more death stops the others and the supervisor exits 1); a worker that fails while the
-  gateway starts stops the start (exit 2 or 1 as the worker: a port in use, a locked directory).
-- `WorkerRole` (in each worker, from the environment): its index, the ownership (`share`), the Kafka brokers'
-  addresses and the workers' native and TANK relay sockets, the control socket (when it closes — the supervisor
-  died — the worker shuts down), and `refresh`: topics other workers created, deleted, grew or reconfigured —
-  told at once (a worker that makes a change tells the supervisor, which tells the others: `topics_changed`,
-  `refresh`; a worker looks at every topic once when it joins, for what was changed while it was starting), and
-  looked for on demand and every `worker_refresh_ms` — or `look_up` for the topics a request named that this
-  worker does not know.
+  directory (a `LogEngine` with `Share(N)`: `.lock`, the clean-shutdown marker, tmp/ and trash/, no partition), binds
+  the shared native and TANK sockets (`entry_sockets`), starts the N workers — `python -m logway.cli serve` with the
+  same arguments, plus `LOGWAY_WORKER=i/N/clean`, worker i's listeners, its shared sockets (`LOGWAY_WORKER_ENTRIES`) and
+  its relay sockets and hand-over socket (`relay_sockets`, `LOGWAY_WORKER_RELAYS`: bound and held by the supervisor as
+  the shared ones are) — each with a control socket (JSON lines). When every worker has bound its listeners and told its
+  addresses, the supervisor sends all of them the list of Kafka brokers and of every worker's native and TANK relay
+  sockets and hand-over socket, waits for each to acknowledge and writes the ready file: worker 0's Kafka address under
+  the usual name ("kafka"), worker i's as "kafka.i", "admin.i", "native.i" and "tank.i" (its own listeners, also for
+  worker 0), the shared native and TANK port as "native" and "tank", the supervisor's own admin listener as "admin" (the
+  configured port: metrics, readiness and the console of every worker: `admin/supervisor.py`; worker i's is on the
+  configured port + 1 + i) and the supervisor's pid. SIGTERM and SIGINT are passed on to every worker; once they have
+  all stopped, the directory is marked cleanly shut down if each of them exited 0. A worker that dies is started again
+  on its ports, as an unclean start (`MAX_RESTARTS` in `RESTART_WINDOW`; one more death stops the others and the
+  supervisor exits 1); a worker that fails while the gateway starts stops the start (exit 2 or 1 as the worker: a port
+  in use, a locked directory).
+- `WorkerRole` (in each worker, from the environment): its index, the ownership (`share`), the Kafka brokers' addresses,
+  the workers' native and TANK relay sockets and hand-over sockets, the control socket (when it closes — the supervisor
+  died — the worker shuts down), and `refresh`: topics other workers created, deleted, grew or reconfigured — told at
+  once (a worker that makes a change tells the supervisor, which tells the others: `topics_changed`, `refresh`; a worker
+  looks at every topic once when it joins, for what was changed while it was starting), and looked for on demand and
+  every `worker_refresh_ms` — or `look_up` for the topics a request named that this worker does not know.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ from logway.storage.engine import Share
 from .config import Config
 from .errors import ListenerError
 from .formats import STORAGE_FORMATS
-from .relays import RELAYS_SUPPORTED, bind_relay, new_run, relay_address
+from .relays import HANDOVER, RELAYS_SUPPORTED, bind_relay, new_run, relay_address
 
 log = logging.getLogger("logway.workers")
 
@@ -103,6 +103,8 @@ class WorkerRole:
         #: none.
         self.natives: list[str | None] = []
         self.tanks: list[str | None] = []
+        #: Every worker's hand-over socket by index (where the others give it connections: `handover.py`).
+        self.handovers: list[str | None] = []
         #: Called with the name of each topic another worker deleted (the Kafka producers' state forgets it).
         self.on_topic_gone: list[Callable[[str], None]] = []
         self._fd = control_fd
@@ -141,7 +143,7 @@ class WorkerRole:
         if self._fd is None:  # (a worker without a supervisor: tests) only itself
             kafka = gateway.protocols.get("kafka")
             self.brokers = [kafka.broker.advertised] if kafka is not None else []
-            self.natives, self.tanks = [None], [None]  # (nobody to relay to)
+            self.natives, self.tanks, self.handovers = [None], [None], [None]  # (nobody to relay to)
             self._joined.set()
             return
         sock = trio.socket.fromfd(self._fd, socket.AF_UNIX, socket.SOCK_STREAM)
@@ -160,6 +162,7 @@ class WorkerRole:
         self.brokers = [(host, port) for host, port in message["brokers"]]
         self.natives = message.get("native", [])
         self.tanks = message.get("tank", [])
+        self.handovers = message.get(HANDOVER, [])
         # From now on the supervisor tells this worker of every change the others make; one look at every topic
         # catches those made between this worker's engine opening and now (a worker starting after the others, or
         # started again, while they serve).
@@ -350,13 +353,16 @@ def entry_sockets(config: Config, count: int) -> dict[str, list[socket.socket]]:
 
 
 def relay_sockets(config: Config, count: int) -> tuple[dict[str, list[socket.socket]], dict[str, list[str]]]:
-    """For each enabled listener of `SHARED`: one relay socket per worker (`relays.py`), named for a new run; and
-    their names. The supervisor holds them for its life, so a worker started again serves the same socket (the
-    relays that arrived meanwhile wait in its backlog) and no other process can take the name meanwhile. Raises
-    OSError naming the socket when one cannot be bound."""
+    """For each enabled listener of `SHARED`: one relay socket per worker (`relays.py`), named for a new run — and
+    when there is one, a hand-over socket per worker (`HANDOVER`, `handover.py`); and their names. The supervisor
+    holds them for its life, so a worker started again serves the same socket (the relays that arrived meanwhile
+    wait in its backlog) and no other process can take the name meanwhile. Raises OSError naming the socket when
+    one cannot be bound."""
     run = new_run()
     names = {name: [relay_address(run, i, name) for i in range(count)] for name in SHARED
              if (lc := config.listeners.get(name)) is not None and lc.enabled}
+    if names:
+        names[HANDOVER] = [relay_address(run, i, HANDOVER) for i in range(count)]
     out: dict[str, list[socket.socket]] = {}
     try:
         for name, addresses in names.items():
@@ -575,7 +581,8 @@ def _run(workers: list[_Worker], selector: selectors.BaseSelector, ready_file: s
             brokers = [w.kafka for w in workers]
             if any(b is None for b in brokers):
                 brokers = []  # no Kafka listener: nothing to route
-            told = {"brokers": brokers, **{name: relay_names.get(name, [None] * len(workers)) for name in SHARED}}
+            told = {"brokers": brokers, **{name: relay_names.get(name, [None] * len(workers))
+                                           for name in (*SHARED, HANDOVER)}}
         if told is not None:
             for w in workers:
                 if w.listening is not None and not w.told:  # it acknowledges with {"ready": true}

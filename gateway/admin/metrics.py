@@ -189,18 +189,27 @@ class GatewayCollector(Collector):
 
     @staticmethod
     def _relays(gw) -> Iterator[Metric]:
-        """(workers: N) Requests this worker relayed to the partition's owner, and those the owner did not answer."""
+        """(workers: N) Requests this worker relayed to the partition's owner, those the owner did not answer, and
+        the connections handed over."""
         relayed = CounterMetricFamily("logway_relayed_requests", "Requests (or parts of one) relayed to the worker "
                                       "that owns their partition (workers: N)", labels=["protocol"])
         failed = CounterMetricFamily("logway_relay_failures", "Relayed requests the owning worker did not answer "
                                      "(answered with an error)", labels=["protocol"])
+        handed = CounterMetricFamily("logway_connections_handed_over", "Client connections this worker gave to the "
+                                     "worker that owns their partitions (out), took from the others (in), or failed "
+                                     "to give (refused: relayed instead) (workers: N)", labels=["protocol", "way"])
         for name, protocol in gw.protocols.items():
             forward = getattr(getattr(protocol, "handler", None), "forward", None)
             if forward is not None:
                 relayed.add_metric([name], forward.relayed)
                 failed.add_metric([name], forward.failed)
+            hand_over = protocol.hand_over
+            if hand_over is not None:
+                for way, count in (("out", hand_over.given), ("in", hand_over.taken), ("refused", hand_over.refused)):
+                    handed.add_metric([name, way], count)
         yield relayed
         yield failed
+        yield handed
 
     # -- traffic -------------------------------------------------------------------------------------------------
     @staticmethod

@@ -22,6 +22,9 @@ class Protocol:
     max_parked: ClassVar[int] = 0
     #: The request types (`admin.stats.request_name`) that read or write the log: they take turns (`turns.py`).
     data_requests: ClassVar[frozenset[str]] = frozenset()
+    #: (workers: N) The `handover.HandOvers` that gives this protocol's connections to the worker owning their
+    #: partitions (the pump uses it when a handler answers `pump.HandOver`), or None: they are never handed over.
+    hand_over = None
 
     def __init__(self, gateway: "Gateway") -> None:
         self.gateway = gateway

@@ -253,7 +253,7 @@ def test_sigkill_cycles_of_a_workers_gateway_keep_every_promise(tmp_path):
     """The same checker against `workers: 2` (two brokers, each the only writer of its partitions): every kill takes
     each worker and then the supervisor down, so no process shuts down on its own; the Kafka clients send each
     partition's requests to its leader and group and transaction requests to worker 0, native and TANK ones go
-    through the shared ports (relayed to the owner). Every promise holds across the kills."""
+    through the shared ports (handed over or relayed to the owner). Every promise holds across the kills."""
     cycles = 6
     config = ChaosConfig(cycles=cycles, seed=20261124, min_run=0.15, max_run=0.6, pause=0.003,
                          torn_tail_probability=0.5, workers=2, data_dir=str(tmp_path), log=None)

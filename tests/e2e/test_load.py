@@ -36,10 +36,14 @@ def test_short_load_has_no_errors_and_every_connection_works():
 
 
 @pytest.mark.slow
-def test_short_load_over_two_workers_routes_kafka_and_relays_native_and_tank():
-    """`--workers 2`: Kafka connections go to their partition's broker, native and TANK ones to the shared port,
-    whose workers relay what the other owns (half of the partitions) — long-polls included, many at once."""
-    report = run_load(LoadSettings(connections=120, seconds=2.0, partitions=4, workers=2))
+@pytest.mark.parametrize("handover", [True, False], ids=["handover", "relay"])
+def test_short_load_over_two_workers_routes_kafka_and_hands_over_or_relays_native_and_tank(handover):
+    """`--workers 2`: Kafka connections go to their partition's broker, native and TANK ones to the shared port.
+    Each load connection stays on one partition, so a worker hands every connection whose partition the other owns
+    over to it (about half of them), and nothing is relayed — or, with `worker_handover: false`, relays those
+    connections' requests, long-polls included, many at once, and hands nothing over."""
+    report = run_load(LoadSettings(connections=120, seconds=2.0, partitions=4, workers=2,
+                                   gateway_settings=() if handover else ("worker_handover=false",)))
     print(report.format())
     assert report.problems() == [], report.format()
     assert dict(report.connections_by_protocol) == {"native": 40, "kafka": 40, "tank": 40}
@@ -48,7 +52,13 @@ def test_short_load_over_two_workers_routes_kafka_and_relays_native_and_tank():
         assert report.records_produced[proto] > 0 and report.records_fetched[proto] > 0
     assert "workers: 2" in report.format() and report.gateway_exit == 0
     relayed = report.delta("relayed_requests")  # native and TANK requests for the other worker's partitions
-    assert 0 < relayed < sum(report.requests.values()), report.format()
+    handed = report.delta("handed_over_out")  # (connections, once each)
+    if handover:
+        assert relayed == 0 and 0 < handed < 80 and report.delta("handed_over_refused") == 0, report.format()
+        assert "connections handed over between workers" in report.format()
+    else:  # (no hand-overs: the workers do not even report the counter)
+        assert 0 < relayed < sum(report.requests.values()) and handed is None, report.format()
+        assert "connections handed over" not in report.format()
     assert "requests relayed between workers" in report.format()
     # the gateway's counters come from the supervisor's admin listener, summed over both workers
     assert "transcoded_reads" in report.metrics_end and "python_gc_collections_total" in report.metrics_end

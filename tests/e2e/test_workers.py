@@ -698,12 +698,12 @@ def _knock(tell, names, frame):
 
 @pytest.mark.skipif(not CAN_SWITCH, reason=WHY_NOT)
 def test_a_workers_relay_socket_serves_only_the_gateways_user(gw):
-    """Relay sockets are abstract Unix-domain sockets, which have no permissions: anyone on the host can find and
-    connect to them. A process of another user is closed unserved — a Ping gets no Pong — while the gateway's own
-    user is served, and the gateway goes on serving."""
-    names = _relay_sockets(gw)
-    assert len(names) == 4 and {n.rsplit("-", 2)[1:] == [w, p] for n in names for w in "01" for p in ("native",
-                                                                                                      "tank")}
+    """Relay and hand-over sockets are abstract Unix-domain sockets, which have no permissions: anyone on the host can
+    find and connect to them. A process of another user is closed unserved — a Ping gets no Pong — while the gateway's
+    own user is served, and the gateway goes on serving."""
+    names = _relay_sockets(gw)  # (with the hand-over sockets: `handover.py`, the same check)
+    assert sorted(n.rsplit("-", 2)[1:] for n in names) == [[w, p] for w in "01" for p in ("handover", "native",
+                                                                                           "tank")]
     frame = nv.NativeConnection("client").send(nv.PingRequest())
     native = [n for n in names if n.endswith("-native")]
     for name in native:  # this user: served
@@ -730,7 +730,8 @@ def _gauge(gw, admin: str, name: str) -> dict[str, float]:
 def test_relays_reach_tls_listeners_and_stay_outside_the_client_limits(tmp_path):
     """Relays go to the workers' relay sockets, not to their listeners: with TLS on the native and TANK listeners
     they work, and with 4 connections allowed per address, a TANK client's 32 long-polls parked at the other worker
-    (a relay connection each) are all answered, a client still gets in, and the metrics count clients only."""
+    (a relay connection each) are all answered, a client still gets in, and the metrics count clients only. (A TLS
+    connection is never handed over — its TLS state cannot follow the descriptor —: its 32 consumes are relayed.)"""
     cert, key = self_signed(tmp_path, "server")
     tls = ssl.create_default_context(cafile=cert)
     gw = GatewayProcess(str(tmp_path / "data"), "workers=2", "log_level=ERROR", "listeners.tank.enabled=true",
@@ -1037,8 +1038,10 @@ def test_a_dead_worker_is_started_again_on_its_ports_with_its_data(tmp_path):
     """SIGKILL of a worker: the supervisor starts it again on the same ports (clients reconnect to the addresses
     they know), it recovers its partitions, what was acknowledged is there; a request relayed to it while it is
     down waits in its relay socket's backlog (the supervisor holds the socket) and is served once it is back, and
-    relaying works on; the gateway then stops cleanly."""
-    gw = GatewayProcess(str(tmp_path / "data"), "workers=2", "log_level=ERROR", "listeners.tank.enabled=true")
+    relaying works on; the gateway then stops cleanly. (Relays only: `worker_handover: false`; a hand-over to a
+    worker that is down is tests/e2e/test_handover.py's.)"""
+    gw = GatewayProcess(str(tmp_path / "data"), "workers=2", "log_level=ERROR", "listeners.tank.enabled=true",
+                        "worker_handover=false")
     try:
         name = "r-" + uuid.uuid4().hex[:8]
         theirs = [Share(2).owner(name, p) for p in range(PARTITIONS)].index(1)
@@ -1083,9 +1086,9 @@ def test_a_dead_worker_is_started_again_on_its_ports_with_its_data(tmp_path):
 
 
 def test_nothing_acknowledged_through_any_worker_is_lost_to_a_power_cut(powerfs):
-    """`workers: 2`, `flush: always`, the data directory on the power-loss file system (it keeps only what was
-    synced): a topic created through worker 0 and grown through worker 1, records acknowledged through native and
-    TANK on the shared ports (relayed to the owner when it is the other worker) and through librdkafka (to each
+    """`workers: 2`, `flush: always`, the data directory on the power-loss file system (it keeps only what was synced):
+    a topic created through worker 0 and grown through worker 1, records acknowledged through native and TANK on the
+    shared ports (handed over or relayed to the owner when it is the other worker) and through librdkafka (to each
     partition's leader), and offsets committed through worker 1 (relayed to worker 0, the offsets' owner) survive
     SIGKILL of both workers and the supervisor followed by a power cut, each record at its acknowledged offset."""
     data = os.path.join(powerfs.path, "data")

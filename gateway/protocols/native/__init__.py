@@ -21,7 +21,9 @@ import logging
 from logway.codecs.native import AuthRequest, AuthResponse, ErrorResponse, NativeConnection
 
 from ...forwarding import NativeForwarder
+from ...handover import HandOvers
 from ...pump import Close, Session
+from ...reading import RECEIVE_CHUNK
 from ...txn_peers import INTERNAL_REQUESTS
 from ...txn_peers import serve as serve_internal
 from ..base import INFO, Protocol
@@ -57,6 +59,11 @@ class NativeProtocol(Protocol):
                                                                               "coordinator", None), forward, look_up,
                                      offsets_owner=0 if several and worker.index else None)
         self.token = self.config.auth.native_token
+        if several and self.config.worker_handover:  # one-partition connections go to their owner (`handover.py`)
+            max_frame = self.config.limits.max_frame_bytes
+            self.hand_over = HandOvers(self.name, lambda: worker.handovers,
+                                       NativeConnection("client", max_frame=max_frame).send,
+                                       max_frame + 4 + RECEIVE_CHUNK)
 
     def codec(self) -> NativeConnection:
         return NativeConnection("server", max_frame=self.config.limits.max_frame_bytes)
@@ -78,6 +85,12 @@ class NativeSession(Session):
 
     def protocol_error(self, exc):
         return ErrorResponse(exc.message)  # answered; the pump closes after a fatal one
+
+    def handover_state(self) -> dict:
+        return {"authenticated": self.authenticated}
+
+    def resume(self, state: dict) -> None:
+        self.authenticated = state.get("authenticated") is True or not self.token
 
     async def handle(self, event):
         if isinstance(event, AuthRequest):

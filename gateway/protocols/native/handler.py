@@ -6,11 +6,12 @@ payload arrived (a `Park` the pump awaits before the next request; the append th
 
 With `workers: N`, every worker's handler relays a request for a partition another worker owns (Produce, Fetch,
 DeleteRecords) to that worker (`forwarding.NativeForwarder`; a Fetch with `group_id` is first resolved against the
-committed offset, which lives on worker 0) and merges every worker's partitions into DescribeTopic (asking each
-owner for its own partitions only: `DescribeTopic.partitions`, so a describe never fans out twice). On the other
-workers, the requests on committed offsets and groups (OffsetCommit, OffsetFetch, DeleteGroupOffsets and the group
-admin requests) and DeleteTopic (the topic's offsets go with it) are relayed whole to worker 0, the offset store's
-and the group coordinator's owner.
+committed offset, which lives on worker 0) — or rather answers `pump.HandOver`, and the pump gives that worker the whole
+connection when it can (`handover.py`), relaying only when it cannot — and merges every worker's partitions into
+DescribeTopic (asking each owner for its own partitions only: `DescribeTopic.partitions`, so a describe never fans out
+twice). On the other workers, the requests on committed offsets and groups (OffsetCommit, OffsetFetch,
+DeleteGroupOffsets and the group admin requests) and DeleteTopic (the topic's offsets go with it) are relayed whole to
+worker 0, the offset store's and the group coordinator's owner.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from logway.storage.engine import ForeignPartition
 
 from ...errors import FAILURES, ErrorKind, kind_of
 from ...formats import NATIVE
-from ...pump import Park
+from ...pump import HandOver, Park
 from ...steps import Steps
 from .groups import GroupAdmin
 
@@ -132,10 +133,11 @@ class NativeHandler:
             return nev.ErrorResponse(_ERRORS.get(kind, _storage_error)(exc, event))
 
     async def _relay(self, plog: ForeignPartition, ev):
-        """`ev` answered by the worker that owns `plog`."""
+        """`ev`, wholly for the worker that owns `plog`: a `HandOver` — the pump gives that worker the connection
+        or relays `ev` to it."""
         if self.forward is None:
             raise plog.refusal()
-        return await self.forward.call(plog.owner, ev)
+        return HandOver(plog.owner, ev, partial(self.forward.call, plog.owner, ev))
 
     async def _to_offsets_owner(self, ev):
         """(workers: N, not worker 0) a request on committed offsets or groups, answered by the offsets' owner."""

@@ -5,18 +5,22 @@ On accept the broker sends a Ping (the session's greeting). Requests carry ids a
 consume whose partitions are all at EOF is parked (answered later by the pump, several at once, up to
 `MAX_PARKED_PER_CONNECTION`) while later requests are answered. Malformed frames, 0x04 and unknown message types
 close the connection, as TANK does. TANK has no authentication: the listener logs a warning when the other
-protocols require some.
+protocols require some. With `workers: N`, a Produce or Consume wholly for another worker's partitions is answered
+`pump.HandOver`: the pump gives that worker the connection when it can (`handover.py`), else relays.
 """
 
 from __future__ import annotations
 
 from functools import partial
 
-from logway.codecs.tank import ConsumeRequest, TankServerConnection
+from logway.codecs.tank import ConsumeRequest, TankClientConnection, TankServerConnection
+from logway.codecs.tank.connection import MAX_FRAME_BYTES
 from logway.codecs.tank.messages import PingEvent
 
 from ...forwarding import TankForwarder
-from ...pump import Park, Session
+from ...handover import HandOvers
+from ...pump import HandOver, Park, Session
+from ...reading import RECEIVE_CHUNK
 from ..base import WARNING, Protocol
 from .handler import TankHandler
 
@@ -39,6 +43,9 @@ class TankProtocol(Protocol):
         forward = TankForwarder(lambda: worker.tanks) if worker is not None and worker.count > 1 else None
         look_up = None if worker is None else (lambda names: worker.look_up_unknown(gateway.engine, names))
         self.handler = TankHandler(self.steps, forward, look_up)
+        if forward is not None and self.config.worker_handover:  # one-partition connections go to their owner
+            self.hand_over = HandOvers(self.name, lambda: worker.handovers, _encoded,
+                                       MAX_FRAME_BYTES + 5 + RECEIVE_CHUNK)
 
     def codec(self) -> TankServerConnection:
         return TankServerConnection()
@@ -52,6 +59,11 @@ class TankProtocol(Protocol):
             return [(WARNING, "tank listener is enabled but the TANK protocol has no authentication: any client that "
                               "reaches it can read and write every topic (disable it or keep it on loopback)")]
         return []
+
+
+def _encoded(request) -> bytes:
+    """A request's frame as a client sends it (`handover.py`)."""
+    return TankClientConnection().send(request)
 
 
 class TankSession(Session):
@@ -69,7 +81,10 @@ class TankSession(Session):
             await self.handler.known((t.name, p.partition) for t in event.topics for p in t.partitions)
             own, theirs = self.handler.split(event)
             if theirs:  # (workers: N) other workers' partitions in it
-                return await self.handler.consume_relayed(event, own, theirs)
+                relay = partial(self.handler.consume_relayed, event, own, theirs)
+                if own is None and len(theirs) == 1:  # wholly another worker's: it may take the connection
+                    return HandOver(next(iter(theirs)), event, relay)
+                return await relay()
             response = await self.handler.consume_now(event)
             if response is not None:
                 return response

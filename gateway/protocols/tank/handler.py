@@ -10,7 +10,9 @@ split by owner — its own part served here, each other worker's part sent to th
 and the answers merged in request order; a split Consume that waits parks every part at once (each owner parks
 its own) and is answered when the first part answers, the others then asked again without waiting. Another
 worker's partitions in DiscoverPartitions are asked from their owner (for those only, so an owner never relays
-again). A worker without a forwarder answers a request for another worker's partition with a system error.
+again). A Produce or Consume wholly for one other worker is answered `pump.HandOver` instead: the pump gives that
+worker the connection when it can (`handover.py`) and relays only when it cannot. A worker without a forwarder
+answers a request for another worker's partition with a system error.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import logging
 import math
 import time
 from dataclasses import replace
+from functools import partial
 
 import trio
 
@@ -37,7 +40,7 @@ from logway.storage.engine import ForeignPartition
 from ...errors import FAILURES, ErrorKind, kind_of
 from ...formats import TANK
 from ...forwarding import Unreachable
-from ...pump import Park
+from ...pump import HandOver, Park
 from ...steps import Steps
 
 log = logging.getLogger("logway.gateway.tank")
@@ -111,8 +114,28 @@ class TankHandler:
         return (plog.first_offset + 1 if end > plog.log_start_offset else 0), end
 
     # -- produce -----------------------------------------------------------------------------------------
-    async def _produce(self, req: ProduceRequest) -> ProduceResponse:
+    async def _produce(self, req: ProduceRequest) -> ProduceResponse | HandOver:
         await self.known((e.topic, e.partition) for e in req.entries)
+        if self.forward is not None:
+            owner = self._sole_owner((e.topic, e.partition) for e in req.entries)
+            if owner is not None:  # wholly another worker's: it may take the connection (`handover.py`)
+                return HandOver(owner, req, partial(self._produce_parts, req))
+        return await self._produce_parts(req)
+
+    def _sole_owner(self, names) -> int | None:
+        """The worker that owns every one of the (topic, partition)s when another worker does, else None."""
+        owner = None
+        for name, partition in names:
+            topic = self.engine.topics_by_name.get(name)
+            plog = topic.partitions[partition] if topic is not None and 0 <= partition < len(topic.partitions) \
+                else None
+            if type(plog) is not ForeignPartition or owner not in (None, plog.owner):
+                return None
+            owner = plog.owner
+        return owner
+
+    async def _produce_parts(self, req: ProduceRequest) -> ProduceResponse:
+        """A Produce appended here, its entries for other workers' partitions relayed to them."""
         results = []
         touched: dict[int, PartitionLog] = {}
         foreign: dict[int, list[int]] = {}  # owner -> indexes of the entries for its partitions
