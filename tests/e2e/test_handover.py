@@ -24,7 +24,6 @@ import pytest
 import trio
 
 from logway.bench.launcher import GatewayProcess
-from logway.bench.proc import child_pids as children
 from logway.clients.native import NativeClient
 from logway.clients.tank import TankClient, consume_request, make_bundle
 from logway.codecs import native as nv
@@ -34,8 +33,10 @@ from logway.gateway import handover
 from logway.gateway.handover import ACK, HEADER, HELLO, MAGIC, MAX_META, HandOvers
 from logway.gateway.protocols.tank import _encoded
 from logway.gateway.pump import HandOver, Session
-from logway.gateway.relays import RELAYS_SUPPORTED, relay_address
+from logway.gateway.relays import RELAYS_SUPPORTED
 from logway.storage.engine import Share
+
+from ..worker_procs import relay_sockets, worker_pid
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not RELAYS_SUPPORTED, reason="workers need Linux")]
 PARTITIONS = 4
@@ -164,7 +165,7 @@ def test_a_stopped_owner_gets_the_request_relayed_instead(gw):
     with NativeClient(*gw.addresses["native.0"]) as admin:
         _, theirs = _topic(admin, name)
     refused, relayed = _handed(gw, 0, "native", "refused"), _relayed(gw, 0, "native")
-    worker1 = sorted(children(gw.pid))[-1]
+    worker1 = worker_pid(gw, 1)
     answers: list = []
     with NativeClient(*gw.addresses["native.0"], timeout=30) as c:
         os.kill(worker1, signal.SIGSTOP)
@@ -183,33 +184,10 @@ def test_a_stopped_owner_gets_the_request_relayed_instead(gw):
 
 # -- the taking side's bounds ------------------------------------------------------------------------------------
 def _handover_name(gw, worker: int) -> str:
-    """Worker `worker`'s hand-over socket, from /proc/net/unix as any local process of this user can find it."""
-    with open("/proc/net/unix") as f:
-        names = {row[7] for row in (line.split() for line in f.readlines()[1:]) if len(row) > 7}
-    found = [n for n in names if n.startswith("@logway-") and n.endswith(f"-{worker}-handover")]
-    runs = {n.split("-")[1] for n in found}
-    pids = children(gw.pid)
-    assert pids and found
-    # (several gateways of the test run may be up: the one whose relay sockets its workers hold)
-    for run in runs:
-        if _held_by(relay_address(run, worker, "handover"), pids):
-            return relay_address(run, worker, "handover")
-    raise AssertionError("no hand-over socket of this gateway's workers")
-
-
-def _held_by(address: str, pids: list[int]) -> bool:
-    inodes = set()
-    for pid in pids:
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            try:
-                link = os.readlink(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            if link.startswith("socket:["):
-                inodes.add(link[8:-1])
-    with open("/proc/net/unix") as f:
-        return any(len(row) > 7 and row[7] == "@" + address[1:] and row[6] in inodes
-                   for row in (line.split() for line in f.readlines()[1:]))
+    """Worker `worker`'s hand-over socket, as any local process of this user can find it."""
+    found = [n for n in relay_sockets(gw) if n.endswith(f"-{worker}-handover")]
+    assert len(found) == 1, found
+    return "\0" + found[0][1:]
 
 
 def _offer(address: str, head: bytes, fds: list[int], rest: bytes = b"") -> bytes:

@@ -53,6 +53,7 @@ from logway.storage.engine import WORKER_PRODUCER_IDS, ForeignPartition, Partiti
 from ..certs import self_signed
 from ..kafka_wire import KafkaWireClient
 from ..other_user import CAN_SWITCH, WHY_NOT, OtherUser
+from ..worker_procs import relay_sockets, worker_pid
 
 pytestmark = pytest.mark.slow
 
@@ -658,24 +659,6 @@ def test_with_a_native_token_the_workers_relay_with_it(tmp_path):
         assert gw.stop() == 0
 
 
-def _relay_sockets(gw) -> list[str]:
-    """The abstract names of the relay sockets the gateway's workers listen on, found as any local user can: the
-    workers' socket inodes, looked up in /proc/net/unix ("@" for the leading NUL)."""
-    workers = children(gw.pid)
-    inodes = set()
-    for worker in workers:
-        fds = f"/proc/{worker}/fd"
-        for fd in os.listdir(fds):
-            link = os.readlink(os.path.join(fds, fd)) if os.path.exists(os.path.join(fds, fd)) else ""
-            if link.startswith("socket:["):
-                inodes.add(link[8:-1])
-    listening = 0x10000  # __SO_ACCEPTCON
-    with open("/proc/net/unix") as f:
-        rows = [line.split() for line in f.readlines()[1:]]
-    return sorted(row[7] for row in rows if len(row) > 7 and row[6] in inodes and int(row[3], 16) & listening
-                  and row[7].startswith("@logway-"))
-
-
 def _knock(tell, names, frame):
     """(as another user) Connect to each relay socket, send a native Ping, tell what came back before it closed."""
     for name in names:
@@ -701,7 +684,7 @@ def test_a_workers_relay_socket_serves_only_the_gateways_user(gw):
     """Relay and hand-over sockets are abstract Unix-domain sockets, which have no permissions: anyone on the host can
     find and connect to them. A process of another user is closed unserved — a Ping gets no Pong — while the gateway's
     own user is served, and the gateway goes on serving."""
-    names = _relay_sockets(gw)  # (with the hand-over sockets: `handover.py`, the same check)
+    names = relay_sockets(gw)  # (with the hand-over sockets: `handover.py`, the same check)
     assert sorted(n.rsplit("-", 2)[1:] for n in names) == [[w, p] for w in "01" for p in ("handover", "native",
                                                                                            "tank")]
     frame = nv.NativeConnection("client").send(nv.PingRequest())
@@ -873,14 +856,14 @@ def test_a_transaction_open_when_its_partitions_worker_dies_commits_after_it_is_
     gw = GatewayProcess(str(tmp_path / "data"), "workers=2", "log_level=ERROR")
     try:
         topic, producer = _open_transaction(gw)
-        old = children(gw.pid)
-        os.kill(old[-1], signal.SIGKILL)
+        old = worker_pid(gw, 1)
+        os.kill(old, signal.SIGKILL)
         deadline = time.monotonic() + 60
         while True:  # worker 1 back (on its own Kafka port)
             try:
                 with KafkaWireClient(*gw.addresses["kafka.1"]) as c:
                     c.call(M.API_KEY, 1, M.MetadataRequest(topics=[]))
-                if old[-1] not in children(gw.pid):
+                if old not in children(gw.pid):
                     break
             except Exception:
                 pass
@@ -1048,10 +1031,10 @@ def test_a_dead_worker_is_started_again_on_its_ports_with_its_data(tmp_path):
         with NativeClient(*gw.addresses["native.0"]) as c:  # worker 0's own listener: it relays to worker 1
             c.create_topic(name, PARTITIONS)
             assert c.produce(name, theirs, [b"before"]) == [0]
-        old = children(gw.pid)
-        os.kill(old[-1], signal.SIGKILL)
+        old = worker_pid(gw, 1)
+        os.kill(old, signal.SIGKILL)
         deadline = time.monotonic() + 60
-        while old[-1] in children(gw.pid):  # reaped by the supervisor, which starts it again
+        while old in children(gw.pid):  # reaped by the supervisor, which starts it again
             assert time.monotonic() < deadline
             time.sleep(0.01)
         with NativeClient(*gw.addresses["native.0"], timeout=60) as c:  # relayed to worker 1 while it starts
@@ -1065,7 +1048,7 @@ def test_a_dead_worker_is_started_again_on_its_ports_with_its_data(tmp_path):
                 assert time.monotonic() < deadline, "worker 1 did not come back"
                 time.sleep(0.2)
         assert [r.value for r in got.records] == [b"before", b"during"]
-        assert len(children(gw.pid)) == 2 and old[-1] not in children(gw.pid)
+        assert len(children(gw.pid)) == 2 and old not in children(gw.pid)
         with NativeClient(*gw.addresses["native.0"]) as c:  # relayed by worker 0 to the new worker 1 (its pooled
             assert c.produce(name, theirs, [b"after"]) == [2]  # connection to the old one is dropped, not used)
             assert [r.value for r in c.fetch(name, theirs, 0).records] == [b"before", b"during", b"after"]
