@@ -75,14 +75,18 @@ class _Refused(Exception):
 class HandOvers:
     """The hand-overs of one protocol (`protocol`: its name). `addresses()`: every worker's hand-over socket by
     index, or None where there is none (known once the workers have started); `encode(event)`: the request's bytes
-    as a client sends them; `max_data`: the most bytes a message may carry for the protocol."""
+    as a client sends them; `max_request`: the most bytes of one request frame the protocol's codec takes (a
+    request whose re-encoding is longer is relayed: the owner's codec would refuse it)."""
 
     def __init__(self, protocol: str, addresses: Callable[[], list], encode: Callable[[Any], bytes],
-                 max_data: int) -> None:
+                 max_request: int) -> None:
         self.protocol = protocol
         self._addresses = addresses
         self._encode = encode
-        self.max_data = max_data
+        self.max_request = max_request
+        #: The most bytes a message's data may hold: the request, then at most one receive's worth (what the codec
+        #: held unframed after it).
+        self.max_data = max_request + RECEIVE_CHUNK
         #: Connections this worker gave away, those the owner did not take (relayed instead), and those this
         #: worker took from the others (metrics, tests).
         self.given = 0
@@ -98,13 +102,14 @@ class HandOvers:
         if eof or not 0 <= worker < len(addresses) or addresses[worker] is None:
             return False  # (a client that already closed its side: its last answers are written from here)
         try:
-            data = self._encode(handover.event) + rest
+            request = self._encode(handover.event)
         except LocalProtocolError as exc:
             log.warning("not handing over a %s connection: its request does not encode: %s", self.protocol, exc)
             return False
         meta = orjson.dumps({"protocol": self.protocol, "state": session.handover_state()})
-        if len(meta) > MAX_META or len(data) > self.max_data:
-            return False
+        if len(meta) > MAX_META or len(request) > self.max_request or len(request) + len(rest) > self.max_data:
+            return False  # (relayed: the relay sends the request in the same frame, and fails as the owner would)
+        data = request + rest
         unix = None
         try:
             with trio.fail_after(CONNECT_TIMEOUT):

@@ -354,9 +354,10 @@ async def test_the_giver_sends_the_request_and_the_unread_bytes_and_acts_on_the_
     await listener.aclose()
 
 
-async def test_a_client_that_closed_its_side_or_an_unknown_worker_is_not_handed_over():
-    """EOF already received (its last answers are written from where it is), or no hand-over socket known for the
-    worker: not given, nothing sent."""
+async def test_a_client_that_closed_its_side_an_unknown_worker_or_an_overlong_request_is_not_handed_over():
+    """EOF already received (its last answers are written from where it is), no hand-over socket known for the
+    worker, or a request whose re-encoding is longer than the owner's codec takes: not given, the owner not even
+    asked (nothing counted as refused)."""
     client, server = await _client_and_server()
     codec = nv.NativeConnection("server")
     request = nv.PingRequest()
@@ -367,7 +368,13 @@ async def test_a_client_that_closed_its_side_or_an_unknown_worker_is_not_handed_
     assert await giver.give(HandOver(1, request, None), server, codec, Session(None, codec)) is False
     assert await giver.give(HandOver(5, request, None), server, nv.NativeConnection("server"),
                             Session(None, codec)) is False
-    assert (giver.given, giver.refused) == (0, 0)
+    fresh = nv.NativeConnection("server")
+    big = nv.ProduceRequest("t", 1, [Record(b"x" * 100)])
+    fresh.receive_data(nv.NativeConnection("client").send(big))
+    assert fresh.next_event() == big
+    small = HandOvers("native", lambda: [None, "\0logway-test-nobody"], nv.NativeConnection("client").send, 64)
+    assert await small.give(HandOver(1, big, None), server, fresh, Session(None, fresh)) is False
+    assert (giver.given, giver.refused, small.given, small.refused) == (0, 0, 0, 0)
     for stream in (client, server):
         await stream.aclose()
 

@@ -23,7 +23,6 @@ from logway.codecs.native import AuthRequest, AuthResponse, ErrorResponse, Nativ
 from ...forwarding import NativeForwarder
 from ...handover import HandOvers
 from ...pump import Close, Session
-from ...reading import RECEIVE_CHUNK
 from ...txn_peers import INTERNAL_REQUESTS
 from ...txn_peers import serve as serve_internal
 from ..base import INFO, Protocol
@@ -63,7 +62,7 @@ class NativeProtocol(Protocol):
             max_frame = self.config.limits.max_frame_bytes
             self.hand_over = HandOvers(self.name, lambda: worker.handovers,
                                        NativeConnection("client", max_frame=max_frame).send,
-                                       max_frame + 4 + RECEIVE_CHUNK)
+                                       4 + max_frame)  # (the u32 length, then the JSON)
 
     def codec(self) -> NativeConnection:
         return NativeConnection("server", max_frame=self.config.limits.max_frame_bytes)

@@ -15,12 +15,12 @@ from functools import partial
 
 from logway.codecs.tank import ConsumeRequest, TankClientConnection, TankServerConnection
 from logway.codecs.tank.connection import MAX_FRAME_BYTES
+from logway.codecs.tank.wire import FRAME_HEADER
 from logway.codecs.tank.messages import PingEvent
 
 from ...forwarding import TankForwarder
 from ...handover import HandOvers
 from ...pump import HandOver, Park, Session
-from ...reading import RECEIVE_CHUNK
 from ..base import WARNING, Protocol
 from .handler import TankHandler
 
@@ -45,7 +45,7 @@ class TankProtocol(Protocol):
         self.handler = TankHandler(self.steps, forward, look_up)
         if forward is not None and self.config.worker_handover:  # one-partition connections go to their owner
             self.hand_over = HandOvers(self.name, lambda: worker.handovers, _encoded,
-                                       MAX_FRAME_BYTES + 5 + RECEIVE_CHUNK)
+                                       FRAME_HEADER.size + MAX_FRAME_BYTES)
 
     def codec(self) -> TankServerConnection:
         return TankServerConnection()
