@@ -15,6 +15,9 @@ never in tests).
   acknowledgement is read after that). `--message-bytes 11` is `tank-cli bm p2c -s 11 -c 1`. Target p50 ≤ 0.25 ms
   (issue 14; TANK 4.0 itself: 0.117 ms with tank-cli on this VM class). A long poll the timer answers empty although
   its message was produced (a missed wake-up) is counted and reported, and its sample keeps the whole delay.
+  `--workers N` runs the gateway with `workers: N` and connects both clients to a worker that does not own the
+  partition (its own TANK listener, `tank.i`): each connection is handed over to the owner (docs/scaling.md) — or,
+  with `--set worker_handover=false`, each request relayed — and the report counts which.
 
 Each run starts its own gateway (`GatewayProcess`, a subprocess) with a fresh temporary data directory, 127.0.0.1
 only, and stops it at the end; all socket waits are bounded by timeouts.
@@ -28,11 +31,12 @@ import statistics
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 
-from .proc import rss_mib
+from .proc import gateway_processes, rss_mib
 from .registry import Benchmark
 
-__all__ = ["BENCHMARKS", "bench_produce_consume", "bench_tail"]
+__all__ = ["BENCHMARKS", "TailReport", "bench_produce_consume", "bench_tail"]
 
 MiB = 1024 * 1024
 TOPIC = "bench"
@@ -65,11 +69,18 @@ def add_tail_arguments(parser: argparse.ArgumentParser) -> None:
                         help="pause between the consumer's long-poll and the produce, so the poll is parked")
     parser.add_argument("--flush", default="none", choices=("none", "interval", "always"),
                         help="the gateway's storage.flush")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="the gateway's `workers`; with more than 1 both clients connect to a worker that does not "
+                             "own the partition (handed over to the owner, or relayed)")
+    parser.add_argument("--set", dest="gateway_settings", action="append", default=[], metavar="KEY=VALUE",
+                        help="a gateway configuration override, as `logway serve --set` takes it (repeatable), "
+                             "e.g. worker_handover=false")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.bench == "tank-tail":
-        bench_tail(args.samples, args.warmup, args.message_bytes, args.gap_ms, args.flush)
+        print(bench_tail(args.samples, args.warmup, args.message_bytes, args.gap_ms, args.flush, workers=args.workers,
+                         settings=tuple(args.gateway_settings)).format())
         return 0
     for _ in range(args.runs):
         bench_produce_consume(args.messages, args.message_bytes, args.bundle_messages, args.bundles_per_request,
@@ -91,10 +102,12 @@ BENCHMARKS = [
 # -- helpers ---------------------------------------------------------------------------------------------------
 
 class _Gateway:
-    """A gateway subprocess with the TANK listener on an ephemeral port, in a temporary directory."""
+    """A gateway subprocess with the TANK listener on an ephemeral port, in a temporary directory (`settings`:
+    more `--set` overrides)."""
 
-    def __init__(self, flush: str) -> None:
+    def __init__(self, flush: str, settings: tuple[str, ...] = ()) -> None:
         self.flush = flush
+        self.settings = settings
 
     def __enter__(self):
         from .launcher import GatewayProcess
@@ -102,7 +115,7 @@ class _Gateway:
         self._tmp = tempfile.TemporaryDirectory(prefix="logway-bench-")
         try:
             self.gw = GatewayProcess(os.path.join(self._tmp.name, "data"), f"storage.flush={self.flush}",
-                                     "log_level=WARNING", "listeners.tank.enabled=true")
+                                     "log_level=WARNING", "listeners.tank.enabled=true", *self.settings)
         except BaseException:
             self._tmp.cleanup()
             raise
@@ -118,10 +131,10 @@ class _Gateway:
             self._tmp.cleanup()
 
 
-def _client(gw, timeout: float = 60.0):
+def _client(gw, timeout: float = 60.0, listener: str = "tank"):
     from logway.clients.tank import TankClient
 
-    return TankClient(*gw.addresses["tank"], timeout=timeout)
+    return TankClient(*gw.addresses[listener], timeout=timeout)
 
 
 def _build_produce_frames(client, messages: int, message_bytes: int, bundle_messages: int,
@@ -229,17 +242,72 @@ def _consume(client, gw, messages: int, fetch_size: int, rss_before: float) -> N
 
 # -- tank-tail ---------------------------------------------------------------------------------------------------
 
-def bench_tail(samples: int, warmup: int, message_bytes: int, gap_ms: float, flush: str) -> None:
+@dataclass
+class TailReport:
+    """What `bench_tail` measured: the latencies (ms, sorted), the missed wake-ups and the gateway's figures."""
+
+    samples: int
+    warmup: int
+    message_bytes: int
+    gap_ms: float
+    flush: str
+    workers: int
+    settings: tuple[str, ...]
+    latencies: list[float]
+    missed: int
+    max_wait_ms: int
+    rss_before: float
+    rss_after: float
+    handed_over: float | None = None  # (workers > 1) connections handed over, requests relayed
+    relayed: float | None = None
+
+    def pct(self, q: float) -> float:
+        return self.latencies[min(len(self.latencies) - 1, int(q * len(self.latencies)))]
+
+    def format(self) -> str:
+        lat = self.latencies
+        where = ""
+        if self.workers > 1:
+            where = (f", workers: {self.workers}{''.join(f', {s}' for s in self.settings)}; both connections to a "
+                     f"worker that does not own the partition")
+        lines = [f"tank-tail (flush: {self.flush}{where}): {len(lat):,} samples (after {self.warmup} warm-up) of one "
+                 f"{self.message_bytes}-byte message, the long-poll parked {self.gap_ms:g} ms before each produce",
+                 f"  produce→consume latency: p50 {self.pct(0.50):.3f} ms, p90 {self.pct(0.90):.3f} ms, "
+                 f"p99 {self.pct(0.99):.3f} ms, max {lat[-1]:.3f} ms, mean {statistics.fmean(lat):.3f} ms",
+                 f"  long polls answered empty by the timer although the message had been produced (missed "
+                 f"wake-ups, each costing up to {self.max_wait_ms / 1000:g} s): {self.missed}"]
+        if self.workers > 1:
+            lines.append(f"  connections handed over to the partition's owner: {self.handed_over or 0:.0f}; requests "
+                         f"relayed to it: {self.relayed or 0:,.0f}")
+        lines.append(f"  gateway RSS: {self.rss_before:.1f} MiB before, {self.rss_after:.1f} MiB after"
+                     f"{' (the supervisor and its workers)' if self.workers > 1 else ''}")
+        return "\n".join(lines)
+
+
+def _gateway_rss(gw) -> float:
+    return sum(rss_mib(pid) for pid in gateway_processes(gw.pid).values())
+
+
+def bench_tail(samples: int, warmup: int, message_bytes: int, gap_ms: float, flush: str, *, workers: int = 1,
+               settings: tuple[str, ...] = ()) -> TailReport:
     from logway.clients.tank import consume_request
     from logway.codecs.records import Record
     from logway.codecs.tank import ConsumeFlags, ProduceEntry, ProduceRequest, count_messages, encode_bundle
+    from logway.storage.engine import Share
 
-    with _Gateway(flush) as gw, _client(gw) as producer, _client(gw) as consumer:
+    from .requests import metric_readings
+
+    listener, overrides = "tank", settings
+    if workers > 1:
+        overrides = (f"workers={workers}", *settings)
+        listener = f"tank.{(Share(workers).owner(TOPIC, 0) + 1) % workers}"  # not the partition's owner
+    with _Gateway(flush, overrides) as gw, _client(gw, listener=listener) as producer, \
+            _client(gw, listener=listener) as consumer:
         err = producer.create_topic(TOPIC, 1)
         if err:
             raise SystemExit(f"logway bench: CreateTopic answered error {err}")
         payload = os.urandom(message_bytes)
-        rss0 = rss_mib(gw.pid)
+        rss0 = _gateway_rss(gw)
         latencies = []
         missed = 0
         max_wait_ms = 2_000  # a missed wake-up costs this much (and is reported)
@@ -279,15 +347,10 @@ def bench_tail(samples: int, warmup: int, message_bytes: int, gap_ms: float, flu
             if i >= warmup:
                 latencies.append((t1 - t0) * 1000)
         latencies.sort()
-        n = len(latencies)
-
-        def pct(q: float) -> float:
-            return latencies[min(n - 1, int(q * n))]
-
-        print(f"tank-tail (flush: {flush}): {n:,} samples (after {warmup} warm-up) of one {message_bytes}-byte "
-              f"message, the long-poll parked {gap_ms:g} ms before each produce")
-        print(f"  produce→consume latency: p50 {pct(0.50):.3f} ms, p90 {pct(0.90):.3f} ms, "
-              f"p99 {pct(0.99):.3f} ms, max {latencies[-1]:.3f} ms, mean {statistics.fmean(latencies):.3f} ms")
-        print(f"  long polls answered empty by the timer although the message had been produced (missed "
-              f"wake-ups, each costing up to {max_wait_ms / 1000:g} s): {missed}")
-        print(f"  gateway RSS: {rss0:.1f} MiB before, {rss_mib(gw.pid):.1f} MiB after")
+        report = TailReport(samples, warmup, message_bytes, gap_ms, flush, workers, settings, latencies, missed,
+                            max_wait_ms, rss0, _gateway_rss(gw))
+        if workers > 1:  # (the supervisor's admin listener: every worker's counters)
+            readings = metric_readings(gw.addresses["admin"])
+            report.handed_over = readings.get("handed_over_out", [0.0])[0]
+            report.relayed = readings.get("relayed_requests", [0.0])[0]
+        return report

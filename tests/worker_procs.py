@@ -1,25 +1,16 @@
 """A `workers: N` gateway's processes as the tests find them from outside, as any local process of the same user
-could: each worker's pid by index (its environment), and the abstract sockets its workers listen on."""
+could: each worker's pid by index, and the abstract sockets its workers listen on."""
 
 from __future__ import annotations
 
 import os
 
-from logway.bench.proc import child_pids
+from logway.bench.proc import child_pids, gateway_processes
 
 
 def worker_pid(gw, index: int) -> int:
-    """The pid of worker `index` of the supervisor `gw` (a `GatewayProcess`): the child whose environment says
-    `LOGWAY_WORKER=index/…`."""
-    for pid in child_pids(gw.pid):
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                env = f.read().split(b"\0")
-        except OSError:
-            continue
-        if any(item.startswith(b"LOGWAY_WORKER=%d/" % index) for item in env):
-            return pid
-    raise LookupError(f"no worker {index} under pid {gw.pid}")
+    """The pid of worker `index` of the supervisor `gw` (a `GatewayProcess`; found by its LOGWAY_WORKER)."""
+    return gateway_processes(gw.pid)[f"worker {index}"]
 
 
 def relay_sockets(gw) -> list[str]:
