@@ -24,7 +24,6 @@ When the owner cannot be reached or its connection breaks, `request` raises `Unr
 from __future__ import annotations
 
 import logging
-import select
 from typing import Any, Callable
 
 import trio
@@ -34,7 +33,7 @@ from logway.codecs.native import (CLOSED, NEED_DATA, AuthRequest, AuthResponse, 
                                   RelayedResponse)
 from logway.codecs.tank import TankClientConnection
 
-from .relays import same_user
+from .relays import same_user, stale
 
 log = logging.getLogger("logway.gateway.forwarding")
 
@@ -66,9 +65,7 @@ class _Link:
 
     def stale(self) -> bool:
         """An idle connection the worker closed (or that has bytes no request asked for): not to be used."""
-        poller = select.poll()
-        poller.register(self.stream.socket.fileno(), select.POLLIN)
-        return bool(poller.poll(0))  # readable while idle: end of stream, an error, or stray bytes
+        return stale(self.stream.socket)
 
 
 class Forwarder:

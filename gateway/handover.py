@@ -4,25 +4,26 @@ hand-over socket). The design: docs/scaling.md, "Handing connections over".
 
 A native or TANK connection lands on whichever worker the kernel picks (the shared port). When a request on it is
 wholly for another worker's partitions (the handler answers `pump.HandOver`), nothing else is in flight, the
-connection is plain TCP and was never handed over or tried before, the pump calls `HandOvers.give`: the worker
-connects to the owner's hand-over socket (a Unix-domain socket in the abstract namespace, bound and held by the
-supervisor like the relay sockets: `relays.py`, `SO_PEERCRED` checked both ways), waits for the owner's `HELLO`
-(a byte it sends as soon as it accepts: a worker that is down or starting leaves the connection in the socket's
-backlog, and no descriptor should wait there) and sends, in one message, the connection's descriptor (`SCM_RIGHTS`)
-and
+connection is plain TCP and was never handed over or tried before, the pump calls `HandOvers.give`. The worker
+sends the hand-over over a link to the owner's hand-over socket (a Unix-domain socket in the abstract namespace,
+bound and held by the supervisor like the relay sockets: `relays.py`, `SO_PEERCRED` checked both ways). A link is
+opened once and kept (`IDLE_LINKS` per worker, one hand-over at a time each): a new one counts only once the owner
+greeted it with `HELLO` (a worker that is down or starting leaves the connection in the socket's backlog, and no
+descriptor should wait there). On it go, in one message, the connection's descriptor (`SCM_RIGHTS`) and
 
     magic b"LWH1" | meta length u32 BE | data length u32 BE | meta (JSON: protocol, session state) | data
 
 where data is the request re-encoded by the protocol's client codec, then whatever the connection's codec still
-held unread (a pipelined request, part of the next frame). The owner checks every bound (one descriptor, of a TCP
-socket; meta ≤ `MAX_META`; data ≤ the protocol's frame limit plus one receive), admits the connection outside its
-client limits (the giver admitted the client under its own), answers one byte (`ACK`) and serves it with the pump
-from that state (`pump.Resumed`): no greeting, the codec fed the data first. The giver, on the acknowledgement,
-forgets the connection without answering (the owner does) and closes its own descriptor, which leaves the
-connection open: the owner holds another. Whatever goes wrong before the acknowledgement — the owner unreachable,
-shutting down, refusing — the owner closes its copy and the giver relays the request as before. Only if the owner
-neither acknowledges nor refuses within `ACK_TIMEOUT` (it hangs) does the giver let the connection go unanswered:
-it cannot know whether the owner serves it, and two workers must never read one connection.
+held unframed (a pipelined request, part of the next frame). The owner checks every bound (one descriptor, of a TCP
+socket; meta ≤ `MAX_META`; data ≤ the protocol's frame limit plus one receive; the rest of a message within
+`TAKE_TIMEOUT` of its first bytes), admits the connection outside its client limits (the giver admitted the client
+under its own), answers one byte (`ACK`) and serves it with the pump from that state (`pump.Resumed`): no greeting,
+the codec fed the data first. The giver, on the acknowledgement, forgets the connection without answering (the
+owner does) and closes its own descriptor, which leaves the connection open: the owner holds another. Whatever goes
+wrong before the acknowledgement — the owner unreachable, shutting down, refusing, dying — the owner's copy is
+closed (and the link) and the giver relays the request as before. The giver waits for the answer as a relayed
+request waits for the owner's: as long as the link is open (a stopped owner delays both alike), so that it always
+knows which of the two serves the connection — two workers must never read one connection.
 """
 
 from __future__ import annotations
@@ -41,28 +42,28 @@ from logway.codecs.errors import LocalProtocolError
 from .listeners import serve, serve_backlog
 from .pump import HandOver, Resumed
 from .reading import RECEIVE_CHUNK
-from .relays import same_user
+from .relays import same_user, stale
 
 log = logging.getLogger("logway.gateway.handover")
 
-__all__ = ["HandOvers", "listen_handover", "HEADER", "MAGIC", "HELLO", "ACK", "MAX_META", "CONNECT_TIMEOUT",
-           "TAKE_TIMEOUT", "ACK_TIMEOUT"]
+__all__ = ["HandOvers", "listen_handover", "HEADER", "MAGIC", "HELLO", "ACK", "MAX_META", "IDLE_LINKS",
+           "CONNECT_TIMEOUT", "TAKE_TIMEOUT"]
 
 MAGIC = b"LWH1"
 #: magic, meta length, data length.
 HEADER = struct.Struct(">4sII")
-#: The owner's first byte, as soon as it accepted the giver's connection: it is up and takes hand-overs.
+#: The owner's first byte on a new link, as soon as it accepted it: it is up and takes hand-overs.
 HELLO = b"\x00"
 #: The owner's answer once it holds the connection.
 ACK = b"\x01"
 #: Bytes of the meta JSON at most (a protocol name and a session state of a few flags).
 MAX_META = 4096
+#: Open links kept per worker between hand-overs (each carries one hand-over at a time).
+IDLE_LINKS = 4
 #: Seconds the giver tries to reach the owner (its HELLO) and send the message before relaying instead.
 CONNECT_TIMEOUT = 2.0
-#: Seconds the owner waits for a whole message before refusing it.
+#: Seconds the owner waits for the rest of a message once its first bytes came, before refusing it.
 TAKE_TIMEOUT = 5.0
-#: Seconds the giver waits for the owner's answer (longer than TAKE_TIMEOUT: a live owner answers or refuses first).
-ACK_TIMEOUT = 10.0
 _INT = array.array("i").itemsize
 #: Room for a few descriptors: more than one is refused, and every one received is closed.
 _ANCILLARY = socket.CMSG_SPACE(4 * _INT)
@@ -87,6 +88,7 @@ class HandOvers:
         #: The most bytes a message's data may hold: the request, then at most one receive's worth (what the codec
         #: held unframed after it).
         self.max_data = max_request + RECEIVE_CHUNK
+        self._idle: dict[int, list[trio.SocketStream]] = {}  # open links to each worker's hand-over socket
         #: Connections this worker gave away, those the owner did not take (relayed instead), and those this
         #: worker took from the others (metrics, tests).
         self.given = 0
@@ -109,76 +111,116 @@ class HandOvers:
         meta = orjson.dumps({"protocol": self.protocol, "state": session.handover_state()})
         if len(meta) > MAX_META or len(request) > self.max_request or len(request) + len(rest) > self.max_data:
             return False  # (relayed: the relay sends the request in the same frame, and fails as the owner would)
-        data = request + rest
-        unix = None
+        message = b"".join((HEADER.pack(MAGIC, len(meta), len(request) + len(rest)), meta, request, rest))
+        link = self._idle_link(worker)
         try:
             with trio.fail_after(CONNECT_TIMEOUT):
-                unix = await trio.open_unix_socket(addresses[worker])
-                if not same_user(unix.socket):
-                    raise _Refused("its hand-over socket belongs to a process of another user")
-                if await unix.receive_some(1) != HELLO:  # (not while it is down, or started again: in its backlog)
-                    raise _Refused("it closed the hand-over socket's connection unanswered")
-                head = HEADER.pack(MAGIC, len(meta), len(data)) + meta
+                if link is None:
+                    link = await self._connect(addresses[worker])
                 fds = array.array("i", [stream.socket.fileno()])
-                sent = await unix.socket.sendmsg([head], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
-                await unix.send_all(head[sent:] + data)
-            with trio.move_on_after(ACK_TIMEOUT) as waiting:
-                answer = await unix.receive_some(1)
+                sent = await link.socket.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+                if sent < len(message):
+                    await link.send_all(memoryview(message)[sent:])
+            # The answer is awaited as a relayed request's is, for as long as the owner keeps the link open: an ACK
+            # (it serves the connection now), or a refusal or its end — then it holds no copy of the descriptor.
+            answer = await link.receive_some(1)
         except (OSError, trio.BrokenResourceError, trio.TooSlowError, _Refused) as exc:
             # The owner did not get the whole message, or refused it: it does not serve the connection.
             self.refused += 1
             log.warning("handing a %s connection to worker %d failed (relayed instead): %s", self.protocol, worker,
                         str(exc) or type(exc).__name__)
+            await _close(link)
             return False
-        finally:
-            if unix is not None:
-                with trio.CancelScope(shield=True):
-                    await unix.aclose()
-        if waiting.cancelled_caught:
-            self.given += 1
-            log.warning("worker %d neither took nor refused a %s connection in %.0f s: let go (it serves or closes "
-                        "it)", worker, self.protocol, ACK_TIMEOUT)
-            return True
+        except BaseException:  # cancelled: the owner may take it or not, but this link is never used again
+            await _close(link)
+            raise
         if answer != ACK:
             self.refused += 1
             log.info("worker %d did not take a %s connection (relayed instead)", worker, self.protocol)
+            await _close(link)
             return False
         self.given += 1
+        idle = self._idle.setdefault(worker, [])
+        if len(idle) < IDLE_LINKS:
+            idle.append(link)
+        else:
+            await _close(link)
         return True
+
+    def _idle_link(self, worker: int) -> trio.SocketStream | None:
+        """An open link to the worker's hand-over socket that it did not close meanwhile (e.g. started again)."""
+        idle = self._idle.get(worker)
+        while idle:
+            link = idle.pop()
+            if not stale(link.socket):
+                return link
+            link.socket.close()
+        return None
+
+    @staticmethod
+    async def _connect(address: str) -> trio.SocketStream:
+        """A new link to a hand-over socket, once its worker greeted it."""
+        link = await trio.open_unix_socket(address)
+        try:
+            if not same_user(link.socket):
+                raise _Refused("its hand-over socket belongs to a process of another user")
+            if await link.receive_some(1) != HELLO:  # (not while it is down, or started again: in its backlog)
+                raise _Refused("it closed the hand-over socket's connection unanswered")
+        except BaseException:
+            await _close(link)
+            raise
+        return link
+
+
+async def _close(link: trio.SocketStream | None) -> None:
+    if link is not None:
+        with trio.CancelScope(shield=True):
+            await link.aclose()
 
 
 async def listen_handover(sock: socket.socket, protocols: dict, connections, limits, conn_nursery: trio.Nursery,
                           *, task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Take the connections the other workers hand over on this worker's hand-over socket (`sock`, bound and
-    listening: `relays.bind_relay`) and serve each in `conn_nursery` with its protocol of `protocols` (by name)."""
+    listening: `relays.bind_relay`) and serve each in `conn_nursery` with its protocol of `protocols` (by name).
+    A link carries one hand-over after another, each acknowledged before the next is sent; the first refusal (or
+    anything unexpected) closes it."""
     task_status.started()
 
-    async def accepted(unix: trio.SocketStream) -> None:
-        taken = await _admit(unix, protocols, connections)
-        if taken is not None:
-            protocol, conn, tcp, resumed = taken
-            protocol.hand_over.taken += 1
-            await serve(tcp, conn, protocol, connections, limits, resumed=resumed)
+    async def accepted(link: trio.SocketStream) -> None:
+        try:
+            if not same_user(link.socket):
+                log.warning("hand-over socket: a process of another user connected; closed")
+                return
+            await link.send_all(HELLO)
+            while (taken := await _admit(link, protocols, connections)) is not None:
+                protocol, conn, tcp, resumed = taken
+                protocol.hand_over.taken += 1
+                conn_nursery.start_soon(serve, tcp, conn, protocol, connections, limits, None, resumed)
+        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            log.warning("hand-over link closed: %s", exc)
+        finally:
+            await _close(link)
 
     await serve_backlog(trio.SocketListener(trio.socket.from_stdlib_socket(sock)), accepted, conn_nursery)
 
 
-async def _admit(unix: trio.SocketStream, protocols: dict, connections):
-    """The connection handed over on `unix`, admitted and acknowledged — (protocol, conn, its stream, `Resumed`) —
-    or None: refused (every descriptor received is closed; the giver relays). `unix` is closed either way."""
+async def _admit(link: trio.SocketStream, protocols: dict, connections):
+    """The next connection handed over on `link`, admitted and acknowledged — (protocol, conn, its stream,
+    `Resumed`) — or None: the giver closed the link between two messages, or the message is refused (every
+    descriptor received is closed; the giver relays, and the link is to be closed)."""
     fds: list[int] = []
     tcp = conn = None
     try:
-        if not same_user(unix.socket):
-            raise _Refused("a process of another user connected")
+        head = await _receive_header(link, fds)  # (an idle link waits here as long as the giver keeps it)
+        if head is None:
+            return None
         with trio.fail_after(TAKE_TIMEOUT):
-            await unix.send_all(HELLO)
-            protocol, state, data = await _take(unix, protocols, fds)
+            protocol, state, data = await _take(link, protocols, fds, head)
         tcp = trio.SocketStream(trio.socket.from_stdlib_socket(_tcp_socket(fds)))
         conn = connections.admit_handed(protocol.name, tcp)
         if conn is None:
             raise _Refused("shutting down")
-        await unix.send_all(ACK)  # from here on the connection is this worker's
+        await link.send_all(ACK)  # from here on the connection is this worker's
         taken, tcp = (protocol, conn, tcp, Resumed(state, data)), None
         return taken
     except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError, _Refused) as exc:
@@ -189,20 +231,32 @@ async def _admit(unix: trio.SocketStream, protocols: dict, connections):
     finally:
         for fd in fds:  # (not taken: closed, so the client's connection stays the giver's alone)
             _close_fd(fd)
-        with trio.CancelScope(shield=True):
-            if tcp is not None:
-                await tcp.aclose()
-            await unix.aclose()
+        if tcp is not None:
+            await _close(tcp)
 
 
-async def _take(unix: trio.SocketStream, protocols: dict, fds: list[int]):
-    """(protocol, session state, data) of the message on `unix`; its descriptors are appended to `fds`."""
-    head = b""
+async def _receive_header(link: trio.SocketStream, fds: list[int]) -> bytes | None:
+    """The first bytes of the next message (at least one), its descriptors appended to `fds`; None when the giver
+    closed the link before a message began."""
+    chunk, ancillary, flags, _ = await link.socket.recvmsg(HEADER.size, _ANCILLARY)
+    _descriptors(ancillary, fds)
+    if flags & socket.MSG_CTRUNC:
+        raise _Refused("more descriptors than one")
+    return chunk or None
+
+
+def _descriptors(ancillary, fds: list[int]) -> None:
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.extend(array.array("i", payload[:len(payload) - len(payload) % _INT]))
+
+
+async def _take(link: trio.SocketStream, protocols: dict, fds: list[int], head: bytes):
+    """(protocol, session state, data) of the message whose first bytes are `head`; its descriptors are appended to
+    `fds`."""
     while len(head) < HEADER.size:
-        chunk, ancillary, flags, _ = await unix.socket.recvmsg(HEADER.size - len(head), _ANCILLARY)
-        for level, kind, payload in ancillary:
-            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                fds.extend(array.array("i", payload[:len(payload) - len(payload) % _INT]))
+        chunk, ancillary, flags, _ = await link.socket.recvmsg(HEADER.size - len(head), _ANCILLARY)
+        _descriptors(ancillary, fds)
         if flags & socket.MSG_CTRUNC:
             raise _Refused("more descriptors than one")
         if not chunk:
@@ -214,7 +268,7 @@ async def _take(unix: trio.SocketStream, protocols: dict, fds: list[int]):
     if meta_size > MAX_META:
         raise _Refused(f"meta of {meta_size} bytes exceeds {MAX_META}")
     try:
-        meta = orjson.loads(await _exactly(unix, meta_size))
+        meta = orjson.loads(await _exactly(link, meta_size))
         protocol = protocols[meta["protocol"]]
         state = meta["state"]
     except (orjson.JSONDecodeError, KeyError, TypeError):
@@ -225,13 +279,13 @@ async def _take(unix: trio.SocketStream, protocols: dict, fds: list[int]):
         raise _Refused("a session state that is not an object")
     if data_size > protocol.hand_over.max_data:
         raise _Refused(f"data of {data_size} bytes exceeds {protocol.hand_over.max_data}")
-    return protocol, state, await _exactly(unix, data_size)
+    return protocol, state, await _exactly(link, data_size)
 
 
-async def _exactly(unix: trio.SocketStream, size: int) -> bytes:
+async def _exactly(link: trio.SocketStream, size: int) -> bytes:
     out = bytearray()
     while len(out) < size:
-        chunk = await unix.receive_some(min(size - len(out), RECEIVE_CHUNK))
+        chunk = await link.receive_some(min(size - len(out), RECEIVE_CHUNK))
         if not chunk:
             raise _Refused("the giving worker closed the hand-over")
         out += chunk

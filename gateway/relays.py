@@ -16,11 +16,12 @@ both ends check the peer's credentials (`SO_PEERCRED`) and deal only with a proc
 from __future__ import annotations
 
 import os
+import select
 import socket
 import struct
 import sys
 
-__all__ = ["relay_address", "bind_relay", "same_user", "new_run", "RELAYS_SUPPORTED", "HANDOVER"]
+__all__ = ["relay_address", "bind_relay", "same_user", "stale", "new_run", "RELAYS_SUPPORTED", "HANDOVER"]
 
 #: Abstract Unix-domain sockets are Linux's.
 RELAYS_SUPPORTED = sys.platform.startswith("linux")
@@ -65,3 +66,11 @@ def same_user(sock: socket.socket) -> bool:
     except OSError:
         return False
     return uid == os.geteuid()
+
+
+def stale(sock) -> bool:
+    """Whether an idle connection to another worker (a socket, or anything with `fileno()`) is readable — at its end
+    (the worker closed it: it was started again), an error, or bytes nobody asked for —, so not to be used again."""
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLIN)
+    return bool(poller.poll(0))

@@ -2,10 +2,11 @@
 
 Through real `logway serve` workers: native and TANK connections on worker 0's own listeners whose requests are
 worker 1's are handed to worker 1 and served there (pipelined requests, long-polls, the session's token, no second
-TANK greeting), counted on both sides, never handed back; requests spanning workers are relayed; a worker that
-does not answer (stopped) gets the request relayed instead; the taking side refuses every malformed hand-over
-message and goes on serving. In process, the giving side against a peer of the test's own on a real socket: the
-message's bytes and descriptor, and what the giver does when the peer refuses, or neither takes nor refuses.
+TANK greeting), counted on both sides, never handed back; requests spanning workers are relayed; a stopped worker
+that never greeted a link gets the request relayed instead, one with a link takes it once it runs again; the taking
+side refuses every malformed hand-over message and goes on serving. In process, the giving side against a peer of
+the test's own on a real socket: the message's bytes and descriptor, a link reused, and what the giver does when
+the peer refuses, hesitates and closes, or never greets.
 """
 
 from __future__ import annotations
@@ -157,29 +158,62 @@ def test_a_tank_connection_is_handed_over_without_a_second_greeting_and_spanning
     assert _handed(gw, 0, "tank", "out") == given + 2 and _relayed(gw, 0, "tank") == relayed + 1
 
 
-def test_a_stopped_owner_gets_the_request_relayed_instead(gw):
-    """Worker 1 stopped (SIGSTOP): it does not greet the hand-over, so after `CONNECT_TIMEOUT` worker 0 relays the
-    request instead — which waits in worker 1's relay socket until it runs again — and the hand-over that worker 1
-    then finds in its backlog, its giver gone, is refused: no descriptor was ever sent."""
-    name = "hs-" + uuid.uuid4().hex[:8]
-    with NativeClient(*gw.addresses["native.0"]) as admin:
-        _, theirs = _topic(admin, name)
-    refused, relayed = _handed(gw, 0, "native", "refused"), _relayed(gw, 0, "native")
-    worker1 = worker_pid(gw, 1)
-    answers: list = []
-    with NativeClient(*gw.addresses["native.0"], timeout=30) as c:
-        os.kill(worker1, signal.SIGSTOP)
-        try:
-            thread = threading.Thread(target=lambda: answers.append(c.produce(name, theirs, [b"while stopped"])))
-            thread.start()
-            time.sleep(handover.CONNECT_TIMEOUT + 1.0)
-            assert not answers  # relayed, waiting for worker 1
-        finally:
-            os.kill(worker1, signal.SIGCONT)
-        thread.join(30)
-        assert answers == [[0]]
-        assert c.produce(name, theirs, [b"relayed"]) == [1]  # tried once: relayed from now on
-    assert _handed(gw, 0, "native", "refused") == refused + 1 and _relayed(gw, 0, "native") == relayed + 2
+def test_a_stopped_owner_gets_the_request_relayed_or_takes_it_once_it_runs_again(tmp_path):
+    """Worker 1 stopped (SIGSTOP) before worker 0 has a link to it: it does not greet the new link, so after
+    `CONNECT_TIMEOUT` worker 0 relays the request instead — which waits in worker 1's relay socket until it runs
+    again —, and the link that worker 1 then finds in its backlog, its giver gone, carries no descriptor. Once a
+    link is open, a hand-over to a stopped worker waits for it, as a relayed request would, and is taken when it
+    runs again. A link to a worker that died is dropped, not used: the worker started again gets a new one."""
+    gw = GatewayProcess(str(tmp_path / "data"), "workers=2", "log_level=ERROR")
+    try:
+        name = "hs-" + uuid.uuid4().hex[:8]
+        with NativeClient(*gw.addresses["native.0"]) as admin:
+            _, theirs = _topic(admin, name)
+        worker1 = worker_pid(gw, 1)
+
+        def while_stopped(c, value: bytes, seconds: float) -> list:
+            answers: list = []
+            os.kill(worker1, signal.SIGSTOP)
+            try:
+                thread = threading.Thread(target=lambda: answers.append(c.produce(name, theirs, [value])))
+                thread.start()
+                time.sleep(seconds)
+                assert not answers  # waiting for worker 1
+            finally:
+                os.kill(worker1, signal.SIGCONT)
+            thread.join(30)
+            return answers
+
+        with NativeClient(*gw.addresses["native.0"], timeout=30) as c:
+            assert while_stopped(c, b"stopped, no link", handover.CONNECT_TIMEOUT + 1.0) == [[0]]
+            assert c.produce(name, theirs, [b"relayed"]) == [1]  # tried once: relayed from now on
+        assert (_handed(gw, 0, "native", "refused"), _handed(gw, 0, "native", "out")) == (1, 0)
+        assert _relayed(gw, 0, "native") == 2
+        with NativeClient(*gw.addresses["native.0"]) as c:
+            assert c.produce(name, theirs, [b"handed over"]) == [2]  # a link now
+        with NativeClient(*gw.addresses["native.0"], timeout=30) as c:
+            assert while_stopped(c, b"stopped, a link", 1.0) == [[3]]
+            assert c.produce(name, theirs, [b"at the owner"]) == [4]
+        assert (_handed(gw, 0, "native", "refused"), _handed(gw, 0, "native", "out")) == (1, 2)
+        assert _handed(gw, 1, "native", "in") == 2 and _relayed(gw, 0, "native") == 2
+        # Worker 1 killed and started again: worker 0's idle link to it has ended, and is not used; a new one is.
+        os.kill(worker1, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if worker_pid(gw, 1) != worker1:
+                    with NativeClient(*gw.addresses["native.1"], timeout=5) as direct:
+                        direct.ping()
+                    break
+            except (OSError, KeyError):
+                pass
+            assert time.monotonic() < deadline, "worker 1 did not come back"
+            time.sleep(0.1)
+        with NativeClient(*gw.addresses["native.0"]) as c:
+            assert c.produce(name, theirs, [b"after a restart"]) == [5]
+        assert (_handed(gw, 0, "native", "refused"), _handed(gw, 0, "native", "out")) == (1, 3)
+    finally:
+        assert gw.stop() == 0
 
 
 # -- the taking side's bounds ------------------------------------------------------------------------------------
@@ -285,71 +319,79 @@ def _giver(address: str) -> HandOvers:
     return HandOvers("native", lambda: [None, address], nv.NativeConnection("client").send, 1 << 20)
 
 
-async def _owner(listener: trio.SocketListener, behaviour: str, seen: dict) -> None:
-    """The owner's end as the test plays it: `take` (read the message, answer through the descriptor, ACK),
-    `refuse` (read it, close), `silent` (read it, never answer), `mute` (never greet)."""
-    unix = await listener.accept()
-    async with unix:
+async def _owner(listener: trio.SocketListener, behaviour: str, seen: list) -> None:
+    """The owner's end as the test plays it, on the one link it accepts: `take` (read each message, answer the
+    client through the descriptor, ACK), `refuse` (read it, close), `hesitant` (read it, wait, close), `mute`
+    (never greet)."""
+    link = await listener.accept()
+    async with link:
         if behaviour == "mute":
             await trio.sleep_forever()
-        await unix.send_all(HELLO)
-        head, ancillary, _, _ = await unix.socket.recvmsg(HEADER.size, socket.CMSG_SPACE(4))
-        seen["header"] = HEADER.unpack(head)
-        fds = [fd for _, _, data in ancillary for fd in array.array("i", data)]
-        seen["fds"] = len(fds)
-        rest = b""
-        while len(rest) < seen["header"][1] + seen["header"][2]:
-            rest += await unix.receive_some(1 << 16)
-        seen["meta"] = orjson.loads(rest[:seen["header"][1]])
-        seen["data"] = rest[seen["header"][1]:]
-        with socket.socket(fileno=fds[0]) as taken:
-            if behaviour == "take":
+        await link.send_all(HELLO)
+        while True:
+            head, ancillary, _, _ = await link.socket.recvmsg(HEADER.size, socket.CMSG_SPACE(4))
+            if not head:
+                return
+            message = {"header": HEADER.unpack(head)}
+            fds = [fd for _, _, data in ancillary for fd in array.array("i", data)]
+            message["fds"] = len(fds)
+            rest = b""
+            while len(rest) < message["header"][1] + message["header"][2]:
+                rest += await link.receive_some(1 << 16)
+            message["meta"] = orjson.loads(rest[:message["header"][1]])
+            message["data"] = rest[message["header"][1]:]
+            seen.append(message)
+            with socket.socket(fileno=fds[0]) as taken:
+                if behaviour != "take":
+                    if behaviour == "hesitant":
+                        await trio.sleep(0.3)
+                    return
                 taken.sendall(nv.NativeConnection("server").send(nv.PongResponse()))
-                await unix.send_all(ACK)
-            elif behaviour == "silent":
-                await trio.sleep_forever()
+                await link.send_all(ACK)
 
 
-@pytest.mark.parametrize("behaviour, expected", [("take", True), ("refuse", False), ("silent", True),
+@pytest.mark.parametrize("behaviour, expected", [("take", True), ("refuse", False), ("hesitant", False),
                                                  ("mute", False)])
 async def test_the_giver_sends_the_request_and_the_unread_bytes_and_acts_on_the_owners_answer(
         behaviour, expected, monkeypatch):
     """`take`: the message holds the magic, the meta (protocol, session state), the request re-encoded and the bytes
-    the codec had not framed yet, with the connection's descriptor, through which the owner answers the client.
-    `refuse`: not given (the caller relays). `silent` (no answer in `ACK_TIMEOUT`): let go, since the owner may
-    serve it. `mute` (no HELLO in `CONNECT_TIMEOUT`: the owner is down): not given, no descriptor sent."""
-    monkeypatch.setattr(handover, "ACK_TIMEOUT", 0.5)
+    the codec had not framed yet, with the connection's descriptor, through which the owner answers the client; a
+    second hand-over goes over the same link. `refuse`, `hesitant` (no answer for a while, then the link's end):
+    not given (the caller relays). `mute` (no HELLO in `CONNECT_TIMEOUT`: the owner is down): not given, nothing
+    sent."""
     monkeypatch.setattr(handover, "CONNECT_TIMEOUT", 0.5)
     address = f"\0logway-test-{uuid.uuid4().hex}"
     sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     await sock.bind(address)
     sock.listen(4)
     listener = trio.SocketListener(sock)
-    client, server = await _client_and_server()
-    codec = nv.NativeConnection("server")
     request = nv.ProduceRequest("t", 1, [Record(b"x")])
     pipelined = nv.NativeConnection("client").send(nv.PingRequest())
-    codec.receive_data(nv.NativeConnection("client").send(request) + pipelined[:3])
-    assert codec.next_event() == request
     giver = _giver(address)
-    seen: dict = {}
+    seen: list = []
+    streams = []
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_owner, listener, behaviour, seen)
-        given = await giver.give(HandOver(1, request, None), server, codec, Session(None, codec))
+        for _ in range(2 if expected else 1):
+            client, server = await _client_and_server()
+            streams += [client, server]
+            codec = nv.NativeConnection("server")
+            codec.receive_data(nv.NativeConnection("client").send(request) + pipelined[:3])
+            assert codec.next_event() == request
+            given = await giver.give(HandOver(1, request, None), server, codec, Session(None, codec))
+            assert given is expected
+            if expected:
+                answer = nv.NativeConnection("client")
+                answer.receive_data(await client.receive_some(1 << 16))
+                assert isinstance(answer.next_event(), nv.PongResponse)
         nursery.cancel_scope.cancel()
-    assert given is expected
-    assert (giver.given, giver.refused) == ((1, 0) if expected else (0, 1))
-    if behaviour == "mute":
-        assert seen == {}
-    else:
-        assert seen["header"][0] == MAGIC and seen["fds"] == 1
-        assert seen["meta"] == {"protocol": "native", "state": {}}
-        assert seen["data"] == nv.NativeConnection("client").send(request) + pipelined[:3]
-    if behaviour == "take":
-        answer = nv.NativeConnection("client")
-        answer.receive_data(await client.receive_some(1 << 16))
-        assert isinstance(answer.next_event(), nv.PongResponse)
-    for stream in (client, server):
+    assert (giver.given, giver.refused) == ((2, 0) if expected else (0, 1))
+    assert len(seen) == (0 if behaviour == "mute" else 2 if expected else 1)  # (the owner accepted one link)
+    for message in seen:
+        assert message["header"][0] == MAGIC and message["fds"] == 1
+        assert message["meta"] == {"protocol": "native", "state": {}}
+        assert message["data"] == nv.NativeConnection("client").send(request) + pipelined[:3]
+    for stream in streams:
         await stream.aclose()
     await listener.aclose()
 
