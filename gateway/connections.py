@@ -7,8 +7,8 @@ current response. The registry counts connections accepted and refused per proto
 With `workers: N`, the connections other workers open to relay their clients' requests (`relays.py`) are
 `internal`: drained and timed out like the others, but outside the limits and the client connection metrics
 (those clients were admitted, and counted, by the worker that relays them; `logway_relay_connections_open`). A
-client connection another worker handed over (`handover.py`) is admitted outside the limits too, but is a client
-connection of this worker from then on.
+client connection another worker hands over (`handover.py`) is admitted under the limits as if it had just been
+accepted (refused, it stays where it is), and is a client connection of this worker from then on.
 
 Read timeouts: while the pump waits for bytes it sets `read_deadline` (and `waiting_for`, the reason a timeout
 gives: "idle" or "request not complete in time"); `enforce_timeouts()`, one task for the whole gateway, closes
@@ -111,12 +111,13 @@ class ConnectionRegistry:
         return self._add(protocol, host, port)
 
     def admit_handed(self, protocol: str, stream: trio.abc.Stream) -> Connection | None:
-        """A client's connection another worker handed over (`handover.py`), or None when shutting down: admitted
-        outside the limits — the worker that accepted it admitted it under its own — but counted among this
-        worker's clients from now on."""
-        if self._draining:
+        """A client's connection another worker handed over (`handover.py`), counted among this worker's clients
+        from now on; None when shutting down or at a limit (total, per client address): the worker that accepted it
+        keeps it then (and relays its requests), so no worker serves more clients than its limits allow."""
+        host, port = _peer(stream)
+        if self._draining or self.clients >= self.limit or self._by_address.get(host, 0) >= self.per_address:
             return None
-        return self._add(protocol, *_peer(stream))
+        return self._add(protocol, host, port)
 
     def _add(self, protocol: str, host: str, port: int) -> Connection:
         conn = Connection(protocol, f"{host}:{port}")

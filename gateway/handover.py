@@ -13,17 +13,17 @@ descriptor should wait there). On it go, in one message, the connection's descri
 
     magic b"LWH1" | meta length u32 BE | data length u32 BE | meta (JSON: protocol, session state) | data
 
-where data is the request re-encoded by the protocol's client codec, then whatever the connection's codec still
-held unframed (a pipelined request, part of the next frame). The owner checks every bound (one descriptor, of a TCP
-socket; meta ≤ `MAX_META`; data ≤ the protocol's frame limit plus one receive; the rest of a message within
-`TAKE_TIMEOUT` of its first bytes), admits the connection outside its client limits (the giver admitted the client
-under its own), answers one byte (`ACK`) and serves it with the pump from that state (`pump.Resumed`): no greeting,
-the codec fed the data first. The giver, on the acknowledgement, forgets the connection without answering (the
-owner does) and closes its own descriptor, which leaves the connection open: the owner holds another. Whatever goes
-wrong before the acknowledgement — the owner unreachable, shutting down, refusing, dying — the owner's copy is
-closed (and the link) and the giver relays the request as before. The giver waits for the answer as a relayed
-request waits for the owner's: as long as the link is open (a stopped owner delays both alike), so that it always
-knows which of the two serves the connection — two workers must never read one connection.
+where data is the request re-encoded by the protocol's client codec, then whatever the connection's codec still held
+unframed (a pipelined request, part of the next frame). The owner checks every bound (one descriptor, of a TCP socket;
+meta ≤ `MAX_META`; data ≤ the protocol's frame limit plus one receive; the rest of a message within `TAKE_TIMEOUT` of
+its first bytes), admits the connection under its own client limits (`limits.max_connections`, `max_connections_per_ip`:
+at a limit it refuses, and the giver keeps the connection), answers one byte (`ACK`) and serves it with the pump from
+that state (`pump.Resumed`): no greeting, the codec fed the data first. The giver, on the acknowledgement, forgets the
+connection without answering (the owner does) and closes its own descriptor, which leaves the connection open: the owner
+holds another. Whatever goes wrong before the acknowledgement — the owner unreachable, shutting down, refusing, dying —
+the owner's copy is closed (and the link) and the giver relays the request as before. The giver waits for the answer as
+a relayed request waits for the owner's: as long as the link is open (a stopped owner delays both alike), so that it
+always knows which of the two serves the connection — two workers must never read one connection.
 """
 
 from __future__ import annotations
@@ -219,7 +219,7 @@ async def _admit(link: trio.SocketStream, protocols: dict, connections):
         tcp = trio.SocketStream(trio.socket.from_stdlib_socket(_tcp_socket(fds)))
         conn = connections.admit_handed(protocol.name, tcp)
         if conn is None:
-            raise _Refused("shutting down")
+            raise _Refused("shutting down, or a connection limit reached")
         await link.send_all(ACK)  # from here on the connection is this worker's
         taken, tcp = (protocol, conn, tcp, Resumed(state, data)), None
         return taken

@@ -216,6 +216,38 @@ def test_a_stopped_owner_gets_the_request_relayed_or_takes_it_once_it_runs_again
         assert gw.stop() == 0
 
 
+def test_a_worker_at_its_connection_limit_refuses_hand_overs_and_the_giver_relays(tmp_path):
+    """`limits.max_connections: 2` per worker, worker 1 holding two clients: a connection handed over would be its
+    third, so it refuses and worker 0 keeps the connection and relays its requests; once one of worker 1's clients
+    left, the next connection is handed over."""
+    gw = GatewayProcess(str(tmp_path / "data"), "workers=2", "log_level=ERROR", "limits.max_connections=2")
+    try:
+        name = "hl-" + uuid.uuid4().hex[:8]
+        with NativeClient(*gw.addresses["native.0"]) as admin:
+            _, theirs = _topic(admin, name)
+        held = [NativeClient(*gw.addresses["native.1"]) for _ in range(2)]
+        try:
+            for c in held:
+                c.ping()  # admitted: worker 1 is full
+            with NativeClient(*gw.addresses["native.0"]) as c:
+                assert c.produce(name, theirs, [b"relayed"]) == [0]
+                assert c.produce(name, theirs, [b"relayed too"]) == [1]
+            assert (_handed(gw, 0, "native", "refused"), _handed(gw, 1, "native", "in")) == (1, 0)
+            assert _relayed(gw, 0, "native") == 2
+        finally:
+            held.pop().close()
+        deadline = time.monotonic() + 10
+        while _open(gw, 1, "native") > 1:  # (released as the pump sees the end of the connection)
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        with NativeClient(*gw.addresses["native.0"]) as c:
+            assert c.produce(name, theirs, [b"handed over"]) == [2]
+        assert (_handed(gw, 0, "native", "out"), _handed(gw, 1, "native", "in")) == (1, 1)
+        held[0].close()
+    finally:
+        assert gw.stop() == 0
+
+
 # -- the taking side's bounds ------------------------------------------------------------------------------------
 def _handover_name(gw, worker: int) -> str:
     """Worker `worker`'s hand-over socket, as any local process of this user can find it."""
