@@ -58,6 +58,8 @@ HELLO = b"\x00"
 ACK = b"\x01"
 #: Bytes of the meta JSON at most (a protocol name and a session state of a few flags).
 MAX_META = 4096
+#: Bytes asked for by the first read of a message: a small one (a request of a few KiB) arrives in that read.
+FIRST_READ = 64 * 1024
 #: Open links kept per worker between hand-overs (each carries one hand-over at a time).
 IDLE_LINKS = 4
 #: Seconds the giver tries to reach the owner (its HELLO) and send the message before relaying instead.
@@ -211,11 +213,11 @@ async def _admit(link: trio.SocketStream, protocols: dict, connections):
     fds: list[int] = []
     tcp = conn = None
     try:
-        head = await _receive_header(link, fds)  # (an idle link waits here as long as the giver keeps it)
-        if head is None:
-            return None
+        first = await _receive(link, fds, FIRST_READ)  # (an idle link waits here as long as the giver keeps it)
+        if not first:
+            return None  # the giver closed the link between two messages
         with trio.fail_after(TAKE_TIMEOUT):
-            protocol, state, data = await _take(link, protocols, fds, head)
+            protocol, state, data = await _take(link, protocols, fds, first)
         tcp = trio.SocketStream(trio.socket.from_stdlib_socket(_tcp_socket(fds)))
         conn = connections.admit_handed(protocol.name, tcp)
         if conn is None:
@@ -235,40 +237,39 @@ async def _admit(link: trio.SocketStream, protocols: dict, connections):
             await _close(tcp)
 
 
-async def _receive_header(link: trio.SocketStream, fds: list[int]) -> bytes | None:
-    """The first bytes of the next message (at least one), its descriptors appended to `fds`; None when the giver
-    closed the link before a message began."""
-    chunk, ancillary, flags, _ = await link.socket.recvmsg(HEADER.size, _ANCILLARY)
-    _descriptors(ancillary, fds)
-    if flags & socket.MSG_CTRUNC:
-        raise _Refused("more descriptors than one")
-    return chunk or None
-
-
-def _descriptors(ancillary, fds: list[int]) -> None:
+async def _receive(link: trio.SocketStream, fds: list[int], size: int) -> bytes:
+    """At most `size` bytes of the message on `link` (b"": its end), its descriptors appended to `fds`. A read never
+    takes bytes of the next message: the giver sends that one only once this one is answered."""
+    chunk, ancillary, flags, _ = await link.socket.recvmsg(size, _ANCILLARY)
     for level, kind, payload in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds.extend(array.array("i", payload[:len(payload) - len(payload) % _INT]))
+    if flags & socket.MSG_CTRUNC:
+        raise _Refused("more descriptors than one")
+    return chunk
 
 
-async def _take(link: trio.SocketStream, protocols: dict, fds: list[int], head: bytes):
-    """(protocol, session state, data) of the message whose first bytes are `head`; its descriptors are appended to
-    `fds`."""
-    while len(head) < HEADER.size:
-        chunk, ancillary, flags, _ = await link.socket.recvmsg(HEADER.size - len(head), _ANCILLARY)
-        _descriptors(ancillary, fds)
-        if flags & socket.MSG_CTRUNC:
-            raise _Refused("more descriptors than one")
-        if not chunk:
-            raise _Refused("the giving worker closed the hand-over")
-        head += chunk
-    magic, meta_size, data_size = HEADER.unpack(head)
+async def _take(link: trio.SocketStream, protocols: dict, fds: list[int], first: bytes):
+    """(protocol, session state, data) of the message whose first bytes are `first` (a small message: all of it,
+    in one read); its descriptors are appended to `fds`."""
+    buf = bytearray(first)
+
+    async def up_to(size: int) -> None:
+        while len(buf) < size:
+            chunk = await _receive(link, fds, min(size - len(buf), RECEIVE_CHUNK))
+            if not chunk:
+                raise _Refused("the giving worker closed the hand-over")
+            buf.extend(chunk)
+
+    await up_to(HEADER.size)
+    magic, meta_size, data_size = HEADER.unpack_from(buf)
     if magic != MAGIC or len(fds) != 1:
         raise _Refused(f"not a hand-over (magic {magic!r}, {len(fds)} descriptor(s))")
     if meta_size > MAX_META:
         raise _Refused(f"meta of {meta_size} bytes exceeds {MAX_META}")
+    await up_to(HEADER.size + meta_size)
     try:
-        meta = orjson.loads(await _exactly(link, meta_size))
+        meta = orjson.loads(buf[HEADER.size:HEADER.size + meta_size])
         protocol = protocols[meta["protocol"]]
         state = meta["state"]
     except (orjson.JSONDecodeError, KeyError, TypeError):
@@ -279,17 +280,11 @@ async def _take(link: trio.SocketStream, protocols: dict, fds: list[int], head: 
         raise _Refused("a session state that is not an object")
     if data_size > protocol.hand_over.max_data:
         raise _Refused(f"data of {data_size} bytes exceeds {protocol.hand_over.max_data}")
-    return protocol, state, await _exactly(link, data_size)
-
-
-async def _exactly(link: trio.SocketStream, size: int) -> bytes:
-    out = bytearray()
-    while len(out) < size:
-        chunk = await link.receive_some(min(size - len(out), RECEIVE_CHUNK))
-        if not chunk:
-            raise _Refused("the giving worker closed the hand-over")
-        out += chunk
-    return bytes(out)
+    end = HEADER.size + meta_size + data_size
+    if len(buf) > end:
+        raise _Refused(f"{len(buf) - end} bytes more than the message declares")
+    await up_to(end)
+    return protocol, state, bytes(buf[HEADER.size + meta_size:])
 
 
 def _tcp_socket(fds: list[int]) -> socket.socket:

@@ -279,10 +279,10 @@ def _offer(address: str, head: bytes, fds: list[int], rest: bytes = b"") -> byte
 
 
 def test_the_taking_worker_refuses_every_malformed_hand_over_and_goes_on(gw):
-    """Worker 1's hand-over socket, offered by this process (same user): a wrong magic, no descriptor, two, a
-    descriptor that is not a TCP socket, meta over `MAX_META` or not JSON, an unknown or un-handed protocol, data
-    over the protocol's bound, a message cut short — each refused for its reason (closed without `ACK`, every
-    descriptor received closed); then a real hand-over still works."""
+    """Worker 1's hand-over socket, offered by this process (same user): a wrong magic, no descriptor, two, a descriptor
+    that is not a TCP socket, meta over `MAX_META` or not JSON, an unknown or un-handed protocol, data over the
+    protocol's bound, a message cut short or longer than it declares — each refused for its reason (closed without
+    `ACK`, every descriptor received closed); then a real hand-over still works."""
     address = _handover_name(gw, 1)
     listener = socket.create_server(("127.0.0.1", 0))
     tcp = socket.create_connection(listener.getsockname())
@@ -314,6 +314,7 @@ def test_the_taking_worker_refuses_every_malformed_hand_over_and_goes_on(gw):
                 "a session state that is not an object",
             (head(size=2**32 - 1), (fd,), frame): "data of 4294967295 bytes exceeds",
             (head(size=len(frame) + 10), (fd,), b""): "the giving worker closed the hand-over",
+            (head() + frame + b"extra", (fd,), b""): "5 bytes more than the message declares",
         }
         for (first, fds, rest), reason in cases.items():
             logged = gw.log_path.read_text().count(reason)
