@@ -75,6 +75,57 @@ class _Refused(Exception):
     """The owner does not take the connection (the reason, for the log)."""
 
 
+class _Link:
+    """One link between two workers: a non-blocking Unix-domain socket driven directly — an operation that can be
+    done at once is done without a scheduler pass (trio's socket methods take one each), one that cannot waits for
+    the socket."""
+
+    __slots__ = ("sock",)
+
+    def __init__(self, sock: socket.socket) -> None:
+        sock.setblocking(False)
+        self.sock = sock
+
+    @classmethod
+    def of(cls, stream: trio.SocketStream) -> "_Link":
+        """The link over a connected trio socket stream (which is not to be used any more)."""
+        return cls(socket.socket(fileno=stream.socket.detach()))
+
+    async def send(self, data: bytes, fd: int | None = None) -> None:
+        """All of `data`, with descriptor `fd` (SCM_RIGHTS) on its first byte."""
+        view = memoryview(data)
+        ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]))] if fd is not None else []
+        while view:
+            try:
+                sent = self.sock.sendmsg([view], ancillary)
+            except BlockingIOError:
+                await trio.lowlevel.wait_writable(self.sock)
+                continue
+            view, ancillary = view[sent:], []
+
+    async def receive(self, size: int, fds: list[int] | None = None) -> bytes:
+        """At most `size` bytes (b"": the other end closed the link); with `fds`, the descriptors that came with
+        them are appended to it (more than fit: _Refused, each received one still appended)."""
+        while True:
+            try:
+                if fds is None:
+                    return self.sock.recv(size)
+                data, ancillary, flags, _ = self.sock.recvmsg(size, _ANCILLARY)
+                break
+            except BlockingIOError:
+                await trio.lowlevel.wait_readable(self.sock)
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.extend(array.array("i", payload[:len(payload) - len(payload) % _INT]))
+        if flags & socket.MSG_CTRUNC:
+            raise _Refused("more descriptors than one")
+        return data
+
+    def close(self) -> None:
+        trio.lowlevel.notify_closing(self.sock)
+        self.sock.close()
+
+
 class HandOvers:
     """The hand-overs of one protocol (`protocol`: its name). `addresses()`: every worker's hand-over socket by
     index, or None where there is none (known once the workers have started); `encode(event)`: the request's bytes
@@ -90,7 +141,7 @@ class HandOvers:
         #: The most bytes a message's data may hold: the request, then at most one receive's worth (what the codec
         #: held unframed after it).
         self.max_data = max_request + RECEIVE_CHUNK
-        self._idle: dict[int, list[trio.SocketStream]] = {}  # open links to each worker's hand-over socket
+        self._idle: dict[int, list[_Link]] = {}  # open links to each worker's hand-over socket
         #: Connections this worker gave away, those the owner did not take (relayed instead), and those this
         #: worker took from the others (metrics, tests).
         self.given = 0
@@ -119,65 +170,58 @@ class HandOvers:
             with trio.fail_after(CONNECT_TIMEOUT):
                 if link is None:
                     link = await self._connect(addresses[worker])
-                fds = array.array("i", [stream.socket.fileno()])
-                sent = await link.socket.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
-                if sent < len(message):
-                    await link.send_all(memoryview(message)[sent:])
+                await link.send(message, stream.socket.fileno())
             # The answer is awaited as a relayed request's is, for as long as the owner keeps the link open: an ACK
             # (it serves the connection now), or a refusal or its end — then it holds no copy of the descriptor.
-            answer = await link.receive_some(1)
-        except (OSError, trio.BrokenResourceError, trio.TooSlowError, _Refused) as exc:
+            answer = await link.receive(1)
+        except (OSError, trio.TooSlowError, _Refused) as exc:
             # The owner did not get the whole message, or refused it: it does not serve the connection.
             self.refused += 1
             log.warning("handing a %s connection to worker %d failed (relayed instead): %s", self.protocol, worker,
                         str(exc) or type(exc).__name__)
-            await _close(link)
+            if link is not None:
+                link.close()
             return False
         except BaseException:  # cancelled: the owner may take it or not, but this link is never used again
-            await _close(link)
+            if link is not None:
+                link.close()
             raise
         if answer != ACK:
             self.refused += 1
             log.info("worker %d did not take a %s connection (relayed instead)", worker, self.protocol)
-            await _close(link)
+            link.close()
             return False
         self.given += 1
         idle = self._idle.setdefault(worker, [])
         if len(idle) < IDLE_LINKS:
             idle.append(link)
         else:
-            await _close(link)
+            link.close()
         return True
 
-    def _idle_link(self, worker: int) -> trio.SocketStream | None:
+    def _idle_link(self, worker: int) -> _Link | None:
         """An open link to the worker's hand-over socket that it did not close meanwhile (e.g. started again)."""
         idle = self._idle.get(worker)
         while idle:
             link = idle.pop()
-            if not stale(link.socket):
+            if not stale(link.sock):
                 return link
-            link.socket.close()
+            link.close()
         return None
 
     @staticmethod
-    async def _connect(address: str) -> trio.SocketStream:
+    async def _connect(address: str) -> _Link:
         """A new link to a hand-over socket, once its worker greeted it."""
-        link = await trio.open_unix_socket(address)
+        link = _Link.of(await trio.open_unix_socket(address))
         try:
-            if not same_user(link.socket):
+            if not same_user(link.sock):
                 raise _Refused("its hand-over socket belongs to a process of another user")
-            if await link.receive_some(1) != HELLO:  # (not while it is down, or started again: in its backlog)
+            if await link.receive(1) != HELLO:  # (not while it is down, or started again: in its backlog)
                 raise _Refused("it closed the hand-over socket's connection unanswered")
         except BaseException:
-            await _close(link)
+            link.close()
             raise
         return link
-
-
-async def _close(link: trio.SocketStream | None) -> None:
-    if link is not None:
-        with trio.CancelScope(shield=True):
-            await link.aclose()
 
 
 async def listen_handover(sock: socket.socket, protocols: dict, connections, limits, conn_nursery: trio.Nursery,
@@ -188,32 +232,46 @@ async def listen_handover(sock: socket.socket, protocols: dict, connections, lim
     anything unexpected) closes it."""
     task_status.started()
 
-    async def accepted(link: trio.SocketStream) -> None:
+    async def accepted(stream: trio.SocketStream) -> None:
+        link = _Link.of(stream)
+        if not same_user(link.sock):
+            log.warning("hand-over socket: a process of another user connected; closed")
+            link.close()
+            return
         try:
-            if not same_user(link.socket):
-                log.warning("hand-over socket: a process of another user connected; closed")
-                return
-            await link.send_all(HELLO)
-            while (taken := await _admit(link, protocols, connections)) is not None:
-                protocol, conn, tcp, resumed = taken
-                protocol.hand_over.taken += 1
-                conn_nursery.start_soon(serve, tcp, conn, protocol, connections, limits, None, resumed)
-        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-            log.warning("hand-over link closed: %s", exc)
-        finally:
-            await _close(link)
+            await link.send(HELLO)
+        except OSError:
+            link.close()  # (the giver went away: a link left in the backlog while this worker was down)
+            return
+        await take_over(link)
+
+    async def take_over(link: _Link) -> None:
+        """The next connection handed over on `link`, served in this task — the link, in a new one, waits for the
+        one after (so a connection's first answer does not wait for a task to start); or the link's end."""
+        try:
+            taken = await _admit(link, protocols, connections)
+        except BaseException:
+            link.close()
+            raise
+        if taken is None:
+            link.close()
+            return
+        conn_nursery.start_soon(take_over, link)
+        protocol, conn, tcp, resumed = taken
+        protocol.hand_over.taken += 1
+        await serve(tcp, conn, protocol, connections, limits, None, resumed)
 
     await serve_backlog(trio.SocketListener(trio.socket.from_stdlib_socket(sock)), accepted, conn_nursery)
 
 
-async def _admit(link: trio.SocketStream, protocols: dict, connections):
+async def _admit(link: _Link, protocols: dict, connections):
     """The next connection handed over on `link`, admitted and acknowledged — (protocol, conn, its stream,
     `Resumed`) — or None: the giver closed the link between two messages, or the message is refused (every
     descriptor received is closed; the giver relays, and the link is to be closed)."""
     fds: list[int] = []
     tcp = conn = None
     try:
-        first = await _receive(link, fds, FIRST_READ)  # (an idle link waits here as long as the giver keeps it)
+        first = await link.receive(FIRST_READ, fds)  # (an idle link waits here as long as the giver keeps it)
         if not first:
             return None  # the giver closed the link between two messages
         with trio.fail_after(TAKE_TIMEOUT):
@@ -222,10 +280,10 @@ async def _admit(link: trio.SocketStream, protocols: dict, connections):
         conn = connections.admit_handed(protocol.name, tcp)
         if conn is None:
             raise _Refused("shutting down, or a connection limit reached")
-        await link.send_all(ACK)  # from here on the connection is this worker's
+        await link.send(ACK)  # from here on the connection is this worker's
         taken, tcp = (protocol, conn, tcp, Resumed(state, data)), None
         return taken
-    except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError, _Refused) as exc:
+    except (OSError, trio.ClosedResourceError, trio.TooSlowError, _Refused) as exc:
         log.warning("hand-over refused: %s", str(exc) or type(exc).__name__)
         if conn is not None:
             connections.release(conn)
@@ -234,29 +292,18 @@ async def _admit(link: trio.SocketStream, protocols: dict, connections):
         for fd in fds:  # (not taken: closed, so the client's connection stays the giver's alone)
             _close_fd(fd)
         if tcp is not None:
-            await _close(tcp)
+            with trio.CancelScope(shield=True):
+                await tcp.aclose()
 
 
-async def _receive(link: trio.SocketStream, fds: list[int], size: int) -> bytes:
-    """At most `size` bytes of the message on `link` (b"": its end), its descriptors appended to `fds`. A read never
-    takes bytes of the next message: the giver sends that one only once this one is answered."""
-    chunk, ancillary, flags, _ = await link.socket.recvmsg(size, _ANCILLARY)
-    for level, kind, payload in ancillary:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            fds.extend(array.array("i", payload[:len(payload) - len(payload) % _INT]))
-    if flags & socket.MSG_CTRUNC:
-        raise _Refused("more descriptors than one")
-    return chunk
-
-
-async def _take(link: trio.SocketStream, protocols: dict, fds: list[int], first: bytes):
+async def _take(link: _Link, protocols: dict, fds: list[int], first: bytes):
     """(protocol, session state, data) of the message whose first bytes are `first` (a small message: all of it,
     in one read); its descriptors are appended to `fds`."""
     buf = bytearray(first)
 
     async def up_to(size: int) -> None:
         while len(buf) < size:
-            chunk = await _receive(link, fds, min(size - len(buf), RECEIVE_CHUNK))
+            chunk = await link.receive(min(size - len(buf), RECEIVE_CHUNK), fds)
             if not chunk:
                 raise _Refused("the giving worker closed the hand-over")
             buf.extend(chunk)

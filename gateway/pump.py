@@ -249,6 +249,9 @@ async def serve_connection(stream: trio.abc.Stream, conn: Connection, protocol, 
     hand_over = protocol.hand_over
     may_hand_over = (hand_over is not None and resumed is None and not conn.internal
                      and type(stream) is trio.SocketStream)
+    # A connection handed over starts with its request buffered, in a task that has just started (a scheduler pass
+    # of its own): the first read takes it without another pass.
+    fresh = resumed is not None
     streak = 0  # data requests in a row, up to the last one
     async with trio.open_nursery() as parked:
         try:
@@ -263,7 +266,7 @@ async def serve_connection(stream: trio.abc.Stream, conn: Connection, protocol, 
                 if eager:
                     await turns.take()
                 try:
-                    event = await reader.next(eager)
+                    event = await reader.next(eager or fresh)
                 except RemoteProtocolError as exc:
                     stats.named("malformed").observe(0.0, True)
                     answer = session.protocol_error(exc)
@@ -277,6 +280,7 @@ async def serve_connection(stream: trio.abc.Stream, conn: Connection, protocol, 
                     continue
                 if event is None:
                     return
+                fresh = False
                 conn.start_request()
                 request = stats.request(event)
                 started = perf_counter()
