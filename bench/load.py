@@ -79,7 +79,7 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from .proc import gateway_processes, proc_cpu_times, proc_status_mib, raise_fd_limit
+from .proc import gateway_processes, proc_cpu_times, raise_fd_limit, summed_mib
 from .registry import Benchmark
 from .requests import CALLS, AnswerError, WireProtocolError, metric_readings
 
@@ -422,7 +422,7 @@ def run_load(settings: LoadSettings) -> LoadReport:
                         raise SystemExit(f"logway bench load: the gateway has no {proto} listener")
                 _create_topics(gw, settings.partitions, tank="tank" in settings.protocols)
                 pids = list(gateway_processes(gw.pid).values())
-                report.rss_start = _mib(pids, "VmRSS")
+                report.rss_start = summed_mib(pids, "VmRSS")
                 probe = _Probe(gw.addresses["native"], gw.addresses["kafka"], settings.probe_interval_ms / 1000,
                                settings.storm, settings.seconds / 3)
                 try:
@@ -430,7 +430,7 @@ def run_load(settings: LoadSettings) -> LoadReport:
                 finally:
                     probe.finish(report)
                 # The kernel updates VmHWM lazily (when memory is unmapped), so it can lag a sample of VmRSS.
-                report.peak_rss = max([_mib(pids, "VmHWM"), report.peak_rss, report.rss_end]
+                report.peak_rss = max([summed_mib(pids, "VmHWM"), report.peak_rss, report.rss_end]
                                       + [m for _, m in report.rss_samples])
             finally:
                 report.gateway_exit = gw.stop()
@@ -447,11 +447,6 @@ def _cpu_times(pids: list[int]) -> tuple[float, float]:
     """(user, system) CPU seconds summed over the gateway's processes."""
     times = [proc_cpu_times(pid) for pid in pids]
     return sum(t[0] for t in times), sum(t[1] for t in times)
-
-
-def _mib(pids: list[int], key: str) -> float:
-    """A `Vm…` figure summed over the gateway's processes (one, or the supervisor and its workers)."""
-    return sum(proc_status_mib(pid, key) for pid in pids)
 
 
 def _create_topics(gw, partitions: int, tank: bool = True) -> None:
@@ -919,7 +914,7 @@ class _Driver:
         now = t0
         while run.live:
             if now >= next_sample:  # every 0.5 s: the gateway's RSS, and the requests past their time
-                report.rss_samples.append((now - t0, _mib(pids, "VmRSS")))
+                report.rss_samples.append((now - t0, summed_mib(pids, "VmRSS")))
                 next_sample = now + 0.5
                 for c in self.conns:
                     if c.busy is not None and c.state == _READY and now > c.deadline:
@@ -980,7 +975,7 @@ def _drive(gw, settings: LoadSettings, report: LoadReport, probe: "_Probe") -> N
     try:
         driver.connect_all(hard_stop)
         probe.ready.wait(PROBE_TIMEOUT * 4)  # its connections answered once
-        report.rss_connected = _mib(pids, "VmRSS")
+        report.rss_connected = summed_mib(pids, "VmRSS")
         admin = gw.addresses.get("admin")  # (with workers: N the supervisor's, summing every worker's)
         report.metrics_start = metric_readings(admin) if admin else {}
         cpu0, client0 = _cpu_times(pids), time.process_time()
@@ -992,8 +987,8 @@ def _drive(gw, settings: LoadSettings, report: LoadReport, probe: "_Probe") -> N
         report.gateway_cpu, report.gateway_system_cpu = user + system, system
         report.client_cpu = time.process_time() - client0
         report.metrics_end = metric_readings(admin) if admin else {}
-        report.rss_end = _mib(pids, "VmRSS")
-        report.peak_rss = _mib(pids, "VmHWM")
+        report.rss_end = summed_mib(pids, "VmRSS")
+        report.peak_rss = summed_mib(pids, "VmHWM")
         probe.stop.set()
         for c in driver.conns:
             if c.busy is not None and c.state == _READY:  # cut off by the hard deadline
@@ -1004,7 +999,7 @@ def _drive(gw, settings: LoadSettings, report: LoadReport, probe: "_Probe") -> N
         driver.close_all()  # every connection stayed open until the load was over
     report.elapsed = report.elapsed or (settings.seconds + HARD_DEADLINE_MARGIN)
     time.sleep(0.5)  # let the gateway notice the closes and release what they held
-    report.rss_closed = _mib(pids, "VmRSS")
+    report.rss_closed = summed_mib(pids, "VmRSS")
 
 
 # -- the probe: its own process, blocking sockets ----------------------------------------------------------------

@@ -83,6 +83,12 @@ def gateway_processes(pid: int) -> dict[str, int]:
     return {"supervisor": pid, **dict(sorted(found.items()))}
 
 
+def summed_mib(pids, key: str = "VmRSS") -> float:
+    """A `Vm…` figure of /proc/<pid>/status summed over `pids` (a gateway's processes: one, or the supervisor and
+    its workers, `gateway_processes`)."""
+    return sum(proc_status_mib(pid, key) for pid in pids)
+
+
 def raise_fd_limit(need: int, who: str = "logway bench") -> None:
     """Raise this process's RLIMIT_NOFILE soft limit to `need` descriptors (exits if the hard limit is lower)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

@@ -33,7 +33,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from .proc import gateway_processes, rss_mib
+from .proc import gateway_processes, rss_mib, summed_mib
 from .registry import Benchmark
 
 __all__ = ["BENCHMARKS", "TailReport", "bench_produce_consume", "bench_tail"]
@@ -285,7 +285,7 @@ class TailReport:
 
 
 def _gateway_rss(gw) -> float:
-    return sum(rss_mib(pid) for pid in gateway_processes(gw.pid).values())
+    return summed_mib(gateway_processes(gw.pid).values())
 
 
 def bench_tail(samples: int, warmup: int, message_bytes: int, gap_ms: float, flush: str, *, workers: int = 1,

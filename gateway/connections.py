@@ -59,16 +59,6 @@ class Connection:
         return not self.draining
 
 
-def _peer(stream: trio.abc.Stream) -> tuple[str, int]:
-    """The client's (host, port); ("memory", 0) for an in-memory stream."""
-    try:
-        return stream.socket.getpeername()[:2]
-    except AttributeError:
-        return "memory", 0
-    except OSError:
-        return "?", 0
-
-
 class ConnectionRegistry:
     def __init__(self, limit: int, per_address: int | None = None) -> None:
         self.limit = limit
@@ -103,23 +93,23 @@ class ConnectionRegistry:
     def admit(self, protocol: str, stream: trio.abc.Stream) -> Connection | None:
         """A new connection, or None when a limit (total, per client address) or shutdown refuses it. A stream
         without a socket (an in-memory connection) counts as from "memory"."""
-        host, port = _peer(stream)
-        if self._draining or self.clients >= self.limit or self._by_address.get(host, 0) >= self.per_address:
-            self.refused[protocol] = self.refused.get(protocol, 0) + 1
-            return None
-        self.accepted[protocol] = self.accepted.get(protocol, 0) + 1
-        return self._add(protocol, host, port)
+        conn = self.admit_handed(protocol, stream)
+        counts = self.refused if conn is None else self.accepted
+        counts[protocol] = counts.get(protocol, 0) + 1
+        return conn
 
     def admit_handed(self, protocol: str, stream: trio.abc.Stream) -> Connection | None:
-        """A client's connection another worker handed over (`handover.py`), counted among this worker's clients
-        from now on; None when shutting down or at a limit (total, per client address): the worker that accepted it
-        keeps it then (and relays its requests), so no worker serves more clients than its limits allow."""
-        host, port = _peer(stream)
+        """`admit` without counting the connection as accepted or refused: a client's connection another worker
+        handed over (`handover.py`), a client of this worker from now on. Refused (None), it stays with the worker
+        that accepted it (which relays its requests), so no worker serves more clients than its limits allow."""
+        try:
+            host, port = stream.socket.getpeername()[:2]
+        except AttributeError:
+            host, port = "memory", 0
+        except OSError:
+            host, port = "?", 0
         if self._draining or self.clients >= self.limit or self._by_address.get(host, 0) >= self.per_address:
             return None
-        return self._add(protocol, host, port)
-
-    def _add(self, protocol: str, host: str, port: int) -> Connection:
         conn = Connection(protocol, f"{host}:{port}")
         conn.address = host
         self._live.add(conn)

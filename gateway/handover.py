@@ -283,7 +283,7 @@ async def _admit(link: _Link, protocols: dict, connections):
         await link.send(ACK)  # from here on the connection is this worker's
         taken, tcp = (protocol, conn, tcp, Resumed(state, data)), None
         return taken
-    except (OSError, trio.ClosedResourceError, trio.TooSlowError, _Refused) as exc:
+    except (OSError, trio.TooSlowError, _Refused) as exc:
         log.warning("hand-over refused: %s", str(exc) or type(exc).__name__)
         if conn is not None:
             connections.release(conn)
