@@ -4,7 +4,8 @@ Through real `logway serve` workers: native and TANK connections on worker 0's o
 worker 1's are handed to worker 1 and served there (pipelined requests, long-polls, the session's token, no second
 TANK greeting), counted on both sides, never handed back; requests spanning workers are relayed; a stopped worker
 that never greeted a link gets the request relayed instead, one with a link takes it once it runs again; the taking
-side refuses every malformed hand-over message and goes on serving. In process, the giving side against a peer of
+side refuses every malformed hand-over message, and one a stalled giver leaves unfinished after `TAKE_TIMEOUT`, and
+goes on serving. In process, the giving side against a peer of
 the test's own on a real socket: the message's bytes and descriptor, a link reused, and what the giver does when
 the peer refuses, hesitates and closes, or never greets.
 """
@@ -337,6 +338,43 @@ def test_the_taking_worker_refuses_every_malformed_hand_over_and_goes_on(gw):
         taken = _handed(gw, 1, "native", "in")
         assert c.produce(name, theirs, [b"still"]) == [0]
         assert _handed(gw, 1, "native", "in") == taken + 1
+
+
+def test_a_hand_over_cut_short_by_a_stalled_giver_is_refused_after_the_take_timeout_and_serving_goes_on(gw):
+    """A giver that sends a message's first part (the descriptor, the header, the meta) and then neither the rest
+    nor its end: worker 1 serves its other connections meanwhile, and after `TAKE_TIMEOUT` refuses the message —
+    the link closed without `ACK`, the descriptor closed (the connection offered ends once this test's copy does)."""
+    address = _handover_name(gw, 1)
+    reason = "hand-over refused: TooSlowError"
+    logged = gw.log_path.read_text().count(reason)
+    listener = socket.create_server(("127.0.0.1", 0))
+    tcp = socket.create_connection(listener.getsockname())
+    peer, _ = listener.accept()
+    meta = orjson.dumps({"protocol": "native", "state": {}})
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as link:
+            link.settimeout(handover.TAKE_TIMEOUT + 10)
+            link.connect(address)
+            assert link.recv(1) == HELLO
+            link.sendmsg([HEADER.pack(MAGIC, len(meta), 64) + meta + b"\0" * 10],
+                         [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [peer.fileno()]))])
+            started = time.monotonic()
+            with NativeClient(*gw.addresses["native.1"], timeout=2) as other:  # not held up by the stalled one
+                other.ping()
+                assert time.monotonic() - started < handover.TAKE_TIMEOUT / 2
+            assert link.recv(16) == b""  # refused: closed without ACK
+            waited = time.monotonic() - started
+        assert handover.TAKE_TIMEOUT - 0.5 < waited < handover.TAKE_TIMEOUT + 5, waited
+        deadline = time.monotonic() + 5
+        while gw.log_path.read_text().count(reason) == logged:
+            assert time.monotonic() < deadline, reason
+            time.sleep(0.02)
+        peer.close()
+        tcp.settimeout(5)
+        assert tcp.recv(1) == b""  # the worker closed the descriptor it received
+    finally:
+        for s in (listener, tcp, peer):
+            s.close()
 
 
 # -- the giving side, against a peer of this test's -------------------------------------------------------------
