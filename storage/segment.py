@@ -7,13 +7,16 @@ On disk, in the partition directory, with `<base>` the segment's base offset as 
 - `<base>.checksums`, only for formats whose batches carry no checksum of their own (TANK): see
   `logway.storage.checksums`.
 A segment covers offsets [base_offset, next_offset). Only the partition's last segment (the active one) is
-appended to; older ones are frozen and only read or deleted whole.
+appended to; older ones are frozen and only read or deleted whole. In memory, the active segment keeps where its
+last appended batches lie (`RecentBatches`) and the last one's bytes, for the readers near its end.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from array import array
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -45,6 +48,11 @@ KEEP_LAST_BATCH_BYTES = 16 * 1024
 #: walk a partition from the same offset with the same byte budget ask the same questions. Forgotten all at once
 #: when full.
 REMEMBERED_LOOKUPS = 1024
+#: The active segment keeps the places of at least this many of the batches appended last (at most twice as many;
+#: 32 bytes each): readers near the tail — a long-poll woken a few batches behind the end, a consumer that has
+#: caught up — find their batch and the end of their range by bisection instead of an index lookup and a walk over
+#: headers read from the file.
+RECENT_BATCHES = 256
 
 
 def segment_name(base_offset: int) -> str:
@@ -65,11 +73,59 @@ class WalkResult:
     checksums: list[tuple[int, int]]  # (position, crc32c) of every batch walked (formats without their own CRC)
 
 
+class RecentBatches:
+    """Where the batches appended last lie: position, end, first and last offset of each, oldest first, one after
+    the other in the file (each starts where the one before ends) up to the segment's end. `locate` and `range_end`
+    answer what `Segment`'s namesakes would find by walking headers, or None when the batches asked about are older
+    than those kept (or not visible below `end`): the caller walks then."""
+
+    __slots__ = ("pos", "end", "first", "last")
+
+    def __init__(self) -> None:
+        self.pos, self.end, self.first, self.last = array("q"), array("q"), array("q"), array("q")
+
+    def add(self, position: int, size: int, first_offset: int, last_offset: int) -> None:
+        if len(self.pos) >= 2 * RECENT_BATCHES:
+            for column in (self.pos, self.end, self.first, self.last):
+                del column[:RECENT_BATCHES]
+        self.pos.append(position)
+        self.end.append(position + size)
+        self.first.append(first_offset)
+        self.last.append(last_offset)
+
+    def clear(self) -> None:
+        for column in (self.pos, self.end, self.first, self.last):
+            del column[:]
+
+    def locate(self, offset: int, end: int) -> tuple[int, int] | None:
+        """(position, first offset) of the batch holding `offset` or the first after it, if kept and below `end`."""
+        first = self.first
+        if not first or offset < first[0]:
+            return None
+        i = bisect_left(self.last, offset)
+        if i == len(first) or self.end[i] > end:
+            return None
+        return self.pos[i], first[i]
+
+    def range_end(self, start: int, target: int, end: int) -> tuple[int, int] | None:
+        """End position and end offset of the batches from the one at `start` that end by `target` (at least that
+        one), if it is kept and they lie below `end`."""
+        pos = self.pos
+        if not pos or start < pos[0]:
+            return None
+        j = bisect_left(pos, start)
+        if j == len(pos) or pos[j] != start:
+            return None
+        k = max(bisect_right(self.end, target) - 1, j)
+        stop = self.end[k]
+        return (stop, self.last[k] + 1) if stop <= end else None
+
+
 class Segment:
     __slots__ = (
         "directory", "base_offset", "fmt", "log_path", "index", "timeindex", "size", "next_offset",
         "max_timestamp", "created_ms", "bytes_since_index", "index_interval", "_fd", "active", "_reserved",
-        "checksums", "indexes_rebuilt", "last_batch", "generation", "_located", "_ranges", "__weakref__",
+        "checksums", "indexes_rebuilt", "last_batch", "recent", "generation", "_located", "_ranges", "__weakref__",
     )
 
     def __init__(self, directory: str, base_offset: int, fmt: BatchFormat, *, active: bool,
@@ -101,6 +157,8 @@ class Segment:
         self.last_batch: tuple[int, int, int, int, bytes | None] | None = None
         #: Bumped when bytes that were appended are cut again (`rollback`): whatever was derived from the
         #: segment's bytes before (remembered lookups here, transcoded reads in the gateway) no longer holds.
+        #: The places of the batches this process appended last, while the segment is active.
+        self.recent = RecentBatches()
         self.generation = 0
         self._located: dict[int, tuple[int, int]] = {}  # offset -> `locate`'s answer
         self._ranges: dict[tuple[int, int], tuple[int, int]] = {}  # (start, max_bytes) -> `range_end`'s answer
@@ -152,6 +210,7 @@ class Segment:
         if max_timestamp > self.max_timestamp:
             self.max_timestamp = max_timestamp
         self.next_offset = last_offset + 1
+        self.recent.add(position, length, first_offset, last_offset)
         self.last_batch = (position, first_offset, length, last_offset,
                            (pieces[0] if len(pieces) == 1 and type(pieces[0]) is bytes else b"".join(pieces))
                            if length <= KEEP_LAST_BATCH_BYTES else None)
@@ -160,12 +219,17 @@ class Segment:
         """Undo a failed write: cut the data file back to `size` bytes."""
         os.ftruncate(self.fileno(), size)
         self.size = size
+        self._forget()
+        if self.checksums is not None:
+            self.checksums.cut(size)
+
+    def _forget(self) -> None:
+        """Bytes were cut: nothing derived from them holds any more."""
         self.last_batch = None
+        self.recent.clear()
         self.generation += 1
         self._located.clear()
         self._ranges.clear()
-        if self.checksums is not None:
-            self.checksums.cut(size)
 
     def freeze(self) -> None:
         """Stop being the active segment: the final time-index entry goes down, files reopen read-only."""
@@ -176,6 +240,7 @@ class Segment:
         if self.checksums is not None:
             self.checksums.close()
         self._release_reserved()
+        self.recent.clear()  # (its readers are few now: they walk)
         self.active = False
 
     def _release_reserved(self) -> None:
@@ -235,6 +300,9 @@ class Segment:
         last = self.last_batch
         if last is not None and last[1] <= offset <= last[3] and last[0] + last[2] <= end:
             return last[0], last[1]
+        located = self.recent.locate(offset, end)
+        if located is not None:
+            return located
         located = self._located.get(offset)
         if located is not None and located[0] < end:
             return located
@@ -252,6 +320,9 @@ class Segment:
         target = start + max_bytes
         if target >= end:
             return end, -1  # -1: everything to the segment end; the caller knows that end offset
+        known = self.recent.range_end(start, target, end)
+        if known is not None:
+            return known
         known = self._ranges.get((start, max_bytes))
         if known is not None:
             return known  # (its batches ended before target < end then, and still do)
@@ -439,6 +510,7 @@ class Segment:
         truncated = file_size - result.end_position
         if truncated:
             self._cut_file(result.end_position)
+            self._forget()
         if rebuild_side:
             self.checksums.reset(result.checksums)
         elif self.checksums is not None:

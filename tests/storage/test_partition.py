@@ -7,6 +7,7 @@ import os
 
 import pytest
 from logway.storage import LogEngine, OffsetOutOfRange, TopicConfig
+from logway.storage.segment import RECENT_BATCHES
 
 from .helpers import FORMATS, Clock, all_offsets, batch, open_engine, values
 
@@ -190,8 +191,9 @@ def test_the_last_batch_is_read_from_memory_and_matches_the_file(tmp_path):
 
 
 def _lookups(plog, max_bytes_list=(1, 300, 1000)) -> list:
-    """Every slice of a reader walking the partition from 0 with each budget, and one read at every offset."""
-    end = plog.log_end_offset
+    """Every slice of a reader walking the partition from 0 with each budget, and one read at every offset (up to
+    the visible end)."""
+    end = plog.high_watermark
     out = []
     for max_bytes in max_bytes_list:
         offset = 0
@@ -227,4 +229,39 @@ def test_remembered_lookups_answer_as_a_fresh_scan_does_and_are_forgotten_when_b
     fresh = open_engine(tmp_path, index_interval_bytes=256, segment_bytes=1 << 20)  # nothing remembered
     assert _lookups(fresh.partition("t", 0)) == after
     assert after != asked
+    fresh.close()
+
+
+def test_the_recent_batches_answer_as_a_walk_over_the_file_does(tmp_path):
+    """The places of the batches appended last (`Segment.recent`): every read — of batches kept there, across the
+    oldest of them, of older ones — answers as a walk over the file does, also with appends not yet visible; a
+    roll forgets them (the frozen segment walks), a restart starts without."""
+    eng = LogEngine(tmp_path, FORMATS, TopicConfig(index_interval_bytes=256, segment_bytes=1 << 20), clock=Clock(),
+                    reads_need_sync=True)
+    plog = eng.create_topic("t", 1).partitions[0]
+    for i in range(2 * RECENT_BATCHES + 40):
+        plog.append(batch(1 + i % 3, size=20 + i % 50, tag=str(i)))
+    plog.sync()
+    for i in range(5):
+        plog.append(batch(2, tag=f"hidden{i}"))  # appended, not visible: the reads stop before them
+    seg = plog.segments[-1]
+    recent = seg.recent
+    assert RECENT_BATCHES <= len(recent.pos) < 2 * RECENT_BATCHES and recent.first[0] > 0
+    visible = plog.watermark()[2]
+    kept = range(recent.first[0], plog.high_watermark)
+    assert kept and all(recent.locate(o, visible) is not None for o in kept)  # the reads below use them
+    assert recent.locate(plog.high_watermark, visible) is None  # (a hidden batch: not below the visible end)
+    with_recent = _lookups(plog, (1, 300, 1000, 5000))
+    recent.clear()
+    assert _lookups(plog, (1, 300, 1000, 5000)) == with_recent  # the same, walked
+    for i in range(10):
+        plog.append(batch(2, size=30, tag=f"more{i}"))
+    plog.sync()
+    synced = _lookups(plog, (1, 300, 1000, 5000))
+    plog.roll()
+    assert len(seg.recent.pos) == 0
+    assert _lookups(plog, (1, 300, 1000, 5000)) == synced
+    eng.close()
+    fresh = open_engine(tmp_path, index_interval_bytes=256, segment_bytes=1 << 20)
+    assert _lookups(fresh.partition("t", 0), (1, 300, 1000, 5000)) == synced
     fresh.close()
