@@ -67,6 +67,7 @@ from .names import validate_topic_name
 from .offsets import OffsetStore
 from .transactions import TransactionStore
 from .partition import PartitionLog, RecoveryReport
+from .segment import Lookups
 from .sequences import IdAllocator
 
 log = logging.getLogger("logway.storage")
@@ -179,6 +180,8 @@ class LogEngine:
         self.defaults = (defaults or TopicConfig()).validate()
         self.clock = clock
         self.share = share
+        #: The bound on the lookups all its partitions' segments remember (see logway.storage.segment.Lookups).
+        self.lookups = Lookups()
         worker = share.worker if share is not None else None
         self._lock = threading.Lock()
         self._closed = False
@@ -364,7 +367,7 @@ class LogEngine:
         if self.share is None:
             logs = [PartitionLog(os.path.join(base, str(p)), name, p, fmt, config, clean_shutdown=clean,
                                  clock=self.clock, quarantine_dir=self._quarantine_dir,
-                                 reads_need_sync=self.reads_need_sync)
+                                 reads_need_sync=self.reads_need_sync, lookups=self.lookups)
                     for p in range(partitions)]
             return Topic(name, config, dict(overrides), logs, created_ms)
         return Topic(name, config, dict(overrides),
@@ -381,7 +384,7 @@ class LogEngine:
                 if share.owns(name, p):
                     entries.append(PartitionLog(os.path.join(base, str(p)), name, p, fmt, config, clean_shutdown=clean,
                                                 clock=self.clock, quarantine_dir=self._quarantine_dir,
-                                                reads_need_sync=self.reads_need_sync))
+                                                reads_need_sync=self.reads_need_sync, lookups=self.lookups))
                 else:
                     entries.append(ForeignPartition(name, p, share.owner(name, p)))
         except BaseException:
@@ -511,7 +514,7 @@ class LogEngine:
                         continue
                     added.append(PartitionLog(directory, name, p, fmt, topic.config, clean_shutdown=True,
                                               clock=self.clock, quarantine_dir=self._quarantine_dir,
-                                              reads_need_sync=self.reads_need_sync))
+                                              reads_need_sync=self.reads_need_sync, lookups=self.lookups))
                 self._write_topic_json(name, count, topic.overrides, topic.created_ms)
             except BaseException:
                 for plog in added:

@@ -34,7 +34,7 @@ from .config import TopicConfig
 from .errors import BatchTooLarge, CorruptBatch, OffsetOutOfRange, InvalidBatchOffset
 from .files import fsync_dir, makedirs_durably, quarantine, write_synced
 from .formats import BatchFormat
-from .segment import MAX_OFFSET, MAX_RELATIVE_OFFSET, Segment, segment_name
+from .segment import MAX_OFFSET, MAX_RELATIVE_OFFSET, Lookups, Segment, segment_name
 from .txnindex import INDEX_NAME as TXN_INDEX, TxnIndex
 
 log = logging.getLogger("logway.storage")
@@ -92,10 +92,12 @@ class RecoveryReport:
 class PartitionLog:
     def __init__(self, directory: str, topic: str, partition: int, fmt: BatchFormat, config: TopicConfig,
                  *, clean_shutdown: bool, clock: Callable[[], float] = time.time,
-                 quarantine_dir: str | None = None, reads_need_sync: bool = False) -> None:
+                 quarantine_dir: str | None = None, reads_need_sync: bool = False,
+                 lookups: Lookups | None = None) -> None:
         """`quarantine_dir`: where recovery moves what it cannot use (segments after a hole in the log, entries of
         the wrong kind); without one, dropped segments are deleted and odd entries renamed `*.corrupt-<hex>`.
-        `reads_need_sync`: readers see only what `sync()` made durable (see the module docstring)."""
+        `reads_need_sync`: readers see only what `sync()` made durable (see the module docstring). `lookups`: the
+        bound on the lookups its segments remember, shared with other partitions (the engine's); without, its own."""
         self.directory = directory
         self.quarantine_dir = quarantine_dir
         self.topic = topic
@@ -111,6 +113,7 @@ class PartitionLog:
         self._dir_dirty = False
         self._first_offset: tuple[Segment, int] | None = None  # (first segment, its first offset)
         self.reads_need_sync = reads_need_sync
+        self._lookups = lookups if lookups is not None else Lookups()
         # (end offset, its segment, that segment's size then): everything before it is on stable storage.
         self._durable: tuple[int, Segment | None, int] = (0, None, 0)
         self._log_start = 0  # records below this were deleted (`delete_records`); see `log_start_offset`
@@ -182,8 +185,7 @@ class PartitionLog:
             created = now
             if last:
                 created = int(os.path.getmtime(os.path.join(self.directory, segment_name(base) + ".log")) * 1000)
-            seg = Segment(self.directory, base, self.fmt, active=last, index_interval=self.config.index_interval_bytes,
-                          created_ms=created)
+            seg = self._segment(base, active=last, created_ms=created)
             segments.append(seg)
         # Frozen segments: their batches were complete when they rolled; check the tail after the last index
         # entry and the index itself. The active one is fully checksummed after an unclean shutdown.
@@ -225,8 +227,7 @@ class PartitionLog:
                 self._dir_dirty = True  # the deletions durable before new segments take their place
                 del segments[i + 1:]
                 seg.close()
-                seg = Segment(self.directory, seg.base_offset, self.fmt, active=True,
-                              index_interval=self.config.index_interval_bytes, created_ms=now)
+                seg = self._segment(seg.base_offset, active=True, created_ms=now)
                 seg.recover(full=False)
                 segments[i] = seg
                 break
@@ -251,9 +252,12 @@ class PartitionLog:
             os.rename(path, dest)
         log.error("%s: %s: moved to %s", path, why, dest)
 
+    def _segment(self, base: int, *, active: bool, created_ms: int) -> Segment:
+        return Segment(self.directory, base, self.fmt, active=active, index_interval=self.config.index_interval_bytes,
+                       created_ms=created_ms, lookups=self._lookups)
+
     def _new_segment(self, base: int, now_ms: int) -> Segment:
-        seg = Segment(self.directory, base, self.fmt, active=True, index_interval=self.config.index_interval_bytes,
-                      created_ms=now_ms)
+        seg = self._segment(base, active=True, created_ms=now_ms)
         seg.next_offset = base
         self._dir_dirty = True
         return seg
@@ -466,8 +470,7 @@ class PartitionLog:
         if not active.active or not os.path.exists(active.log_path):
             replaced = active
             active.close()
-            active = Segment(self.directory, active.base_offset, self.fmt, active=True,
-                             index_interval=self.config.index_interval_bytes, created_ms=active.created_ms)
+            active = self._segment(active.base_offset, active=True, created_ms=active.created_ms)
             end, seg, synced = self._durable
             if seg is replaced:  # the visible end stays where it was, in the reopened segment
                 self._durable = (end, active, synced)

@@ -44,10 +44,10 @@ RECOVERY_CHUNK = 4 * 1024 * 1024
 PREALLOCATE_BYTES = 16 * 1024 * 1024
 #: The last appended batch is kept in memory up to this size (tailing readers get it without a file read).
 KEEP_LAST_BATCH_BYTES = 16 * 1024
-#: Lookups (`locate`, `range_end`) remembered per segment for the next reader that asks the same: readers that
-#: walk a partition from the same offset with the same byte budget ask the same questions. Forgotten all at once
-#: when full.
-REMEMBERED_LOOKUPS = 1024
+#: Lookups (`locate`, `range_end`) remembered for the next reader that asks the same, across the segments sharing
+#: one `Lookups` (an engine's: ~250 bytes each, so a few MiB at most): readers that walk a partition from the same
+#: offset with the same byte budget ask the same questions. Forgotten all at once when full.
+REMEMBERED_LOOKUPS = 16 * 1024
 #: The active segment keeps the places of at least this many of the batches appended last (at most twice as many;
 #: 32 bytes each): readers near the tail — a long-poll woken a few batches behind the end, a consumer that has
 #: caught up — find their batch and the end of their range by bisection instead of an index lookup and a walk over
@@ -71,6 +71,31 @@ class WalkResult:
     bytes_since_index: int
     problem: str | None  # why the walk stopped before the end of the file, if it did
     checksums: list[tuple[int, int]]  # (position, crc32c) of every batch walked (formats without their own CRC)
+
+
+class Lookups:
+    """The bound on the lookups remembered by the segments that share it. Each segment keeps its own answers (a
+    dict per kind, keyed by what was asked: no key to build on the hot path); this counts them, and when
+    `max_entries` were remembered since the last time, every segment holding some forgets them at once — so
+    segments read once and never again (a log walked from the start) do not each keep theirs for good."""
+
+    __slots__ = ("max_entries", "entries", "_holders")
+
+    def __init__(self, max_entries: int = REMEMBERED_LOOKUPS) -> None:
+        self.max_entries = max_entries
+        self.entries = 0
+        self._holders: set[Segment] = set()  # (a deleted segment stays held until the next clearing: bounded)
+
+    def room(self, segment: "Segment") -> None:
+        """Count one more answer about to be remembered by `segment` (clearing all first when full)."""
+        if self.entries >= self.max_entries:
+            holders, self._holders = self._holders, set()
+            for held in holders:
+                held._located.clear()
+                held._ranges.clear()
+            self.entries = 0
+        self.entries += 1
+        self._holders.add(segment)
 
 
 class RecentBatches:
@@ -125,11 +150,14 @@ class Segment:
     __slots__ = (
         "directory", "base_offset", "fmt", "log_path", "index", "timeindex", "size", "next_offset",
         "max_timestamp", "created_ms", "bytes_since_index", "index_interval", "_fd", "active", "_reserved",
-        "checksums", "indexes_rebuilt", "last_batch", "recent", "generation", "_located", "_ranges", "__weakref__",
+        "checksums", "indexes_rebuilt", "last_batch", "recent", "generation", "_located", "_ranges", "_lookups",
+        "__weakref__",
     )
 
     def __init__(self, directory: str, base_offset: int, fmt: BatchFormat, *, active: bool,
-                 index_interval: int, created_ms: int) -> None:
+                 index_interval: int, created_ms: int, lookups: Lookups | None = None) -> None:
+        """`lookups`: the bound shared with other segments (an engine's) on the lookups remembered; without, one of
+        the segment's own."""
         self.directory = directory
         self.base_offset = base_offset
         self.fmt = fmt
@@ -162,6 +190,7 @@ class Segment:
         self.generation = 0
         self._located: dict[int, tuple[int, int]] = {}  # offset -> `locate`'s answer
         self._ranges: dict[tuple[int, int], tuple[int, int]] = {}  # (start, max_bytes) -> `range_end`'s answer
+        self._lookups = lookups if lookups is not None else Lookups()
 
     # -- file access -------------------------------------------------------------------------------------
     def fileno(self) -> int:
@@ -309,8 +338,7 @@ class Segment:
         rel, pos = self.index.floor_offset(max(offset - self.base_offset, 0))
         for position, first, _size, last, _ts in self.headers(pos, self.base_offset + rel, end):
             if last >= offset:
-                if len(self._located) >= REMEMBERED_LOOKUPS:
-                    self._located.clear()
+                self._lookups.room(self)
                 self._located[offset] = (position, first)
                 return position, first
         return None
@@ -339,8 +367,7 @@ class Segment:
             stop, stop_offset = position + size, last + 1
             if stop >= target:
                 break
-        if len(self._ranges) >= REMEMBERED_LOOKUPS:
-            self._ranges.clear()
+        self._lookups.room(self)
         self._ranges[(start, max_bytes)] = (stop, stop_offset)
         return stop, stop_offset
 

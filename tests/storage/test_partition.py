@@ -265,3 +265,25 @@ def test_the_recent_batches_answer_as_a_walk_over_the_file_does(tmp_path):
     fresh = open_engine(tmp_path, index_interval_bytes=256, segment_bytes=1 << 20)
     assert _lookups(fresh.partition("t", 0), (1, 300, 1000, 5000)) == synced
     fresh.close()
+
+
+def test_the_lookups_remembered_are_bounded_across_every_segment_of_the_engine(tmp_path):
+    """Segments walked once (a log read from its start) do not each keep their remembered lookups: the engine's
+    `Lookups` bounds them all together, forgetting every segment's at once when full; answers stay a walk's."""
+    eng = open_engine(tmp_path, index_interval_bytes=256, segment_bytes=2048)
+    eng.lookups.max_entries = 40
+    logs = eng.create_topic("t", 2).partitions
+    for i in range(120):
+        logs[i % 2].append(batch(1 + i % 3, size=30, tag=str(i)))
+    assert all(len(plog.segments) > 3 for plog in logs)
+
+    def remembered() -> int:
+        return sum(len(seg._located) + len(seg._ranges) for plog in logs for seg in plog.segments)
+
+    answers = [_lookups(plog) for plog in logs]
+    assert 0 < remembered() <= 40 and remembered() == eng.lookups.entries
+    assert [_lookups(plog) for plog in logs] == answers
+    eng.close()
+    fresh = open_engine(tmp_path, index_interval_bytes=256, segment_bytes=2048)
+    assert [_lookups(fresh.partition("t", p)) for p in (0, 1)] == answers
+    fresh.close()
