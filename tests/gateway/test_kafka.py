@@ -197,6 +197,34 @@ def test_idempotence_state_survives_a_restart(tmp_path):
             assert [r.value for r in n.fetch("idem", 0, 0).records] == [b"a", b"b", b"c", b"d"]
 
 
+
+def test_an_idle_producers_idempotence_state_expires_and_an_active_ones_does_not(tmp_path):
+    """`kafka.producer_id_expiration_ms`: a producer that wrote nothing to a partition for that long is forgotten
+    there (a retry of its batch is then appended again, as Kafka does after producer.id.expiration.ms), while one
+    that keeps writing keeps its state (its retry answered with the original offset)."""
+    with GatewayProcess(str(tmp_path / "data"), "log_level=ERROR", "kafka.producer_id_expiration_ms=1000") as g:
+        with NativeClient(*g.native) as n:
+            n.create_topic("exp", 1)
+        with KafkaWireClient(*g.addresses["kafka"]) as c:
+            idle, busy = (c.init_producer_id() for _ in range(2))
+
+            def batch(producer, seq: int) -> bytes:
+                return encode_batch([Record(b"%d-%d" % (producer[0], seq))], default_timestamp=1,
+                                    producer_id=producer[0], producer_epoch=producer[1], base_sequence=seq)
+
+            first = batch(idle, 0)
+            assert c.produce("exp", 0, first) == (0, 0)
+            assert c.produce("exp", 0, first) == (0, 0)  # a retry: recognised, not appended again
+            seq, started = 0, time.monotonic()
+            while time.monotonic() - started < 3.5:  # (expiry looked at every second) a batch every 100 ms
+                offset = c.produce("exp", 0, batch(busy, seq))[1]
+                seq += 1
+                time.sleep(0.1)
+            assert c.produce("exp", 0, batch(busy, seq - 1)) == (0, offset)  # still known: its original offset
+            assert c.produce("exp", 0, first) == (0, offset + 1)  # forgotten: taken as a new producer's batch
+            assert c.produce("exp", 0, first) == (0, offset + 1)  # ... and known again from then on
+
+
 # -- metadata and admin --------------------------------------------------------------------------------------------
 
 def test_metadata_auto_creation_rules(gw, client):

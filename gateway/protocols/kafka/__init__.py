@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import logging
 
+import trio
+
 from logway.codecs.kafka.api.sasl import SASL_AUTHENTICATE_KEY, SASL_HANDSHAKE_KEY
 from logway.codecs.kafka.connection import KafkaResponse, KafkaServerConnection, SaslToken
 
@@ -59,7 +61,10 @@ class KafkaProtocol(Protocol):
         return KafkaSession(conn, codec, self)
 
     async def run(self) -> None:
-        await self.coordinator.run()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self.broker.producers.run)
+            await self.coordinator.run()  # (until the coordinator is closed)
+            nursery.cancel_scope.cancel()
 
     def listening(self, address: tuple[str, int]) -> None:
         kc = self.config.kafka

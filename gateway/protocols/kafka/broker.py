@@ -80,7 +80,7 @@ class KafkaBroker:
         self.config = config
         self.coordinator = coordinator
         self.advertised = advertised
-        self.producers = ProducerStates()
+        self.producers = ProducerStates(config.kafka.producer_id_expiration_ms)
         self.transactions = transactions
 
     async def handle(self, request, conn):

@@ -5,10 +5,19 @@ appended twice, and a gap in sequences is refused (OUT_OF_ORDER_SEQUENCE_NUMBER)
 The state lives in memory and is rebuilt from the log: the first time a partition sees an idempotent batch after
 a start, the RecordBatch headers of its last `SCAN_BYTES` are read (in a worker thread) to recover every
 producer's recent batches. A retry of a batch older than that window cannot be recognised.
+
+A producer's state of a partition is dropped once it wrote nothing there for `kafka.producer_id_expiration_ms`
+(Kafka's producer.id.expiration.ms, a day by default; looked at every `EXPIRATION_CHECK_S` at most): without it,
+every producer id that ever wrote would stay in memory for the gateway's life — short-lived idempotent producers
+get a new id each. A batch of a dropped producer is taken as a new producer's (as after Kafka's expiry: a retry
+that late is appended again). A restart counts a rebuilt producer's time from the rebuild: state is never dropped
+earlier than the setting says.
 """
 
 from __future__ import annotations
 
+import logging
+import time
 from collections import deque
 from dataclasses import dataclass
 
@@ -24,6 +33,11 @@ DUPLICATE_WINDOW = 5
 SCAN_BYTES = 64 * 1024 * 1024
 #: Bytes read per step while scanning.
 SCAN_CHUNK = 1024 * 1024
+#: Producers are looked at for expiry at least this often (Kafka's producer.id.expiration.check.interval.ms), and
+#: as often as the expiration itself when it is shorter.
+EXPIRATION_CHECK_S = 600.0
+
+log = logging.getLogger("logway.gateway.kafka")
 _SEQ_MODULUS = 2**31  # sequences are int32 and wrap to 0 after 2^31 - 1
 
 
@@ -48,6 +62,10 @@ class PartitionProducers:
 
     def __init__(self) -> None:
         self._producers: dict[int, tuple[int, deque[BatchSeq]]] = {}
+        self._written: dict[int, float] = {}  # producer id -> when its last batch was recorded (time.monotonic)
+
+    def __len__(self) -> int:
+        return len(self._producers)
 
     def check(self, batch: BatchSeq) -> tuple[int, int | None]:
         """(error code, base offset of the original when this batch is a retry already in the log)."""
@@ -77,14 +95,39 @@ class PartitionProducers:
             entry = (batch.epoch, deque(maxlen=DUPLICATE_WINDOW))
             self._producers[batch.producer_id] = entry
         entry[1].append(batch)
+        self._written[batch.producer_id] = time.monotonic()
+
+    def expire(self, before: float) -> int:
+        """Drop the producers whose last batch was recorded before `before` (time.monotonic); how many."""
+        idle = [pid for pid, when in self._written.items() if when < before]
+        for pid in idle:
+            del self._producers[pid], self._written[pid]
+        return len(idle)
 
 
 class ProducerStates:
-    """Every partition's producer state, loaded lazily from the log."""
+    """Every partition's producer state, loaded lazily from the log; `run` drops the producers idle for
+    `expiration_ms`."""
 
-    def __init__(self) -> None:
+    def __init__(self, expiration_ms: int = 86_400_000) -> None:
+        self.expiration_ms = expiration_ms
         self._states: dict[tuple[str, int], PartitionProducers] = {}
         self._loading: dict[tuple[str, int], trio.Event] = {}
+
+    async def run(self) -> None:
+        """Drop idle producers' state, for the gateway's life. (A partition's emptied state stays: loading it
+        again would read the log tail and bring back what expired.)"""
+        expiration = self.expiration_ms / 1000
+        while True:
+            await trio.sleep(min(expiration, EXPIRATION_CHECK_S))
+            dropped = self.expire(time.monotonic() - expiration)
+            if dropped:
+                log.debug("dropped the idempotence state of %d producer(s) idle for %d ms", dropped,
+                          self.expiration_ms)
+
+    def expire(self, before: float) -> int:
+        """Drop every partition's producers whose last batch was recorded before `before`; how many."""
+        return sum(state.expire(before) for state in self._states.values())
 
     async def get(self, plog: PartitionLog) -> PartitionProducers:
         key = (plog.topic, plog.partition)
