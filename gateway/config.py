@@ -171,6 +171,10 @@ class KafkaSettings:
                                                       "ask for", more="(Kafka's transaction.max.timeout.ms)", minimum=1)
     transaction_abort_check_ms: int = setting(1000, "how often open transactions are checked for their timeout",
                                               more="; an expired one is aborted and its producer fenced", minimum=1)
+    transactional_id_expiration_ms: int = setting(
+        604800000, "a transactional id with no transaction open whose state has not changed for this long is "
+                   "forgotten", more="(Kafka's transactional.id.expiration.ms; its next producer starts afresh)",
+        minimum=1)
     producer_id_expiration_ms: int = setting(
         86400000, "a producer's idempotence state of a partition (epoch, last sequence numbers) is dropped once it "
                   "wrote nothing there for this long", more="(Kafka's producer.id.expiration.ms; a retry that "

@@ -137,7 +137,8 @@ class Gateway:
         kc = cfg.kafka
         self.transactions = TransactionCoordinator(self.engine, self.steps,
                                                    max_timeout_ms=kc.transaction_max_timeout_ms,
-                                                   check_interval_ms=kc.transaction_abort_check_ms)
+                                                   check_interval_ms=kc.transaction_abort_check_ms,
+                                                   expiration_ms=kc.transactional_id_expiration_ms)
         worker = self.worker
         native = cfg.listeners.get("native")
         if worker is not None and worker.count > 1 and native is not None and native.enabled:

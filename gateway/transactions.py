@@ -32,6 +32,12 @@ The coordinator's start completes Prepare* states that involve other workers onc
 Fencing: `init_producer_id` for an id whose producer is known bumps the epoch (a new producer id once the epoch
 would overflow) and aborts the transaction it had open; requests with an older epoch then fail with `Fenced`.
 Epoch bumps for timeouts also fence the late producer, as Kafka does.
+
+Expiry (Kafka's transactional.id.expiration.ms): an id whose state has not changed for `expiration_ms` and that has
+no transaction open or completing (Empty, Complete*) is forgotten — in memory and in the store — by `run` (looked
+at every `EXPIRATION_CHECK_MS` at most): clients that make up a transactional id per task (the Spark writer) would
+otherwise add one for good each time. The next InitProducerId for a forgotten id starts it afresh (a new producer
+id, epoch 0). A state written before the change time was kept counts from the gateway's start.
 """
 
 from __future__ import annotations
@@ -39,12 +45,13 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from enum import StrEnum
 from typing import TYPE_CHECKING, Awaitable, Callable, Iterable
 
 import trio
 
-from logway.storage import LogEngine, PartitionLog, UnknownPartition, UnknownTopic
+from logway.storage import LogEngine, PartitionLog, StorageError, UnknownPartition, UnknownTopic
 
 if TYPE_CHECKING:  # pragma: no cover
     from .steps import Steps
@@ -56,6 +63,8 @@ __all__ = ["TxnStatus", "TxnState", "TransactionCoordinator", "TxnError", "Fence
 
 #: Epochs are int16; at this one a new producer id is handed out instead of a bump (Kafka's rule).
 MAX_EPOCH = 32767 - 1
+#: Idle transactional ids are looked for at least this often, and as often as the expiration when it is shorter.
+EXPIRATION_CHECK_MS = 600_000
 
 
 class TxnError(Exception):
@@ -97,6 +106,8 @@ class TxnStatus(StrEnum):
 
 
 _PREPARED = (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT)
+#: Nothing open or completing: an id in one of these may be forgotten once idle.
+_AT_REST = (TxnStatus.EMPTY, TxnStatus.COMPLETE_COMMIT, TxnStatus.COMPLETE_ABORT)
 
 
 @dataclass(slots=True)
@@ -112,13 +123,14 @@ class TxnState:
     groups: set[str] = field(default_factory=set)
     offsets: dict[str, dict[tuple[str, int], tuple[int, str]]] = field(default_factory=dict)
     started_ms: int = -1
+    updated_ms: int = -1  # when it was last saved (-1: saved by a build that did not say)
 
     def to_json(self) -> dict:
         return {"pid": self.producer_id, "epoch": self.epoch, "timeout_ms": self.timeout_ms,
                 "status": str(self.status), "partitions": sorted(self.partitions), "groups": sorted(self.groups),
                 "offsets": {g: [[t, p, o, m] for (t, p), (o, m) in sorted(entries.items())]
                             for g, entries in self.offsets.items()},
-                "started_ms": self.started_ms}
+                "started_ms": self.started_ms, "updated_ms": self.updated_ms}
 
     @classmethod
     def from_json(cls, d: dict) -> "TxnState":
@@ -127,13 +139,14 @@ class TxnState:
                    groups=set(d.get("groups", ())),
                    offsets={g: {(t, int(p)): (int(o), m) for t, p, o, m in entries}
                             for g, entries in d.get("offsets", {}).items()},
-                   started_ms=int(d.get("started_ms", -1)))
+                   started_ms=int(d.get("started_ms", -1)), updated_ms=int(d.get("updated_ms", -1)))
 
     def copy(self) -> "TxnState":
         """A copy to change: the coordinator's map holds only what is durable, so a change becomes visible to
         other requests (e.g. a bumped epoch that fences) once it is saved."""
         return TxnState(self.producer_id, self.epoch, self.timeout_ms, self.status, set(self.partitions),
-                        set(self.groups), {g: dict(e) for g, e in self.offsets.items()}, self.started_ms)
+                        set(self.groups), {g: dict(e) for g, e in self.offsets.items()}, self.started_ms,
+                        self.updated_ms)
 
     def clear(self) -> None:
         self.partitions, self.groups, self.offsets, self.started_ms = set(), set(), {}, -1
@@ -165,12 +178,13 @@ class TransactionCoordinator:
     a time (a trio lock each); storage work runs in worker threads."""
 
     def __init__(self, engine: LogEngine, steps: "Steps", *, max_timeout_ms: int, check_interval_ms: int,
-                 clock: Callable[[], float] = time.time) -> None:
+                 expiration_ms: int = 604_800_000, clock: Callable[[], float] = time.time) -> None:
         self.engine = engine
         self.steps = steps
         self.store = engine.transactions
         self.max_timeout_ms = max_timeout_ms
         self.check_interval_ms = check_interval_ms
+        self.expiration_ms = expiration_ms
         self.clock = clock
         self.states: dict[str, TxnState] = {}
         self._by_pid: dict[int, str] = {}
@@ -186,12 +200,16 @@ class TransactionCoordinator:
         #: start: both settled by `settle` once the others answer.
         self._unfinished: set[str] = set()
         self._found_open: list[tuple[PartitionLog, int, int]] = []
+        now = self._now_ms()
+        self._next_expiry = now + min(expiration_ms, EXPIRATION_CHECK_MS)
         for tid, raw in self.store.items():
             try:
                 state = TxnState.from_json(raw)
             except (KeyError, TypeError, ValueError) as exc:
                 log.error("transactional id %r: unreadable state %r (%s): forgotten", tid, raw, exc)
                 continue
+            if state.updated_ms < 0:
+                state.updated_ms = now
             self.states[tid] = state
             self._by_pid[state.producer_id] = tid
 
@@ -465,12 +483,42 @@ class TransactionCoordinator:
     # -- timeouts -------------------------------------------------------------------------------------------
     async def run(self) -> None:
         """Abort transactions open longer than their timeout (checked every `check_interval_ms`); (workers: N)
-        retry completions another worker did not answer."""
+        retry completions another worker did not answer; forget idle transactional ids."""
         while True:
             await trio.sleep(self.check_interval_ms / 1000)
             await self.abort_expired()
             if self._unfinished:
                 await self._complete_unfinished()
+            if self._now_ms() >= self._next_expiry:
+                self._next_expiry = self._now_ms() + min(self.expiration_ms, EXPIRATION_CHECK_MS)
+                await self.forget_idle()
+
+    async def forget_idle(self) -> int:
+        """Forget the transactional ids idle for `expiration_ms` with nothing open or completing (see the module
+        docstring); how many."""
+        before = self._now_ms() - self.expiration_ms
+        idle = [tid for tid, s in self.states.items() if s.status in _AT_REST and s.updated_ms < before]
+        forgotten = 0
+        for tid in idle:
+            lock = self._lock(tid)
+            async with lock:
+                state = self.states.get(tid)
+                if state is None or state.status not in _AT_REST or state.updated_ms >= before:
+                    continue
+                try:  # (not synced: an id a crash brings back is forgotten again)
+                    await self.steps.in_thread(partial(self.store.put, tid, None, sync=False))
+                except StorageError as exc:
+                    log.warning("forgetting idle transactional ids: %s; trying again later", exc)
+                    break
+                del self.states[tid]
+                if self._by_pid.get(state.producer_id) == tid:
+                    del self._by_pid[state.producer_id]
+                forgotten += 1
+            if not lock.locked():  # (a request that waited for it holds it now: it stays for the next)
+                self._locks.pop(tid, None)
+        if forgotten:
+            log.info("forgot %d transactional id(s) idle for %d ms", forgotten, self.expiration_ms)
+        return forgotten
 
     async def abort_expired(self) -> int:
         now = self._now_ms()
@@ -527,6 +575,7 @@ class TransactionCoordinator:
             state.epoch += 1
 
     async def _save(self, tid: str, state: TxnState) -> None:
+        state.updated_ms = self._now_ms()
         await self.steps.in_thread(self.store.put, tid, state.to_json())
         old = self.states.get(tid)
         if old is not None and old.producer_id != state.producer_id:
@@ -575,6 +624,7 @@ class TransactionCoordinator:
         durable = committed and bool(state.offsets)
         state.status = TxnStatus.COMPLETE_COMMIT if committed else TxnStatus.COMPLETE_ABORT
         state.clear()
+        state.updated_ms = self._now_ms()
         self.store.put(tid, state.to_json(), sync=durable)
         return touched
 

@@ -121,6 +121,53 @@ async def test_timeouts_abort_and_fence(tmp_path):
     engine.close()
 
 
+
+async def test_idle_transactional_ids_are_forgotten_unless_a_transaction_is_open(tmp_path):
+    """`expiration_ms` (Kafka's transactional.id.expiration.ms): ids at rest (Empty, Complete*) whose state has not
+    changed for that long are forgotten, in memory and in the store; an open transaction's id is kept, however old,
+    as is an id changed since; a state saved by a build that did not record its change time counts from the
+    start. The background loop does it too."""
+    clock = Clock()
+    engine = LogEngine(tmp_path, STORAGE_FORMATS, TopicConfig())
+    engine.create_topic("t", 1)
+    engine.transactions.put("old-build", {"pid": 9999, "epoch": 3, "timeout_ms": 1000, "status": "CompleteCommit"})
+    steps = Steps(engine, AppendNotifier(), GroupCommitter(), Flush.NONE)
+
+    def coordinator() -> TransactionCoordinator:
+        return TransactionCoordinator(engine, steps, max_timeout_ms=60_000, check_interval_ms=10,
+                                      expiration_ms=10_000, clock=clock)
+
+    coord = coordinator()
+    empty = await coord.init_producer_id("empty", 1000)
+    committed = await coord.init_producer_id("committed", 1000)
+    await coord.add_offsets("committed", *committed, "g")
+    await coord.end_txn("committed", *committed, True)
+    ongoing = await coord.init_producer_id("ongoing", 60_000)
+    await coord.add_offsets("ongoing", *ongoing, "g")
+    clock.now += 6
+    recent = await coord.init_producer_id("recent", 1000)
+    assert await coord.forget_idle() == 0
+    clock.now += 5  # the first three 11 s old, "recent" 5 s
+    assert await coord.forget_idle() == 3
+    assert sorted(coord.states) == ["ongoing", "recent"]
+    assert sorted(tid for tid, _ in engine.transactions.items()) == ["ongoing", "recent"]
+    with pytest.raises(ProducerIdMismatch):
+        await coord.end_txn("committed", *committed, True)  # its producer belongs to no id any more
+    again = await coord.init_producer_id("empty", 1000)
+    assert again[0] not in (empty[0], committed[0], ongoing[0], recent[0]) and again[1] == 0  # afresh
+    assert coord.states["ongoing"].status == TxnStatus.ONGOING  # kept however idle
+    reopened = coordinator()  # the store replayed: what was forgotten stays forgotten
+    assert sorted(reopened.states) == ["empty", "ongoing", "recent"]
+    clock.now += 11  # "recent" and the new "empty" idle now too: the loop forgets them
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(reopened.run)
+        with trio.fail_after(5):
+            while sorted(reopened.states) != ["ongoing"]:
+                await trio.sleep(0.01)
+        nursery.cancel_scope.cancel()
+    engine.close()
+
+
 async def test_epoch_overflow_hands_out_a_new_producer_id(tmp_path):
     engine, steps, coord = open_coordinator(tmp_path)
     pid, epoch = await coord.init_producer_id("a", 1000)
