@@ -117,6 +117,10 @@ class StorageSettings:
                                 "What each promises: [Durability](#durability)")
     flush_interval_ms: int = setting(1000, "with flush: interval, how often everything is fdatasynced", minimum=1)
     retention_check_interval_ms: int = setting(60000, "how often retention runs", minimum=1)
+    offsets_retention_ms: int = setting(
+        604800000, "a committed consumer offset is forgotten once it is this old and its group has had no members "
+                   "for as long", more="(Kafka's offsets.retention.minutes, for every protocol's commits; 0 = kept "
+                   "for good)", minimum=0)
     transcode_cache_bytes: int = setting(
         4 * MiB, "stored bytes of the transcoded batches kept for other readers", more=": readers that ask for "
         "another format than the stored one (native readers, TANK consumers of a Kafka topic, …) share one decode "

@@ -1,6 +1,6 @@
 """The gateway process: opens storage, starts one listener per enabled protocol of `protocols.REGISTRY` and the
-background tasks (group commit, interval flush, retention, the data requests' turns, each protocol's own), and shuts
-down gracefully.
+background tasks (group commit, interval flush, retention of segments and of committed offsets, the data requests'
+turns, each protocol's own), and shuts down gracefully.
 
 `Gateway(config, listen=False)` binds no socket: `connect(protocol)` then hands out in-memory connections served
 by the same pump (trio memory streams), for fast protocol tests and in-process tools.
@@ -43,6 +43,7 @@ from .formats import STORAGE_FORMATS
 from .handover import listen_handover
 from .listeners import listen, listen_relay, serve, warn_if_exposed
 from .notify import AppendNotifier
+from .offset_retention import OffsetRetention
 from .protocols import REGISTRY, Protocol
 from .relays import HANDOVER
 from .steps import Steps
@@ -167,6 +168,9 @@ class Gateway:
                 if flush == Flush.INTERVAL:
                     background.start_soon(self._flush_loop)
                 background.start_soon(self._retention_loop)
+                if self.engine.offsets is not None and (self.worker is None or self.worker.index == 0):
+                    background.start_soon(OffsetRetention(self.engine.offsets, cfg.storage.offsets_retention_ms,
+                                                          self._kafka_active_groups).run)
                 if self.turns is not None:
                     background.start_soon(self.turns.run)
                 limits = cfg.limits
@@ -282,6 +286,10 @@ class Gateway:
             deleted = await trio.to_thread.run_sync(self.engine.enforce_retention)
             if deleted:
                 log.info("retention deleted %d segment(s)", deleted)
+
+    def _kafka_active_groups(self) -> set[str]:
+        kafka = self.protocols.get("kafka")
+        return kafka.coordinator.active_groups() if kafka is not None else set()
 
     async def _signal_loop(self) -> None:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:

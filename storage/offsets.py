@@ -587,10 +587,11 @@ class OffsetStore:
             self._apply(OP_DELETE_GROUP, group, None)
         return removed
 
-    def delete(self, group: str, keys: Iterable[tuple[str, int]]) -> int:
+    def delete(self, group: str, keys: Iterable[tuple[str, int]], *, committed_before: int | None = None) -> int:
         """Forget `group`'s offsets of the given (topic, partition) pairs as one record (durable like a commit:
-        after the next `sync()`; all or none after a crash). Returns how many of them the group had; when it had
-        none, nothing is written. ValueError for a malformed group, topic or partition, or a record over
+        after the next `sync()`; all or none after a crash). With `committed_before` (ms), only those committed
+        before then (a commit that came in meanwhile stays). Returns how many of them were forgotten; when none,
+        nothing is written. ValueError for a malformed group, topic or partition, or a record over
         MAX_RECORD_BYTES."""
         g = _encode_name(group, "group", MAX_GROUP_BYTES)
         wanted: dict[tuple[str, int], bytes] = {}
@@ -609,7 +610,8 @@ class OffsetStore:
                     raise ValueError(f"delete record exceeds MAX_RECORD_BYTES ({MAX_RECORD_BYTES}); split it")
         with self._lock:
             entries = self._groups.get(group, {})
-            present = [key for key in wanted if key in entries]
+            present = [key for key in wanted if key in entries
+                       and (committed_before is None or entries[key].commit_time_ms < committed_before)]
             if not present:
                 self._check_open()
                 return 0

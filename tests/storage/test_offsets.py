@@ -159,6 +159,19 @@ def test_validation(tmp_path, args):
         assert store.written_seq == 0 and store.live_keys == 0
 
 
+
+def test_delete_committed_before_keeps_what_was_committed_since(tmp_path):
+    with OffsetStore(tmp_path) as store:
+        store.commit("g", "t", 0, 1, commit_time_ms=1_000)
+        store.commit("g", "t", 1, 2, commit_time_ms=5_000)
+        store.commit("g", "t", 2, 3, commit_time_ms=2_000)
+        assert store.delete("g", [("t", 0), ("t", 1), ("t", 9)], committed_before=3_000) == 1  # only (t, 0)
+        assert set(store.fetch_group("g")) == {("t", 1), ("t", 2)}
+        assert store.delete("g", [("t", 1)], committed_before=3_000) == 0  # nothing written
+    with OffsetStore(tmp_path) as store:
+        assert set(store.fetch_group("g")) == {("t", 1), ("t", 2)}
+
+
 def test_validation_commit_many_and_deletes(tmp_path):
     with OffsetStore(tmp_path) as store:
         store.commit("g", "t", 0, 1)

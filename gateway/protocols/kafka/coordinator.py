@@ -754,6 +754,13 @@ class GroupCoordinator:
                                         (group.protocol_name or "") if stable else "", members))
         return out
 
+    def active_groups(self) -> set[str]:
+        """The groups with members, or members joining (every state but Empty and Dead)."""
+        if self.closed:
+            return set()
+        return {g.group_id for g in self._groups.values()
+                if g.members or g.pending_members or not (g.is_(GroupState.EMPTY) or g.is_(GroupState.DEAD))}
+
     def list_groups(self) -> list[tuple[str, str]]:
         """(group id, protocol type) of every group in memory, Empty ones included."""
         if self.closed:
