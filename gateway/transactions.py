@@ -45,8 +45,8 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from functools import partial
 from enum import StrEnum
+from functools import partial
 from typing import TYPE_CHECKING, Awaitable, Callable, Iterable
 
 import trio
