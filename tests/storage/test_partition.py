@@ -1,15 +1,17 @@
-"""A partition log: reopening, rolling by size and age, retention, a hole in the middle, and visibility (readers see
-only synced records when reads need a sync)."""
+"""A partition log: reopening, rolling by size and age, retention, a hole in the middle, visibility (readers see
+only synced records when reads need a sync), and the lookups kept in memory — the last batch, the recent batches'
+places, remembered answers under the engine's bound — answering as a walk over the file does."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
+from logway.codecs.tank import TankFormat
 from logway.storage import LogEngine, OffsetOutOfRange, TopicConfig
 from logway.storage.segment import RECENT_BATCHES
 
-from .helpers import FORMATS, Clock, all_offsets, batch, open_engine, values
+from .helpers import FORMATS, Clock, all_offsets, batch, bundle, open_engine, values
 
 
 def test_reopen_continues_offsets(tmp_path):
@@ -232,18 +234,29 @@ def test_remembered_lookups_answer_as_a_fresh_scan_does_and_are_forgotten_when_b
     fresh.close()
 
 
-def test_the_recent_batches_answer_as_a_walk_over_the_file_does(tmp_path):
+@pytest.mark.parametrize("fmt", ["kafka", "tank"])
+def test_the_recent_batches_answer_as_a_walk_over_the_file_does(tmp_path, fmt):
     """The places of the batches appended last (`Segment.recent`): every read — of batches kept there, across the
     oldest of them, of older ones — answers as a walk over the file does, also with appends not yet visible; a
-    roll forgets them (the frozen segment walks), a restart starts without."""
-    eng = LogEngine(tmp_path, FORMATS, TopicConfig(index_interval_bytes=256, segment_bytes=1 << 20), clock=Clock(),
-                    reads_need_sync=True)
-    plog = eng.create_topic("t", 1).partitions[0]
+    roll forgets them (the frozen segment walks), a restart starts without. Kafka batches and TANK bundles."""
+    formats = {**FORMATS, "tank": TankFormat()}
+
+    def batch_of(n: int, *, size: int = 10, tag: str = "") -> bytes:
+        if fmt == "kafka":
+            return batch(n, size=size, tag=tag)
+        return bundle(*(f"{tag}{i}".encode().ljust(size, b".") for i in range(n)))
+
+    def opened(**cfg) -> LogEngine:
+        return LogEngine(tmp_path / "data", formats, TopicConfig(index_interval_bytes=256, segment_bytes=1 << 20),
+                         clock=Clock(), **cfg)
+
+    eng = opened(reads_need_sync=True)
+    plog = eng.create_topic("t", 1, {"format": fmt}).partitions[0]
     for i in range(2 * RECENT_BATCHES + 40):
-        plog.append(batch(1 + i % 3, size=20 + i % 50, tag=str(i)))
+        plog.append(batch_of(1 + i % 3, size=20 + i % 50, tag=str(i)))
     plog.sync()
     for i in range(5):
-        plog.append(batch(2, tag=f"hidden{i}"))  # appended, not visible: the reads stop before them
+        plog.append(batch_of(2, tag=f"hidden{i}"))  # appended, not visible: the reads stop before them
     seg = plog.segments[-1]
     recent = seg.recent
     assert RECENT_BATCHES <= len(recent.pos) < 2 * RECENT_BATCHES and recent.first[0] > 0
@@ -255,14 +268,14 @@ def test_the_recent_batches_answer_as_a_walk_over_the_file_does(tmp_path):
     recent.clear()
     assert _lookups(plog, (1, 300, 1000, 5000)) == with_recent  # the same, walked
     for i in range(10):
-        plog.append(batch(2, size=30, tag=f"more{i}"))
+        plog.append(batch_of(2, size=30, tag=f"more{i}"))
     plog.sync()
     synced = _lookups(plog, (1, 300, 1000, 5000))
     plog.roll()
     assert len(seg.recent.pos) == 0
     assert _lookups(plog, (1, 300, 1000, 5000)) == synced
     eng.close()
-    fresh = open_engine(tmp_path, index_interval_bytes=256, segment_bytes=1 << 20)
+    fresh = opened()
     assert _lookups(fresh.partition("t", 0), (1, 300, 1000, 5000)) == synced
     fresh.close()
 
