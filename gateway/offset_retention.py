@@ -55,6 +55,7 @@ class OffsetRetention:
         self.started_ms = self._now_ms()
         self._seen: dict[str, int] = {}  # group -> its last activity (ms): the module docstring
         self._had_members: set[str] = set()  # the groups with members at the last pass
+        self.expired = 0  # offsets forgotten so far (a metric)
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -91,6 +92,7 @@ class OffsetRetention:
             old = [key for key, c in self.offsets.fetch_group(group).items() if c.commit_time_ms < cutoff]
             for i in range(0, len(old), DELETE_CHUNK):
                 removed += self.offsets.delete(group, old[i:i + DELETE_CHUNK], committed_before=cutoff)
+        self.expired += removed
         known = set(groups)
         for group in [g for g in self._seen if g not in known and g not in active]:
             del self._seen[group]

@@ -70,6 +70,7 @@ class Gateway:
         self.engine: LogEngine | None = None
         self.steps: Steps | None = None
         self.transactions: TransactionCoordinator | None = None
+        self.offset_retention: OffsetRetention | None = None  # (where the offsets live)
         self.protocols: dict[str, Protocol] = {}
         self.notifier = AppendNotifier(config.limits.max_waiters)
         per_pass = config.limits.data_requests_per_pass
@@ -169,8 +170,9 @@ class Gateway:
                     background.start_soon(self._flush_loop)
                 background.start_soon(self._retention_loop)
                 if self.engine.offsets is not None and (self.worker is None or self.worker.index == 0):
-                    background.start_soon(OffsetRetention(self.engine.offsets, cfg.storage.offsets_retention_ms,
-                                                          self._kafka_active_groups).run)
+                    self.offset_retention = OffsetRetention(self.engine.offsets, cfg.storage.offsets_retention_ms,
+                                                            self._kafka_active_groups)
+                    background.start_soon(self.offset_retention.run)
                 if self.turns is not None:
                     background.start_soon(self.turns.run)
                 limits = cfg.limits

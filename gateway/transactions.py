@@ -185,6 +185,7 @@ class TransactionCoordinator:
         self.max_timeout_ms = max_timeout_ms
         self.check_interval_ms = check_interval_ms
         self.expiration_ms = expiration_ms
+        self.expired = 0  # transactional ids forgotten so far (a metric)
         self.clock = clock
         self.states: dict[str, TxnState] = {}
         self._by_pid: dict[int, str] = {}
@@ -514,6 +515,7 @@ class TransactionCoordinator:
                 if self._by_pid.get(state.producer_id) == tid:
                     del self._by_pid[state.producer_id]
                 forgotten += 1
+                self.expired += 1
             if not lock.locked():  # (a request that waited for it holds it now: it stays for the next)
                 self._locks.pop(tid, None)
         if forgotten:

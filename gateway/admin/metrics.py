@@ -167,6 +167,7 @@ class GatewayCollector(Collector):
                                   "taken as another reader had transcoded them",
                                   value=cache.batches_shared if cache is not None else 0)
         yield from self._relays(gw)
+        yield from self._expired(gw)
         yield from self._durability(gw.committer.stats)
         partitions = m.live_partitions()
         yield from self._partitions(m, partitions)
@@ -186,6 +187,21 @@ class GatewayCollector(Collector):
         if m.calls is not None:
             yield CounterMetricFamily("logway_python_calls", "Python and C function calls of the event loop's "
                                       "thread (only with count_calls: true, a benchmark aid)", value=m.calls.calls)
+
+    @staticmethod
+    def _expired(gw) -> Iterator[Metric]:
+        """State forgotten once idle for its expiry: producers' idempotence state of a partition, transactional
+        ids, committed offsets."""
+        expired = CounterMetricFamily("logway_expired", "Idle state forgotten: producer_states (of a partition, "
+                                      "kafka.producer_id_expiration_ms), transactional_ids "
+                                      "(kafka.transactional_id_expiration_ms), committed_offsets "
+                                      "(storage.offsets_retention_ms)", labels=["what"])
+        kafka = gw.protocols.get("kafka")
+        expired.add_metric(["producer_states"], kafka.broker.producers.expired if kafka is not None else 0)
+        expired.add_metric(["transactional_ids"], gw.transactions.expired if gw.transactions is not None else 0)
+        retention = gw.offset_retention
+        expired.add_metric(["committed_offsets"], retention.expired if retention is not None else 0)
+        yield expired
 
     @staticmethod
     def _relays(gw) -> Iterator[Metric]:

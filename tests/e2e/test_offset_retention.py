@@ -6,6 +6,7 @@ left. The rules in detail, with a test clock: tests/gateway/test_offset_retentio
 from __future__ import annotations
 
 import time
+import urllib.request
 
 import pytest
 from kafka import OffsetAndMetadata, TopicPartition
@@ -54,3 +55,5 @@ def test_an_offset_goes_a_retention_after_its_last_commit_or_its_groups_last_mem
             consumer.close()  # LeaveGroup: Empty from now on
         left = _wait_forgotten(gw, "kafka-g", 10 * RETENTION_MS / 1000)
         assert left >= 0.9 * RETENTION_MS / 1000  # a retention after it was seen without members, not sooner
+        metrics = urllib.request.urlopen("http://%s:%d/metrics" % tuple(gw.addresses["admin"]), timeout=10).read()
+        assert b'logway_expired_total{what="committed_offsets"} 2.0' in metrics, metrics

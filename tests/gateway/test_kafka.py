@@ -4,9 +4,11 @@ error answer, and hostile frames that must close only their own connection."""
 from __future__ import annotations
 
 import os
+import re
 import socket
 import struct
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -223,6 +225,8 @@ def test_an_idle_producers_idempotence_state_expires_and_an_active_ones_does_not
             assert c.produce("exp", 0, batch(busy, seq - 1)) == (0, offset)  # still known: its original offset
             assert c.produce("exp", 0, first) == (0, offset + 1)  # forgotten: taken as a new producer's batch
             assert c.produce("exp", 0, first) == (0, offset + 1)  # ... and known again from then on
+        metrics = urllib.request.urlopen("http://%s:%d/metrics" % tuple(g.addresses["admin"]), timeout=10).read()
+        assert re.search(rb'^logway_expired_total\{what="producer_states"\} [1-9]', metrics, re.M), metrics
 
 
 # -- metadata and admin --------------------------------------------------------------------------------------------

@@ -51,6 +51,7 @@ def test_offsets_expire_by_age_and_by_their_groups_activity(tmp_path):
         clock.now += 8 * 86_400
         assert retention.expire(set()) == 2
         assert store.groups() == []
+        assert retention.expired == 5  # (the metric logway_expired_total{what="committed_offsets"})
 
 
 async def test_the_loop_expires_on_its_own_and_a_retention_of_0_keeps_everything(tmp_path):

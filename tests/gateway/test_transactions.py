@@ -149,6 +149,7 @@ async def test_idle_transactional_ids_are_forgotten_unless_a_transaction_is_open
     assert await coord.forget_idle() == 0
     clock.now += 5  # the first three 11 s old, "recent" 5 s
     assert await coord.forget_idle() == 3
+    assert coord.expired == 3  # (the metric logway_expired_total{what="transactional_ids"})
     assert sorted(coord.states) == ["ongoing", "recent"]
     assert sorted(tid for tid, _ in engine.transactions.items()) == ["ongoing", "recent"]
     with pytest.raises(ProducerIdMismatch):

@@ -111,6 +111,7 @@ class ProducerStates:
 
     def __init__(self, expiration_ms: int = 86_400_000) -> None:
         self.expiration_ms = expiration_ms
+        self.expired = 0  # producers' states of a partition dropped so far (a metric)
         self._states: dict[tuple[str, int], PartitionProducers] = {}
         self._loading: dict[tuple[str, int], trio.Event] = {}
 
@@ -127,7 +128,9 @@ class ProducerStates:
 
     def expire(self, before: float) -> int:
         """Drop every partition's producers whose last batch was recorded before `before`; how many."""
-        return sum(state.expire(before) for state in self._states.values())
+        dropped = sum(state.expire(before) for state in self._states.values())
+        self.expired += dropped
+        return dropped
 
     async def get(self, plog: PartitionLog) -> PartitionProducers:
         key = (plog.topic, plog.partition)
