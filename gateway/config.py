@@ -257,6 +257,11 @@ class Config:
                                           "wholly for another worker's partitions to that worker (once per "
                                           "connection), instead of relaying its requests for its whole life",
                                     more="(see docs/scaling.md, \"Handing connections over\")")
+    worker_watchdog_ms: int = setting(30000, "with workers > 1, a worker whose event loop has not told the "
+                                             "supervisor it is alive for this long (it does every sixth of it once "
+                                             "ready) is killed and started again, as a worker that died", more="; 0 "
+                                             "= never (a hung worker then holds its partitions until it is killed)",
+                                      minimum=0, maximum=3_600_000)
     count_calls: bool = setting(False, "count the event loop's function calls (`logway_python_calls_total`): a "
                                        "benchmark aid that makes the gateway several times slower",
                                 more="(`logway bench requests --count-calls`)")

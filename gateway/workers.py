@@ -27,7 +27,10 @@ request is wholly another worker's to that worker, which serves it from then on 
   all stopped, the directory is marked cleanly shut down if each of them exited 0. A worker that dies is started again
   on its ports, as an unclean start (`MAX_RESTARTS` in `RESTART_WINDOW`; one more death stops the others and the
   supervisor exits 1); a worker that fails while the gateway starts stops the start (exit 2 or 1 as the worker: a port
-  in use, a locked directory).
+  in use, a locked directory). A ready worker tells the supervisor it is alive from its event loop (`{"alive": true}`
+  every sixth of `worker_watchdog_ms`); one silent for `worker_watchdog_ms` — its loop hung, or the process stopped —
+  is killed (SIGKILL) and so started again like one that died: its partitions would otherwise stay unavailable, and
+  every request relayed or handed to it wait, for as long as it hangs.
 - `WorkerRole` (in each worker, from the environment): its index, the ownership (`share`), the Kafka brokers' addresses,
   the workers' native and TANK relay sockets and hand-over sockets, the control socket (when it closes — the supervisor
   died — the worker shuts down), and `refresh`: topics other workers created, deleted, grew or reconfigured — told at
@@ -115,6 +118,7 @@ class WorkerRole:
         self._refreshing: trio.Event | None = None
         self._changed: set[str] = set()  # topics this worker changed, not yet told to the supervisor
         self._changes = trio.Event()
+        self._sending = trio.Lock()  # one message at a time on the control socket
 
     @classmethod
     def from_env(cls, env=None) -> "WorkerRole | None":
@@ -188,6 +192,8 @@ class WorkerRole:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._watch_supervisor, gateway)
             nursery.start_soon(self._tell_changes)
+            if gateway.config.worker_watchdog_ms:
+                nursery.start_soon(self._tell_alive, gateway.config.worker_watchdog_ms / 6000)
             while True:
                 await trio.sleep(gateway.config.worker_refresh_ms / 1000)
                 await self.refresh(gateway.engine)
@@ -207,6 +213,16 @@ class WorkerRole:
                 await self._send({"topics_changed": names})
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 return  # the supervisor is gone: _watch_supervisor shuts the worker down
+
+    async def _tell_alive(self, interval: float) -> None:
+        """Tell the supervisor every `interval` seconds that this worker's event loop runs (its watchdog)."""
+        await self._joined.wait()
+        while self._control is not None:
+            try:
+                await self._send({"alive": True})
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                return  # the supervisor is gone: _watch_supervisor shuts the worker down
+            await trio.sleep(interval)
 
     async def _watch_supervisor(self, gateway) -> None:
         await self._joined.wait()
@@ -266,7 +282,8 @@ class WorkerRole:
 
     # -- the control socket ----------------------------------------------------------------------------------
     async def _send(self, message: dict) -> None:
-        await self._control.send_all(json.dumps(message).encode() + b"\n")
+        async with self._sending:
+            await self._control.send_all(json.dumps(message).encode() + b"\n")
 
     async def _receive(self) -> dict | None:
         """The next JSON line from the supervisor; None once the socket is closed."""
@@ -398,6 +415,8 @@ class _Worker:
         self.stopped = False
         self.reported = False  # its exit was logged
         self.restarts = 0  # times its index was started again before this process
+        self.heard = time.monotonic()  # when it last sent a message (the watchdog counts from its readiness)
+        self.killed = False  # by the watchdog
 
     def stop(self) -> None:
         """SIGTERM, once: a graceful stop."""
@@ -415,6 +434,7 @@ class _Worker:
             self.closed = True
             return []
         self.buffer += data
+        self.heard = time.monotonic()
         *lines, self.buffer = self.buffer.split(b"\n")
         return [json.loads(line) for line in lines if line.strip()]
 
@@ -496,7 +516,8 @@ def supervise(config: Config, argv: list[str], ready_file: str | None) -> int:
         workers.extend(spawn(i, engine.clean_start) for i in range(count))
         log.info("started %d workers (pids %s) over %s", count, ", ".join(str(w.proc.pid) for w in workers),
                  engine.data_dir)
-        status = _run(workers, selector, ready_file, lambda: stopping, spawn, shared, relay_names)
+        status = _run(workers, selector, ready_file, lambda: stopping, spawn, shared, relay_names,
+                      config.worker_watchdog_ms / 1000)
     finally:
         for w in workers:
             w.stop()
@@ -524,11 +545,11 @@ def supervise(config: Config, argv: list[str], ready_file: str | None) -> int:
 
 def _run(workers: list[_Worker], selector: selectors.BaseSelector, ready_file: str | None,
          stopping: Callable[[], bool], spawn: Callable[..., _Worker], shared: dict,
-         relay_names: dict[str, list[str]]) -> int | None:
+         relay_names: dict[str, list[str]], watchdog: float = 0.0) -> int | None:
     """Start-up (addresses in, brokers out, acknowledgements, the ready file), then watch the workers: one that dies
-    is started again on its ports (`spawn(index, clean, ports)`), at most `MAX_RESTARTS` times in
-    `RESTART_WINDOW` seconds. None when asked to stop; the exit status when a worker failed to start, or died
-    once too often."""
+    — or, once ready, says nothing for `watchdog` seconds (0: never), and is killed — is started again on its ports
+    (`spawn(index, clean, ports)`), at most `MAX_RESTARTS` times in `RESTART_WINDOW` seconds. None when asked to
+    stop; the exit status when a worker failed to start, or died once too often."""
     started = False
     told: dict | None = None  # what every worker is told: the Kafka brokers, the native and TANK listeners
     restarts: dict[int, list[float]] = {w.index: [] for w in workers}
@@ -550,6 +571,14 @@ def _run(workers: list[_Worker], selector: selectors.BaseSelector, ready_file: s
         if stopping():
             return None
         now = time.monotonic()
+        if watchdog:
+            for hung in [w for w in workers if w.ready and not w.killed and not w.reported and not w.stopped
+                         and now - w.heard > watchdog]:
+                log.error("worker %d (pid %d) said nothing for %.1f s (worker_watchdog_ms): killing it", hung.index,
+                          hung.proc.pid, now - hung.heard)
+                hung.killed = True
+                hung.proc.kill()
+                hung.proc.wait()  # (noticed as dead below, in this pass)
         for dead in [w for w in workers if not w.reported and w.proc.poll() is not None]:
             code = dead.proc.returncode
             dead.reported = True

@@ -1068,6 +1068,47 @@ def test_a_dead_worker_is_started_again_on_its_ports_with_its_data(tmp_path):
         assert gw.stop() == 0
 
 
+
+def test_a_hung_worker_is_killed_by_the_watchdog_and_started_again(tmp_path):
+    """`worker_watchdog_ms`: a ready worker whose event loop stops telling the supervisor it is alive (here: the
+    process stopped) is killed after that long and started again like one that died — its partitions served again,
+    the other worker serving on meanwhile — and the kill is logged and counted as a restart."""
+    log_path = tmp_path / "gateway.log"
+    with open(log_path, "wb") as log:
+        gw = GatewayProcess(str(tmp_path / "data"), "workers=2", "log_level=WARNING", "worker_watchdog_ms=1500",
+                            "worker_handover=false", stderr=log)
+    try:
+        name = "w-" + uuid.uuid4().hex[:8]
+        owners = [Share(2).owner(name, p) for p in range(PARTITIONS)]
+        ours, theirs = owners.index(0), owners.index(1)
+        with NativeClient(*gw.addresses["native.0"]) as c:
+            c.create_topic(name, PARTITIONS)
+            assert c.produce(name, theirs, [b"before"]) == [0]
+        time.sleep(1.0)  # alive messages go on while it runs: not killed
+        old = worker_pid(gw, 1)
+        assert old in children(gw.pid)
+        os.kill(old, signal.SIGSTOP)
+        stopped = time.monotonic()
+        with NativeClient(*gw.addresses["native.0"], timeout=5) as c:  # worker 0 serves on
+            assert c.produce(name, ours, [b"meanwhile"]) == [0]
+        deadline = stopped + 30
+        while old in children(gw.pid):  # killed, reaped, started again
+            assert time.monotonic() < deadline, "the stopped worker was not killed"
+            time.sleep(0.02)
+        assert time.monotonic() - stopped > 1.2  # not before its watchdog ran out
+        with NativeClient(*gw.addresses["native.0"], timeout=60) as c:  # relayed to the new worker 1
+            assert c.produce(name, theirs, [b"after"]) == [1]
+            assert [r.value for r in c.fetch(name, theirs, 0).records] == [b"before", b"after"]
+        assert len(children(gw.pid)) == 2
+        metrics = urllib.request.urlopen("http://%s:%d/metrics" % tuple(gw.addresses["admin"]), timeout=10).read()
+        assert b'logway_worker_restarts_total{worker="1"} 1.0' in metrics
+        assert b'logway_worker_restarts_total{worker="0"} 0.0' in metrics
+    finally:
+        assert gw.stop() == 0
+    logged = log_path.read_text()
+    assert "worker 1 (pid %d) said nothing for" % old in logged and "(worker_watchdog_ms): killing it" in logged
+
+
 def test_nothing_acknowledged_through_any_worker_is_lost_to_a_power_cut(powerfs):
     """`workers: 2`, `flush: always`, the data directory on the power-loss file system (it keeps only what was synced):
     a topic created through worker 0 and grown through worker 1, records acknowledged through native and TANK on the
