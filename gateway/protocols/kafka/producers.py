@@ -36,9 +36,9 @@ SCAN_CHUNK = 1024 * 1024
 #: Producers are looked at for expiry at least this often (Kafka's producer.id.expiration.check.interval.ms), and
 #: as often as the expiration itself when it is shorter.
 EXPIRATION_CHECK_S = 600.0
+_SEQ_MODULUS = 2**31  # sequences are int32 and wrap to 0 after 2^31 - 1
 
 log = logging.getLogger("logway.gateway.kafka")
-_SEQ_MODULUS = 2**31  # sequences are int32 and wrap to 0 after 2^31 - 1
 
 
 @dataclass(slots=True, frozen=True)
@@ -63,9 +63,6 @@ class PartitionProducers:
     def __init__(self) -> None:
         self._producers: dict[int, tuple[int, deque[BatchSeq]]] = {}
         self._written: dict[int, float] = {}  # producer id -> when its last batch was recorded (time.monotonic)
-
-    def __len__(self) -> int:
-        return len(self._producers)
 
     def check(self, batch: BatchSeq) -> tuple[int, int | None]:
         """(error code, base offset of the original when this batch is a retry already in the log)."""
