@@ -146,6 +146,10 @@ class RecentBatches:
         return (stop, self.last[k] + 1) if stop <= end else None
 
 
+#: What a frozen segment has of `RecentBatches`: nothing (never appended to).
+NO_RECENT_BATCHES = RecentBatches()
+
+
 class Segment:
     __slots__ = (
         "directory", "base_offset", "fmt", "log_path", "index", "timeindex", "size", "next_offset",
@@ -185,8 +189,9 @@ class Segment:
         self.last_batch: tuple[int, int, int, int, bytes | None] | None = None
         #: Bumped when bytes that were appended are cut again (`rollback`): whatever was derived from the
         #: segment's bytes before (remembered lookups here, transcoded reads in the gateway) no longer holds.
-        #: The places of the batches this process appended last, while the segment is active.
-        self.recent = RecentBatches()
+        #: The places of the batches this process appended last, while the segment is active (a frozen one holds
+        #: the shared empty `NO_RECENT_BATCHES`: thousands of segments would otherwise each carry four arrays).
+        self.recent = RecentBatches() if active else NO_RECENT_BATCHES
         self.generation = 0
         self._located: dict[int, tuple[int, int]] = {}  # offset -> `locate`'s answer
         self._ranges: dict[tuple[int, int], tuple[int, int]] = {}  # (start, max_bytes) -> `range_end`'s answer
@@ -269,7 +274,7 @@ class Segment:
         if self.checksums is not None:
             self.checksums.close()
         self._release_reserved()
-        self.recent.clear()  # (its readers are few now: they walk)
+        self.recent = NO_RECENT_BATCHES  # (its readers are few now: they walk)
         self.active = False
 
     def _release_reserved(self) -> None:
