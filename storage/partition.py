@@ -734,14 +734,21 @@ class PartitionLog:
             keep = _below(segments, start)
             if not keep:
                 return []
-            doomed = segments[:keep]
-            self.segments = segments[keep:]
-            self._unsynced = [s for s in self._unsynced if s not in doomed]
-            end, seg, size = self._durable
-            if seg is not None and seg in doomed:  # the visible end is the base of the first kept segment
-                self._durable = (end, self.segments[0], 0)
+            doomed = self._take_out(keep)
             self.txns.prune(start)
             return doomed
+
+    def _take_out(self, count: int) -> list[Segment]:
+        """Take the first `count` segments out of the log (the caller holds `lock`, and deletes their files): no
+        longer unsynced, nor what the visible end refers to — which then is the base of the first kept segment. (A
+        deleted segment keeps its data descriptor, and so the disk space of its file, until nothing holds it.)"""
+        doomed = self.segments[:count]
+        self.segments = self.segments[count:]
+        self._unsynced = [s for s in self._unsynced if s not in doomed]
+        end, seg, _size = self._durable
+        if seg is not None and seg in doomed:
+            self._durable = (end, self.segments[0], 0)
+        return doomed
 
     # -- configuration -----------------------------------------------------------------------------------
     def apply_config(self, config: TopicConfig) -> None:
@@ -772,9 +779,7 @@ class PartitionLog:
                 total -= seg.size
                 keep_from += 1
             if keep_from:
-                doomed = segments[:keep_from]
-                self.segments = segments[keep_from:]
-                self._unsynced = [s for s in self._unsynced if s not in doomed]
+                doomed = self._take_out(keep_from)
                 self.txns.prune(self.log_start_offset)
         for seg in doomed:
             seg.delete()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import weakref
 from array import array
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
@@ -84,12 +85,13 @@ class Lookups:
     def __init__(self, max_entries: int = REMEMBERED_LOOKUPS) -> None:
         self.max_entries = max_entries
         self.entries = 0
-        self._holders: set[Segment] = set()  # (a deleted segment stays held until the next clearing: bounded)
+        #: Weakly: a deleted segment keeps its data descriptor (and so its disk space) until it is dropped.
+        self._holders: weakref.WeakSet[Segment] = weakref.WeakSet()
 
     def room(self, segment: "Segment") -> None:
         """Count one more answer about to be remembered by `segment` (clearing all first when full)."""
         if self.entries >= self.max_entries:
-            holders, self._holders = self._holders, set()
+            holders, self._holders = self._holders, weakref.WeakSet()
             for held in holders:
                 held._located.clear()
                 held._ranges.clear()

@@ -4,7 +4,9 @@ places, remembered answers under the engine's bound — answering as a walk over
 
 from __future__ import annotations
 
+import gc
 import os
+import weakref
 
 import pytest
 from logway.codecs.tank import TankFormat
@@ -300,3 +302,23 @@ def test_the_lookups_remembered_are_bounded_across_every_segment_of_the_engine(t
     fresh = open_engine(tmp_path, index_interval_bytes=256, segment_bytes=2048)
     assert [_lookups(fresh.partition("t", p)) for p in (0, 1)] == answers
     fresh.close()
+
+
+@pytest.mark.parametrize("synced", [True, False])
+def test_a_segment_retention_deleted_is_not_kept_alive(tmp_path, synced):
+    """A deleted segment keeps its data descriptor — and the disk space of its unlinked file — until the object is
+    dropped: neither the engine's `Lookups` (it refers to segments weakly) nor the partition's durable point (never
+    synced, under `flush: none`, it stays in the first segment) may hold one retention deleted."""
+    eng = open_engine(tmp_path, index_interval_bytes=256, segment_bytes=1024, retention_bytes=0)
+    plog = eng.create_topic("t", 1).partitions[0]
+    for i in range(40):
+        plog.append(batch(3, size=40, tag=str(i)))
+    if synced:
+        plog.sync()
+    _lookups(plog)  # every segment remembers some answers
+    first = weakref.ref(plog.segments[0])
+    assert first()._located and eng.lookups.entries > 0
+    assert plog.enforce_retention() > 0
+    gc.collect()
+    assert first() is None  # dropped: its descriptor closed, its space freed
+    eng.close()
