@@ -20,10 +20,11 @@ A part encoded on its own reads as if it followed the previous part; where a for
 TANK bundle after a gap in the offsets — a transaction marker, aborted records left out — is sparse: it names its
 first sequence number), the part is kept in that form too, under its own key (`ReadFormat.gap_sensitive`).
 
-A batch's bytes do not change while its segment lives: appends only add past the visible end; bytes of a failed
-append that are cut again (`Segment.rollback`) bump the segment's generation, so nothing derived from them is found
-again; a segment that recovery rewrites or retention deletes is a new `Segment` object (the key holds the object,
-not its name). Parts are shared: readers must not change them (`formats.RECORDS` hands out a tuple,
+A batch's bytes do not change while its segment lives: appends only add past the visible end; bytes of a failed append
+that are cut again (`Segment.rollback`) bump the segment's generation, so nothing derived from them is found again; a
+segment that recovery rewrites or retention deletes is a new `Segment` object, with its own `uid` (the key holds that,
+not the name — nor the object: a segment retention deleted keeps its file's disk space for as long as something holds
+it, and an idle cache would). Parts are shared: readers must not change them (`formats.RECORDS` hands out a tuple,
 `EncodedRecords` are immutable).
 """
 
@@ -68,7 +69,7 @@ class TranscodedReads:
         batches' parts. Raises what decoding or encoding raises (RecordFormatError); nothing is kept for that
         batch."""
         segment, position, first_offset = rng.segment, rng.position, rng.first_offset
-        generation = segment.generation
+        generation, uid = segment.generation, segment.uid
         view = memoryview(data)
         scan = stored.scan
         gap_sensitive = as_.gap_sensitive
@@ -90,7 +91,7 @@ class TranscodedReads:
                     if offset <= min_offset:  # wholly before the offset asked for
                         pos += size
                         continue
-                    key = (segment, generation, position + pos, min_offset if min_offset > base else -1, as_)
+                    key = (uid, generation, position + pos, min_offset if min_offset > base else -1, as_)
                 part = self._part(key, view, pos, size, base, min_offset, stored, as_, False)
                 if part[1]:
                     if gap_sensitive and prev_end is not None and part[2] != prev_end:
@@ -152,7 +153,7 @@ class TranscodedReads:
 
 
 def _slice_key(rng, offset: int, as_) -> tuple:
-    """The key of a read joined from several parts: the slice (segment, generation, position, length), the offset
-    asked for, the format."""
+    """The key of a read joined from several parts: the slice (segment uid, generation, position, length), the
+    offset asked for, the format."""
     seg = rng.segment
-    return seg, seg.generation, rng.position, rng.length, max(offset, rng.first_offset), as_
+    return seg.uid, seg.generation, rng.position, rng.length, max(offset, rng.first_offset), as_

@@ -13,6 +13,7 @@ last appended batches lie (`RecentBatches`) and the last one's bytes, for the re
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import weakref
@@ -148,6 +149,7 @@ class RecentBatches:
         return (stop, self.last[k] + 1) if stop <= end else None
 
 
+_UIDS = itertools.count()
 #: What a frozen segment has of `RecentBatches`: nothing (never appended to).
 NO_RECENT_BATCHES = RecentBatches()
 
@@ -156,8 +158,8 @@ class Segment:
     __slots__ = (
         "directory", "base_offset", "fmt", "log_path", "index", "timeindex", "size", "next_offset",
         "max_timestamp", "created_ms", "bytes_since_index", "index_interval", "_fd", "active", "_reserved",
-        "checksums", "indexes_rebuilt", "last_batch", "recent", "generation", "_located", "_ranges", "_lookups",
-        "__weakref__",
+        "checksums", "indexes_rebuilt", "last_batch", "recent", "generation", "uid", "_located", "_ranges",
+        "_lookups", "__weakref__",
     )
 
     def __init__(self, directory: str, base_offset: int, fmt: BatchFormat, *, active: bool,
@@ -195,6 +197,9 @@ class Segment:
         #: the shared empty `NO_RECENT_BATCHES`: thousands of segments would otherwise each carry four arrays).
         self.recent = RecentBatches() if active else NO_RECENT_BATCHES
         self.generation = 0
+        #: Unique to this object in the process: what caches key on (a `Segment` held by one would keep its file's
+        #: descriptor, and so a deleted file's disk space).
+        self.uid = next(_UIDS)
         self._located: dict[int, tuple[int, int]] = {}  # offset -> `locate`'s answer
         self._ranges: dict[tuple[int, int], tuple[int, int]] = {}  # (start, max_bytes) -> `range_end`'s answer
         self._lookups = lookups if lookups is not None else Lookups()

@@ -6,9 +6,13 @@ bundle after a gap in the offsets is sparse either way); a reader that trims its
 max_bytes) does not trim anyone else's; the cache keeps to its byte bound, least recently used out first; 0 turns it
 off; a record the reader's format cannot carry gets the protocol's error (and nothing is kept). Real sockets, real
 clients, an in-process gateway (so the cache's counters can be read beside the metrics); the answers compared over
-a real storage engine in a temp dir."""
+a real storage engine in a temp dir; the cache does not keep a segment retention deleted (and its disk space)
+alive."""
 
 from __future__ import annotations
+
+import gc
+import weakref
 
 import pytest
 import trio
@@ -19,7 +23,8 @@ from logway.clients.tank import TankClient
 from logway.codecs.kafka.records import decode_records, encode_batch
 from logway.codecs.records import Record
 from logway.codecs.tank import decode_chunk
-from logway.gateway.formats import KAFKA, NATIVE, RECORDS, TANK
+from logway.gateway.formats import KAFKA, NATIVE, RECORDS, STORAGE_FORMATS, TANK
+from logway.storage import LogEngine, TopicConfig
 
 from logway.gateway.durability import Flush, GroupCommitter
 from logway.gateway.notify import AppendNotifier
@@ -195,4 +200,24 @@ async def test_a_shared_answer_is_the_answer_read_without_the_cache(tmp_path):
                     if as_ is NATIVE or as_ is RECORDS:
                         assert got.data == want.data, (log.topic, asked, as_)
         assert round_ == 0 or cache.batches_decoded == decoded
+    engine.close()
+
+
+async def test_the_cache_does_not_keep_a_segment_retention_deleted_alive(tmp_path):
+    """A deleted segment keeps its file's disk space for as long as its object lives: the cache keys its parts on
+    the segment's uid, so parts of a segment retention deleted age out without holding it."""
+    engine = LogEngine(tmp_path, STORAGE_FORMATS, TopicConfig(segment_bytes=1024, retention_bytes=0))
+    plog = engine.create_topic("t", 1).partitions[0]
+    steps = Steps(engine, AppendNotifier(), GroupCommitter(), Flush.NONE, transcode_cache_bytes=MiB)
+    for i in range(20):
+        steps.append(plog, encode_batch([Record(b"%d-%d" % (i, j) * 20) for j in range(3)], default_timestamp=1))
+    assert len(plog.segments) > 2
+    for offset in range(0, plog.log_end_offset, 3):
+        assert (await steps.read(plog, offset, 1, NATIVE)).count == 3
+    cached = len(steps.transcoded)
+    first = weakref.ref(plog.segments[0])
+    plog.sync()
+    assert plog.enforce_retention() > 0
+    gc.collect()
+    assert first() is None and len(steps.transcoded) == cached  # its parts still cached, the segment gone
     engine.close()
