@@ -740,11 +740,13 @@ class PartitionLog:
 
     def _take_out(self, count: int) -> list[Segment]:
         """Take the first `count` segments out of the log (the caller holds `lock`, and deletes their files): no
-        longer unsynced, nor what the visible end refers to — which then is the base of the first kept segment. (A
-        deleted segment keeps its data descriptor, and so the disk space of its file, until nothing holds it.)"""
+        longer unsynced, nor what the visible end or the first offset refer to — the visible end then is the base of
+        the first kept segment. (A deleted segment keeps its data descriptor, and so the disk space of its file, until
+        nothing holds it.)"""
         doomed = self.segments[:count]
         self.segments = self.segments[count:]
         self._unsynced = [s for s in self._unsynced if s not in doomed]
+        self._first_offset = None  # (it names the first segment)
         end, seg, _size = self._durable
         if seg is not None and seg in doomed:
             self._durable = (end, self.segments[0], 0)

@@ -308,7 +308,8 @@ def test_the_lookups_remembered_are_bounded_across_every_segment_of_the_engine(t
 def test_a_segment_retention_deleted_is_not_kept_alive(tmp_path, synced):
     """A deleted segment keeps its data descriptor — and the disk space of its unlinked file — until the object is
     dropped: neither the engine's `Lookups` (it refers to segments weakly) nor the partition's durable point (never
-    synced, under `flush: none`, it stays in the first segment) may hold one retention deleted."""
+    synced, under `flush: none`, it stays in the first segment) nor its remembered first offset may hold one
+    retention deleted."""
     eng = open_engine(tmp_path, index_interval_bytes=256, segment_bytes=1024, retention_bytes=0)
     plog = eng.create_topic("t", 1).partitions[0]
     for i in range(40):
@@ -316,6 +317,7 @@ def test_a_segment_retention_deleted_is_not_kept_alive(tmp_path, synced):
     if synced:
         plog.sync()
     _lookups(plog)  # every segment remembers some answers
+    assert plog.first_offset == 0  # (remembered with its segment)
     first = weakref.ref(plog.segments[0])
     assert first()._located and eng.lookups.entries > 0
     assert plog.enforce_retention() > 0
