@@ -317,6 +317,9 @@ async def serve_connection(stream: trio.abc.Stream, conn: Connection, protocol, 
                 if reply is not None and not sent:
                     await out.send(reply)
                 request.answered(started, reply, closing)
+                # Nothing of this request and its answer stays with the connection while it waits for the next: a
+                # read's file slice would keep a segment that retention deletes meanwhile (and its disk space).
+                event = reply = None
                 if not conn.end_request() or closing:
                     return
         finally:
