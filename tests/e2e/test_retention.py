@@ -1,6 +1,7 @@
 """Retention through a real gateway: segments deleted while native, TANK (both transcoding) and Kafka (the stored
 bytes) clients read the partition leave no descriptor of a deleted file open in the gateway — Linux frees an
-unlinked file's disk space only when its last descriptor closes — and reading goes on from the new log start."""
+unlinked file's disk space only when its last descriptor closes — and reading goes on from the new log start. With
+`workers: 2` too, native and TANK through the shared ports (handed over or relayed to the partition's owner)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,13 @@ import time
 import pytest
 
 from logway.bench.launcher import GatewayProcess
+from logway.bench.proc import gateway_processes
 from logway.clients.native import NativeClient
 from logway.clients.tank import TankClient
 from logway.codecs.kafka.api import fetch
 from logway.codecs.kafka.records import decode_records
+from logway.gateway.relays import RELAYS_SUPPORTED
+from logway.storage.engine import Share
 
 from ..kafka_wire import KafkaWireClient
 
@@ -42,12 +46,16 @@ def _kafka_fetch(client: KafkaWireClient, topic: str, offset: int) -> list[int]:
     return [r.offset for r in decode_records(part.records or b"")]
 
 
-def test_segments_deleted_by_retention_leave_no_descriptor_open_in_the_gateway(tmp_path):
+@pytest.mark.parametrize("workers", [1, pytest.param(2, marks=pytest.mark.skipif(
+    not RELAYS_SUPPORTED, reason="workers need Linux"))])
+def test_segments_deleted_by_retention_leave_no_descriptor_open_in_the_gateway(tmp_path, workers):
     with GatewayProcess(str(tmp_path / "data"), "log_level=WARNING", "storage.segment_bytes=4096",
                         "storage.retention_bytes=8192", "storage.retention_check_interval_ms=100",
-                        "listeners.tank.enabled=true") as gw:
-        with NativeClient(*gw.native) as native, TankClient(*gw.addresses["tank"]) as tank, \
-                KafkaWireClient(*gw.addresses["kafka"]) as kafka:
+                        "listeners.tank.enabled=true", f"workers={workers}") as gw:
+        owner = Share(workers).owner("ret", 0)
+        leader = gw.addresses[f"kafka.{owner}" if owner else "kafka"]
+        with NativeClient(*gw.addresses["native"]) as native, TankClient(*gw.addresses["tank"]) as tank, \
+                KafkaWireClient(*leader) as kafka:
             native.create_topic("ret", 1)
             for i in range(60):  # ~30 segments of 4 KiB, read as they come by every protocol
                 native.produce("ret", 0, [b"%03d-%d" % (i, j) * 20 for j in range(3)])
@@ -60,6 +68,7 @@ def test_segments_deleted_by_retention_leave_no_descriptor_open_in_the_gateway(t
                 assert time.monotonic() < deadline, f"retention did not run: the log starts at {start}"
                 time.sleep(0.05)
             time.sleep(0.3)  # (a retention pass that was running finishes)
-            assert _deleted_segment_files(gw.pid) == []
+            for role, pid in gateway_processes(gw.pid).items():
+                assert _deleted_segment_files(pid) == [], role
             assert [r.offset for r in native.fetch("ret", 0, start, max_bytes=512).records][0] == start
             assert _kafka_fetch(kafka, "ret", start)[0] <= start
