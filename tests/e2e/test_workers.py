@@ -1095,7 +1095,7 @@ def test_a_hung_worker_is_killed_by_the_watchdog_and_started_again(tmp_path):
         while old in children(gw.pid):  # killed, reaped, started again
             assert time.monotonic() < deadline, "the stopped worker was not killed"
             time.sleep(0.02)
-        assert time.monotonic() - stopped > 1.2  # not before its watchdog ran out
+        assert time.monotonic() - stopped > 1.0  # not before its watchdog ran out (1.5 s from its last alive: ≤ 0.25 s)
         with NativeClient(*gw.addresses["native.0"], timeout=60) as c:  # relayed to the new worker 1
             assert c.produce(name, theirs, [b"after"]) == [1]
             assert [r.value for r in c.fetch(name, theirs, 0).records] == [b"before", b"after"]
