@@ -99,7 +99,7 @@ class _Scrape(Collector):
         up = GaugeMetricFamily("logway_worker_up", "1 when the worker's admin listener answered this scrape",
                                labels=["worker"])
         restarts = CounterMetricFamily("logway_worker_restarts", "Times the supervisor started the worker again "
-                                       "after it died", labels=["worker"])
+                                       "after it died (or its watchdog killed it)", labels=["worker"])
         for i in range(self.view.count):
             up.add_metric([str(i)], 1 if i in self.up else 0)
             restarts.add_metric([str(i)], self.view.restarts(i))
