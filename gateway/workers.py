@@ -416,7 +416,6 @@ class _Worker:
         self.reported = False  # its exit was logged
         self.restarts = 0  # times its index was started again before this process
         self.heard = time.monotonic()  # when it last sent a message (the watchdog counts from its readiness)
-        self.killed = False  # by the watchdog
 
     def stop(self) -> None:
         """SIGTERM, once: a graceful stop."""
@@ -572,13 +571,12 @@ def _run(workers: list[_Worker], selector: selectors.BaseSelector, ready_file: s
             return None
         now = time.monotonic()
         if watchdog:
-            for hung in [w for w in workers if w.ready and not w.killed and not w.reported and not w.stopped
+            for hung in [w for w in workers if w.ready and not w.reported and not w.stopped
                          and now - w.heard > watchdog]:
                 log.error("worker %d (pid %d) said nothing for %.1f s (worker_watchdog_ms): killing it", hung.index,
                           hung.proc.pid, now - hung.heard)
-                hung.killed = True
                 hung.proc.kill()
-                hung.proc.wait()  # (noticed as dead below, in this pass)
+                hung.proc.wait()  # (reported as dead below, in this pass: never looked at again)
         for dead in [w for w in workers if not w.reported and w.proc.poll() is not None]:
             code = dead.proc.returncode
             dead.reported = True

@@ -163,9 +163,8 @@ class Segment:
     )
 
     def __init__(self, directory: str, base_offset: int, fmt: BatchFormat, *, active: bool,
-                 index_interval: int, created_ms: int, lookups: Lookups | None = None) -> None:
-        """`lookups`: the bound shared with other segments (an engine's) on the lookups remembered; without, one of
-        the segment's own."""
+                 index_interval: int, created_ms: int, lookups: Lookups) -> None:
+        """`lookups`: the bound on the lookups remembered, shared with other segments (the engine's)."""
         self.directory = directory
         self.base_offset = base_offset
         self.fmt = fmt
@@ -202,7 +201,7 @@ class Segment:
         self.uid = next(_UIDS)
         self._located: dict[int, tuple[int, int]] = {}  # offset -> `locate`'s answer
         self._ranges: dict[tuple[int, int], tuple[int, int]] = {}  # (start, max_bytes) -> `range_end`'s answer
-        self._lookups = lookups if lookups is not None else Lookups()
+        self._lookups = lookups
 
     # -- file access -------------------------------------------------------------------------------------
     def fileno(self) -> int:
