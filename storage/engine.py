@@ -365,13 +365,17 @@ class LogEngine:
             raise UnknownFormat(f"unknown storage format {config.format!r} (known: {sorted(self.formats)})")
         base = os.path.join(self._topics_dir, name)
         if self.share is None:
-            logs = [PartitionLog(os.path.join(base, str(p)), name, p, fmt, config, clean_shutdown=clean,
-                                 clock=self.clock, quarantine_dir=self._quarantine_dir,
-                                 reads_need_sync=self.reads_need_sync, lookups=self.lookups)
+            logs = [self._partition_log(os.path.join(base, str(p)), name, p, fmt, config, clean)
                     for p in range(partitions)]
             return Topic(name, config, dict(overrides), logs, created_ms)
         return Topic(name, config, dict(overrides),
                      WorkerPartitions(self._open_shared(name, range(partitions), fmt, config, clean)), created_ms)
+
+    def _partition_log(self, directory: str, name: str, partition: int, fmt: BatchFormat, config: TopicConfig,
+                       clean: bool) -> PartitionLog:
+        return PartitionLog(directory, name, partition, fmt, config, clean_shutdown=clean, clock=self.clock,
+                            quarantine_dir=self._quarantine_dir, reads_need_sync=self.reads_need_sync,
+                            lookups=self.lookups)
 
     def _open_shared(self, name: str, numbers: Iterable[int], fmt: BatchFormat, config: TopicConfig,
                      clean: bool) -> list:
@@ -382,9 +386,7 @@ class LogEngine:
         try:
             for p in numbers:
                 if share.owns(name, p):
-                    entries.append(PartitionLog(os.path.join(base, str(p)), name, p, fmt, config, clean_shutdown=clean,
-                                                clock=self.clock, quarantine_dir=self._quarantine_dir,
-                                                reads_need_sync=self.reads_need_sync, lookups=self.lookups))
+                    entries.append(self._partition_log(os.path.join(base, str(p)), name, p, fmt, config, clean))
                 else:
                     entries.append(ForeignPartition(name, p, share.owner(name, p)))
         except BaseException:
@@ -512,9 +514,7 @@ class LogEngine:
                         makedirs_durably(directory)
                         added.append(ForeignPartition(name, p, self.share.owner(name, p)))
                         continue
-                    added.append(PartitionLog(directory, name, p, fmt, topic.config, clean_shutdown=True,
-                                              clock=self.clock, quarantine_dir=self._quarantine_dir,
-                                              reads_need_sync=self.reads_need_sync, lookups=self.lookups))
+                    added.append(self._partition_log(directory, name, p, fmt, topic.config, True))
                 self._write_topic_json(name, count, topic.overrides, topic.created_ms)
             except BaseException:
                 for plog in added:

@@ -92,12 +92,11 @@ class RecoveryReport:
 class PartitionLog:
     def __init__(self, directory: str, topic: str, partition: int, fmt: BatchFormat, config: TopicConfig,
                  *, clean_shutdown: bool, clock: Callable[[], float] = time.time,
-                 quarantine_dir: str | None = None, reads_need_sync: bool = False,
-                 lookups: Lookups | None = None) -> None:
+                 quarantine_dir: str | None = None, reads_need_sync: bool = False, lookups: Lookups) -> None:
         """`quarantine_dir`: where recovery moves what it cannot use (segments after a hole in the log, entries of
         the wrong kind); without one, dropped segments are deleted and odd entries renamed `*.corrupt-<hex>`.
         `reads_need_sync`: readers see only what `sync()` made durable (see the module docstring). `lookups`: the
-        bound on the lookups its segments remember, shared with other partitions (the engine's); without, its own."""
+        bound on the lookups its segments remember, shared with other partitions (the engine's)."""
         self.directory = directory
         self.quarantine_dir = quarantine_dir
         self.topic = topic
@@ -113,7 +112,7 @@ class PartitionLog:
         self._dir_dirty = False
         self._first_offset: tuple[Segment, int] | None = None  # (first segment, its first offset)
         self.reads_need_sync = reads_need_sync
-        self._lookups = lookups if lookups is not None else Lookups()
+        self._lookups = lookups
         # (end offset, its segment, that segment's size then): everything before it is on stable storage.
         self._durable: tuple[int, Segment | None, int] = (0, None, 0)
         self._log_start = 0  # records below this were deleted (`delete_records`); see `log_start_offset`
