@@ -18,7 +18,7 @@ __all__ = ["Benchmark", "MODULES", "benchmarks", "add_subcommands", "run"]
 
 #: The modules of logway.bench that declare benchmarks, in the order `logway bench --help` lists them.
 MODULES = ("storage", "native", "tank", "floor", "kafka", "spark", "load", "requests", "workers", "handover", "chaos",
-           "powerloss")
+           "powerloss", "abuse")
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,10 @@ Every connection class — `native.NativeConnection`, `kafka.KafkaServerConnecti
   where its `.length` bytes belong; frame lengths already count them. Raises `LocalProtocolError` for an event
   this end cannot send or a value the wire cannot carry (our bug, never the peer's).
 - `trailing_data` (unconsumed bytes, EOF seen) and `buffered_bytes` (bytes waiting for the rest of a frame).
+- `max_frame`: the largest frame accepted, checked as soon as a frame's header is in, before its body is
+  buffered; it may be changed between frames (a server lowers it until the peer has authenticated).
+  `next_frame_size()`: the whole size the next frame declares once its header is in (0 before), so a caller can
+  budget for a frame before buffering it.
 
 Each class's docstring names its event types; `NEED_DATA` and `CLOSED` are the same objects in every codec
 (`stream.NEED_DATA`, `stream.CLOSED`).

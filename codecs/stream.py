@@ -76,6 +76,20 @@ class ReceiveBuffer:
         """How many received bytes wait for the rest of their frame (0 between frames); no copy."""
         return len(self._buf) - self._pos
 
+    #: How much memory a frame's decoded form may take, as a multiple of its size (measured per codec with
+    #: tracemalloc on the worst frames the wire allows: arrays of the smallest items). See `decode_cost`.
+    decode_factor = 1
+
+    def next_frame_size(self) -> int:
+        """The whole size the frame at the read position declares once its header is in — 0 before, and for a
+        frame the codec will refuse (too large, unknown type): what a caller may budget for before the rest
+        arrives. Each codec reads its own header."""
+        return 0
+
+    def decode_cost(self, size: int) -> int:
+        """The memory the frame at the read position, of `size` bytes, may take while it is decoded and handled."""
+        return size * self.decode_factor
+
     def receive_data(self, data: bytes) -> None:
         """Add bytes from the peer; b"" means the peer closed its side (EOF)."""
         if self._error is not None:

@@ -144,7 +144,20 @@ class Limits:
                                    more="(Kafka: `kafka.max_request_bytes`; TANK: 256 MiB)", minimum=1)
     idle_timeout_ms: int = setting(600000, "close a connection that sends nothing for this long", minimum=1)
     request_timeout_ms: int = setting(30000, "a frame that started must be complete within this, however slowly "
-                                             "it trickles in", more="(slow-loris clients are dropped)", minimum=1)
+                                             "it trickles in, and a client must go on taking its answer: one that "
+                                             "takes none of it for this long is closed",
+                                      more="(slow-loris clients, and clients that never read, are dropped)", minimum=1)
+    auth_timeout_ms: int = setting(10000, "where a listener requires authentication, a connection must have "
+                                          "authenticated within this long of its accept", minimum=1)
+    auth_max_frame_bytes: int = setting(64 * 1024, "the largest request a connection may send before it has "
+                                                   "authenticated", more="(Kafka: ApiVersions and SASL; native: Auth; "
+                                                   "checked before the body is read, so nothing larger is decoded "
+                                                   "for a client that has not proved who it is)", minimum=1024)
+    memory_bytes: int = setting(0, "memory for requests being received or decoded and answers being built or "
+                                   "sent, across the gateway; 0 = a quarter of the machine's memory (or of the "
+                                   "cgroup's limit)", more="(a connection that would take more waits — back-"
+                                   "pressure — while the others go on; see [Limits](docs/security.md#limits))",
+                                minimum=0)
     max_waiters: int = setting(10000, "long-polls parked at once across the gateway",
                                more="; beyond it a fetch answers at once", minimum=1)
     max_wait_ms: int = setting(30000, "cap on a long-poll fetch's max_wait_ms", minimum=1)

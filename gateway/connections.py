@@ -10,10 +10,16 @@ With `workers: N`, the connections other workers open to relay their clients' re
 client connection another worker hands over (`handover.py`) is admitted under the limits as if it had just been
 accepted (refused, it stays where it is), and is a client connection of this worker from then on.
 
-Read timeouts: while the pump waits for bytes it sets `read_deadline` (and `waiting_for`, the reason a timeout
-gives: "idle" or "request not complete in time"); `enforce_timeouts()`, one task for the whole gateway, closes
-the connections whose deadline passed, checking a few times per timeout period. A cancel scope per receive would
-cost every request a scope and two updates of trio's deadline heap; a float per wait costs nothing.
+Deadlines: while the pump waits for bytes it sets `read_deadline` (and `waiting_for`, the reason a timeout
+gives: "idle" or "request not complete in time"); while an answer waits for the client to take it, `write_deadline`
+(moved on whenever the client takes some: `limits.request_timeout_ms` without progress); until a connection to a
+listener that requires authentication has authenticated, `auth_deadline` (`limits.auth_timeout_ms` from its
+accept). `enforce_timeouts()`, one task for the whole gateway, closes the connections whose deadline passed,
+checking a few times per timeout period. A cancel scope per wait would cost every request a scope and two updates
+of trio's deadline heap; a float per wait costs nothing.
+
+`memory` is what the connection holds of the gateway's memory budget (`memory.py`); the pump gives it back when
+the connection ends, whatever it was doing.
 """
 
 from __future__ import annotations
@@ -42,6 +48,9 @@ class Connection:
     read_deadline: float = math.inf  # trio time by which the awaited bytes must arrive (inf: none awaited)
     waiting_for: str = "idle"  # what the pump waits for, named when the deadline closes the connection
     internal: bool = False  # another worker's relay connection (see the module docstring)
+    write_deadline: float = math.inf  # trio time by which the client must have taken more of its answer
+    auth_deadline: float = math.inf  # trio time by which it must have authenticated (inf: done, or not needed)
+    memory: int = 0  # bytes it holds of the memory budget
 
     @property
     def busy(self) -> bool:
@@ -146,9 +155,16 @@ class ConnectionRegistry:
             now = trio.current_time()
             for conn in self._live:
                 if conn.read_deadline <= now:
-                    log.info("%s: closing (%s)", conn.peer, conn.waiting_for)
-                    conn.read_deadline = math.inf
-                    conn.scope.cancel()
+                    why = conn.waiting_for
+                elif conn.write_deadline <= now:
+                    why = "the client did not take its answer in time"
+                elif conn.auth_deadline <= now:
+                    why = "not authenticated in time"
+                else:
+                    continue
+                log.info("%s: closing (%s)", conn.peer, why)
+                conn.read_deadline = conn.write_deadline = conn.auth_deadline = math.inf
+                conn.scope.cancel()
 
     async def changed(self) -> None:
         await self._changed.wait()

@@ -24,9 +24,16 @@ Requests that read or write the log (the protocol's `data_requests`) take turns 
 connections (`turns.py`: at most `limits.data_requests_per_pass` start per scheduler pass, fewer while passes run
 long) before they are handled; other requests are handled at once.
 
-Authentication is the session's business: it answers or closes before it lets a request through. Requests are
-read one at a time (`reading.RequestReader`: idle and slow-request timeouts), so a client that does not read its
-answers is not read from either (back-pressure); graceful shutdown drains through `Connection.end_request()`.
+Authentication is the session's business: it answers or closes before it lets a request through (and keeps the
+codec's frame limit low until then). Requests are read one at a time (`reading.RequestReader`: idle and
+slow-request timeouts), so a client that does not read its answers is not read from either (back-pressure);
+graceful shutdown drains through `Connection.end_request()`.
+
+Memory (`memory.py`, the gateway's budget): a large request holds its share from its header on until it is handled
+(`reading.py`; one costing more than `MAX_REQUEST_SHARE` of the whole budget is refused as malformed, with the
+protocol's answer to one); a large answer holds its bytes from its encoding until the client took them (`Outbox`);
+while the budget is past its soft limit, a data request of an address holding more than its fair share waits
+before it is handled. Whatever a connection holds is given back when it ends.
 
 The pump is also the one place where requests are counted (`admin.stats.ProtocolStats` of the protocol, served as
 Prometheus metrics by `admin.metrics`): per request type the requests, the failed ones (the handler raised, the
@@ -49,12 +56,18 @@ from logway.codecs.errors import RemoteProtocolError
 
 from .admin.stats import CURRENT, ProtocolStats, RequestStats
 from .connections import Connection
+from .memory import SMALL_FRAME_BYTES
 from .reading import RequestReader
 from .transport import transport_for
 
 log = logging.getLogger("logway.gateway")
 
-__all__ = ["Close", "HandOver", "Park", "Resumed", "Session", "serve_connection"]
+__all__ = ["Close", "HandOver", "MAX_REQUEST_SHARE", "Park", "Resumed", "Session", "serve_connection"]
+
+#: The largest share of the memory budget one request may take (its frame's decode cost): one client's request
+#: never takes the whole of it from the others.
+MAX_REQUEST_SHARE = 0.25
+_BYTES = (bytes, bytearray, memoryview)
 
 
 @dataclass(slots=True)
@@ -158,17 +171,37 @@ class Outbox:
     parked long-poll) — when nothing else is being written; what the socket did not take then goes out first on
     the next `send` or `flush`."""
 
-    def __init__(self, transport, codec, *, shared: bool) -> None:
+    def __init__(self, transport, codec, *, shared: bool, memory=None, conn=None) -> None:
         self.transport = transport
         self.codec = codec
         self._lock = _WriteLock() if shared else None
         self._rest = None  # what `send_now` could not write yet
+        self._rest_held = 0  # what it holds of the memory budget
+        self.memory = memory  # the gateway's `memory.MemoryBudget` (None: answers are not counted)
+        self.conn = conn
+
+    def _held(self, pieces) -> int:
+        """Take the memory budget's share of an encoded answer, if large: the bytes it holds (not file ranges)."""
+        if self.memory is None:
+            return 0
+        if type(pieces) is bytes:
+            size = len(pieces)
+        else:
+            size = sum(len(p) for p in pieces if isinstance(p, _BYTES))
+        if size <= SMALL_FRAME_BYTES:
+            return 0
+        self.memory.take(self.conn, size)
+        return size
 
     def send_now(self, event) -> bool:
         """Encode and write `event` now if no other write is under way; False (nothing done) if one is."""
         if self._rest is not None or (self._lock is not None and self._lock.locked()):
             return False
-        self._rest = self.transport.send_now(self.codec.send(event))
+        pieces = self.codec.send(event)
+        rest = self.transport.send_now(pieces)
+        if rest is not None:
+            self._rest_held = self._held(pieces)
+        self._rest = rest
         return True
 
     async def send(self, event) -> None:
@@ -182,15 +215,26 @@ class Outbox:
         lock = self._lock
         if lock is not None and not lock.try_acquire():  # uncontended (the usual case): no scheduler pass
             await lock.acquire()
+        held = 0
         try:
             if self._rest is not None:
                 rest, self._rest = self._rest, None
+                held, self._rest_held = self._rest_held, 0
                 await self.transport.send(rest)
+                self._release(held)
+                held = 0
             if encode is not None:
-                await self.transport.send(encode(event))
+                pieces = encode(event)
+                held = self._held(pieces)
+                await self.transport.send(pieces)
         finally:
+            self._release(held)
             if lock is not None:
                 lock.release()
+
+    def _release(self, held: int) -> None:
+        if held:
+            self.memory.release(self.conn, held)
 
 
 def protocol_stats(protocol) -> ProtocolStats:
@@ -207,12 +251,15 @@ async def serve_connection(stream: trio.abc.Stream, conn: Connection, protocol, 
     CURRENT.set(stats)  # this connection's task (and its parked answers): the steps count records for `stats`
     codec = protocol.codec()
     session = protocol.session(conn, codec)
-    transport = transport_for(stream, stats)
-    reader = RequestReader(transport, codec, conn, limits)
+    transport = transport_for(stream, stats, conn, limits.request_timeout_ms / 1000)
+    gateway = getattr(protocol, "gateway", None)
+    memory = getattr(gateway, "memory", None)
+    reader = RequestReader(transport, codec, conn, limits, memory,
+                           None if memory is None else int(memory.limit * MAX_REQUEST_SHARE))
     max_parked = protocol.max_parked
-    out = Outbox(transport, codec, shared=max_parked > 0)
-    turns = getattr(getattr(protocol, "gateway", None), "turns", None)
-    data_requests = protocol.data_requests if turns is not None else ()
+    out = Outbox(transport, codec, shared=max_parked > 0, memory=memory, conn=conn)
+    turns = getattr(gateway, "turns", None)
+    data_requests = protocol.data_requests if turns is not None or memory is not None else ()
 
     async def wait_for(park: Park) -> tuple[Any, bool]:
         """The parked request's answer, and whether it is out already (written by the task that woke it)."""
@@ -253,74 +300,83 @@ async def serve_connection(stream: trio.abc.Stream, conn: Connection, protocol, 
     # of its own): the first read takes it without another pass.
     fresh = resumed is not None
     streak = 0  # data requests in a row, up to the last one
-    async with trio.open_nursery() as parked:
-        try:
-            while True:
-                # Saturated, and this connection's last requests were data requests: its next one most likely is
-                # too, and would wait for a turn once read. Wait for it first, then read without waiting for the
-                # socket (the request is there already in a closed loop): one scheduler pass per deferred request
-                # instead of two. (A control request read with it went through the queue too: one that follows two
-                # data requests or more on a connection waits one turn; a client that alternates them — a
-                # transactional producer's Produce and EndTxn — does not.)
-                eager = streak > 1 and turns.waiting > 0
-                if eager:
-                    await turns.take()
-                try:
-                    event = await reader.next(eager or fresh)
-                except RemoteProtocolError as exc:
-                    stats.named("malformed").observe(0.0, True)
-                    answer = session.protocol_error(exc)
-                    if answer is None:
-                        log.info("%s: closing: %s", conn.peer, exc.message)
-                        return
-                    log.debug("%s: protocol error: %s", conn.peer, exc.message)
-                    await out.send(answer)
-                    if exc.fatal:
-                        return
-                    continue
-                if event is None:
-                    return
-                fresh = False
-                conn.start_request()
-                request = stats.request(event)
-                started = perf_counter()
-                if request.name in data_requests:
-                    streak += 1
-                    if not eager and not turns.take_now():
+    try:
+        async with trio.open_nursery() as parked:
+            try:
+                while True:
+                    # Saturated, and this connection's last requests were data requests: its next one most likely is
+                    # too, and would wait for a turn once read. Wait for it first, then read without waiting for the
+                    # socket (the request is there already in a closed loop): one scheduler pass per deferred request
+                    # instead of two. (A control request read with it went through the queue too: one that follows two
+                    # data requests or more on a connection waits one turn; a client that alternates them — a
+                    # transactional producer's Produce and EndTxn — does not.)
+                    eager = streak > 1 and turns is not None and turns.waiting > 0
+                    if eager:
                         await turns.take()
-                else:
-                    streak = 0
-                try:
-                    reply = await session.handle(event)
-                except Exception:
-                    request.observe(perf_counter() - started, True)
-                    raise
-                if type(reply) is HandOver:
-                    if may_hand_over and conn.inflight == 1 and not conn.draining:
-                        may_hand_over = False
-                        if await hand_over.give(reply, stream, codec, session):
-                            conn.end_request()  # answered (and counted) by the owner
+                    try:
+                        event = await reader.next(eager or fresh)
+                    except RemoteProtocolError as exc:
+                        reader.release()
+                        stats.named("malformed").observe(0.0, True)
+                        answer = session.protocol_error(exc)
+                        if answer is None:
+                            log.info("%s: closing: %s", conn.peer, exc.message)
                             return
-                    reply = await reply.relay()
-                sent = False
-                if type(reply) is Park:
-                    if not max_parked:  # answers go out in request order: this one is awaited here
-                        reply, sent = await wait_for(reply)
-                    elif conn.inflight <= max_parked:
-                        parked.start_soon(answer_later, reply, request, started)
+                        log.debug("%s: protocol error: %s", conn.peer, exc.message)
+                        await out.send(answer)
+                        if exc.fatal:
+                            return
                         continue
+                    if event is None:
+                        return
+                    fresh = False
+                    conn.start_request()
+                    request = stats.request(event)
+                    started = perf_counter()
+                    if request.name in data_requests:
+                        streak += 1
+                        if turns is not None and not eager and not turns.take_now():
+                            await turns.take()
+                        if memory is not None and memory.used > memory.soft:
+                            await memory.wait_below(conn)  # its answer may be large: past the soft limit, fair shares
                     else:
-                        reply = await reply.now()
-                closing = type(reply) is Close
-                if closing:
-                    reply = reply.event
-                if reply is not None and not sent:
-                    await out.send(reply)
-                request.answered(started, reply, closing)
-                # Nothing of this request and its answer stays with the connection while it waits for the next: a
-                # read's file slice would keep a segment that retention deletes meanwhile (and its disk space).
-                event = reply = None
-                if not conn.end_request() or closing:
-                    return
-        finally:
-            parked.cancel_scope.cancel()
+                        streak = 0
+                    try:
+                        reply = await session.handle(event)
+                    except Exception:
+                        request.observe(perf_counter() - started, True)
+                        raise
+                    finally:
+                        reader.release()
+                    if type(reply) is HandOver:
+                        if may_hand_over and conn.inflight == 1 and not conn.draining:
+                            may_hand_over = False
+                            if await hand_over.give(reply, stream, codec, session):
+                                conn.end_request()  # answered (and counted) by the owner
+                                return
+                        reply = await reply.relay()
+                    sent = False
+                    if type(reply) is Park:
+                        if not max_parked:  # answers go out in request order: this one is awaited here
+                            reply, sent = await wait_for(reply)
+                        elif conn.inflight <= max_parked:
+                            parked.start_soon(answer_later, reply, request, started)
+                            continue
+                        else:
+                            reply = await reply.now()
+                    closing = type(reply) is Close
+                    if closing:
+                        reply = reply.event
+                    if reply is not None and not sent:
+                        await out.send(reply)
+                    request.answered(started, reply, closing)
+                    # Nothing of this request and its answer stays with the connection while it waits for the next: a
+                    # read's file slice would keep a segment that retention deletes meanwhile (and its disk space).
+                    event = reply = None
+                    if not conn.end_request() or closing:
+                        return
+            finally:
+                parked.cancel_scope.cancel()
+    finally:  # (after the parked answers ended) whatever the connection was doing, it gives back what it held
+        if memory is not None and conn.memory:
+            memory.release(conn, conn.memory)

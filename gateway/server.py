@@ -40,6 +40,7 @@ from .config import Config
 from .connections import ConnectionRegistry
 from .durability import Flush, GroupCommitter
 from .formats import STORAGE_FORMATS
+from .memory import MemoryBudget, default_memory_bytes
 from .handover import listen_handover
 from .listeners import listen, listen_relay, serve, warn_if_exposed
 from .notify import AppendNotifier
@@ -76,6 +77,7 @@ class Gateway:
         per_pass = config.limits.data_requests_per_pass
         self.turns = Turns(per_pass, config.limits.data_pass_ms) if per_pass else None
         self.committer = GroupCommitter(on_synced=self._synced)
+        self.memory = MemoryBudget(config.limits.memory_bytes or default_memory_bytes())
         self.connections = ConnectionRegistry(config.limits.max_connections, config.limits.max_connections_per_ip)
         self.addresses: dict[str, tuple[str, int]] = {}
         self._shutdown = trio.Event()
@@ -89,8 +91,9 @@ class Gateway:
 
     @property
     def ready(self) -> bool:
-        """Storage is open and every enabled listener bound, and no shutdown was asked (`/ready`)."""
-        return self.state == "ready"
+        """Storage is open and every enabled listener bound, no shutdown was asked, and the memory budget is not
+        exhausted (`/ready`)."""
+        return self.state == "ready" and not self.memory.exhausted
 
     def _synced(self, target) -> None:
         if self.steps is not None:

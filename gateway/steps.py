@@ -9,7 +9,9 @@
   as it lies — when they already are that format, otherwise decoded and re-encoded batch by batch (each batch once
   for every reader that asks for it in the same format while it is in `transcoded.TranscodedReads`). Bytes read
   from a file above `INLINE_READ_BYTES` are read in a worker thread, below it inline (one rule for every
-  protocol); with `at_once` such a read raises `NotNow` instead, so the read never waits.
+  protocol); a slice above `transcoded.STEP_BYTES` is transcoded a step at a time, letting the other connections
+  run between the steps (or in a worker thread when it is not shared), so no read holds the event loop for long;
+  with `at_once` such a read raises `NotNow` instead, so the read never waits.
   Transactions (see `Isolation`): readers see committed data only — up to the last stable offset, aborted records
   dropped, markers never shown — unless they are Kafka readers that filter for themselves (`RAW_COMMITTED`:
   the stored bytes up to the LSO, the aborted list beside them) or asked for everything (`UNCOMMITTED`).
@@ -36,7 +38,7 @@ from logway.storage import AppendResult, LogEngine, PartitionLog, ReadSlice
 from .durability import Flush, GroupCommitter
 from .formats import ReadFormat, StorageFormat
 from .notify import AppendNotifier
-from .transcoded import TranscodedReads
+from .transcoded import STEP_BYTES, TranscodedReads
 
 __all__ = ["INLINE_READ_BYTES", "Isolation", "NotNow", "Read", "Steps", "run_now"]
 
@@ -173,11 +175,11 @@ class Steps:
                 if read.count:
                     return self._done(read, asked)
             else:
-                records = stored.decode(await self._bytes(rng, at_once), first_offset=rng.first_offset,
-                                        min_offset=offset)
-                records = [r for r in records if not any(t.covers(r.offset) for t in aborted)]
-                if records:
-                    return self._done(Read(rng, as_.encode_read(records), len(records), records[0].offset), asked)
+                data = await self._bytes(rng, at_once)
+                read = await self._in_thread_if_large(rng, at_once, _transcoded, rng, data, offset, stored, as_,
+                                                      aborted)
+                if read.count:
+                    return self._done(read, asked)
             # Nothing committed in this slice (only markers or aborted records): the next one, up to the LSO.
             if rng.end_offset >= until:
                 return None
@@ -194,13 +196,34 @@ class Steps:
         batches nobody asked for yet."""
         cache = self.transcoded
         if cache is None:
-            records = stored.decode(await self._bytes(rng, at_once), first_offset=rng.first_offset,
-                                    min_offset=offset)
-            return Read(rng, as_.encode_read(records), len(records), records[0].offset if records else None)
+            data = await self._bytes(rng, at_once)
+            return await self._in_thread_if_large(rng, at_once, _transcoded, rng, data, offset, stored, as_)
         shared = cache.shared(rng, offset, as_)
         if shared is None:
-            shared = cache.transcode(rng, await self._bytes(rng, at_once), offset, stored, as_)
+            data = await self._bytes(rng, at_once)
+            if rng.length <= STEP_BYTES:
+                shared = cache.transcode(rng, data, offset, stored, as_)
+            elif at_once:
+                raise NotNow
+            else:  # the loop is let go between the batches (the cache is this thread's: not a worker thread)
+                steps = cache.transcode_in_steps(rng, data, offset, stored, as_)
+                try:
+                    while True:
+                        next(steps)
+                        await trio.lowlevel.checkpoint()
+                except StopIteration as done:
+                    shared = done.value
         return Read(rng, *shared)
+
+    @staticmethod
+    async def _in_thread_if_large(rng: ReadSlice, at_once: bool, fn: Callable[..., T], *args) -> T:
+        """`fn(*args)` (decoding or encoding the slice `rng`): inline when the slice is small; when large, in a
+        worker thread (or `NotNow` when `at_once`)."""
+        if rng.length <= STEP_BYTES:
+            return fn(*args)
+        if at_once:
+            raise NotNow
+        return await trio.to_thread.run_sync(fn, *args)
 
     def _done(self, read: Read, offset: int) -> Read:
         if self.on_read is not None:
@@ -215,6 +238,15 @@ class Steps:
         if at_once:
             raise NotNow
         return await trio.to_thread.run_sync(rng.read)
+
+    @staticmethod
+    async def convert(size: int, fn: Callable[..., T], *args) -> T:
+        """`fn(*args)`: a pure conversion of records worth `size` bytes (a produce in another format than the
+        topic's, encoded into it) — inline when small, in a worker thread when larger than `STEP_BYTES`, so no
+        produce holds the event loop for long."""
+        if size <= STEP_BYTES:
+            return fn(*args)
+        return await trio.to_thread.run_sync(fn, *args)
 
     async def in_thread(self, fn: Callable[..., T], *args) -> T:
         """Run a blocking storage call (topic creation, a timestamp search) in a worker thread."""
@@ -243,6 +275,16 @@ class Steps:
                 return None
             if not woken:
                 return (await build(False))[0]
+
+
+def _transcoded(rng: ReadSlice, data, offset: int, stored: StorageFormat, as_: ReadFormat,
+                aborted=()) -> Read:
+    """The slice's records from `offset` (leaving out those of the `aborted` transactions) in `as_`: a pure
+    function of its arguments, run in a worker thread when the slice is large."""
+    records = stored.decode(data, first_offset=rng.first_offset, min_offset=offset)
+    if aborted:
+        records = [r for r in records if not any(t.covers(r.offset) for t in aborted)]
+    return Read(rng, as_.encode_read(records), len(records), records[0].offset if records else None)
 
 
 def run_now(coro: Coroutine[Any, Any, T]) -> T:

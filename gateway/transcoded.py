@@ -32,7 +32,11 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-__all__ = ["TranscodedReads"]
+__all__ = ["STEP_BYTES", "TranscodedReads"]
+
+#: `transcode_in_steps` yields after decoding about this many stored bytes: a few milliseconds of decoding and
+#: encoding, the most one read may hold the event loop in one go.
+STEP_BYTES = 128 * 1024
 
 
 class TranscodedReads:
@@ -68,6 +72,17 @@ class TranscodedReads:
         in storage format `stored`) as (answer in format `as_`, count, first offset or None), joined from its
         batches' parts. Raises what decoding or encoding raises (RecordFormatError); nothing is kept for that
         batch."""
+        steps = self.transcode_in_steps(rng, data, min_offset, stored, as_)
+        try:
+            while True:
+                next(steps)
+        except StopIteration as done:
+            return done.value
+
+    def transcode_in_steps(self, rng, data, min_offset: int, stored, as_):
+        """`transcode` as a generator that yields (None) after each `STEP_BYTES` or so of stored bytes decoded, so
+        that the caller can let others run between the steps; its return value is `transcode`'s. The cache may be
+        used by others between the steps: each batch's part is looked up and kept on its own."""
         segment, position, first_offset = rng.segment, rng.position, rng.first_offset
         generation, uid = segment.generation, segment.uid
         view = memoryview(data)
@@ -78,8 +93,12 @@ class TranscodedReads:
         first = prev_end = None
         decoded = self.batches_decoded
         pos, offset, n = 0, first_offset, len(view)
+        step_end = STEP_BYTES
         try:
             while pos < n:
+                if pos >= step_end:
+                    step_end = pos + STEP_BYTES
+                    yield
                 info = scan(view, pos)
                 if info is None or info[0] <= 0 or pos + info[0] > n:  # not whole batches: decoded as one part,
                     size, base, key = n - pos, offset, None  # not kept

@@ -14,6 +14,10 @@ passes the stream allows.
 - `StreamTransport`: any other trio stream (TLS, in-memory connections) through its own `receive_some`/`send_all`;
   file ranges are read and sent.
 
+A client must keep taking its answers: while a send waits for the client, the connection's `write_deadline` is
+set `send_timeout` seconds ahead and moved on whenever the client takes more (`connections.py` closes a connection
+whose deadline passed), so one that never reads cannot hold its answer, and the memory it takes, for good.
+
 `send_now(pieces)` writes without ever waiting — what the appending task uses to answer a parked long-poll on the
 spot — and returns what it could not write (None when all is out); the caller then hands the rest to `send`.
 Errors: a peer that reset or closed the connection raises `trio.BrokenResourceError`, as trio's streams do; a file
@@ -23,6 +27,7 @@ shorter than its range raises OSError.
 from __future__ import annotations
 
 import errno
+import math
 import os
 
 import trio
@@ -41,11 +46,13 @@ _BYTES = (bytes, bytearray, memoryview)
 _GONE = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
 
 
-def transport_for(stream: trio.abc.Stream, stats: ProtocolStats) -> "StreamTransport":
-    """The transport for a connection's stream: `SocketTransport` for plain TCP, `StreamTransport` otherwise."""
+def transport_for(stream: trio.abc.Stream, stats: ProtocolStats, conn=None,
+                  send_timeout: float = math.inf) -> "StreamTransport":
+    """The transport for a connection's stream: `SocketTransport` for plain TCP, `StreamTransport` otherwise. With
+    `conn` (a `connections.Connection`), a send that waits for the client sets its `write_deadline`."""
     if type(stream) is trio.SocketStream:
-        return SocketTransport(stream, stats)
-    return StreamTransport(stream, stats)
+        return SocketTransport(stream, stats, conn, send_timeout)
+    return StreamTransport(stream, stats, conn, send_timeout)
 
 
 def _size(pieces) -> int:
@@ -57,11 +64,23 @@ def _size(pieces) -> int:
 class StreamTransport:
     """Any trio stream (see the module docstring)."""
 
-    __slots__ = ("stream", "stats")
+    __slots__ = ("stream", "stats", "conn", "send_timeout")
 
-    def __init__(self, stream: trio.abc.Stream, stats: ProtocolStats) -> None:
+    def __init__(self, stream: trio.abc.Stream, stats: ProtocolStats, conn=None,
+                 send_timeout: float = math.inf) -> None:
         self.stream = stream
         self.stats = stats
+        self.conn = conn
+        self.send_timeout = send_timeout
+
+    def _waiting(self) -> None:
+        """A send is about to wait for the client: it has `send_timeout` from now to take more."""
+        if self.conn is not None:
+            self.conn.write_deadline = trio.current_time() + self.send_timeout
+
+    def _done(self) -> None:
+        if self.conn is not None:
+            self.conn.write_deadline = math.inf
 
     async def receive(self, max_bytes: int, eager: bool = False) -> bytes:
         """At least one byte, or b"" at EOF. `eager`: the bytes are likely there already — read before waiting for
@@ -75,22 +94,25 @@ class StreamTransport:
         fileno/position/length), in order."""
         self.stats.bytes_out += _size(pieces)
         if isinstance(pieces, _BYTES):
-            if pieces:
-                await self.stream.send_all(pieces)
-            return
-        for piece in pieces:
-            if isinstance(piece, _BYTES):
-                if piece:
-                    await self.stream.send_all(piece)
-                continue
-            fd, offset, count = piece.fileno(), piece.position, piece.length
-            while count > 0:
-                data = os.pread(fd, min(count, FALLBACK_CHUNK), offset)
-                if not data:
-                    raise OSError(f"pread: file ended {count} bytes before the range did")
-                await self.stream.send_all(data)
-                offset += len(data)
-                count -= len(data)
+            pieces = [pieces]
+        try:
+            for piece in pieces:
+                if isinstance(piece, _BYTES):
+                    for start in range(0, len(piece), FALLBACK_CHUNK):  # the deadline moves on per chunk taken
+                        self._waiting()
+                        await self.stream.send_all(memoryview(piece)[start:start + FALLBACK_CHUNK])
+                    continue
+                fd, offset, count = piece.fileno(), piece.position, piece.length
+                while count > 0:
+                    data = os.pread(fd, min(count, FALLBACK_CHUNK), offset)
+                    if not data:
+                        raise OSError(f"pread: file ended {count} bytes before the range did")
+                    self._waiting()
+                    await self.stream.send_all(data)
+                    offset += len(data)
+                    count -= len(data)
+        finally:
+            self._done()
 
     def send_now(self, pieces):
         """Nothing can be written without waiting on a generic stream: everything is left for `send`."""
@@ -103,8 +125,9 @@ class SocketTransport(StreamTransport):
 
     __slots__ = ("sock", "fd")
 
-    def __init__(self, stream: trio.SocketStream, stats: ProtocolStats) -> None:
-        super().__init__(stream, stats)
+    def __init__(self, stream: trio.SocketStream, stats: ProtocolStats, conn=None,
+                 send_timeout: float = math.inf) -> None:
+        super().__init__(stream, stats, conn, send_timeout)
         self.sock = stream.socket
         self.fd = self.sock.fileno()
 
@@ -128,9 +151,15 @@ class SocketTransport(StreamTransport):
 
     async def send(self, pieces) -> None:
         rest = self.send_now(pieces)
-        while rest is not None:
-            await trio.lowlevel.wait_writable(self.sock)
-            rest = self.send_now(rest)
+        if rest is None:
+            return
+        try:
+            while rest is not None:
+                self._waiting()  # (again after each wake-up: the client took some)
+                await trio.lowlevel.wait_writable(self.sock)
+                rest = self.send_now(rest)
+        finally:
+            self._done()
 
     def send_now(self, pieces):
         """Write what the socket takes now; None when everything went out, else what is left (bytes and file

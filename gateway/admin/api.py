@@ -131,7 +131,8 @@ class AdminApi:
     def _ready(self) -> HttpAnswer:
         gw = self.gateway
         listeners = {name: f"{host}:{port}" for name, (host, port) in sorted(gw.addresses.items())}
-        body = {"ready": gw.ready, "state": gw.state, "storage_open": gw.storage_open, "listeners": listeners}
+        body = {"ready": gw.ready, "state": gw.state, "storage_open": gw.storage_open, "listeners": listeners,
+                "memory": {"limit_bytes": gw.memory.limit, "used_bytes": gw.memory.used}}
         return _json(200 if gw.ready else 503, body)
 
     # -- JSON ------------------------------------------------------------------------------------------------

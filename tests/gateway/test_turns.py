@@ -26,6 +26,8 @@ from logway.clients.tank import consume_request
 from logway.codecs.tank import DiscoverPartitionsRequest, TankClientConnection
 
 from ..conftest import running_gateway
+from logway.gateway.transcoded import STEP_BYTES
+
 from .test_admin_http import scrape, value
 
 PER_PROTOCOL = 12  # data requests per protocol
@@ -176,13 +178,16 @@ async def test_a_quiet_gateway_never_makes_a_request_wait(tmp_path):
 
 
 async def _heavy_burst(gw, count: int) -> list[int]:
-    """`count` native fetches, one per connection, sent in one step, each of a batch of 2,000 records decoded whole
-    (the transcode cache is off) for an answer of one (max_bytes): heavy work, small answers. The pass in which
-    each answer was seen."""
+    """`count` native fetches, one per connection, sent in one step, each of a batch of records decoded whole
+    (the transcode cache is off) for an answer of one (max_bytes): heavy work, small answers — as heavy as one read
+    does on the event loop (a larger slice is transcoded in a worker thread: `steps.py`). The pass in which each
+    answer was seen."""
+    records = STEP_BYTES * 9 // 10 // 220  # (a record of 200 bytes takes ~220 in its batch)
+
     def fill():
         with NativeClient(*gw.addresses["native"]) as client:
             client.create_topic("heavy", 1)
-            client.produce("heavy", 0, [b"h" * 200] * 2000)  # one Kafka batch
+            client.produce("heavy", 0, [b"h" * 200] * records)  # one Kafka batch
     await trio.to_thread.run_sync(fill)
     conns = [await _open(gw, "native") for _ in range(count)]
     try:

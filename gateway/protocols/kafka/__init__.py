@@ -9,7 +9,10 @@ ranges that the pump sends between the bytes the codec built. A request that can
 uses an unsupported API/version closes the connection (Kafka's behaviour); other connections are unaffected.
 
 With `auth.kafka_sasl_plain` a connection must authenticate first (`sasl.KafkaSasl`): SaslHandshake and
-SaslAuthenticate are answered by the session, not the broker, since they concern this connection only.
+SaslAuthenticate are answered by the session, not the broker, since they concern this connection only. Until it
+has, the codec reads only requests of those keys (and ApiVersions) of at most `limits.auth_max_frame_bytes` — any
+other key or a larger frame closes the connection before its body is read — and the connection must have
+authenticated within `limits.auth_timeout_ms` of its accept.
 
 In a worker process (`workers: N` > 1) the broker is node i of N brokers (`cluster.KafkaCluster`).
 """
@@ -17,6 +20,7 @@ In a worker process (`workers: N` > 1) the broker is node i of N brokers (`clust
 from __future__ import annotations
 
 import logging
+import math
 
 import trio
 
@@ -28,7 +32,7 @@ from ..base import INFO, WARNING, Protocol
 from .broker import SERVED, KafkaBroker
 from .cluster import KafkaCluster
 from .coordinator import GroupCoordinator
-from .sasl import KafkaSasl
+from .sasl import PRE_AUTH_API_KEYS, KafkaSasl
 
 log = logging.getLogger("logway.gateway.kafka")
 
@@ -89,12 +93,27 @@ class KafkaSession(Session):
         super().__init__(conn, codec)
         self.broker = protocol.broker
         self.sasl = KafkaSasl(protocol.config.auth, conn.peer)
+        self._max_frame = codec.max_frame
+        if not self.sasl.authenticated:  # nothing but small SASL requests until it has
+            limits = protocol.config.limits
+            codec.max_frame = min(codec.max_frame, limits.auth_max_frame_bytes)
+            codec.allowed_keys = PRE_AUTH_API_KEYS
+            conn.auth_deadline = trio.current_time() + limits.auth_timeout_ms / 1000
+
+    def _authenticated(self) -> None:
+        codec = self.codec
+        codec.max_frame = self._max_frame
+        codec.allowed_keys = None
+        self.conn.auth_deadline = math.inf
 
     async def handle(self, request):
         sasl = self.sasl
         if isinstance(request, SaslToken):  # the raw token after a v0 handshake: success = an empty token back
             # Kafka closes the connection on a failed v0 login.
-            return SaslToken(b"") if sasl.authenticate(request.data) else Close()
+            if not sasl.authenticate(request.data):
+                return Close()
+            self._authenticated()
+            return SaslToken(b"")
         if not sasl.allows(request.api_key):
             log.info("%s: closing: api key %d before SASL authentication", self.conn.peer, request.api_key)
             return Close()
@@ -106,6 +125,8 @@ class KafkaSession(Session):
                 self.codec.expect_sasl_token()
         elif request.api_key == SASL_AUTHENTICATE_KEY:
             body, close = sasl.authenticate_request(request.body)
+            if sasl.authenticated:
+                self._authenticated()
         else:
             body = await self.broker.handle(request, self.conn)
             if type(body) is Park:  # a Fetch that may wait: its answer, whoever writes it, gets our header

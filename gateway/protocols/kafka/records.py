@@ -106,6 +106,12 @@ async def _produce_partition(broker: "KafkaBroker", topic: str, partition: int, 
         producer = (first.producer_id, first.producer_epoch)
     elif any(h.is_control for h in headers):  # markers are the coordinator's to write
         return answer(E.INVALID_RECORD, message="control batches cannot be produced")
+    stored = data
+    if plog.fmt is not KAFKA:  # e.g. a TANK topic: the records re-encoded; headers refused, never dropped
+        try:  # (before the checks below: nothing may wait between them and the append)
+            stored = await broker.steps.convert(len(data), _reencoded, plog, data)
+        except FAILURES as exc:
+            return _refused(answer, plog, exc)
     if producer is not None and broker.transactions.peers is not None:  # (workers: N) heard of at the coordinator?
         try:
             await broker.transactions.learn(producer[0], producer[1], topic, partition)
@@ -125,18 +131,9 @@ async def _produce_partition(broker: "KafkaBroker", topic: str, partition: int, 
             return answer(txn_error_code(exc, knows_fenced=False), message=str(exc))
     steps = broker.steps
     try:
-        if plog.fmt is not KAFKA:  # e.g. a TANK topic: the records re-encoded; headers refused, never dropped
-            data = plog.fmt.encode(KAFKA.decode(data, first_offset=0, min_offset=0),
-                                   now_ms=int(time.time() * 1000), max_batch_bytes=plog.config.max_batch_bytes)
-        result = steps.append(plog, data, producer=producer)
+        result = steps.append(plog, stored, producer=producer)
     except FAILURES as exc:
-        code = error_code(exc, PRODUCE_ERRORS)
-        if code == E.KAFKA_STORAGE_ERROR:  # e.g. disk full: nothing was appended, the client may retry
-            log.error("append to %s-%d failed: %s", topic, partition, exc)
-            return answer(code, message=f"storage error: {exc.strerror or exc}")
-        if code == E.INVALID_RECORD:
-            return answer(code, message=f"topic {topic} ({plog.fmt.name} format): {exc}")
-        return answer(code, message=str(exc))
+        return _refused(answer, plog, exc)
     if state is not None:  # recorded before any wait, so a retry arriving meanwhile is recognised
         offset = result.base_offset
         for h in headers:
@@ -152,6 +149,23 @@ async def _produce_partition(broker: "KafkaBroker", topic: str, partition: int, 
 
 
 # -- Fetch -----------------------------------------------------------------------------------------------
+def _reencoded(plog: PartitionLog, data: bytes) -> bytes:
+    """Kafka batches as whole batches of the partition's own storage format."""
+    return plog.fmt.encode(KAFKA.decode(data, first_offset=0, min_offset=0), now_ms=int(time.time() * 1000),
+                           max_batch_bytes=plog.config.max_batch_bytes)
+
+
+def _refused(answer, plog: PartitionLog, exc: Exception):
+    """The partition's answer to an append (or its conversion) that failed with `exc`."""
+    code = error_code(exc, PRODUCE_ERRORS)
+    if code == E.KAFKA_STORAGE_ERROR:  # e.g. disk full: nothing was appended, the client may retry
+        log.error("append to %s-%d failed: %s", plog.topic, plog.partition, exc)
+        return answer(code, message=f"storage error: {exc.strerror or exc}")
+    if code == E.INVALID_RECORD:
+        return answer(code, message=f"topic {plog.topic} ({plog.fmt.name} format): {exc}")
+    return answer(code, message=str(exc))
+
+
 async def fetch(broker: "KafkaBroker", body, version, conn):
     limits = broker.config.limits
     wait = min(max(body.max_wait_ms, 0), limits.max_wait_ms, MAX_FETCH_WAIT_MS) / 1000

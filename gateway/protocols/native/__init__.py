@@ -10,13 +10,19 @@ The internal requests of `txn_peers.py` (transactions across `workers: N`) are s
 only; on a client's connection they are unknown request types, as in the codec.
 
 With `auth.native_token` set, the first request must be `Auth` with that token: any other request first, or a
-wrong token, is answered with an `Error` and the connection is closed. Without a token `Auth` always succeeds.
+wrong token, is answered with an `Error` and the connection is closed. Until then the codec takes frames of at
+most `limits.auth_max_frame_bytes` (a larger one is answered `max frame size exceeded` and closed before its body
+is read), and the connection must have authenticated within `limits.auth_timeout_ms` of its accept. Without a
+token `Auth` always succeeds.
 """
 
 from __future__ import annotations
 
 import hmac
 import logging
+import math
+
+import trio
 
 from logway.codecs.native import AuthRequest, AuthResponse, ErrorResponse, NativeConnection
 
@@ -81,6 +87,17 @@ class NativeSession(Session):
         self.protocol = protocol
         self.token = protocol.token
         self.authenticated = not self.token
+        self._max_frame = codec.max_frame
+        if self.token:  # nothing but a small Auth until it has
+            limits = protocol.config.limits
+            codec.max_frame = min(codec.max_frame, limits.auth_max_frame_bytes)
+            conn.auth_deadline = trio.current_time() + limits.auth_timeout_ms / 1000
+
+    def _authenticated(self) -> None:
+        self.authenticated = True
+        if self.token:
+            self.codec.max_frame = self._max_frame
+            self.conn.auth_deadline = math.inf
 
     def protocol_error(self, exc):
         return ErrorResponse(exc.message)  # answered; the pump closes after a fatal one
@@ -89,14 +106,15 @@ class NativeSession(Session):
         return {"authenticated": self.authenticated}
 
     def resume(self, state: dict) -> None:
-        self.authenticated = state.get("authenticated") is True or not self.token
+        if state.get("authenticated") is True:
+            self._authenticated()
 
     async def handle(self, event):
         if isinstance(event, AuthRequest):
             if self.token and not token_matches(self.token, event.token):
                 log.warning("%s: native authentication failed", self.conn.peer)
                 return Close(ErrorResponse("authentication failed: wrong token"))
-            self.authenticated = True
+            self._authenticated()
             return AuthResponse(True)
         if not self.authenticated:
             log.info("%s: closing: %s before Auth", self.conn.peer, type(event).__name__)

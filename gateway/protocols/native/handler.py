@@ -35,6 +35,18 @@ from .groups import GroupAdmin
 
 log = logging.getLogger("logway.gateway.native")
 NO_RECORDS = nev.EncodedRecords(b"", (), (), ())
+#: A native record's size when deciding whether encoding a Produce's records into the topic's format is large
+#: enough for a worker thread (`Steps.convert`): counting their bytes would cost what it saves.
+RECORD_SIZE_GUESS = 64
+#: `{"Produce":{"offsets":[` and `]}}`, rounded up.
+_PRODUCE_ANSWER_OVERHEAD = 32
+
+
+def _answerable(count: int, next_offset: int, max_frame: int) -> int:
+    """How many of `count` records appended at `next_offset` on may go in one Produce: its answer lists every
+    offset, and must fit one frame (each offset at most as many digits as the last one, and a comma)."""
+    width = len(str(next_offset + count)) + 1
+    return max(0, (max_frame - _PRODUCE_ANSWER_OVERHEAD) // width)
 
 
 def _partition_not_found(exc, ev) -> str:
@@ -158,7 +170,13 @@ class NativeHandler:
             return await self._relay(plog, ev)
         if not ev.records:
             return nev.ProduceResponse([])
-        data = plog.fmt.encode(ev.records, now_ms=int(time.time() * 1000), max_batch_bytes=plog.config.max_batch_bytes)
+        count = len(ev.records)
+        most = _answerable(count, plog.log_end_offset, self.limits.max_frame_bytes)
+        if count > most:  # refused before anything is appended: its answer could not be sent
+            return nev.ErrorResponse(f"too many records in one Produce: {count}; the answer's offsets must fit a "
+                                     f"frame (limits.max_frame_bytes): send at most {most} per request")
+        encode = partial(plog.fmt.encode, now_ms=int(time.time() * 1000), max_batch_bytes=plog.config.max_batch_bytes)
+        data = await self.steps.convert(count * RECORD_SIZE_GUESS, encode, ev.records)
         result = self.steps.append(plog, data)
         await self.steps.make_durable(plog)
         return nev.ProduceResponse(list(range(result.base_offset, result.last_offset + 1)))

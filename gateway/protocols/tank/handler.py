@@ -80,6 +80,20 @@ def normalised_expiry(now_s: float, max_wait_ms: int) -> float:
     return math.ceil((now_s * 1000 + wait) / EXPIRY_STEP_MS) * EXPIRY_STEP_MS / 1000
 
 
+def _converted(plog: PartitionLog, entry, header, explicit_first: int | None) -> bytes | None:
+    """A produced bundle as the partition stores it: a `tank` partition's sparse bundle naming the seqs a
+    ProduceWithSeqnum gave (TANK trusts base_seqnum but stores no seqs, and its readers then disagree), another
+    format's whole batches — or None when the seqs are not contiguous (a Kafka-format log cannot hold gaps inside
+    its batches). Pure: it may run in a worker thread."""
+    if plog.fmt is TANK:
+        records, _ = decode_bundle(entry.bundle, entry.base_seqnum)
+        return wrap(encode_bundle(records, codec=header.codec, sparse_seqs=[r.offset + 1 for r in records]))
+    records, _ = decode_bundle(entry.bundle, explicit_first or 1)
+    if explicit_first is not None and any(r.offset != explicit_first - 1 + i for i, r in enumerate(records)):
+        return None
+    return plog.fmt.encode(records, now_ms=int(time.time() * 1000), max_batch_bytes=plog.config.max_batch_bytes)
+
+
 class TankHandler:
     def __init__(self, steps: Steps, forward=None, look_up=None) -> None:
         """With `workers: N`: `forward`, a `TankForwarder`, or None; `look_up(names)` reads the topics of
@@ -153,7 +167,7 @@ class TankHandler:
                     foreign.setdefault(plog.owner, []).append(len(results))
                 results.append(ProduceResult(entry.topic, entry.partition, ProduceError.SYSTEM_ERROR))
                 continue
-            error = self._append(plog, entry, req.with_seqnum)
+            error = await self._append(plog, entry, req.with_seqnum)
             if error == ProduceError.OK:
                 touched[id(plog)] = plog
             results.append(ProduceResult(entry.topic, entry.partition, error))
@@ -173,27 +187,20 @@ class TankHandler:
                            else ProduceResult(r.topic, r.partition, ProduceError.SYSTEM_ERROR) for r in results]
         return ProduceResponse(req.request_id, results)
 
-    def _append(self, plog: PartitionLog, entry, with_seqnum: bool) -> int:
+    async def _append(self, plog: PartitionLog, entry, with_seqnum: bool) -> int:
         try:
             header = parse_bundle_header(entry.bundle)
             explicit_first = header.first_seq if header.sparse else entry.base_seqnum if with_seqnum else None
+            if plog.fmt is TANK and not (with_seqnum and not header.sparse):
+                data = entry.stored()
+            else:  # decoded and encoded again: in a worker thread when large
+                data = await self.steps.convert(len(entry.bundle), _converted, plog, entry, header, explicit_first)
             if explicit_first is not None and explicit_first <= plog.log_end_offset:
                 return ProduceError.INVALID_SEQNUM  # at or below the last assigned seq
-            if plog.fmt is TANK:
-                data = entry.stored()
-                if with_seqnum and not header.sparse:
-                    # TANK trusts base_seqnum but stores no seqs (its readers then disagree); store it sparse.
-                    records, _ = decode_bundle(entry.bundle, entry.base_seqnum)
-                    data = wrap(encode_bundle(records, codec=header.codec,
-                                              sparse_seqs=[r.offset + 1 for r in records]))
-            else:
-                records, _ = decode_bundle(entry.bundle, explicit_first or plog.log_end_offset + 1)
-                if explicit_first is not None and any(r.offset != plog.log_end_offset + i
-                                                      for i, r in enumerate(records)):
-                    # A Kafka-format log cannot hold gaps inside its batches: only contiguous seqs are accepted.
-                    return ProduceError.INVALID_SEQNUM
-                data = plog.fmt.encode(records, now_ms=int(time.time() * 1000),
-                                       max_batch_bytes=plog.config.max_batch_bytes)
+            if data is None or (explicit_first is not None and plog.fmt is not TANK
+                                and explicit_first != plog.log_end_offset + 1):
+                # A Kafka-format log cannot hold gaps inside its batches: only contiguous seqs are accepted.
+                return ProduceError.INVALID_SEQNUM
             self.steps.append(plog, data)
         except (*FAILURES, ValueError) as exc:  # ValueError: a bundle that does not decode
             kind = kind_of(exc)
