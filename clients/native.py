@@ -118,7 +118,15 @@ def _delete_group_offsets(group_id: str, partitions: Iterable[tuple[str, int]] |
 
 
 def _list_groups() -> Operation:
-    return (yield nv.ListGroupsRequest()).groups
+    """Every group, page after page (the gateway answers as many as fit one frame)."""
+    groups: list[nv.GroupSummary] = []
+    after = None
+    while True:
+        page = yield nv.ListGroupsRequest(after)
+        groups += page.groups
+        if page.next is None:
+            return groups
+        after = page.next
 
 
 def _describe_group(group_id: str) -> Operation:

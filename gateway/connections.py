@@ -1,6 +1,11 @@
 """Live connections: the limit on how many, their read timeouts, and what graceful shutdown needs to know about
 each one.
 
+The limits are fair: `max_connections_per_ip` bounds one client address, and when the total (`max_connections`) is
+reached, a client of another address is admitted by closing one connection of the address that holds the most —
+one that has not authenticated yet, else the one idle the longest (`_shed_for`): no address can lock the others out
+by holding connections it does not use. Busy connections are never closed for another's sake.
+
 A `Connection` is idle (waiting for the next request: safe to cancel) or busy (requests are being served:
 let them finish). `drain()` cancels idle connections at once and asks busy ones to close after their
 current response. The registry counts connections accepted and refused per protocol (`logway_connections_*`).
@@ -79,6 +84,7 @@ class ConnectionRegistry:
         self._draining = False
         self.accepted: dict[str, int] = {}  # per protocol (listener): connections admitted ...
         self.refused: dict[str, int] = {}  # ... and refused (a limit, or shutdown), for the metrics
+        self.shed: dict[str, int] = {}  # ... and closed to make room for another address's (`_shed_for`)
 
     @property
     def count(self) -> int:
@@ -117,13 +123,41 @@ class ConnectionRegistry:
             host, port = "memory", 0
         except OSError:
             host, port = "?", 0
-        if self._draining or self.clients >= self.limit or self._by_address.get(host, 0) >= self.per_address:
+        if self._draining or self._by_address.get(host, 0) >= self.per_address:
+            return None
+        if self.clients >= self.limit and not self._shed_for(host):
             return None
         conn = Connection(protocol, f"{host}:{port}")
         conn.address = host
         self._live.add(conn)
         self._by_address[host] = self._by_address.get(host, 0) + 1
         return conn
+
+    def _shed_for(self, host: str) -> bool:
+        """At the total limit, make room for a client of `host`: close one connection of the address holding the
+        most (more than `host` holds, and more than one) — one that has not authenticated yet, else the one idle
+        the longest. False when there is none to close: the new connection is refused."""
+        held = self._by_address.get(host, 0)
+        most, address = max((count, address) for address, count in self._by_address.items())
+        if most <= max(held + 1, 1):
+            return False
+        victim = None
+        for conn in self._live:
+            if conn.address != address or conn.internal or conn.scope.cancel_called:
+                continue
+            if conn.auth_deadline != math.inf:  # not authenticated yet: first to go
+                victim = conn
+                break
+            if (not conn.busy and conn.waiting_for == "idle" and conn.read_deadline != math.inf  # waiting, idle
+                    and (victim is None or conn.read_deadline < victim.read_deadline)):
+                victim = conn  # idle the longest (its idle deadline is the earliest)
+        if victim is None:
+            return False
+        log.info("%s: closing to make room for a client of %s (%d connections: the limit; %s holds %d)",
+                 victim.peer, host, self.clients, address, most)
+        self.shed[victim.protocol] = self.shed.get(victim.protocol, 0) + 1
+        victim.scope.cancel()
+        return True
 
     def admit_internal(self, protocol: str) -> Connection | None:
         """Another worker's new relay connection to `protocol`, or None when shutting down."""

@@ -35,6 +35,9 @@ class ReadFormat:
     #: Whether a part encoded on its own (`encode_part`) must say that it does not follow the previous part's
     #: offsets (TANK: such a bundle is sparse); else a part reads the same wherever it stands.
     gap_sensitive = False
+    #: The bytes of an answer in this format per stored byte it comes from (what a transcoded read holds of the
+    #: memory budget beside the stored bytes, `steps.py`).
+    expansion = 1
 
     def encode_read(self, records: Sequence[Record]):
         raise NotImplementedError
@@ -140,6 +143,7 @@ class _Records(ReadFormat):
     """Decoded records, as a tuple (the admin console's message browser)."""
 
     name = "records"
+    expansion = 2  # a `Record` object per record beside its bytes
 
     def encode_read(self, records):
         return tuple(records)
@@ -153,6 +157,7 @@ class _Native(ReadFormat):
     readers that ask for the same slice share (`transcoded.py`) is bytes, not records to encode again."""
 
     name = "native"
+    expansion = 4  # a byte of a payload is a JSON number and a comma: 2 to 4 characters
 
     def encode_read(self, records):
         return encode_fetched(records)

@@ -17,25 +17,52 @@ or an answer not taken within `limits.request_timeout_ms` closes the connection,
 frame costing more than the whole budget waits until it can be alone in it. An encoded answer is taken without
 waiting (`take`): it exists already; the budget then makes the next requests wait.
 
+A read that transcodes a large slice (`steps.py`) holds the slice's bytes and its answer while it builds it: it takes
+that share (`reserve`, through `LEASE`: the budget and connection of the task at hand, set by the pump) before it
+reads, and gives it back once built (the answer is then counted as an answer).
+
+Resident memory follows the budget only if freed buffers go back to the system: glibc's malloc serves allocations
+over a threshold with their own mappings (returned when freed) but raises that threshold as large blocks are freed,
+up to 32 MiB, after which megabyte answers come from its heap and stay resident once freed. `fix_mmap_threshold()`
+(at the gateway's start) pins it at `MMAP_THRESHOLD_BYTES`.
+
 `/ready` reports unready while the budget is exhausted (`exhausted`), and the metrics show its use
 (`logway_memory_budget_bytes{what=limit|used}`, `logway_memory_waits_total`).
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+from contextvars import ContextVar
 
 import trio
 
-__all__ = ["MemoryBudget", "SMALL_FRAME_BYTES", "default_memory_bytes"]
+__all__ = ["LEASE", "MemoryBudget", "SMALL_FRAME_BYTES", "default_memory_bytes", "fix_mmap_threshold", "give_back",
+           "reserve"]
 
 #: Frames and answers up to this size are not counted: a receive's worth of bytes (`reading.RECEIVE_CHUNK`), which
 #: the connection limits bound already; counting them would cost every small request two updates.
 SMALL_FRAME_BYTES = 256 * 1024
+#: Allocations from this size on get mappings of their own, returned to the system when freed (`fix_mmap_threshold`):
+#: above a receive's worth of bytes (`reading.RECEIVE_CHUNK`), which would otherwise be mapped on every read.
+MMAP_THRESHOLD_BYTES = 1024 * 1024
+#: mallopt's parameter for it (glibc's malloc.h).
+_M_MMAP_THRESHOLD = -3
 #: Above this share of the budget, only addresses under their fair share may take more.
 SOFT_SHARE = 0.75
 #: The smallest default budget, whatever the machine says.
 MIN_DEFAULT_BYTES = 256 * 1024 * 1024
+
+
+def fix_mmap_threshold() -> bool:
+    """Pin glibc malloc's mmap threshold at `MMAP_THRESHOLD_BYTES` (see the module docstring); False where there is
+    no glibc."""
+    try:
+        libc = ctypes.CDLL(None)
+        return bool(libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES))
+    except (OSError, AttributeError):
+        return False
 
 
 def default_memory_bytes() -> int:
@@ -114,3 +141,31 @@ class MemoryBudget:
             self._by_address.pop(address, None)
         if self._waiting:
             self._waiting.unpark_all()
+
+
+#: (budget, connection) of the task at hand: a connection's task, and the parked answers it starts (the pump sets
+#: it); None elsewhere (nothing is counted).
+LEASE: ContextVar[tuple[MemoryBudget, object] | None] = ContextVar("logway_memory_lease", default=None)
+
+
+async def reserve(size: int, at_once: bool = False) -> int | None:
+    """Take `size` bytes for the task at hand's connection (`LEASE`), waiting until they fit; the bytes taken (0
+    when small or not counted), or None when `at_once` and they do not fit now."""
+    lease = LEASE.get()
+    if lease is None or size <= SMALL_FRAME_BYTES:
+        return 0
+    memory, conn = lease
+    if memory.fits(conn.address, size):
+        memory.take(conn, size)
+    elif at_once:
+        return None
+    else:
+        await memory.acquire(conn, size)
+    return size
+
+
+def give_back(size: int) -> None:
+    """Give back what `reserve` took (in the same task)."""
+    if size:
+        memory, conn = LEASE.get()
+        memory.release(conn, size)

@@ -56,7 +56,7 @@ from logway.codecs.errors import RemoteProtocolError
 
 from .admin.stats import CURRENT, ProtocolStats, RequestStats
 from .connections import Connection
-from .memory import SMALL_FRAME_BYTES
+from .memory import LEASE, SMALL_FRAME_BYTES
 from .reading import RequestReader
 from .transport import transport_for
 
@@ -254,6 +254,8 @@ async def serve_connection(stream: trio.abc.Stream, conn: Connection, protocol, 
     transport = transport_for(stream, stats, conn, limits.request_timeout_ms / 1000)
     gateway = getattr(protocol, "gateway", None)
     memory = getattr(gateway, "memory", None)
+    if memory is not None:
+        LEASE.set((memory, conn))  # (the steps take large reads' share of the budget through it)
     reader = RequestReader(transport, codec, conn, limits, memory,
                            None if memory is None else int(memory.limit * MAX_REQUEST_SHARE))
     max_parked = protocol.max_parked

@@ -40,7 +40,7 @@ from .config import Config
 from .connections import ConnectionRegistry
 from .durability import Flush, GroupCommitter
 from .formats import STORAGE_FORMATS
-from .memory import MemoryBudget, default_memory_bytes
+from .memory import MemoryBudget, default_memory_bytes, fix_mmap_threshold
 from .handover import listen_handover
 from .listeners import listen, listen_relay, serve, warn_if_exposed
 from .notify import AppendNotifier
@@ -128,6 +128,7 @@ class Gateway:
     async def _run(self, handle_signals: bool, task_status) -> None:
         cfg = self.config
         _raise_fd_limit()
+        fix_mmap_threshold()  # (resident memory then follows the memory budget)
         flush = cfg.storage.flush
         share = self.worker.share if self.worker is not None else None
         self.engine = await trio.to_thread.run_sync(

@@ -27,6 +27,7 @@ Protocol handlers call these and map failures with `logway.gateway.errors`; they
 
 from __future__ import annotations
 
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Awaitable, Callable, Coroutine, Hashable, Iterable, TypeVar
@@ -37,6 +38,7 @@ from logway.storage import AppendResult, LogEngine, PartitionLog, ReadSlice
 
 from .durability import Flush, GroupCommitter
 from .formats import ReadFormat, StorageFormat
+from .memory import give_back, reserve
 from .notify import AppendNotifier
 from .transcoded import STEP_BYTES, TranscodedReads
 
@@ -175,9 +177,10 @@ class Steps:
                 if read.count:
                     return self._done(read, asked)
             else:
-                data = await self._bytes(rng, at_once)
-                read = await self._in_thread_if_large(rng, at_once, _transcoded, rng, data, offset, stored, as_,
-                                                      aborted)
+                async with _holding(rng, as_, at_once):
+                    data = await self._bytes(rng, at_once)
+                    read = await self._in_thread_if_large(rng, at_once, _transcoded, rng, data, offset, stored, as_,
+                                                          aborted)
                 if read.count:
                     return self._done(read, asked)
             # Nothing committed in this slice (only markers or aborted records): the next one, up to the LSO.
@@ -195,12 +198,13 @@ class Steps:
         garbage collector): the same slice as a whole, else batch by batch, decoding and encoding only the
         batches nobody asked for yet."""
         cache = self.transcoded
-        if cache is None:
+        shared = None if cache is None else cache.shared(rng, offset, as_)
+        if shared is not None:
+            return Read(rng, *shared)
+        async with _holding(rng, as_, at_once):
             data = await self._bytes(rng, at_once)
-            return await self._in_thread_if_large(rng, at_once, _transcoded, rng, data, offset, stored, as_)
-        shared = cache.shared(rng, offset, as_)
-        if shared is None:
-            data = await self._bytes(rng, at_once)
+            if cache is None:
+                return await self._in_thread_if_large(rng, at_once, _transcoded, rng, data, offset, stored, as_)
             if rng.length <= STEP_BYTES:
                 shared = cache.transcode(rng, data, offset, stored, as_)
             elif at_once:
@@ -275,6 +279,19 @@ class Steps:
                 return None
             if not woken:
                 return (await build(False))[0]
+
+
+@asynccontextmanager
+async def _holding(rng: ReadSlice, as_: ReadFormat, at_once: bool):
+    """The memory budget's share of transcoding `rng` into `as_` — its bytes and its answer — for the block;
+    `NotNow` when `at_once` and it does not fit now."""
+    held = await reserve(rng.length * (1 + as_.expansion), at_once)
+    if held is None:
+        raise NotNow
+    try:
+        yield
+    finally:
+        give_back(held)
 
 
 def _transcoded(rng: ReadSlice, data, offset: int, stored: StorageFormat, as_: ReadFormat,

@@ -56,7 +56,7 @@ from .api.headers import REQUEST_HEADER_PREFIX_SIZE, REQUEST_HEADER_V1, REQUEST_
 from .api.registry import SUPPORTED, api_versions_response, is_flexible, request_schema, response_schema
 from .error_codes import ErrorCode
 from .primitives import (EMPTY_TAGGED_FIELDS, FrameReader, FrameWriter, NullableString, TaggedFields, build_bytes,
-                         build_chunks, build_into, parse_from)
+                         build_chunks, build_into, parse_from, piece_length)
 
 __all__ = [
     "NEED_DATA",
@@ -222,7 +222,7 @@ def _frame_response(correlation_id: int, api_key: int, api_version: int, unsuppo
         deferred = build_chunks(schema, body, stream)
     except (c.ConstructError, TypeError, ValueError, AttributeError) as exc:
         raise LocalProtocolError(f"cannot encode {type(body).__name__} as {schema!r:.80}: {exc}") from exc
-    size = stream.tell() - 4 + sum(obj.length for _, obj in deferred)
+    size = stream.tell() - 4 + sum(piece_length(obj) for _, obj in deferred)
     if size > _INT32_MAX:
         raise LocalProtocolError(f"response of {size} bytes does not fit an int32 size")
     stream.patch_int32(0, size)

@@ -117,6 +117,7 @@ __all__ = [
     "parse_from",
     "build_bytes",
     "build_chunks",
+    "piece_length",
     "build_into",
 ]
 
@@ -379,6 +380,17 @@ class StringType(c.Construct):
 _BYTES_LIKE = (bytes, bytearray, memoryview)
 
 
+#: A record set in memory larger than this is not copied into the frame being built (`build_chunks`): it becomes a
+#: piece of its own, written after the bytes before it (a down-converted or transcoded Fetch answer of megabytes
+#: would otherwise be copied twice on its way out).
+UNCOPIED_RECORDS_BYTES = 64 * 1024
+
+
+def piece_length(obj: Any) -> int:
+    """The length of a piece `build_chunks` deferred: a bytes-like's, or a deferred object's `length`."""
+    return memoryview(obj).nbytes if isinstance(obj, _BYTES_LIKE) else obj.length
+
+
 def is_deferred(obj: Any) -> bool:
     """True for a deferred `records` value: not bytes-like, with an integer attribute `length`."""
     return (obj is not None and not isinstance(obj, _BYTES_LIKE)
@@ -417,7 +429,11 @@ class BytesType(c.Construct):
         elif isinstance(obj, _BYTES_LIKE):
             n = memoryview(obj).nbytes
             stream.write(self._len.encode(n, path))
-            stream.write(obj)
+            deferred = context._params.get("deferred") if self.records and n > UNCOPIED_RECORDS_BYTES else None
+            if deferred is not None:  # a large record set in memory: a piece of its own, not copied into the frame
+                deferred.append((stream.tell(), obj))
+            else:
+                stream.write(obj)
         elif self.records and is_deferred(obj):
             deferred = context._params.get("deferred")
             if deferred is None:
@@ -749,7 +765,8 @@ def build_bytes(con: c.Construct, obj: Any) -> bytes:
 
 
 def build_chunks(con: c.Construct, obj: Any, stream: FrameWriter) -> list[tuple[int, Any]]:
-    """Build `obj` into `stream`; return [(position in stream, deferred object)] for each deferred record set.
+    """Build `obj` into `stream`; return [(position in stream, deferred object)] for each deferred record set —
+    a deferred object, or a bytes-like record set over `UNCOPIED_RECORDS_BYTES` (`piece_length` sizes either).
 
     The bytes of each deferred object belong at its position (after its int32 length, already written).
     """

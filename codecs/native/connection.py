@@ -14,12 +14,13 @@ no longer be framed: oversized length, EOF inside a frame; the connection then s
 from __future__ import annotations
 
 import struct
+from dataclasses import replace
 from typing import Any, Literal
 
 import orjson
 
 from logway.codecs.errors import LocalProtocolError, RemoteProtocolError
-from logway.codecs.native.events import RelayedResponse
+from logway.codecs.native.events import EncodedRecords, FetchResponse, RelayedResponse
 from logway.codecs.native.wire import (
     _REQUEST_DECODERS,
     _REQUEST_ENCODERS,
@@ -36,6 +37,9 @@ from logway.codecs.stream import CLOSED, NEED_DATA, ReceiveBuffer
 # The seed's MAX_FRAME_SIZE (10 MiB). The length prefix arrives before the body, so without a bound a 4-byte
 # header could make us buffer up to 4 GiB per connection; RustLog peers refuse anything larger anyway.
 MAX_FRAME_BYTES = 10 * 1024 * 1024
+
+#: Encoded Fetch records larger than this go out as a piece of their own, not copied into the frame (`send`).
+UNCOPIED_RECORDS_BYTES = 64 * 1024
 
 _HEADER = struct.Struct(">I")
 _HEADER_SIZE = _HEADER.size
@@ -119,9 +123,14 @@ class NativeConnection(ReceiveBuffer):
         (length,) = _HEADER.unpack_from(self._buf, self._pos)
         return _HEADER_SIZE + length if length <= self.max_frame else 0
 
-    def send(self, event: Any) -> bytes:
+    def send(self, event: Any) -> bytes | list:
         """Encode `event` as one frame (u32 BE length + JSON); raises LocalProtocolError on misuse. A server sends
-        a `RelayedResponse`'s payload as it is."""
+        a `RelayedResponse`'s payload as it is, and a `FetchResponse` whose records are encoded already
+        (`EncodedRecords`) and over `UNCOPIED_RECORDS_BYTES` as a list of three pieces, the records' text uncopied
+        between the JSON before and after it."""
+        if type(event) is FetchResponse and self.role == "server" and type(event.records) is EncodedRecords \
+                and len(event.records.text) > UNCOPIED_RECORDS_BYTES:
+            return self._fetch_pieces(event)
         if type(event) is RelayedResponse and self.role == "server":
             if len(event.payload) > self.max_frame:
                 raise LocalProtocolError(f"cannot send RelayedResponse: {len(event.payload)}-byte frame exceeds "
@@ -142,6 +151,19 @@ class NativeConnection(ReceiveBuffer):
         if len(payload) > self.max_frame:
             raise LocalProtocolError(f"cannot send {name}: {len(payload)}-byte frame exceeds {self.max_frame}")
         return _HEADER.pack(len(payload)) + payload
+
+    def _fetch_pieces(self, event: FetchResponse) -> list:
+        """A Fetch answer as [length + JSON up to its records' "[", their text, "]" and the JSON after it]."""
+        try:
+            outline = orjson.dumps(_RESPONSE_ENCODERS[FetchResponse](replace(event, records=())))
+        except _Invalid as exc:
+            raise LocalProtocolError(f"cannot send FetchResponse: {exc}") from None
+        text = event.records.text
+        cut = outline.index(b"[]") + 1
+        length = len(outline) + len(text)
+        if length > self.max_frame:
+            raise LocalProtocolError(f"cannot send FetchResponse: {length}-byte frame exceeds {self.max_frame}")
+        return [_HEADER.pack(length) + outline[:cut], text, outline[cut:]]
 
     # ---------------------------------------------------------------------------------------- helpers
 

@@ -141,7 +141,10 @@ class DeleteGroupOffsetsRequest:
 @dataclass(frozen=True, slots=True)
 class ListGroupsRequest:
     """Extension: every consumer group the gateway knows: those with committed offsets (any protocol) and the
-    Kafka groups its coordinator holds."""
+    Kafka groups its coordinator holds, in group id order — a page of them: those after `after` (None: from the
+    first) that fit one answer (see `ListGroupsResponse.next`)."""
+
+    after: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -409,7 +412,10 @@ class GroupSummary:
 
 @dataclass(frozen=True, slots=True)
 class ListGroupsResponse:
+    """`next`: set when more groups follow — ask again with `after=next`."""
+
     groups: list[GroupSummary]
+    next: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

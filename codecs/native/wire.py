@@ -153,6 +153,10 @@ def _opt_strs(value: Any, name: str) -> list[str] | None:
     return _each(_list(value, name), name, lambda v: _str(v, "name"))
 
 
+def _opt_str(value: Any, name: str) -> str | None:
+    return None if value is None else _str(value, name)
+
+
 def _str(value: Any, name: str) -> str:
     if type(value) is not str:
         raise _Invalid(f"`{name}` must be a string, got {_kind(value)}")
@@ -435,7 +439,7 @@ _REQUEST_DECODERS: dict[str, Decoder] = {
     "AlterTopicConfig": _alter_topic_config_request,
     "DescribeTopicConfig": _describe_topic_config_request,
     "DeleteGroupOffsets": _delete_group_offsets_request,
-    "ListGroups": lambda body, _raw: ListGroupsRequest(),
+    "ListGroups": lambda body, _raw: ListGroupsRequest(_opt_str(body.get("after"), "after")),
     "DescribeGroup": lambda body, _raw: DescribeGroupRequest(_str(_get(body, "group_id"), "group_id")),
     "ResetGroupOffsets": _reset_group_offsets_request,
     "Ping": lambda body, _raw: PingRequest(),
@@ -587,7 +591,7 @@ _RESPONSE_DECODERS: dict[str, Decoder] = {
     "DeleteGroupOffsets": lambda body, _raw: DeleteGroupOffsetsResponse(
         _int(_get(body, "deleted"), "deleted", MAX_OFFSET)),
     "ListGroups": lambda body, _raw: ListGroupsResponse(
-        _each(_list(_get(body, "groups"), "groups"), "groups", _group_summary)),
+        _each(_list(_get(body, "groups"), "groups"), "groups", _group_summary), _opt_str(body.get("next"), "next")),
     "DescribeGroup": _describe_group_response,
     "ResetGroupOffsets": _reset_group_offsets_response,
     "Pong": lambda body, _raw: PongResponse(),
@@ -864,7 +868,7 @@ _REQUEST_ENCODERS: dict[type, Callable[[Any], dict]] = {
     AlterTopicConfigRequest: _enc_alter_topic_config_request,
     DescribeTopicConfigRequest: _enc_describe_topic_config_request,
     DeleteGroupOffsetsRequest: _enc_delete_group_offsets_request,
-    ListGroupsRequest: lambda e: {"ListGroups": {}},
+    ListGroupsRequest: lambda e: {"ListGroups": {} if e.after is None else {"after": _str(e.after, "after")}},
     DescribeGroupRequest: lambda e: {"DescribeGroup": {"group_id": _str(e.group_id, "group_id")}},
     ResetGroupOffsetsRequest: _enc_reset_group_offsets_request,
     PingRequest: lambda e: {"Ping": {}},
@@ -912,7 +916,7 @@ _RESPONSE_ENCODERS: dict[type, Callable[[Any], dict]] = {
         {"group_id": _str(g.group_id, "group_id"), "state": _str(g.state, "state"),
          "protocol_type": _str(g.protocol_type, "protocol_type"), "members": _int(g.members, "members", MAX_PARTITION)}
         for g in e.groups
-    ]}},
+    ], **({} if e.next is None else {"next": _str(e.next, "next")})}},
     DescribeGroupResponse: _enc_describe_group_response,
     ResetGroupOffsetsResponse: lambda e: {"ResetGroupOffsets": {
         "group_id": _str(e.group_id, "group_id"),

@@ -1,7 +1,9 @@
 """The admin listener's HTTP/1.1 server: h11 (sans-I/O, the HTTP parser and state machine) over trio streams.
 
-Bounded on every side: at most `MAX_CONNECTIONS` connections (more are closed at once and counted as refused),
-request heads of at most `MAX_HEAD_BYTES` (431), bodies of at most `MAX_BODY_BYTES` (413; the endpoints are all
+Bounded on every side: at most `MAX_CONNECTIONS` connections — a new one past it closes the connection idle the
+longest (else the one whose request has been arriving the longest), so probes of `/health` and `/ready` are
+answered whatever other clients hold open; one busy answering is never closed, and when all are, the new one is
+closed at once and counted as refused —, request heads of at most `MAX_HEAD_BYTES` (431), bodies of at most `MAX_BODY_BYTES` (413; the endpoints are all
 GET), a keep-alive connection idle for `KEEPALIVE_S` is closed, a request that started must arrive whole within
 `limits.request_timeout_ms` (408) and its answer must be taken by the client within the same time. A request h11
 cannot parse gets 400 and the connection closes; other connections, and the listener, go on. What to answer is
@@ -55,12 +57,25 @@ COMMON_HEADERS = [("X-Content-Type-Options", "nosniff"), ("Referrer-Policy", "no
 
 
 class AdminConnections:
-    """Counts of the admin listener's connections (for `logway_connections_*{listener="admin"}`)."""
+    """The admin listener's live connections, and their counts (for `logway_connections_*{listener="admin"}`)."""
 
     def __init__(self) -> None:
         self.open = 0
         self.accepted = 0
         self.refused = 0
+        self.shed = 0
+        self.live: set[HttpConnection] = set()
+
+    def make_room(self) -> bool:
+        """At the limit: close the connection idle the longest, else the one whose request began first; False when
+        every one is busy answering."""
+        waiting = [c for c in self.live if c.waiting_since is not None and not c.scope.cancel_called]
+        if not waiting:
+            return False
+        victim = min(waiting, key=lambda c: (c.begun, c.waiting_since))  # idle ones first, the oldest first
+        victim.scope.cancel()
+        self.shed += 1
+        return True
 
 
 async def serve_http(host: str, port: int, handler: Handler, counts: AdminConnections, request_timeout: float,
@@ -78,19 +93,23 @@ async def serve_http(host: str, port: int, handler: Handler, counts: AdminConnec
     task_status.started((sockname[0], sockname[1]))
 
     async def connection(stream: trio.abc.Stream) -> None:
-        if counts.open >= MAX_CONNECTIONS:
+        if counts.open >= MAX_CONNECTIONS and not counts.make_room():
             counts.refused += 1
             await trio.aclose_forcefully(stream)
             return
         counts.accepted += 1
         counts.open += 1
+        http = HttpConnection(stream, handler, request_timeout)
+        counts.live.add(http)
         try:
-            await HttpConnection(stream, handler, request_timeout).serve()
+            with http.scope:
+                await http.serve()
         except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
             pass  # the client went away
         except Exception:
             log.exception("admin: connection handler crashed")
         finally:
+            counts.live.discard(http)
             counts.open -= 1
             await trio.aclose_forcefully(stream)
 
@@ -106,6 +125,9 @@ class HttpConnection:
         self.request_timeout = request_timeout
         self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
         self._head = False  # the request being answered is a HEAD: no body goes out
+        self.scope = trio.CancelScope()  # cancelled to make room for a newer connection (`AdminConnections`)
+        self.waiting_since: float | None = None  # while reading a request: since when (None: answering one)
+        self.begun = False  # ... and whether its first bytes arrived
 
     async def serve(self) -> None:
         conn = self.conn
@@ -133,8 +155,15 @@ class HttpConnection:
         conn = self.conn
         request = None
         body = 0
-        begun = False
-        deadline = trio.current_time() + KEEPALIVE_S
+        begun = self.begun = False
+        self.waiting_since = trio.current_time()
+        deadline = self.waiting_since + KEEPALIVE_S
+        try:
+            return await self._read(conn, request, body, begun, deadline)
+        finally:
+            self.waiting_since = None
+
+    async def _read(self, conn, request, body: int, begun: bool, deadline: float) -> h11.Request | None:
         while True:
             event = conn.next_event()
             if event is h11.NEED_DATA:
@@ -146,15 +175,17 @@ class HttpConnection:
                         return None
                     raise _Refuse(408, "request not complete in time")
                 if data and not begun:
-                    begun = True
+                    begun = self.begun = True
                     deadline = trio.current_time() + self.request_timeout
                 conn.receive_data(data)
                 continue
             etype = type(event)
             if etype is h11.Request:
                 request = event
+                if _head_bytes(event) > MAX_HEAD_BYTES:  # (h11 bounds only a head that arrives in pieces)
+                    raise _Refuse(431, f"request head over {MAX_HEAD_BYTES} bytes")
                 if not begun:  # it was already buffered (pipelined)
-                    begun = True
+                    begun = self.begun = True
                     deadline = trio.current_time() + self.request_timeout
             elif etype is h11.Data:
                 body += len(event.data)
@@ -218,6 +249,12 @@ class _Refuse(Exception):
 _REASONS = {200: b"OK", 400: b"Bad Request", 404: b"Not Found", 405: b"Method Not Allowed", 408: b"Request Timeout",
             413: b"Content Too Large", 431: b"Request Header Fields Too Large", 500: b"Internal Server Error",
             503: b"Service Unavailable"}
+
+
+def _head_bytes(request: h11.Request) -> int:
+    """The size of a request's line and headers as they came (give or take their spacing)."""
+    return (len(request.method) + len(request.target) + 11
+            + sum(len(name) + len(value) + 4 for name, value in request.headers))
 
 
 def _reason(status: int) -> bytes:

@@ -6,6 +6,11 @@ Nothing here is on the request path. The counters live where the work happens, a
 notifier's, the per-partition append counts below); `GatewayCollector.collect()` reads them, and the storage
 engine's state (offsets, sizes, segments, committed offsets), when Prometheus scrapes — no counter lives in storage.
 
+A scrape grows with the partitions and committed offsets, so it never holds the event loop in one go
+(`exposition_in_steps`): the families are gathered on the loop (the state they read is the loop's) a slice at a
+time — the collector yields `PAUSE` every `ROWS_PER_STEP` partitions or offsets, and the loop serves others there —
+and the text is then written in a worker thread from what was gathered.
+
 Metric names (prefix `logway_`) are listed in README.md, "Observability".
 """
 
@@ -14,6 +19,8 @@ from __future__ import annotations
 import gc
 import time
 from typing import TYPE_CHECKING, Iterator
+
+import trio
 
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -37,6 +44,20 @@ ADMIN = "admin"
 __all__ = ["CONTENT_TYPE", "GatewayMetrics", "RecoverySnapshot"]
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+#: Partitions (or committed offsets) gathered for a scrape between two passes of the event loop: ~1–2 ms of work.
+ROWS_PER_STEP = 200
+#: What `GatewayCollector.steps()` yields where a scrape may let the event loop run.
+PAUSE = object()
+
+
+class _Gathered:
+    """Families gathered already, as a registry for prometheus_client's `generate_latest`."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self.families)
 
 
 class RecoverySnapshot:
@@ -63,11 +84,12 @@ class GatewayMetrics:
         self.calls: CallCounter | None = None  # counting function calls (a benchmark aid, `calls.py`), rarely on
         self.start_time = time.time()
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(GatewayCollector(self))
-        ProcessCollector(registry=self.registry)
-        PlatformCollector(registry=self.registry)
-        GCCollector(registry=self.registry)  # python_gc_collections_total, python_gc_objects_collected_total, ...
-        self.registry.register(GCCountCollector())
+        self.collectors = [GatewayCollector(self), ProcessCollector(registry=self.registry),
+                           PlatformCollector(registry=self.registry),
+                           GCCollector(registry=self.registry),  # python_gc_collections_total, ..._collected_total
+                           GCCountCollector()]
+        for collector in (self.collectors[0], self.collectors[-1]):
+            self.registry.register(collector)
 
     def protocol(self, name: str) -> ProtocolStats:
         stats = self.protocols.get(name)
@@ -96,8 +118,20 @@ class GatewayMetrics:
                                   read.slice.end_offset - max(read.slice.first_offset, offset))
 
     def exposition(self) -> bytes:
-        """The Prometheus text format of every metric (prometheus_client's `generate_latest`)."""
+        """The Prometheus text format of every metric (prometheus_client's `generate_latest`), in one go."""
         return generate_latest(self.registry)
+
+    async def exposition_in_steps(self) -> bytes:
+        """`exposition()` without holding the event loop: see the module docstring."""
+        families: list[Metric] = []
+        for collector in self.collectors:
+            items = collector.steps() if isinstance(collector, GatewayCollector) else collector.collect()
+            for item in items:
+                if item is PAUSE:
+                    await trio.lowlevel.checkpoint()
+                else:
+                    families.append(item)
+        return await trio.to_thread.run_sync(generate_latest, _Gathered(families))
 
     def live_partitions(self) -> list[tuple[str, PartitionLog]]:
         """(format, partition) of every partition of the open engine; [] before storage opens or after it closed."""
@@ -139,6 +173,10 @@ class GatewayCollector(Collector):
         self.metrics = metrics
 
     def collect(self) -> Iterator[Metric]:
+        return (item for item in self.steps() if item is not PAUSE)
+
+    def steps(self) -> Iterator[Metric]:
+        """The families, with `PAUSE` between slices of the work that grows with the data."""
         m = self.metrics
         gw = m.gateway
         yield from self._requests(m)
@@ -270,17 +308,24 @@ class GatewayCollector(Collector):
                                        labels=["listener"])
         refused = CounterMetricFamily("logway_connections_refused", "Connections refused (connection limits, "
                                       "shutdown), per listener", labels=["listener"])
+        shed = CounterMetricFamily("logway_connections_shed", "Connections closed to make room for another client "
+                                   "at the connection limit (idle or not yet authenticated ones of the address "
+                                   "holding the most; admin: the one idle the longest), per listener",
+                                   labels=["listener"])
         for name in names:
             gauge.add_metric([name], open_now.get(name, 0))
             accepted.add_metric([name], registry.accepted.get(name, 0))
             refused.add_metric([name], registry.refused.get(name, 0))
+            shed.add_metric([name], registry.shed.get(name, 0))
         if admin is not None:
             gauge.add_metric(["admin"], admin.open)
             accepted.add_metric(["admin"], admin.accepted)
             refused.add_metric(["admin"], admin.refused)
+            shed.add_metric(["admin"], admin.shed)
         yield gauge
         yield accepted
         yield refused
+        yield shed
         if gw.worker is not None:  # the other workers' relay connections to this one (not in the gauge above)
             relays = GaugeMetricFamily("logway_relay_connections_open", "Relay connections other workers hold to "
                                        "this one now, per listener (workers: N)", labels=["listener"])
@@ -329,7 +374,9 @@ class GatewayCollector(Collector):
                                    labels=["topic", "format"])
         live = set()
         counted_topics: dict[str, tuple[str, int]] = {}
-        for fmt, plog in partitions:
+        for i, (fmt, plog) in enumerate(partitions, 1):
+            if not i % ROWS_PER_STEP:
+                yield PAUSE
             live.add(plog)
             key = [plog.topic, str(plog.partition)]
             families["log_start_offset"].add_metric(key, plog.log_start_offset)
@@ -363,7 +410,9 @@ class GatewayCollector(Collector):
                                     labels=["group", "state"])
         if partitions:
             by_key = {(plog.topic, plog.partition): plog for _, plog in partitions}
-            for row in group_offsets(gw.engine, by_key):
+            for i, row in enumerate(group_offsets(gw.engine, by_key), 1):
+                if not i % ROWS_PER_STEP:
+                    yield PAUSE
                 key = [row["group"], row["topic"], str(row["partition"])]
                 committed.add_metric(key, row["committed"])
                 if row["lag"] is not None:

@@ -11,6 +11,7 @@ import h11
 import orjson
 import pytest
 import trio
+from trio.testing import wait_all_tasks_blocked
 from prometheus_client.parser import text_string_to_metric_families
 
 from logway.clients.kafka import AsyncKafkaClient, KafkaConfig
@@ -421,6 +422,9 @@ async def test_hostile_requests_get_clean_answers_and_the_listener_keeps_serving
         # headers over the limit, sent whole
         answer = await raw(gw, b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 100_000 + b"\r\n\r\n")
         assert answer.startswith(b"HTTP/1.1 431 ")
+        # ... and just over it (20,000 bytes), which arrives whole in the listener's second receive
+        answer = await raw(gw, b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20_000 + b"\r\n\r\n")
+        assert answer.startswith(b"HTTP/1.1 431 ")
         # a body over the limit
         answer = await raw(gw, b"GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n"
                            + b"x" * 200_000)
@@ -446,18 +450,39 @@ async def test_hostile_requests_get_clean_answers_and_the_listener_keeps_serving
         assert (await get(gw, "/health"))[0] == 200
 
 
-async def test_connections_beyond_the_admin_limit_are_refused_and_counted(tmp_path, monkeypatch):
+async def test_a_connection_beyond_the_admin_limit_closes_the_one_idle_longest(tmp_path, monkeypatch):
+    """At the limit, a new connection (a probe) is served: the connection idle the longest is closed for it — then
+    one whose request is still arriving — never one busy answering; when every one is, the new one is refused."""
     monkeypatch.setattr(admin_http, "MAX_CONNECTIONS", 2)
     async with running_gateway(tmp_path / "data") as gw:
-        held = [await Http.open(gw) for _ in range(2)]
-        for http in held:
-            assert (await http.request("/health"))[0] == 200
-        assert await raw(gw, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n") == b""  # closed at once
-        for http in held:
+        oldest, newer = await Http.open(gw), await Http.open(gw)
+        assert (await oldest.request("/health"))[0] == 200
+        assert (await newer.request("/health"))[0] == 200
+        assert (await get(gw, "/health"))[0] == 200  # a probe at the limit: served
+        assert await oldest.stream.receive_some() == b""  # closed for it: the one idle the longest
+        assert (await newer.request("/ready"))[0] == 200  # still served
+        slow = await trio.open_tcp_stream(*gw.addresses["admin"])
+        await slow.send_all(b"GET /health HTTP/1.1\r\nHo")  # a request still arriving: taken after idle ones
+        await wait_all_tasks_blocked()
+        assert (await get(gw, "/ready"))[0] == 200
+        assert (await newer.stream.receive_some()) == b""  # the idle one went first
+        for http in (newer,):
             await http.aclose()
+        await slow.aclose()
         with trio.fail_after(5):
             while gw.admin.connections.open:
                 await trio.sleep(0.01)
         samples = await scrape(gw)
-    assert value(samples, "logway_connections_refused_total", listener="admin") == 1
-    assert value(samples, "logway_connections_accepted_total", listener="admin") == 3
+    assert value(samples, "logway_connections_refused_total", listener="admin") == 0
+    assert value(samples, "logway_connections_shed_total", listener="admin") == 2
+    assert value(samples, "logway_connections_accepted_total", listener="admin") == 6  # (the scrape's too)
+
+
+async def test_every_admin_connection_busy_answering_refuses_a_new_one():
+    """`AdminConnections.make_room` closes nothing while every connection is answering (not reading a request)."""
+    connections = admin_http.AdminConnections()
+    busy = admin_http.HttpConnection(None, None, 1.0)  # answering: waiting_since is None
+    connections.live.add(busy)
+    assert connections.make_room() is False and not busy.scope.cancel_called
+    busy.waiting_since = 1.0
+    assert connections.make_room() is True and busy.scope.cancel_called

@@ -1,9 +1,10 @@
 """The Kafka group APIs — FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, DescribeGroups,
 ListGroups — as calls on the group coordinator (`coordinator.GroupCoordinator`); this broker is every group's
-coordinator."""
+coordinator (ListGroups also lists the groups that only committed offsets, through any protocol, as Kafka does)."""
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from logway.codecs.kafka.api import groups as G
@@ -11,6 +12,11 @@ from logway.codecs.kafka.error_codes import ErrorCode as E
 
 if TYPE_CHECKING:  # pragma: no cover
     from .broker import KafkaBroker
+
+log = logging.getLogger("logway.gateway.kafka")
+#: The most bytes of group ids a ListGroups answer holds: below what clients accept in one answer (librdkafka's
+#: receive.message.max.bytes is 100 MB) with room to spare; 16 MiB is half a million ids of 32 bytes.
+MAX_LIST_GROUPS_BYTES = 16 * 1024 * 1024
 
 
 async def find_coordinator(broker: "KafkaBroker", body, version, conn):
@@ -74,5 +80,18 @@ async def describe_groups(broker: "KafkaBroker", body, version, conn):
 
 
 async def list_groups(broker: "KafkaBroker", body, version, conn):
-    return G.ListGroupsResponse(throttle_time_ms=0, error_code=E.NONE, groups=[
-        G.ListedGroup(group_id=g, protocol_type=t) for g, t in broker.coordinator.list_groups()])
+    """The groups the coordinator holds and those with committed offsets only (through any protocol: listed as
+    Kafka lists a group with offsets and no members, protocol type ""), as many as fit `MAX_LIST_GROUPS_BYTES`."""
+    listed = dict(broker.coordinator.list_groups())
+    offsets = broker.engine.offsets
+    for group_id in offsets.groups() if offsets is not None else ():
+        listed.setdefault(group_id, "")
+    groups, room = [], MAX_LIST_GROUPS_BYTES
+    for group_id in sorted(listed):
+        room -= len(group_id.encode()) + len(listed[group_id]) + 4
+        if room < 0:  # ListGroups has no pages: the first ones, and a warning (`logway groups list` pages)
+            log.warning("kafka ListGroups: %d groups do not fit an answer of %d bytes; answering the first %d",
+                        len(listed), MAX_LIST_GROUPS_BYTES, len(groups))
+            break
+        groups.append(G.ListedGroup(group_id=group_id, protocol_type=listed[group_id]))
+    return G.ListGroupsResponse(throttle_time_ms=0, error_code=E.NONE, groups=groups)

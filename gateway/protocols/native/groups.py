@@ -20,18 +20,27 @@ owner found for it in its segments (DescribeTopic's `at_timestamp`).
 from __future__ import annotations
 
 import struct
+from bisect import bisect_right
 from collections.abc import Callable
 
+import orjson
+
+from logway.codecs.native import MAX_FRAME_BYTES
 from logway.codecs.native import events as nev
 from logway.storage.engine import ForeignPartition
 
 #: Kafka group states in which the offsets may be reset (kafka-consumer-groups: "the group must be inactive").
 INACTIVE = ("Empty", "Dead")
+#: A ListGroups entry's JSON beside its group id: its keys, the longest state and protocol type, a member count.
+_GROUP_SUMMARY_BYTES = 128
 
 
 class GroupAdmin:
-    def __init__(self, steps, kafka_coordinator: Callable[[], object | None] = lambda: None, forward=None) -> None:
-        """`forward`: a `NativeForwarder` (worker 0 of several), or None."""
+    def __init__(self, steps, kafka_coordinator: Callable[[], object | None] = lambda: None, forward=None, *,
+                 max_frame: int = MAX_FRAME_BYTES) -> None:
+        """`forward`: a `NativeForwarder` (worker 0 of several), or None; `max_frame`: the native frame limit
+        (a ListGroups page fills at most half of it)."""
+        self.page_bytes = max_frame // 2
         self.steps = steps
         self.engine = steps.engine
         self.kafka_coordinator = kafka_coordinator
@@ -50,14 +59,25 @@ class GroupAdmin:
 
     # -- requests --------------------------------------------------------------------------------------------
     async def list_groups(self, ev: nev.ListGroupsRequest):
+        """A page of the groups after `ev.after`: as many as fit half a frame (`next` names the last when more
+        follow), so that no number of groups, nor their ids' lengths, makes the answer too large to send."""
         ids = sorted(set(self.engine.offsets.groups()) | set(self._kafka_groups()))
-        described = self._descriptions(ids)
-        groups = []
+        if ev.after is not None:
+            ids = ids[bisect_right(ids, ev.after):]
+        room = self.page_bytes
+        page = []
         for group_id in ids:
+            room -= len(orjson.dumps(group_id)) + _GROUP_SUMMARY_BYTES
+            if room < 0 and page:
+                break
+            page.append(group_id)
+        described = self._descriptions(page)
+        groups = []
+        for group_id in page:
             d = described.get(group_id)
             groups.append(nev.GroupSummary(group_id, "Empty", "", 0) if d is None else
                           nev.GroupSummary(group_id, d.state, d.protocol_type, len(d.members)))
-        return nev.ListGroupsResponse(groups)
+        return nev.ListGroupsResponse(groups, page[-1] if len(page) < len(ids) else None)
 
     async def describe_group(self, ev: nev.DescribeGroupRequest):
         committed = self.engine.offsets.fetch_group(ev.group_id)

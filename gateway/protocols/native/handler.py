@@ -95,7 +95,7 @@ class NativeHandler:
         self.look_up = look_up
         self.engine = steps.engine
         self.limits = config.limits
-        self.groups = GroupAdmin(steps, kafka_coordinator, forward)
+        self.groups = GroupAdmin(steps, kafka_coordinator, forward, max_frame=config.limits.max_frame_bytes)
         self._handlers = {
             nev.ProduceRequest: self._produce,
             nev.FetchRequest: self._fetch,
