@@ -26,8 +26,8 @@ over a threshold with their own mappings (returned when freed) but raises that t
 up to 32 MiB, after which megabyte answers come from its heap and stay resident once freed. `fix_mmap_threshold()`
 (at the gateway's start) pins it at `MMAP_THRESHOLD_BYTES`.
 
-`/ready` reports unready while the budget is exhausted (`exhausted`), and the metrics show its use
-(`logway_memory_budget_bytes{what=limit|used}`, `logway_memory_waits_total`).
+`/ready` reports unready while the budget is past its soft limit (`exhausted`: requests wait), and the metrics
+show its use (`logway_memory_budget_bytes{what=limit|used}`, `logway_memory_waits_total`).
 """
 
 from __future__ import annotations
@@ -92,7 +92,8 @@ class MemoryBudget:
 
     @property
     def exhausted(self) -> bool:
-        return self.used >= self.limit
+        """Past the soft limit: requests of the addresses holding the most wait (`/ready` reports unready)."""
+        return self.used > self.soft
 
     def fits(self, address: str, size: int) -> bool:
         """Whether `address` may take `size` more bytes now (see the module docstring)."""

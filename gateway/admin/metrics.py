@@ -188,6 +188,13 @@ class GatewayCollector(Collector):
                                   value=notifier.parked)
         yield CounterMetricFamily("logway_long_polls_refused", "Long-polls answered at once because "
                                   "limits.max_waiters were parked", value=notifier.refused)
+        budget = GaugeMetricFamily("logway_memory_budget_bytes", "The memory budget for requests and answers "
+                                   "(limits.memory_bytes) and what is held of it now", labels=["what"])
+        budget.add_metric(["limit"], gw.memory.limit)
+        budget.add_metric(["used"], gw.memory.used)
+        yield budget
+        yield CounterMetricFamily("logway_memory_waits", "Requests that waited for memory (the budget was past its "
+                                  "soft limit and their address held more than its share)", value=gw.memory.waits)
         turns = gw.turns
         yield CounterMetricFamily("logway_data_requests_deferred", "Produce/fetch/consume requests that waited for "
                                   "a later pass of the event loop (limits.data_requests_per_pass: the gateway was "
@@ -212,7 +219,8 @@ class GatewayCollector(Collector):
         yield from self._groups(gw, partitions)
         yield from self._recovery(m.recovery)
         yield GaugeMetricFamily("logway_ready", "1 once storage is open and every enabled listener is bound; 0 "
-                                "while starting or shutting down", value=1 if gw.ready else 0)
+                                "while starting or shutting down, or while the memory budget is past its soft limit",
+                                value=1 if gw.ready else 0)
         yield GaugeMetricFamily("logway_start_time_seconds", "When this gateway started (Unix time)",
                                 value=m.start_time)
         suppressed = CounterMetricFamily("logway_log_lines_suppressed", "Log lines left out because their message "
