@@ -54,6 +54,7 @@ _ERRORS = {
     ErrorKind.TOPIC_EXISTS: lambda exc, ev: f"topic already exists: {ev.topic}",
     ErrorKind.INVALID_TOPIC_NAME: lambda exc, ev: f"invalid topic name: {exc}",
     ErrorKind.INVALID_PARTITIONS: lambda exc, ev: f"invalid request: {exc}",
+    ErrorKind.LIMIT_REACHED: lambda exc, ev: f"limit reached: {exc}",
     ErrorKind.INVALID_CONFIG: lambda exc, ev: f"invalid request: {exc}",
     ErrorKind.BATCH_TOO_LARGE: lambda exc, ev: f"record too large: {exc}",
     ErrorKind.UNSUPPORTED_RECORD: lambda exc, ev: f"invalid record: {exc}",  # refused, never dropped

@@ -61,6 +61,7 @@ _PRODUCE_ERRORS = {ErrorKind.INVALID_OFFSET: ProduceError.INVALID_SEQNUM}
 #: ErrorKind -> CreateTopic answer (anything else: INVALID_REQUEST).
 _CREATE_ERRORS = {ErrorKind.TOPIC_EXISTS: CreateTopicError.ALREADY_EXISTS,
                   ErrorKind.INVALID_CONFIG: CreateTopicError.INVALID_CONFIG,
+                  ErrorKind.LIMIT_REACHED: CreateTopicError.SYSTEM_ERROR,  # (TANK has no code for it)
                   ErrorKind.STORAGE_FAILURE: CreateTopicError.SYSTEM_ERROR}
 
 
