@@ -105,6 +105,8 @@ class ListenerError(OSError):
             what = f"permission denied (ports below 1024 need privileges): set {key}.port"
         elif cause.errno == errno.EADDRNOTAVAIL:
             what = f"the address is not one of this host's: set {key}.host"
+        elif cause.errno in (errno.EMFILE, errno.ENFILE):
+            what = _out_of_descriptors(cause.errno)
         else:
             what = f"{reason}: check {key}.host and {key}.port"
         return f"{self.listener} listener cannot listen on {self.address}: {what}"
@@ -118,14 +120,8 @@ def running_out_line(exc: OSError, data_dir: str) -> str:
     where = exc.filename or data_dir
     reason = exc.strerror or str(exc)
     code = exc.errno
-    if code == errno.EMFILE:
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        return (f"out of file descriptors ({where}): this process may have {soft} open (RLIMIT_NOFILE, ulimit -n; "
-                f"hard limit {_limit(hard)}): raise the limit (LimitNOFILE= in a systemd unit, ulimit -n) or lower "
-                f"limits.max_connections and limits.open_segment_files")
-    if code == errno.ENFILE:
-        return (f"the system is out of file descriptors ({where}; fs.file-max {_read('/proc/sys/fs/file-max')}): "
-                f"raise fs.file-max or stop what holds them")
+    if code in (errno.EMFILE, errno.ENFILE):
+        return f"{_out_of_descriptors(code)} ({where})"
     if code in (errno.ENOSPC, errno.EDQUOT):
         what = "disk quota exceeded" if code == errno.EDQUOT else "disk full"
         try:
@@ -147,8 +143,16 @@ def running_out_line(exc: OSError, data_dir: str) -> str:
     return f"{reason} ({where})"
 
 
-def _limit(value: int) -> str:
-    return "unlimited" if value == resource.RLIM_INFINITY else str(value)
+def _out_of_descriptors(code: int) -> str:
+    """EMFILE (this process) or ENFILE (the system): the limit and what to do."""
+    if code == errno.ENFILE:
+        return (f"the system is out of file descriptors (fs.file-max {_read('/proc/sys/fs/file-max')}): raise "
+                f"fs.file-max or stop what holds them")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    limit = "unlimited" if hard == resource.RLIM_INFINITY else hard
+    return (f"out of file descriptors: this process may have {soft} open (RLIMIT_NOFILE, ulimit -n; hard limit "
+            f"{limit}): raise the limit (LimitNOFILE= in a systemd unit, ulimit -n) or lower limits.max_connections "
+            f"and limits.open_segment_files")
 
 
 def _read(path: str) -> str:

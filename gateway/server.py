@@ -303,7 +303,11 @@ class Gateway:
         interval = self.config.storage.retention_check_interval_ms / 1000
         while True:
             await trio.sleep(interval)
-            deleted = await trio.to_thread.run_sync(self.engine.enforce_retention)
+            try:
+                deleted = await trio.to_thread.run_sync(self.engine.enforce_retention)
+            except OSError as exc:  # (out of descriptors, an I/O error): the next run tries again
+                log.error("retention failed: %s", running_out_line(exc, self.config.data_dir))
+                continue
             if deleted:
                 log.info("retention deleted %d segment(s)", deleted)
 

@@ -681,7 +681,19 @@ class LogEngine:
 
     # -- maintenance -------------------------------------------------------------------------------------
     def enforce_retention(self, now_ms: int | None = None) -> int:
-        return sum(p.enforce_retention(now_ms) for t in self.topics() for p in t.partitions)
+        """Retention of every partition; how many segments were deleted. A partition whose retention fails (an
+        OSError: out of descriptors, an I/O error) does not keep the others from theirs: the first such error is
+        raised once they all ran."""
+        deleted, failure = 0, None
+        for t in self.topics():
+            for p in t.partitions:
+                try:
+                    deleted += p.enforce_retention(now_ms)
+                except OSError as exc:
+                    failure = failure or exc
+        if failure is not None:
+            raise failure
+        return deleted
 
     def sync(self) -> None:
         """fdatasync every partition with unsynced appends, and the offset store."""

@@ -16,6 +16,7 @@ not grow with the size of the log. Files and mappings are opened through the eng
 
 from __future__ import annotations
 
+import errno
 import operator
 import os
 import struct
@@ -145,10 +146,17 @@ class OffsetIndex:
         sync_file(self.path)
 
     def reset(self, entries: list[tuple[int, int]]) -> None:
-        """Replace the whole index (after a rebuild) and sync it."""
+        """Replace the whole index (after a rebuild) and sync it — or, on a full disk, keep it in memory until the
+        file system takes it (see `_rewrite`)."""
         self._pending.clear()
         self._release()
-        write_synced(self.path, b"".join(ENTRY.pack(r, p) for r, p in entries))
+        data = b"".join(ENTRY.pack(r, p) for r, p in entries)
+        if not _rewrite(self.path, data, self._pending):
+            arr = array("I")
+            arr.frombytes(data)
+            if not _LITTLE:
+                arr.byteswap()
+            self._entries = arr
 
     def sanity_check(self, data_size: int) -> None:
         """Raise IndexCorrupt unless entries strictly increase and point inside the data file."""
@@ -276,9 +284,10 @@ class TimeIndex:
         sync_file(self.path)
 
     def reset(self, entries: list[tuple[int, int]]) -> None:
+        """Replace the whole index and sync it (on a full disk: see `_rewrite`)."""
         self._pending.clear()
         self._file.close()
-        write_synced(self.path, b"".join(TIME_ENTRY.pack(t, r) for t, r in entries))
+        _rewrite(self.path, b"".join(TIME_ENTRY.pack(t, r) for t, r in entries), self._pending)
         self.last_timestamp = entries[-1][0] if entries else -1
 
     def freeze(self) -> None:
@@ -293,6 +302,21 @@ class TimeIndex:
         self._pending.clear()
         self._file.close()
         _unlink(self.path)
+
+
+def _rewrite(path: str, data: bytes, pending: bytearray) -> bool:
+    """Replace an index file with `data`, synced. On a full disk (or quota) the file is left empty and `data` put in
+    `pending`, for the next write, `sync` or `close` to write when there is room: a rebuilt index is derived data,
+    and recovery on a full disk must not fail for it (nor the start of a gateway whose disk filled up). False then."""
+    try:
+        write_synced(path, data)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        os.truncate(path, 0)
+        pending[:] = data
+        return False
+    return True
 
 
 def _write_pending(file: PooledFile, pending: bytearray) -> None:

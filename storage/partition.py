@@ -124,6 +124,18 @@ class PartitionLog:
         self._log_start = 0  # records below this were deleted (`delete_records`); see `log_start_offset`
         makedirs_durably(directory)
         self.segments: list[Segment] = self._load(clean_shutdown)
+        try:
+            self._open(clean_shutdown)
+        except BaseException:  # nothing of this partition stays open
+            for seg in self.segments:
+                seg.close()
+            if getattr(self, "txns", None) is not None:
+                self.txns.close()
+            raise
+
+    def _open(self, clean_shutdown: bool) -> None:
+        """The rest of opening, once the segments are: the log start, the transaction index, what a crash left."""
+        directory = self.directory
         self._open_log_start()
         # Transactional writes; entries past what recovery kept are cut (their batches were lost).
         self.txns = TxnIndex(directory, self.log_start_offset, self.log_end_offset)
@@ -181,11 +193,22 @@ class PartitionLog:
                     and os.path.isfile(path)):
                 os.unlink(path)
         marked = os.path.exists(os.path.join(self.directory, CHECKSUMMED))
+        segments: list[Segment] = []
+        try:
+            return self._open_segments(bases, segments, marked, clean, now)
+        except BaseException:  # (out of descriptors, space, ...): nothing of this partition stays open
+            for seg in segments:
+                seg.close()
+            raise
+
+    def _open_segments(self, bases: list[int], segments: list[Segment], marked: bool, clean: bool,
+                       now: int) -> list[Segment]:
+        """Open and recover the segments based at `bases` (a new empty one when there is none), each added to
+        `segments` as soon as it is open (the caller closes them if this fails)."""
         if not bases:
-            seg = self._new_segment(0, now)
-            self._mark_checksummed(seg, marked)
-            return [seg]
-        segments = []
+            segments.append(self._new_segment(0, now))
+            self._mark_checksummed(segments[0], marked)
+            return segments
         for i, base in enumerate(bases):
             last = i == len(bases) - 1
             created = now
@@ -265,6 +288,8 @@ class PartitionLog:
     def _new_segment(self, base: int, now_ms: int) -> Segment:
         seg = self._segment(base, active=True, created_ms=now_ms)
         seg.next_offset = base
+        if seg.checksums is not None:  # made with its data file, not left by an older logway (see `recover`)
+            seg.checksums.found = True
         self._dir_dirty = True
         return seg
 
@@ -811,12 +836,14 @@ class PartitionLog:
     # -- lifecycle ---------------------------------------------------------------------------------------
     def close(self, *, durable: bool = False) -> None:
         """Close every segment; with `durable` (a clean shutdown, which recovery will trust), the active segment's
-        indexes and the transaction index are synced first (its data was synced by `sync()`). Every segment is
-        closed even when that sync fails (the OSError is raised after)."""
+        data, its indexes (as far as the disk has room: see `Segment.sync_indexes_if_room`) and the transaction
+        index are synced first. Every segment is closed even when that sync fails (the OSError is raised after)."""
         with self.lock:
             try:
                 if durable:
-                    self.segments[-1].sync(indexes=True)
+                    active = self.segments[-1]
+                    active.sync()
+                    active.sync_indexes_if_room()
                     self.txns.sync()
             finally:
                 for seg in self.segments:

@@ -187,12 +187,19 @@ class Segment:
         self.log_path = stem + ".log"
         self._data = PooledFile(files, self.log_path, os.O_RDWR | os.O_APPEND if active else os.O_RDONLY,
                                 create=active)
-        self.size = os.path.getsize(self.log_path)
+        self.index = self.timeindex = self.checksums = None
+        try:
+            self.size = os.path.getsize(self.log_path)
+            self.index = OffsetIndex(stem + ".index", frozen=not active, files=files)
+            self.timeindex = TimeIndex(stem + ".timeindex", frozen=not active, files=files)
+            if not getattr(fmt, "checksummed", True):
+                self.checksums = Checksums(stem + ".checksums", frozen=not active, files=files)
+        except BaseException:  # (out of descriptors or inodes): what was opened is let go
+            for part in (self.index, self.timeindex, self.checksums, self._data):
+                if part is not None:
+                    part.close()
+            raise
         self._reserved = self.size  # blocks reserved up to here (only the active segment reserves)
-        self.index = OffsetIndex(stem + ".index", frozen=not active, files=files)
-        self.timeindex = TimeIndex(stem + ".timeindex", frozen=not active, files=files)
-        self.checksums = None if getattr(fmt, "checksummed", True) else Checksums(stem + ".checksums",
-                                                                                  frozen=not active, files=files)
         self.next_offset = base_offset
         self.max_timestamp = self.timeindex.last_timestamp
         self.created_ms = created_ms
@@ -335,6 +342,17 @@ class Segment:
         if indexes:
             self.index.sync()
             self.timeindex.sync()
+
+    def sync_indexes_if_room(self) -> None:
+        """Sync the active segment's indexes at a clean shutdown as far as the file system takes their entries: on a
+        full disk what is pending stays unwritten, and the shutdown stays clean all the same — recovery trusts the
+        active segment's index only up to its last entry and walks the batches after it (an empty one is rebuilt)."""
+        for index in (self.index, self.timeindex):
+            try:
+                index.sync()
+            except OSError as exc:
+                if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                    raise
 
     # -- reading -----------------------------------------------------------------------------------------
     def headers(self, position: int, offset: int, end: int) -> Iterator[tuple[int, int, int, int, int]]:

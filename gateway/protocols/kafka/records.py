@@ -25,7 +25,7 @@ from logway.codecs.kafka.error_codes import ErrorCode as E
 from logway.codecs.kafka.records import BATCH_HEADER_SIZE, iter_batches, parse_header
 from logway.storage import PartitionLog
 
-from ...errors import FAILURES
+from ...errors import FAILURES, running_out_line
 from ...formats import KAFKA, MESSAGE_SET_V0, MESSAGE_SET_V1
 from ...pump import Park
 from ...steps import Isolation
@@ -132,7 +132,7 @@ async def _produce_partition(broker: "KafkaBroker", topic: str, partition: int, 
     except FAILURES as exc:
         code = error_code(exc, PRODUCE_ERRORS)
         if code == E.KAFKA_STORAGE_ERROR:  # e.g. disk full: nothing was appended, the client may retry
-            log.error("append to %s-%d failed: %s", topic, partition, exc)
+            log.error("append to %s-%d failed: %s", topic, partition, running_out_line(exc, broker.engine.data_dir))
             return answer(code, message=f"storage error: {exc.strerror or exc}")
         if code == E.INVALID_RECORD:
             return answer(code, message=f"topic {topic} ({plog.fmt.name} format): {exc}")

@@ -37,7 +37,7 @@ from logway.codecs.tank.messages import PartitionBounds, TopicInfo, valid_topic_
 from logway.storage import PartitionLog
 from logway.storage.engine import ForeignPartition
 
-from ...errors import FAILURES, ErrorKind, kind_of
+from ...errors import FAILURES, ErrorKind, kind_of, running_out_line
 from ...formats import TANK
 from ...forwarding import Unreachable
 from ...pump import HandOver, Park
@@ -199,7 +199,8 @@ class TankHandler:
         except (*FAILURES, ValueError) as exc:  # ValueError: a bundle that does not decode
             kind = kind_of(exc)
             if kind is ErrorKind.STORAGE_FAILURE:
-                log.error("produce to %s-%d failed: %s", plog.topic, plog.partition, exc)
+                log.error("produce to %s-%d failed: %s", plog.topic, plog.partition,
+                          running_out_line(exc, self.engine.data_dir))
             elif kind not in _PRODUCE_ERRORS:
                 log.info("produce to %s-%d refused: %s", plog.topic, plog.partition, exc)
             return _PRODUCE_ERRORS.get(kind, ProduceError.SYSTEM_ERROR)
