@@ -25,7 +25,7 @@ import weakref
 from array import array
 
 from .files import sync_file, write_synced
-from .openfiles import OpenFiles, PooledFile, _gone
+from .openfiles import OpenFiles, PooledFile, not_open
 
 ENTRY = struct.Struct("<II")
 TIME_ENTRY = struct.Struct("<qI")
@@ -64,7 +64,7 @@ class OffsetIndex:
         #: from being written before its segment rolled).
         self._file = PooledFile(files, path, os.O_RDWR | os.O_APPEND, create=not frozen)
         self._entries: array | None = None  # the entries, when held in memory (the active segment's)
-        self._mapped = _gone  # a weak reference to the mapping of a frozen index (`Mapped`)
+        self._mapped = not_open  # a weak reference to the mapping of a frozen index (`Mapped`)
         self._pending = bytearray()
 
     # -- loading -----------------------------------------------------------------------------------------
@@ -189,7 +189,7 @@ class OffsetIndex:
         write_behind(self)
         self._entries = None
         self._files.forget(self._mapped())
-        self._mapped = _gone
+        self._mapped = not_open
         self._file.close()
 
     def close(self) -> None:
@@ -214,15 +214,14 @@ class TimeIndex:
         self.last_timestamp = self._read_last()
 
     def _read_last(self) -> int:
-        """Timestamp of the last whole entry on disk (-1 when none), without reading the whole file."""
+        """Timestamp of the last whole entry on disk (-1 when none), without reading the whole file (through the
+        active index's own descriptor: a roll opens no other)."""
         try:
-            with open(self.path, "rb") as f:
-                size = f.seek(0, os.SEEK_END)
-                size -= size % TIME_ENTRY.size
-                if not size:
-                    return -1
-                f.seek(size - TIME_ENTRY.size)
-                return TIME_ENTRY.unpack(f.read(TIME_ENTRY.size))[0]
+            if self.frozen:
+                with open(self.path, "rb") as f:
+                    return _last_timestamp(f.fileno())
+            handle = self._file.handle()
+            return _last_timestamp(handle.fd)
         except FileNotFoundError:
             return -1
 
@@ -302,6 +301,15 @@ class TimeIndex:
         self._pending.clear()
         self._file.close()
         _unlink(self.path)
+
+
+def _last_timestamp(fd: int) -> int:
+    """The timestamp of the last whole time-index entry of the open file `fd`, or -1."""
+    size = os.fstat(fd).st_size
+    size -= size % TIME_ENTRY.size
+    if not size:
+        return -1
+    return TIME_ENTRY.unpack(os.pread(fd, TIME_ENTRY.size, size - TIME_ENTRY.size))[0]
 
 
 def _rewrite(path: str, data: bytes, pending: bytearray) -> bool:

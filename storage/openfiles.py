@@ -72,7 +72,7 @@ class Mapped:
         self.used = True
 
 
-def _gone() -> None:
+def not_open() -> None:
     """The weak reference of a file not open (yet, or any more)."""
     return None
 
@@ -90,14 +90,10 @@ class PooledFile:
         self.path = path
         self.flags = flags
         self.files = files
-        self._ref = _gone
+        self._ref = not_open
         self._kept: FileHandle | None = None
         if create:
             self._ref = weakref.ref(files.open(path, flags | os.O_CREAT))
-
-    @property
-    def is_open(self) -> bool:
-        return self._ref() is not None
 
     def handle(self) -> FileHandle:
         handle = self._ref()
@@ -107,10 +103,6 @@ class PooledFile:
         handle.used = True
         return handle
 
-    def reopen(self, flags: int) -> None:
-        """Use `flags` from now on (the handle open now, if any, stays until the pool lets it go)."""
-        self.flags = flags
-
     def keep(self) -> None:
         handle = self.handle()
         self._kept = handle
@@ -119,7 +111,7 @@ class PooledFile:
     def close(self) -> None:
         """Let the file go: closed now, or when the readers holding its handle drop it."""
         self.files.forget(self._ref())
-        self._ref = _gone
+        self._ref = not_open
         self._kept = None
 
 
@@ -137,6 +129,10 @@ class OpenFiles:
 
     def __len__(self) -> int:
         return len(self._held)
+
+    def __contains__(self, handle) -> bool:
+        """Whether the pool holds `handle` (counts it against the limit)."""
+        return handle in self._held
 
     def open(self, path: str, flags: int, mode: int = 0o644) -> FileHandle:
         """A new handle of `path` opened with `flags`, held by the pool (the caller keeps a weak reference)."""
