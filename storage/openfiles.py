@@ -80,9 +80,10 @@ def not_open() -> None:
 class PooledFile:
     """One file of a segment, opened through the pool when used: `handle()` (hold it while working with the
     descriptor), `close()` when the segment is done with it. `flags` open it again after the pool let it go (without
-    O_CREAT: a file deleted meanwhile is not made again); `create` opens it at once with O_CREAT (a new segment's files
-    exist, and their names can be synced, before anything is appended). `keep()` takes the handle out of the pool and
-    keeps it for as long as this object lives (a deleted segment's data file, for the readers that hold the segment)."""
+    O_CREAT: a file deleted meanwhile is not made again); `create` (or `create()`) opens it at once with O_CREAT (a
+    new segment's files exist, and their names can be synced, before anything is appended). `keep()` takes the
+    handle out of the pool and keeps it for as long as this object lives (a deleted segment's data file, for the
+    readers that hold the segment)."""
 
     __slots__ = ("path", "flags", "files", "_ref", "_kept")
 
@@ -93,7 +94,11 @@ class PooledFile:
         self._ref = not_open
         self._kept: FileHandle | None = None
         if create:
-            self._ref = weakref.ref(files.open(path, flags | os.O_CREAT))
+            self.create()
+
+    def create(self) -> None:
+        """Open the file with O_CREAT: it exists from now on."""
+        self._ref = weakref.ref(self.files.open(self.path, self.flags | os.O_CREAT))
 
     def handle(self) -> FileHandle:
         handle = self._ref()

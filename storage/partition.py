@@ -138,7 +138,7 @@ class PartitionLog:
         directory = self.directory
         self._open_log_start()
         # Transactional writes; entries past what recovery kept are cut (their batches were lost).
-        self.txns = TxnIndex(directory, self.log_start_offset, self.log_end_offset)
+        self.txns = TxnIndex(directory, self.log_start_offset, self.log_end_offset, self._files)
         if self._dir_dirty:  # a new segment's files (or recovery's changes) exist durably before any append
             fsync_dir(directory)
             self._dir_dirty = False
