@@ -5,8 +5,8 @@ as JSON once every listener is up (how `logway.bench.launcher.GatewayProcess` kn
 Exit status: 0 after a graceful stop, 2 for a configuration error or anything else that keeps the gateway from
 starting — a port in use (the listener and the address are named), a data directory that is not a directory or
 not writable, TLS files that cannot be read, a resource that ran out while storage opened (descriptors, disk space:
-which, its limit, what to do; nothing is quarantined for it, and the next start opens everything) — 1 for a storage error (e.g. a locked data directory), 130 on
-KeyboardInterrupt. Each of these is one line on stderr (`logway: …`), no traceback: the errors come out of trio's
+which, its limit, what to do; nothing is quarantined for it, and the next start opens everything) — 1 for a
+storage error (e.g. a locked data directory), 130 on KeyboardInterrupt. Each of these is one line on stderr (`logway: …`), no traceback: the errors come out of trio's
 nurseries wrapped in exception groups, which `_leaves` unwraps. An unexpected exception still shows its traceback.
 
 With `workers: N` > 1 this process is the supervisor of N worker processes (`logway.gateway.workers.supervise`):

@@ -342,8 +342,8 @@ def descriptor_budget(max_connections: int, open_segment_files: int) -> int:
     """How many segment files may be open (`limits.open_segment_files`, or with 0 what the descriptor limit leaves
     after the connections and RESERVED_DESCRIPTORS, at most DERIVED_OPEN_FILES), after raising the soft descriptor
     limit to the hard one. When the limit is below what the connections, the segment files and the reserve need,
-    one warning line says so and what to do (the gateway runs all the same: connections over what is left are
-    refused, segment files closed sooner)."""
+    one warning line says so and what to do (the gateway runs all the same: segment files are closed sooner, and
+    connections past what is left cannot be accepted)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     target = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
     if soft < target:
@@ -359,7 +359,7 @@ def descriptor_budget(max_connections: int, open_segment_files: int) -> int:
         log.warning("descriptor limit: this process may have %d files open (RLIMIT_NOFILE, ulimit -n; hard limit "
                     "%s), fewer than limits.max_connections (%d) + limits.open_segment_files (%d) + %d for the rest "
                     "need: raise the limit (LimitNOFILE= in a systemd unit, ulimit -n) or lower those limits; until "
-                    "then connections past what is left are refused", soft,
+                    "then connections past what is left cannot be accepted", soft,
                     "unlimited" if hard == resource.RLIM_INFINITY else hard, max_connections, files,
                     RESERVED_DESCRIPTORS)
     return files

@@ -484,9 +484,8 @@ class LogEngine:
         """InvalidPartitions unless `count` is a partition count in least..the limit per topic."""
         most = min(self.limits.max_partitions_per_topic, MAX_PARTITIONS)
         if isinstance(count, bool) or not isinstance(count, int) or not least <= count <= most:
-            raise InvalidPartitions(f"partition count {count!r} is not in {least}..{most}"
-                                    + (" (max_partitions_per_topic)" if isinstance(count, int) and count > most
-                                       and most < MAX_PARTITIONS else ""))
+            limit = " (max_partitions_per_topic)" if most < MAX_PARTITIONS else ""
+            raise InvalidPartitions(f"partition count {count!r} is not in {least}..{most}{limit}")
 
     def _check_room(self, *, topics: int, partitions: int) -> None:
         """LimitReached unless `topics` more topics and `partitions` more partitions stay within the limits (the
@@ -576,10 +575,10 @@ class LogEngine:
     def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> Topic:
         """Grow a topic to `count` partitions in all: UnknownTopic; InvalidPartitions unless `count` is more than
         the topic has and at most the limit per topic; LimitReached past the partitions in all. The new partitions'
-        directories are made durably, then
-        topic.json is rewritten durably; then readers see them (`Topic.partitions` is replaced, never changed in
-        place). A directory left beyond the topic's count by an attempt that crashed before its topic.json was
-        written is removed first when it holds no records (quarantined otherwise)."""
+        directories are made durably, then topic.json is rewritten durably; then readers see them
+        (`Topic.partitions` is replaced, never changed in place). A directory left beyond the topic's count by an
+        attempt that crashed before its topic.json was written is removed first when it holds no records
+        (quarantined otherwise); one this call made is removed when it fails."""
         self._check_open()
         with self._lock, self._shared_change(name):
             topic = self.topic(name)

@@ -8,7 +8,9 @@ On disk, in the partition directory, with `<base>` the segment's base offset as 
   `logway.storage.checksums`.
 A segment covers offsets [base_offset, next_offset). Only the partition's last segment (the active one) is
 appended to; older ones are frozen and only read or deleted whole. In memory, the active segment keeps where its
-last appended batches lie (`RecentBatches`) and the last one's bytes, for the readers near its end.
+last appended batches lie (`RecentBatches`) and the last one's bytes, for the readers near its end. Its files are
+opened through the engine's budget of open files (`logway.storage.openfiles`): when used, and let go when others
+were used since — whoever uses a descriptor holds its `FileHandle` meanwhile.
 """
 
 from __future__ import annotations
