@@ -62,7 +62,8 @@ class FileHandle:
 
 class Mapped:
     """A read-only memory mapping of a whole file and a view of it as `cast` items; unmapped when the last holder
-    of the handle or of `view` (a reader's) drops it — never explicitly, which would fail under a reader."""
+    of the handle or of `view` (a reader's) drops it — never explicitly, which would fail under a reader. It holds a
+    descriptor too (Python's mmap keeps a duplicate of the file's), so it counts like an open file."""
 
     __slots__ = ("view", "used", "__weakref__")
 
