@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
 import time
+from functools import partial
 
 from .proc import child_pids, process_alive
 
@@ -24,7 +26,8 @@ class GatewayProcess:
     """A running `logway serve` child. `addresses` maps protocol → (host, port)."""
 
     def __init__(self, data_dir: str, *overrides: str, run_dir: str | None = None, start_timeout: float = 30.0,
-                 stderr=None) -> None:
+                 stderr=None, nofile: int | None = None) -> None:
+        """`nofile`: the child's descriptor limit (RLIMIT_NOFILE, soft and hard, so it cannot raise it)."""
         self.data_dir = data_dir
         run_dir = run_dir or data_dir + ".run"
         os.makedirs(run_dir, exist_ok=True)
@@ -39,7 +42,8 @@ class GatewayProcess:
         other = os.environ.get("BENCH_GATEWAY_PYTHONPATH")
         if other:
             env = dict(os.environ, PYTHONPATH=other)
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stderr=stderr, env=env)
+        limit = None if nofile is None else partial(resource.setrlimit, resource.RLIMIT_NOFILE, (nofile, nofile))
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stderr=stderr, env=env, preexec_fn=limit)
         deadline = time.monotonic() + start_timeout
         while not os.path.exists(self.ready_file):
             if self.proc.poll() is not None:

@@ -1,5 +1,6 @@
 """What the benchmarks read about a process from Linux's /proc: resident memory, its peak, CPU time, a gateway's
-processes (its workers); and the descriptor limit a benchmark with many connections raises for itself."""
+processes (its workers), its open files; the disk a directory's files take; and the descriptor limit a benchmark
+with many connections raises for itself."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import os
 import resource
 
 __all__ = ["rss_mib", "proc_status_mib", "proc_cpu_times", "proc_cpu_seconds", "child_pids", "process_alive",
-           "gateway_processes", "raise_fd_limit"]
+           "gateway_processes", "raise_fd_limit", "open_files", "allocated_bytes"]
 
 
 def proc_status_mib(pid: int | str, key: str) -> float:
@@ -97,3 +98,27 @@ def raise_fd_limit(need: int, who: str = "logway bench") -> None:
     if hard != resource.RLIM_INFINITY and hard < need:
         raise SystemExit(f"{who}: {need} descriptors needed, the hard limit is {hard}")
     resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+
+
+def open_files(pid: int) -> list[str]:
+    """What each open descriptor of a process names (/proc/<pid>/fd): paths, `socket:[…]`, `pipe:[…]`, …"""
+    found = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            found.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:
+            pass  # closed meanwhile
+    return found
+
+
+def allocated_bytes(path: str) -> int:
+    """The disk blocks the files under `path` take (st_blocks, so blocks reserved past a file's end count), in
+    bytes."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+            except OSError:
+                pass
+    return total

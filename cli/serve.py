@@ -4,8 +4,9 @@
 as JSON once every listener is up (how `logway.bench.launcher.GatewayProcess` knows the ephemeral ports).
 Exit status: 0 after a graceful stop, 2 for a configuration error or anything else that keeps the gateway from
 starting — a port in use (the listener and the address are named), a data directory that is not a directory or
-not writable, TLS files that cannot be read — 1 for a storage error (e.g. a locked data directory), 130 on
-KeyboardInterrupt. Each of these is one line on stderr (`logway: …`), no traceback: the errors come out of trio's
+not writable, TLS files that cannot be read, a resource that ran out while storage opened (descriptors, disk space:
+which, its limit, what to do; nothing is quarantined for it, and the next start opens everything) — 1 for a
+storage error (e.g. a locked data directory), 130 on KeyboardInterrupt. Each of these is one line on stderr (`logway: …`), no traceback: the errors come out of trio's
 nurseries wrapped in exception groups, which `_leaves` unwraps. An unexpected exception still shows its traceback.
 
 With `workers: N` > 1 this process is the supervisor of N worker processes (`logway.gateway.workers.supervise`):
@@ -148,7 +149,13 @@ def _leaves(exc: BaseException) -> list[BaseException]:
 
 
 def _os_error(exc: OSError, data_dir: str) -> str:
-    """An OSError while starting: a file of the data directory (or the configuration) the gateway cannot use."""
+    """An OSError while starting: a resource that ran out (descriptors, space: which, its limit, what to do), or a
+    file of the data directory (or the configuration) the gateway cannot use."""
+    from logway.gateway.errors import running_out_line
+    from logway.storage import running_out
+
+    if running_out(exc):
+        return f"cannot start: {running_out_line(exc, data_dir)}"
     reason = exc.strerror or str(exc)
     if exc.filename is not None:
         return f"cannot start: {reason}: {exc.filename} (data_dir is {data_dir}: check it and its permissions)"

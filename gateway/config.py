@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 import yaml
 
-from logway.storage import InvalidConfig, TopicConfig
+from logway.storage import MAX_PARTITIONS, InvalidConfig, TopicConfig
 
 from .durability import Flush
 
@@ -169,6 +169,16 @@ class Limits:
     data_pass_ms: int = setting(5, "while data requests wait for a turn, fewer start per pass when passes run "
                                    "longer than this", more="(heavy requests: large or transcoded reads); 0 = a "
                                    "fixed data_requests_per_pass", minimum=0)
+    open_segment_files: int = setting(
+        0, "segment files (data, indexes) kept open at once; the ones used least recently are closed, and opened "
+           "again when read", more="; 0 = what the descriptor limit leaves after `max_connections` and 256 for the "
+           "rest, at most 8192 (see docs/operations.md)", minimum=0)
+    max_topics: int = setting(10000, "topics at most; creating more is refused with each protocol's error",
+                              minimum=1)
+    max_partitions_per_topic: int = setting(MAX_PARTITIONS, "partitions of one topic at most", minimum=1,
+                                            maximum=MAX_PARTITIONS)
+    max_partitions: int = setting(10000, "partitions in all, across topics; creating more is refused with each "
+                                         "protocol's error", minimum=1)
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from logway.storage import LogEngine
+from logway.storage import EngineLimits, LogEngine
+from logway.storage.openfiles import MIN_OPEN_FILES
 
 from .admin.calls import CallCounter
 from .admin.metrics import GatewayMetrics, RecoverySnapshot
@@ -39,6 +40,7 @@ from .admin.server import AdminServer
 from .config import Config
 from .connections import ConnectionRegistry
 from .durability import Flush, GroupCommitter
+from .errors import running_out_line
 from .formats import STORAGE_FORMATS
 from .memory import MemoryBudget, default_memory_bytes, fix_mmap_threshold
 from .handover import listen_handover
@@ -60,6 +62,13 @@ log = logging.getLogger("logway.gateway")
 
 #: The admin listener's key under `listeners` (it serves HTTP, not a wire protocol of `protocols.REGISTRY`).
 ADMIN = "admin"
+#: Descriptors the gateway needs besides its connections and segment files: listeners, the stores, relay and
+#: hand-over sockets, directory syncs, temporary files, trio's own, readers holding a segment file let go.
+RESERVED_DESCRIPTORS = 256
+#: `limits.open_segment_files: 0` keeps at most this many open (what the descriptor limit leaves, when less):
+#: enough for thousands of partitions being written and read at once; each costs kernel memory, and a frozen
+#: segment's mapped index counts against the system's map count (vm.max_map_count, 65530 by default).
+DERIVED_OPEN_FILES = 8192
 
 
 class Gateway:
@@ -127,13 +136,18 @@ class Gateway:
 
     async def _run(self, handle_signals: bool, task_status) -> None:
         cfg = self.config
-        _raise_fd_limit()
         fix_mmap_threshold()  # (resident memory then follows the memory budget)
+        limits = cfg.limits
+        engine_limits = EngineLimits(open_segment_files=descriptor_budget(limits.max_connections,
+                                                                          limits.open_segment_files),
+                                     max_topics=limits.max_topics,
+                                     max_partitions_per_topic=limits.max_partitions_per_topic,
+                                     max_partitions=limits.max_partitions)
         flush = cfg.storage.flush
         share = self.worker.share if self.worker is not None else None
         self.engine = await trio.to_thread.run_sync(
             lambda: LogEngine(cfg.data_dir, STORAGE_FORMATS, cfg.storage.topic_defaults,
-                              reads_need_sync=flush == Flush.ALWAYS, share=share))
+                              reads_need_sync=flush == Flush.ALWAYS, share=share, limits=engine_limits))
         self.storage_open = True
         self._log_recovery()
         self.steps = Steps(self.engine, self.notifier, self.committer, flush,
@@ -222,7 +236,11 @@ class Gateway:
                 with trio.move_on_after(max(cfg.shutdown_timeout_ms / 1000, 1) + 30):
                     self.storage_open = False
                     await trio.to_thread.run_sync(self.engine.close)
-                    log.info("storage flushed and closed")
+                    if self.engine.close_error is None:
+                        log.info("storage flushed and closed")
+                    else:
+                        log.error("storage closed, not all of it durable: %s",
+                                  running_out_line(self.engine.close_error, cfg.data_dir))
 
     async def _start_listener(self, listeners: trio.Nursery, conn_nursery: trio.Nursery, protocol: Protocol,
                               lc) -> None:
@@ -280,7 +298,7 @@ class Gateway:
             try:
                 await trio.to_thread.run_sync(self.engine.sync)
             except OSError as exc:
-                log.error("interval flush failed: %s", exc)
+                log.error("interval flush failed: %s", running_out_line(exc, self.config.data_dir))
                 stats.synced("interval", perf_counter() - started, ok=False)
             else:
                 stats.synced("interval", perf_counter() - started)
@@ -289,7 +307,11 @@ class Gateway:
         interval = self.config.storage.retention_check_interval_ms / 1000
         while True:
             await trio.sleep(interval)
-            deleted = await trio.to_thread.run_sync(self.engine.enforce_retention)
+            try:
+                deleted = await trio.to_thread.run_sync(self.engine.enforce_retention)
+            except OSError as exc:  # (out of descriptors, an I/O error): the next run tries again
+                log.error("retention failed: %s", running_out_line(exc, self.config.data_dir))
+                continue
             if deleted:
                 log.info("retention deleted %d segment(s)", deleted)
 
@@ -320,12 +342,28 @@ class Gateway:
                  sum(r.indexes_rebuilt for r in reports.values()))
 
 
-def _raise_fd_limit() -> None:
-    """Each partition and connection holds descriptors: use the hard limit the system allows."""
+def descriptor_budget(max_connections: int, open_segment_files: int) -> int:
+    """How many segment files may be open (`limits.open_segment_files`, or with 0 what the descriptor limit leaves
+    after the connections and RESERVED_DESCRIPTORS, at most DERIVED_OPEN_FILES), after raising the soft descriptor
+    limit to the hard one. When the limit is below what the connections, the segment files and the reserve need,
+    one warning line says so and what to do (the gateway runs all the same: segment files are closed sooner, and
+    connections past what is left cannot be accepted)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     target = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
     if soft < target:
         try:
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
         except (ValueError, OSError):
             pass
+    files = open_segment_files or min(DERIVED_OPEN_FILES,
+                                      max(MIN_OPEN_FILES, soft - max_connections - RESERVED_DESCRIPTORS))
+    need = max_connections + files + RESERVED_DESCRIPTORS
+    if soft < need:
+        log.warning("descriptor limit: this process may have %d files open (RLIMIT_NOFILE, ulimit -n; hard limit "
+                    "%s), fewer than limits.max_connections (%d) + limits.open_segment_files (%d) + %d for the rest "
+                    "need: raise the limit (LimitNOFILE= in a systemd unit, ulimit -n) or lower those limits; until "
+                    "then connections past what is left cannot be accepted", soft,
+                    "unlimited" if hard == resource.RLIM_INFINITY else hard, max_connections, files,
+                    RESERVED_DESCRIPTORS)
+    return files

@@ -4,11 +4,11 @@ Synchronous and format-agnostic: it knows files, offsets, batches and bytes, nev
 codec. Storage formats plug in through `BatchFormat` adapters (see `formats`).
 """
 
-from .config import TopicConfig
-from .engine import MAX_PARTITIONS, LogEngine, Topic
+from .config import MAX_PARTITIONS, EngineLimits, TopicConfig
+from .engine import LogEngine, Topic
 from .errors import (BatchTooLarge, CorruptBatch, InvalidBatchOffset, InvalidConfig, InvalidPartitions,
-                     InvalidTopicName, NotAnOffsetLog, OffsetOutOfRange, StorageClosed, StorageError, StorageIOError,
-                     TopicExists, UnknownFormat, UnknownPartition, UnknownTopic)
+                     InvalidTopicName, LimitReached, NotAnOffsetLog, OffsetOutOfRange, StorageClosed, StorageError,
+                     StorageIOError, TopicExists, UnknownFormat, UnknownPartition, UnknownTopic, running_out)
 from .formats import BatchFormat, BatchInfo
 from .names import validate_topic_name
 from .offsets import CommittedOffset, OffsetStore
@@ -18,10 +18,11 @@ from .transactions import TransactionStore
 from .txnindex import AbortedTxn, TxnIndex
 
 __all__ = [
-    "AppendResult", "BatchFormat", "BatchInfo", "BatchTooLarge", "CommittedOffset", "CorruptBatch", "IdAllocator",
-    "InvalidBatchOffset", "InvalidConfig", "InvalidPartitions", "InvalidTopicName", "LogEngine", "MAX_PARTITIONS",
+    "AppendResult", "BatchFormat", "BatchInfo", "BatchTooLarge", "CommittedOffset", "CorruptBatch", "EngineLimits",
+    "IdAllocator", "InvalidBatchOffset", "InvalidConfig", "InvalidPartitions", "InvalidTopicName", "LimitReached",
+    "LogEngine", "MAX_PARTITIONS",
     "NotAnOffsetLog", "OffsetOutOfRange", "OffsetStore", "PartitionLog", "ReadSlice", "RecoveryReport",
     "StorageClosed", "StorageError", "StorageIOError", "Topic", "TopicConfig", "TopicExists", "TransactionStore",
     "TxnIndex", "AbortedTxn", "UnknownFormat",
-    "UnknownPartition", "UnknownTopic", "validate_topic_name",
+    "UnknownPartition", "UnknownTopic", "running_out", "validate_topic_name",
 ]

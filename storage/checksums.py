@@ -17,6 +17,7 @@ empties it.
 from __future__ import annotations
 
 import bisect
+import errno
 import operator
 import os
 import struct
@@ -25,24 +26,30 @@ from array import array
 from typing import Iterator
 
 from .files import sync_file, write_synced
+from .openfiles import OpenFiles, PooledFile
 
 ENTRY = struct.Struct("<II")
 
 
 class Checksums:
-    """The `.checksums` file of one segment. `found`: the file existed when the segment was opened."""
+    """The `.checksums` file of one segment. `found`: the file existed when the segment was opened. Opened through
+    the engine's `OpenFiles` (see `logway.storage.openfiles`)."""
 
-    __slots__ = ("path", "_fd", "found")
+    __slots__ = ("path", "_file", "found", "frozen")
 
-    def __init__(self, path: str, *, frozen: bool) -> None:
+    def __init__(self, path: str, *, frozen: bool, files: OpenFiles) -> None:
         self.path = path
         self.found = os.path.exists(path)
-        self._fd: int | None = None
-        if not frozen:
-            self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self.frozen = frozen
+        self._file = PooledFile(files, path, os.O_RDWR | os.O_APPEND, create=not frozen)
 
     def append(self, position: int, crc: int) -> None:
-        os.write(self._fd, ENTRY.pack(position, crc))
+        """One entry, whole or not at all (a short write on a full disk is taken back)."""
+        handle = self._file.handle()
+        written = os.write(handle.fd, ENTRY.pack(position, crc))
+        if written != ENTRY.size:
+            os.ftruncate(handle.fd, os.fstat(handle.fd).st_size - written)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), self.path)
 
     def _load(self) -> array:
         """Every entry up to the first that does not follow its predecessor (positions strictly increase), as a
@@ -85,15 +92,19 @@ class Checksums:
         self.found = True
 
     def sync(self) -> None:
-        if self._fd is not None:
-            os.fdatasync(self._fd)
-        else:
+        if self.frozen:
             sync_file(self.path)
+        else:
+            handle = self._file.handle()
+            os.fdatasync(handle.fd)
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        """Let go of the file; the next append (an active segment's) opens it again."""
+        self._file.close()
+
+    def freeze(self) -> None:
+        self.close()
+        self.frozen = True
 
     def delete(self) -> None:
         self.close()

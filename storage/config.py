@@ -20,6 +20,26 @@ DAY_MS = 24 * 3600 * 1000
 
 #: A segment's index stores file positions as u32, so a segment can never exceed 4 GiB; keep a margin.
 MAX_SEGMENT_BYTES = 2 * GiB
+#: The largest value of a setting in bytes or milliseconds: Kafka's configs are Java longs, and the native protocol's
+#: JSON (orjson) carries 64-bit integers at most. A value from the wire beyond it (TANK's log.retention.secs=10^30,
+#: in ms) is refused, never stored.
+MAX_LONG = 2**63 - 1
+#: Partitions of one topic at most, whatever `EngineLimits` allows: each partition is a directory and a few files,
+#: so a wire request must not be able to ask for millions.
+MAX_PARTITIONS = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class EngineLimits:
+    """What an engine lets clients create and keep open (the gateway's `limits.*`). Creating a topic or partitions
+    beyond them is refused (`InvalidPartitions` for one topic's count, `LimitReached` for the totals); topics that
+    exist are opened whatever the limits say now."""
+
+    #: segment files (data, indexes) kept open or mapped at once, across the engine (see logway.storage.openfiles)
+    open_segment_files: int = 1024
+    max_topics: int = 10_000
+    max_partitions_per_topic: int = MAX_PARTITIONS
+    max_partitions: int = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,16 +53,10 @@ class TopicConfig:
     max_batch_bytes: int = 10 * MiB  # the largest single batch an append accepts
 
     def validate(self) -> "TopicConfig":
-        if not 1024 <= self.segment_bytes <= MAX_SEGMENT_BYTES:
-            raise InvalidConfig(f"segment_bytes must be between 1024 and {MAX_SEGMENT_BYTES}")
-        if self.segment_ms < 1:
-            raise InvalidConfig("segment_ms must be positive")
-        if self.retention_bytes < -1 or self.retention_ms < -1:
-            raise InvalidConfig("retention_bytes / retention_ms must be -1 (unlimited) or >= 0")
-        if not 1 <= self.index_interval_bytes <= 64 * MiB:
-            raise InvalidConfig("index_interval_bytes must be between 1 and 64 MiB")
-        if not 64 <= self.max_batch_bytes <= MAX_SEGMENT_BYTES:
-            raise InvalidConfig("max_batch_bytes must be between 64 bytes and the maximum segment size")
+        for name, (low, high) in RANGES.items():
+            value = getattr(self, name)
+            if not low <= value <= high:
+                raise InvalidConfig(f"{name} must be between {low} and {high}, got {value}")
         return self
 
     def with_overrides(self, overrides: Mapping[str, Any] | None) -> "TopicConfig":
@@ -69,6 +83,15 @@ class TopicConfig:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
+#: The values each numeric setting may take (`validate`): -1 is "unlimited" for retention.
+RANGES = {
+    "segment_bytes": (1024, MAX_SEGMENT_BYTES),
+    "segment_ms": (1, MAX_LONG),
+    "retention_bytes": (-1, MAX_LONG),
+    "retention_ms": (-1, MAX_LONG),
+    "index_interval_bytes": (1, 64 * MiB),
+    "max_batch_bytes": (64, MAX_SEGMENT_BYTES),  # (a batch must fit in a segment)
+}
 FIELD_NAMES = frozenset(f.name for f in fields(TopicConfig))
 #: The Kafka topic-config names users know, mapped to our field names.
 KAFKA_NAMES = {
@@ -84,6 +107,24 @@ KAFKA_NAMES = {
 NAME_OF_FIELD = {field: kafka for kafka, field in KAFKA_NAMES.items()}
 #: The settings that cannot change once the topic exists (its segment files are in that format).
 READ_ONLY = frozenset({"storage.format"})
+
+
+def clamped_overrides(overrides: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """A stored topic's overrides with every number beyond what its setting can hold (`RANGES`) brought to the
+    nearest bound, and what was changed ("retention.ms=10^33 → 9223372036854775807"): a value an older logway let
+    through must not hide a topic's data. Anything else is left for `TopicConfig.with_overrides` to judge."""
+    out: dict[str, Any] = {}
+    changed = []
+    for key, value in overrides.items():
+        bounds = RANGES.get(KAFKA_NAMES.get(key, key))
+        number = value if isinstance(value, int) and not isinstance(value, bool) else None
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            number = int(value)
+        if bounds is not None and number is not None and not bounds[0] <= number <= bounds[1]:
+            value = min(max(number, bounds[0]), bounds[1])
+            changed.append(f"{key}={number} → {value}")
+        out[key] = value
+    return out, changed
 
 
 def canonical_name(key: str) -> str:

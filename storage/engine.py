@@ -52,28 +52,27 @@ import os
 import shutil
 import threading
 import time
-import uuid
 import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
-from .config import KAFKA_NAMES, READ_ONLY, ConfigEntry, TopicConfig, canonical_name, canonical_overrides, describe
-from .errors import (InvalidConfig, InvalidPartitions, NotAnOffsetLog, StorageClosed, StorageError, TopicExists,
-                     UnknownFormat, UnknownPartition, UnknownTopic)
-from .files import makedirs_durably, quarantine, rename_durably, sync_names, write_synced
+from .config import (KAFKA_NAMES, MAX_PARTITIONS, READ_ONLY, ConfigEntry, EngineLimits, TopicConfig, canonical_name,
+                     canonical_overrides, clamped_overrides, describe)
+from .errors import (InvalidConfig, InvalidPartitions, InvalidTopicName, LimitReached, NotAnOffsetLog, StorageClosed,
+                     StorageError, TopicExists, UnknownFormat, UnknownPartition, UnknownTopic, running_out)
+from .files import aside_name, makedirs_durably, name_max, quarantine, rename_durably, sync_names, write_synced
 from .formats import BatchFormat
 from .names import validate_topic_name
 from .offsets import OffsetStore
 from .transactions import TransactionStore
 from .partition import PartitionLog, RecoveryReport
+from .openfiles import OpenFiles
 from .segment import Lookups
 from .sequences import IdAllocator
 
 log = logging.getLogger("logway.storage")
 
-#: Each partition keeps a few files open and a directory; a wire request must not be able to ask for millions.
-MAX_PARTITIONS = 1000
 #: Entries of a data directory that the engine owns; anything else is left alone with a warning.
 DATA_DIR_ENTRIES = frozenset({".lock", ".clean_shutdown", "topics", "tmp", "trash", "quarantine", "offsets",
                               "producer_ids", "producer_ids.tmp", "transactions", "workers"})
@@ -170,11 +169,18 @@ class Topic:
 class LogEngine:
     def __init__(self, data_dir: str | os.PathLike, formats: Mapping[str, BatchFormat],
                  defaults: TopicConfig | None = None, *, clock: Callable[[], float] = time.time,
-                 reads_need_sync: bool = False, share: Share | None = None) -> None:
+                 reads_need_sync: bool = False, share: Share | None = None,
+                 limits: EngineLimits | None = None) -> None:
         """`reads_need_sync`: readers of every partition see only what was synced (see logway.storage.partition);
         the gateway sets it when it acknowledges only synced writes (`flush: always`). `share`: this engine is the
-        supervisor or one worker of several processes over the directory (see the module docstring)."""
+        supervisor or one worker of several processes over the directory (see the module docstring). `limits`: what
+        clients may create, and the segment files kept open at once.
+
+        A resource that runs out while opening (descriptors, space, an I/O error: `errors.RUNNING_OUT`) is raised as
+        the OSError it is, after closing what was opened: nothing is quarantined for it, and the next start,
+        once the resource is back, opens everything."""
         self.data_dir = os.path.abspath(os.fspath(data_dir))
+        self.limits = limits or EngineLimits()
         self.reads_need_sync = reads_need_sync
         self.formats = dict(formats)
         self.defaults = (defaults or TopicConfig()).validate()
@@ -182,6 +188,10 @@ class LogEngine:
         self.share = share
         #: The bound on the lookups all its partitions' segments remember (see logway.storage.segment.Lookups).
         self.lookups = Lookups()
+        #: The budget of segment files open at once, across its partitions (see logway.storage.openfiles).
+        self.files = OpenFiles(self.limits.open_segment_files)
+        #: Set by `close` when it could not make everything durable (the shutdown then counts as unclean).
+        self.close_error: OSError | None = None
         worker = share.worker if share is not None else None
         self._lock = threading.Lock()
         self._closed = False
@@ -205,6 +215,17 @@ class LogEngine:
             raise StorageError(f"{who}data directory {self.data_dir} is in use by another logway process") from None
         previous_owner = self._claim_lock()
         self._topics_dir = os.path.join(self.data_dir, "topics")
+        self.topics_by_name: dict[str, Topic] = {}
+        self.offsets = self.producer_ids = self.transactions = None
+        try:
+            self._open(share, worker, own_dir, lock_path, previous_owner)
+        except BaseException:  # (out of descriptors, space, ...): nothing stays open
+            self._abandon()
+            raise
+
+    def _open(self, share: Share | None, worker: int | None, own_dir: str, lock_path: str,
+              previous_owner: str) -> None:
+        """Open what the directory holds (the constructor's work once the directory is locked)."""
         if worker is None:
             self.clean_start = self._take_clean_marker(previous_owner, lock_path)
         else:  # the supervisor took the marker (and clears tmp/ and trash/)
@@ -216,11 +237,9 @@ class LogEngine:
             elif sub != "topics" and worker is None:
                 shutil.rmtree(path, ignore_errors=True)
             makedirs_durably(path)  # a fresh data directory's topics/ must not vanish with its topics
-        self.topics_by_name: dict[str, Topic] = {}
+        self._name_max = name_max(self._topics_dir)
         self._load_topics()
-        if share is not None and worker is None:  # the supervisor: no store (its workers open them)
-            self.offsets = self.producer_ids = self.transactions = None
-        else:
+        if share is None or worker is not None:  # (the supervisor opens no store: its workers do)
             # Worker 0 (the coordinator) opens the shared stores, the others their private ones.
             stores, first = self.data_dir, 0
             if worker:
@@ -231,6 +250,19 @@ class LogEngine:
         for name in sorted(os.listdir(self.data_dir)) if worker is None else ():
             if name not in DATA_DIR_ENTRIES:
                 log.warning("%s: ignoring unknown entry %s", self.data_dir, name)
+
+    def _abandon(self) -> None:
+        """Opening failed: close what was opened (best effort, nothing synced or marked) and unlock."""
+        for topic in self.topics_by_name.values():
+            for plog in topic.partitions:
+                plog.close()
+        for store in (self.offsets, self.transactions):
+            if store is not None:
+                try:
+                    store.close()
+                except OSError:
+                    pass
+        os.close(self._lock_fd)
 
     # -- opening -----------------------------------------------------------------------------------------
     def _claim_lock(self) -> str:
@@ -276,6 +308,8 @@ class LogEngine:
                     self._check_topic_entries(path, name, partitions)
                 topic = self._open_topic(name, partitions, overrides, created_ms, clean=self.clean_start)
             except (OSError, ValueError, KeyError, TypeError, StorageError) as exc:
+                if running_out(exc):  # not damage: the start fails as what it is, the topic stays where it is
+                    raise
                 if worker:  # the supervisor set aside what it could not open: this one is new damage
                     log.error("cannot open topic directory %s (%s): skipped", path, exc)
                 else:
@@ -359,49 +393,51 @@ class LogEngine:
     def _open_topic(self, name: str, partitions: int, overrides: dict, created_ms: int, *, clean: bool) -> Topic:
         if not 1 <= partitions <= MAX_PARTITIONS:
             raise InvalidPartitions(f"partition count {partitions} is not in 1..{MAX_PARTITIONS}")
+        overrides, fixed = clamped_overrides(overrides)
+        if fixed:
+            log.warning("topic %s: %s: beyond what the setting can hold (stored by an older logway), brought within "
+                        "its range", name, ", ".join(fixed))
         config = self.defaults.with_overrides(overrides)
         fmt = self.formats.get(config.format)
         if fmt is None:
             raise UnknownFormat(f"unknown storage format {config.format!r} (known: {sorted(self.formats)})")
-        base = os.path.join(self._topics_dir, name)
-        if self.share is None:
-            logs = [self._partition_log(os.path.join(base, str(p)), name, p, fmt, config, clean)
-                    for p in range(partitions)]
-            return Topic(name, config, dict(overrides), logs, created_ms)
-        return Topic(name, config, dict(overrides),
-                     WorkerPartitions(self._open_shared(name, range(partitions), fmt, config, clean)), created_ms)
+        logs = self._open_partitions(name, range(partitions), fmt, config, clean)
+        return Topic(name, config, dict(overrides), logs if self.share is None else WorkerPartitions(logs), created_ms)
 
     def _partition_log(self, directory: str, name: str, partition: int, fmt: BatchFormat, config: TopicConfig,
                        clean: bool) -> PartitionLog:
         return PartitionLog(directory, name, partition, fmt, config, clean_shutdown=clean, clock=self.clock,
                             quarantine_dir=self._quarantine_dir, reads_need_sync=self.reads_need_sync,
-                            lookups=self.lookups)
+                            lookups=self.lookups, files=self.files)
 
-    def _open_shared(self, name: str, numbers: Iterable[int], fmt: BatchFormat, config: TopicConfig,
-                     clean: bool) -> list:
-        """Share mode: a `PartitionLog` for each of these partitions this worker owns, a `ForeignPartition` for
-        the others."""
+    def _open_partitions(self, name: str, numbers: Iterable[int], fmt: BatchFormat, config: TopicConfig,
+                         clean: bool) -> list:
+        """A `PartitionLog` for each of these partitions this process owns — every one, without a share — and a
+        `ForeignPartition` for the others (share mode); when one fails to open, those opened are closed."""
         share, base = self.share, os.path.join(self._topics_dir, name)
         entries: list = []
         try:
             for p in numbers:
-                if share.owns(name, p):
+                if share is None or share.owns(name, p):
                     entries.append(self._partition_log(os.path.join(base, str(p)), name, p, fmt, config, clean))
                 else:
                     entries.append(ForeignPartition(name, p, share.owner(name, p)))
         except BaseException:
-            for plog in entries:
-                if not isinstance(plog, ForeignPartition):
-                    plog.close()
+            _close_all(entries)
             raise
         return entries
 
     # -- topics ------------------------------------------------------------------------------------------
-    def create_topic(self, name: str, partitions: int = 1, config: Mapping[str, Any] | None = None) -> Topic:
+    def create_topic(self, name: str, partitions: int = 1, config: Mapping[str, Any] | None = None, *,
+                     validate_only: bool = False) -> Topic | None:
+        """Create a topic durably (see the module docstring), or with `validate_only` only check that it could be
+        (None). InvalidTopicName (Kafka's rules, and no longer than the file system takes a name), InvalidPartitions
+        (not in 1..`limits.max_partitions_per_topic`), InvalidConfig, UnknownFormat, TopicExists, LimitReached (the
+        engine's topics or partitions in all); an OSError (out of space, descriptors) leaves nothing behind: no
+        directory, nothing open."""
         self._check_open()
-        validate_topic_name(name)
-        if isinstance(partitions, bool) or not isinstance(partitions, int) or not 1 <= partitions <= MAX_PARTITIONS:
-            raise InvalidPartitions(f"partition count {partitions!r} is not in 1..{MAX_PARTITIONS}")
+        self._check_name(name)
+        self._check_count(partitions, 1)
         overrides = dict(config or {})
         cfg = self.defaults.with_overrides(overrides)
         if cfg.format not in self.formats:
@@ -409,21 +445,72 @@ class LogEngine:
         with self._lock, self._shared_change(name):
             if name in self.topics_by_name:
                 raise TopicExists(f"topic {name!r} already exists")
+            self._check_room(topics=1, partitions=partitions)
+            if validate_only:
+                return None
             created_ms = int(self.clock() * 1000)
-            tmp = os.path.join(self.data_dir, "tmp", f"{name}.{uuid.uuid4().hex[:8]}")
-            os.makedirs(tmp)
-            for p in range(partitions):
-                os.makedirs(os.path.join(tmp, str(p)))
-            meta = {"name": name, "partitions": partitions, "config": overrides, "created_ms": created_ms}
-            write_synced(os.path.join(tmp, "topic.json"), json.dumps(meta).encode())
-            sync_names(os.path.join(tmp, "topic.json"))  # topic.json and the partition directories
-            rename_durably(tmp, os.path.join(self._topics_dir, name))
+            tmp = aside_name(os.path.join(self.data_dir, "tmp"), name)
+            try:
+                os.makedirs(tmp)
+                for p in range(partitions):
+                    os.makedirs(os.path.join(tmp, str(p)))
+                meta = {"name": name, "partitions": partitions, "config": overrides, "created_ms": created_ms}
+                write_synced(os.path.join(tmp, "topic.json"), json.dumps(meta).encode())
+                sync_names(os.path.join(tmp, "topic.json"))  # topic.json and the partition directories
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+            path = os.path.join(self._topics_dir, name)
+            rename_durably(tmp, path)
             # Each partition creates its first segment's files and syncs its directory before it is used.
-            topic = self._open_topic(name, partitions, overrides, created_ms, clean=True)
+            try:
+                topic = self._open_topic(name, partitions, overrides, created_ms, clean=True)
+            except BaseException:  # (its partitions are closed): the topic never existed
+                self._discard(path)
+                raise
             self.topics_by_name = {**self.topics_by_name, name: topic}
             self._stamp(name)
         log.info("created topic %s with %d partition(s), format %s", name, partitions, cfg.format)
         return topic
+
+    def _check_name(self, name: str) -> None:
+        """InvalidTopicName unless `name` is a legal topic name the file system takes as a name."""
+        validate_topic_name(name)
+        if len(name.encode()) > self._name_max:
+            raise InvalidTopicName(f"topic name is longer than the {self._name_max} characters a file name may have "
+                                   f"on the file system of {self.data_dir}")
+
+    def _check_count(self, count: object, least: int) -> None:
+        """InvalidPartitions unless `count` is a partition count in least..the limit per topic."""
+        most = min(self.limits.max_partitions_per_topic, MAX_PARTITIONS)
+        if isinstance(count, bool) or not isinstance(count, int) or not least <= count <= most:
+            limit = " (max_partitions_per_topic)" if most < MAX_PARTITIONS else ""
+            raise InvalidPartitions(f"partition count {count!r} is not in {least}..{most}{limit}")
+
+    def _check_room(self, *, topics: int, partitions: int) -> None:
+        """LimitReached unless `topics` more topics and `partitions` more partitions stay within the limits (the
+        caller holds `_lock`; in share mode every worker's engine knows every topic and its partition count)."""
+        limits = self.limits
+        have = len(self.topics_by_name)
+        if topics and have + topics > limits.max_topics:
+            raise LimitReached(f"{have} topics exist, the most allowed (max_topics {limits.max_topics}): delete "
+                               f"topics or raise the limit")
+        held = sum(len(t.partitions) for t in self.topics_by_name.values())
+        if held + partitions > limits.max_partitions:
+            raise LimitReached(f"{held} partitions exist and {partitions} more would pass the limit of "
+                               f"{limits.max_partitions} in all (max_partitions): delete topics or raise the limit")
+
+    def _discard(self, path: str) -> None:
+        """Remove a topic directory that was never acknowledged (a creation that failed after its rename): through
+        trash/, durably, like a deletion."""
+        try:
+            trash = aside_name(os.path.join(self.data_dir, "trash"), os.path.basename(path))
+            rename_durably(path, trash)
+        except OSError as exc:
+            log.error("%s: could not take back the topic directory of a failed creation (%s); it is opened at the "
+                      "next start", path, exc)
+            return
+        shutil.rmtree(trash, ignore_errors=True)
 
     def delete_topic(self, name: str) -> None:
         self._check_open()
@@ -433,7 +520,7 @@ class LogEngine:
             del rest[name]
             self.topics_by_name = rest
             self._stamps.pop(name, None)
-            trash = os.path.join(self.data_dir, "trash", f"{name}.{uuid.uuid4().hex[:8]}")
+            trash = aside_name(os.path.join(self.data_dir, "trash"), name)
             rename_durably(os.path.join(self._topics_dir, name), trash)
         for plog in topic.partitions:
             plog.close()
@@ -487,19 +574,20 @@ class LogEngine:
 
     def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> Topic:
         """Grow a topic to `count` partitions in all: UnknownTopic; InvalidPartitions unless `count` is more than
-        the topic has and at most MAX_PARTITIONS. The new partitions' directories are made durably, then
-        topic.json is rewritten durably; then readers see them (`Topic.partitions` is replaced, never changed in
-        place). A directory left beyond the topic's count by an attempt that crashed before its topic.json was
-        written is removed first when it holds no records (quarantined otherwise)."""
+        the topic has and at most the limit per topic; LimitReached past the partitions in all. The new partitions'
+        directories are made durably, then topic.json is rewritten durably; then readers see them
+        (`Topic.partitions` is replaced, never changed in place). A directory left beyond the topic's count by an
+        attempt that crashed before its topic.json was written is removed first when it holds no records
+        (quarantined otherwise); one this call made is removed when it fails."""
         self._check_open()
         with self._lock, self._shared_change(name):
             topic = self.topic(name)
             have = len(topic.partitions)
-            if isinstance(count, bool) or not isinstance(count, int) or count > MAX_PARTITIONS:
-                raise InvalidPartitions(f"partition count {count!r} is not in {have + 1}..{MAX_PARTITIONS}")
-            if count <= have:
+            if isinstance(count, int) and not isinstance(count, bool) and count <= have:
                 raise InvalidPartitions(f"topic {name!r} has {have} partition(s) and partitions can only be added: "
                                         f"asked for {count}")
+            self._check_count(count, have + 1)
+            self._check_room(topics=0, partitions=count - have)
             if validate_only:
                 return topic
             base = os.path.join(self._topics_dir, name)
@@ -516,10 +604,10 @@ class LogEngine:
                         continue
                     added.append(self._partition_log(directory, name, p, fmt, topic.config, True))
                 self._write_topic_json(name, count, topic.overrides, topic.created_ms)
-            except BaseException:
-                for plog in added:
-                    if not isinstance(plog, ForeignPartition):
-                        plog.close()
+            except BaseException:  # nothing half-made: the new directories go (topic.json never named them)
+                _close_all(added)
+                for p in range(have, count):
+                    shutil.rmtree(os.path.join(base, str(p)), ignore_errors=True)
                 raise
             topic.partitions = topic.partitions + added
             self._stamp(name)
@@ -592,7 +680,19 @@ class LogEngine:
 
     # -- maintenance -------------------------------------------------------------------------------------
     def enforce_retention(self, now_ms: int | None = None) -> int:
-        return sum(p.enforce_retention(now_ms) for t in self.topics() for p in t.partitions)
+        """Retention of every partition; how many segments were deleted. A partition whose retention fails (an
+        OSError: out of descriptors, an I/O error) does not keep the others from theirs: the first such error is
+        raised once they all ran."""
+        deleted, failure = 0, None
+        for t in self.topics():
+            for p in t.partitions:
+                try:
+                    deleted += p.enforce_retention(now_ms)
+                except OSError as exc:
+                    failure = failure or exc
+        if failure is not None:
+            raise failure
+        return deleted
 
     def sync(self) -> None:
         """fdatasync every partition with unsynced appends, and the offset store."""
@@ -607,22 +707,50 @@ class LogEngine:
 
         `clean=False` closes without syncing or marking, exactly as a crash would leave the directory (the next
         open runs full recovery); the gateway uses it when storage failed, tests use it to simulate a kill.
+
+        Never fails for the file system (a full disk, an I/O error, no descriptor left): what cannot be made durable
+        makes the shutdown unclean — no marker, the next start recovers as after a crash — the first such failure is
+        kept in `close_error` (an OSError) with an error line, and everything is closed and the directory unlocked
+        all the same.
         """
         if self._closed:
             return
-        if clean:
-            self.sync()
         self._closed = True
+
+        def failed(exc: BaseException) -> None:
+            nonlocal clean
+            if clean and self.close_error is None:
+                cause = exc if isinstance(exc, OSError) else exc.__cause__
+                self.close_error = cause if isinstance(cause, OSError) else OSError(str(exc))
+            clean = False
+
+        if clean:
+            try:
+                self.sync()
+            except (OSError, StorageError) as exc:
+                failed(exc)
         for t in self.topics():
             for p in t.partitions:
-                p.close(durable=clean)
-        if self.offsets is not None:  # (None: a supervisor's engine)
-            self.offsets.close()
-            self.transactions.close()
+                try:
+                    p.close(durable=clean)
+                except (OSError, StorageError) as exc:
+                    failed(exc)
+        for store in (self.offsets, self.transactions):  # (None: a supervisor's engine)
+            if store is not None:
+                try:
+                    store.close()
+                except (OSError, StorageError) as exc:
+                    failed(exc)
         if clean and (self.share is None or self.share.worker is None):  # a worker's stop is its supervisor's
             marker = os.path.join(self.data_dir, ".clean_shutdown")
-            write_synced(marker, b"")
-            sync_names(marker)
+            try:
+                write_synced(marker, b"")
+                sync_names(marker)
+            except OSError as exc:
+                failed(exc)
+        if self.close_error is not None:
+            log.error("%s: storage closed without everything made durable (%s): the next start recovers the logs as "
+                      "after a crash", self.data_dir, self.close_error)
         os.close(self._lock_fd)
 
     def _check_open(self) -> None:
@@ -711,9 +839,16 @@ class LogEngine:
                         plog.apply_config(config)
                     topic.config, topic.overrides = config, dict(overrides)
                 if partitions > len(topic.partitions):
-                    topic.partitions = topic.partitions + self._open_shared(
+                    topic.partitions = topic.partitions + self._open_partitions(
                         name, range(len(topic.partitions), partitions), self.formats[config.format], config, True)
             except (OSError, StorageError) as exc:  # tried again once topic.json is replaced
                 log.error("%s: cannot open the changes of topic %s (%s)", self._topics_dir, name, exc)
         self.topics_by_name = current
         return gone
+
+
+def _close_all(partitions: Iterable) -> None:
+    """Close the `PartitionLog`s among `partitions` (a creation that failed)."""
+    for plog in partitions:
+        if not isinstance(plog, ForeignPartition):
+            plog.close()

@@ -5,6 +5,8 @@ Callers (the gateway) map these to each protocol's wire errors; storage never kn
 
 from __future__ import annotations
 
+import errno
+
 
 class StorageError(Exception):
     """Base of every storage error."""
@@ -27,7 +29,12 @@ class UnknownPartition(StorageError):
 
 
 class InvalidPartitions(StorageError):
-    """A partition count that is not in 1..MAX_PARTITIONS."""
+    """A partition count that is not in 1..MAX_PARTITIONS (or the engine's smaller limit per topic)."""
+
+
+class LimitReached(StorageError):
+    """Creating the topic or partitions would take the engine past its limit of topics or of partitions in all
+    (`EngineLimits`): nothing was created."""
 
 
 class InvalidConfig(StorageError):
@@ -74,3 +81,15 @@ class StorageIOError(StorageError, OSError):
 
     Also an OSError (with the failing call's `errno`), so a caller that handles I/O failures of appends and
     syncs handles these the same way."""
+
+
+#: The errors of the operating system that say a resource ran out (descriptors, space, quota, memory) or that the
+#: device or the file system refused (an I/O error, read-only, permissions) — never that the data is damaged: what
+#: failed with one of them is reported as that and left where it is, never quarantined or cut.
+RUNNING_OUT = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOSPC, errno.EDQUOT, errno.ENOMEM, errno.EIO,
+                         errno.EROFS, errno.EACCES, errno.EPERM})
+
+
+def running_out(exc: BaseException) -> bool:
+    """Whether `exc` is an OSError of `RUNNING_OUT`."""
+    return isinstance(exc, OSError) and exc.errno in RUNNING_OUT

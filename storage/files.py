@@ -14,6 +14,7 @@ append is acknowledged. tests/e2e/test_powerloss.py proves the rule on a file sy
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import uuid
@@ -88,17 +89,39 @@ def write_synced(path: str, data: bytes) -> None:
         os.close(fd)
 
 
+#: The longest file name when the file system does not say (Linux's NAME_MAX on ext4, xfs, btrfs, tmpfs).
+NAME_MAX = 255
+
+
+def name_max(directory: str) -> int:
+    """The longest name (in bytes) the file system holding `directory` takes."""
+    try:
+        return os.pathconf(directory, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return NAME_MAX
+
+
+def aside_name(directory: str, label: str) -> str:
+    """`<directory>/<label>.<8 hex digits>`: a new, unique name for something set aside (quarantined, a topic being
+    created or deleted), the label cut short where the name would be longer than the file system takes — a topic
+    name may be as long as a name can be, and the label is only there to tell a person what it was."""
+    room = name_max(directory) - 9
+    cut = label.encode()[:room].decode("utf-8", "ignore")
+    return os.path.join(directory, f"{cut}.{uuid.uuid4().hex[:8]}")
+
+
 def quarantine(path: str, quarantine_dir: str, label: str) -> str:
-    """Move `path` (a file or a directory) into `quarantine_dir` as `<label>.<8 hex digits>` and return where.
+    """Move `path` (a file or a directory) into `quarantine_dir` as `<label>.<8 hex digits>` (`aside_name`) and
+    return where.
 
     The quarantine directory is created on demand; anything else in its place is first renamed aside (with a log
     line), so a damaged data directory can always set its damage aside. Same file system, so a rename."""
     if os.path.lexists(quarantine_dir) and not os.path.isdir(quarantine_dir):
-        aside = f"{quarantine_dir}.{uuid.uuid4().hex[:8]}"
+        aside = aside_name(os.path.dirname(quarantine_dir), os.path.basename(quarantine_dir))
         rename_durably(quarantine_dir, aside)
         log.error("%s is not a directory: moved it to %s", quarantine_dir, aside)
     makedirs_durably(quarantine_dir)
-    dest = os.path.join(quarantine_dir, f"{label}.{uuid.uuid4().hex[:8]}")
+    dest = aside_name(quarantine_dir, label)
     rename_durably(path, dest)
     return dest
 
@@ -119,7 +142,13 @@ except (OSError, AttributeError):  # not Linux / no libc symbol: appends simply 
 def preallocate(fd: int, offset: int, length: int) -> bool:
     """Reserve disk blocks for [offset, offset + length) without changing the file size (appends into reserved
     blocks are markedly cheaper, and a full disk shows up here rather than in the middle of a batch).
-    Returns False when the platform or file system cannot do it; that is never an error."""
+    Returns False when the platform or file system cannot do it (that is never an error); raises OSError when it
+    could but failed (ENOSPC, EDQUOT: no room; EIO)."""
     if _fallocate is None:
         return False
-    return _fallocate(fd, _FALLOC_FL_KEEP_SIZE, offset, length) == 0
+    if _fallocate(fd, _FALLOC_FL_KEEP_SIZE, offset, length) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL, errno.ENODEV, errno.ESPIPE):
+        return False
+    raise OSError(err, os.strerror(err))

@@ -10,19 +10,22 @@ On disk (little-endian, fixed-size entries, append-only, derived data that recov
 
 The active segment keeps its offset-index entries in an `array` (bounded by the segment size) and writes new
 entries behind, a few hundred at a time; a frozen segment's index is memory-mapped on first use, so memory does
-not grow with the size of the log.
+not grow with the size of the log. Files and mappings are opened through the engine's `OpenFiles` (see
+`logway.storage.openfiles`): let go when others were used since, opened again when used.
 """
 
 from __future__ import annotations
 
-import mmap
+import errno
 import operator
 import os
 import struct
 import sys
+import weakref
 from array import array
 
 from .files import sync_file, write_synced
+from .openfiles import OpenFiles, PooledFile, not_open
 
 ENTRY = struct.Struct("<II")
 TIME_ENTRY = struct.Struct("<qI")
@@ -47,39 +50,46 @@ def sample_points(n: int) -> list[int]:
 
 
 class OffsetIndex:
-    """Sparse offset index of one segment. `entries` is a flat sequence rel0, pos0, rel1, pos1, ..."""
+    """Sparse offset index of one segment. Its entries are a flat sequence rel0, pos0, rel1, pos1, ...: an array in
+    memory for the active segment, a mapping of the file (through the engine's `OpenFiles`, so let go when others
+    were used since) for a frozen one."""
 
-    __slots__ = ("path", "_fd", "_entries", "_map", "frozen", "_pending")
+    __slots__ = ("path", "_file", "_entries", "_mapped", "frozen", "_pending", "_files")
 
-    def __init__(self, path: str, *, frozen: bool) -> None:
+    def __init__(self, path: str, *, frozen: bool, files: OpenFiles) -> None:
         self.path = path
         self.frozen = frozen
-        self._fd: int | None = None
-        self._entries: array | memoryview | None = None
-        self._map: mmap.mmap | None = None
+        self._files = files
+        #: Where new entries are written (opened when they are: a frozen index only to write what a full disk kept
+        #: from being written before its segment rolled).
+        self._file = PooledFile(files, path, os.O_RDWR | os.O_APPEND, create=not frozen)
+        self._entries: array | None = None  # the entries, when held in memory (the active segment's)
+        self._mapped = not_open  # a weak reference to the mapping of a frozen index (`Mapped`)
         self._pending = bytearray()
-        if not frozen:
-            self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
 
     # -- loading -----------------------------------------------------------------------------------------
     def _load(self):
-        if self._entries is not None:
-            return self._entries
+        entries = self._entries
+        if entries is not None:
+            return entries
+        mapped = self._mapped()
+        if mapped is not None:
+            mapped.used = True
+            return mapped.view
         size = os.path.getsize(self.path) if os.path.exists(self.path) else 0
         usable = size - size % ENTRY.size
         if self.frozen and _LITTLE and usable:
+            mapped = self._files.map(self.path, usable, "I")
+            self._mapped = weakref.ref(mapped)
+            return mapped.view
+        arr = array("I")
+        if usable:
             with open(self.path, "rb") as f:
-                self._map = mmap.mmap(f.fileno(), usable, access=mmap.ACCESS_READ)
-            self._entries = memoryview(self._map).cast("I")
-        else:
-            arr = array("I")
-            if usable:
-                with open(self.path, "rb") as f:
-                    arr.frombytes(f.read(usable))
-                if not _LITTLE:
-                    arr.byteswap()
-            self._entries = arr
-        return self._entries
+                arr.frombytes(f.read(usable))
+            if not _LITTLE:
+                arr.byteswap()
+        self._entries = arr
+        return arr
 
     def __len__(self) -> int:
         return len(self._load()) // 2
@@ -116,20 +126,18 @@ class OffsetIndex:
 
     # -- writing -----------------------------------------------------------------------------------------
     def append(self, rel: int, position: int) -> None:
-        assert self._fd is not None, "append to a frozen index"
+        assert not self.frozen, "append to a frozen index"
         entries = self._load()
         entries.append(rel)
         entries.append(position)
         pending = self._pending
         pending += ENTRY.pack(rel, position)
         if len(pending) >= WRITE_BEHIND_BYTES:
-            self.flush()
+            write_behind(self)
 
     def flush(self) -> None:
         """Write the entries that are only in memory so far."""
-        if self._pending and self._fd is not None:
-            os.write(self._fd, self._pending)
-            self._pending.clear()
+        _write_pending(self._file, self._pending)
 
     def sync(self) -> None:
         """Write what is only in memory and make the file durable (a frozen segment's index is trusted after a
@@ -138,16 +146,21 @@ class OffsetIndex:
         sync_file(self.path)
 
     def reset(self, entries: list[tuple[int, int]]) -> None:
-        """Replace the whole index (after a rebuild) and sync it."""
+        """Replace the whole index (after a rebuild) and sync it — or, on a full disk, keep it in memory until the
+        file system takes it (see `_rewrite`)."""
+        self._pending.clear()
         self._release()
-        write_synced(self.path, b"".join(ENTRY.pack(r, p) for r, p in entries))
-        if not self.frozen:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND, 0o644)
-        self._entries = None
+        data = b"".join(ENTRY.pack(r, p) for r, p in entries)
+        if not _rewrite(self.path, data, self._pending):
+            arr = array("I")
+            arr.frombytes(data)
+            if not _LITTLE:
+                arr.byteswap()
+            self._entries = arr
 
     def sanity_check(self, data_size: int) -> None:
         """Raise IndexCorrupt unless entries strictly increase and point inside the data file."""
-        self.flush()
+        write_behind(self)
         size = os.path.getsize(self.path) if os.path.exists(self.path) else 0
         if size % ENTRY.size:
             raise IndexCorrupt(f"{self.path}: size {size} is not a multiple of {ENTRY.size}")
@@ -166,29 +179,24 @@ class OffsetIndex:
             raise IndexCorrupt(f"{self.path}: entries are out of order")
 
     def freeze(self) -> None:
-        """The segment was rolled: stop appending and map the file on next use."""
+        """The segment was rolled: stop appending and map the file on next use (entries a full disk kept from
+        being written stay in memory until `sync` or `close` writes them)."""
         self._release()
         self.frozen = True
 
     def _release(self) -> None:
-        self.flush()
-        entries, mapped = self._entries, self._map
-        self._entries = self._map = None
-        try:
-            if isinstance(entries, memoryview):
-                entries.release()
-            if mapped is not None:
-                mapped.close()
-        except BufferError:
-            pass  # a reader in another thread still uses the mapping; it is unmapped when that view is dropped
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        """Let go of the entries in memory or mapped and of the file, writing what is pending when it can."""
+        write_behind(self)
+        self._entries = None
+        self._files.forget(self._mapped())
+        self._mapped = not_open
+        self._file.close()
 
     def close(self) -> None:
         self._release()
 
     def delete(self) -> None:
+        self._pending.clear()
         self._release()
         _unlink(self.path)
 
@@ -196,58 +204,53 @@ class OffsetIndex:
 class TimeIndex:
     """Sparse timestamp index of one segment; lookups read the (small) file, appends keep only the last entry."""
 
-    __slots__ = ("path", "_fd", "last_timestamp", "frozen", "_pending")
+    __slots__ = ("path", "_file", "last_timestamp", "frozen", "_pending")
 
-    def __init__(self, path: str, *, frozen: bool) -> None:
+    def __init__(self, path: str, *, frozen: bool, files: OpenFiles) -> None:
         self.path = path
         self.frozen = frozen
-        self._fd: int | None = None
+        self._file = PooledFile(files, path, os.O_RDWR | os.O_APPEND, create=not frozen)
         self._pending = bytearray()
-        if not frozen:
-            self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self.last_timestamp = self._read_last()
 
     def _read_last(self) -> int:
-        """Timestamp of the last whole entry on disk (-1 when none), without reading the whole file."""
+        """Timestamp of the last whole entry on disk (-1 when none), without reading the whole file (through the
+        active index's own descriptor: a roll opens no other)."""
         try:
-            with open(self.path, "rb") as f:
-                size = f.seek(0, os.SEEK_END)
-                size -= size % TIME_ENTRY.size
-                if not size:
-                    return -1
-                f.seek(size - TIME_ENTRY.size)
-                return TIME_ENTRY.unpack(f.read(TIME_ENTRY.size))[0]
+            if self.frozen:
+                with open(self.path, "rb") as f:
+                    return _last_timestamp(f.fileno())
+            handle = self._file.handle()
+            return _last_timestamp(handle.fd)
         except FileNotFoundError:
             return -1
 
     def entries(self) -> list[tuple[int, int]]:
-        self.flush()
+        write_behind(self)
         try:
             with open(self.path, "rb") as f:
                 data = f.read()
         except FileNotFoundError:
-            return []
-        data = data[: len(data) - len(data) % TIME_ENTRY.size]
+            data = b""
+        data = data[: len(data) - len(data) % TIME_ENTRY.size] + self._pending  # (what a full disk kept back)
         return list(TIME_ENTRY.iter_unpack(data))
 
     def maybe_append(self, timestamp: int, rel: int) -> None:
-        if timestamp > self.last_timestamp and self._fd is not None:
+        if timestamp > self.last_timestamp and not self.frozen:
             self._pending += TIME_ENTRY.pack(timestamp, rel)
             self.last_timestamp = timestamp
             if len(self._pending) >= WRITE_BEHIND_BYTES:
-                self.flush()
+                write_behind(self)
 
     def flush(self) -> None:
-        if self._pending and self._fd is not None:
-            os.write(self._fd, self._pending)
-            self._pending.clear()
+        _write_pending(self._file, self._pending)
 
     def sanity_check(self, index: OffsetIndex) -> None:
         """Raise IndexCorrupt unless the file holds whole entries and a sample of them (first, last, a few
         between) has strictly increasing timestamps, non-decreasing relative offsets, and relative offsets that
         are offset-index entries (time entries are only ever written at index points). A garbage time index
         would otherwise misplace timestamp lookups and let retention delete a segment early."""
-        self.flush()
+        write_behind(self)
         try:
             size = os.path.getsize(self.path)
         except FileNotFoundError:
@@ -280,11 +283,10 @@ class TimeIndex:
         sync_file(self.path)
 
     def reset(self, entries: list[tuple[int, int]]) -> None:
-        self.close()
+        """Replace the whole index and sync it (on a full disk: see `_rewrite`)."""
         self._pending.clear()
-        write_synced(self.path, b"".join(TIME_ENTRY.pack(t, r) for t, r in entries))
-        if not self.frozen:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND, 0o644)
+        self._file.close()
+        _rewrite(self.path, b"".join(TIME_ENTRY.pack(t, r) for t, r in entries), self._pending)
         self.last_timestamp = entries[-1][0] if entries else -1
 
     def freeze(self) -> None:
@@ -292,14 +294,57 @@ class TimeIndex:
         self.frozen = True
 
     def close(self) -> None:
-        if self._fd is not None:
-            self.flush()
-            os.close(self._fd)
-            self._fd = None
+        write_behind(self)
+        self._file.close()
 
     def delete(self) -> None:
-        self.close()
+        self._pending.clear()
+        self._file.close()
         _unlink(self.path)
+
+
+def _last_timestamp(fd: int) -> int:
+    """The timestamp of the last whole time-index entry of the open file `fd`, or -1."""
+    size = os.fstat(fd).st_size
+    size -= size % TIME_ENTRY.size
+    if not size:
+        return -1
+    return TIME_ENTRY.unpack(os.pread(fd, TIME_ENTRY.size, size - TIME_ENTRY.size))[0]
+
+
+def _rewrite(path: str, data: bytes, pending: bytearray) -> bool:
+    """Replace an index file with `data`, synced. On a full disk (or quota) the file is left empty and `data` put in
+    `pending`, for the next write, `sync` or `close` to write when there is room: a rebuilt index is derived data,
+    and recovery on a full disk must not fail for it (nor the start of a gateway whose disk filled up). False then."""
+    try:
+        write_synced(path, data)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        os.truncate(path, 0)
+        pending[:] = data
+        return False
+    return True
+
+
+def _write_pending(file: PooledFile, pending: bytearray) -> None:
+    """Append `pending` to the file, taking off what was written: after a short write (a disk that filled up) the
+    rest, written later, completes the entry it cut."""
+    if pending:
+        handle = file.handle()
+        while pending:
+            del pending[:os.write(handle.fd, pending)]
+
+
+def write_behind(index: "OffsetIndex | TimeIndex") -> None:
+    """Write an index's pending entries if the file system takes them now; if not (disk full, out of
+    descriptors, an I/O error), they stay pending for the next write, `sync` or `close`. An index is derived data:
+    an append, a roll or a close does not fail for it (recovery rebuilds whatever never reached the file), while a
+    sync, which vouches for the index, does."""
+    try:
+        index.flush()
+    except OSError:
+        pass
 
 
 def _unlink(path: str) -> None:

@@ -1,6 +1,8 @@
 """Topic-name validation: the only way a name from the wire may become part of a path.
 
-Kafka's rules: 1–249 characters of [a-zA-Z0-9._-], and neither '.' nor '..'.
+Kafka's rules: 1–249 characters of [a-zA-Z0-9._-], and neither '.' nor '..'. The engine also checks a new name
+against the longest file name its data directory's file system takes, and cuts the names it derives from a topic's
+(being created, deleted, quarantined: `logway.storage.files.aside_name`) to fit.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ import re
 
 from .errors import InvalidTopicName
 
-#: Kafka's limit: 249 leaves room for "-<partition>" and suffixes within a 255-byte file name.
+#: Kafka's limit (it leaves Kafka room for "-<partition>" and suffixes within a 255-byte file name).
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+\Z")
 

@@ -34,7 +34,8 @@ from .config import TopicConfig
 from .errors import BatchTooLarge, CorruptBatch, OffsetOutOfRange, InvalidBatchOffset
 from .files import fsync_dir, makedirs_durably, quarantine, write_synced
 from .formats import BatchFormat
-from .segment import MAX_OFFSET, MAX_RELATIVE_OFFSET, Lookups, Segment, segment_name
+from .openfiles import FileHandle, OpenFiles
+from .segment import MAX_JUMP_OFFSET, MAX_OFFSET, MAX_RELATIVE_OFFSET, Lookups, Segment, segment_name
 from .txnindex import INDEX_NAME as TXN_INDEX, TxnIndex
 
 log = logging.getLogger("logway.storage")
@@ -56,10 +57,12 @@ class AppendResult(NamedTuple):
 class ReadSlice:
     """A byte range of one segment file holding whole batches: send it with os.sendfile or pread it.
 
-    `segment` keeps the file open while the slice is in use, even if retention deletes the segment meanwhile.
+    `file` (the segment's data file) stays open while the slice is in use, even if retention deletes the segment or
+    the engine's `OpenFiles` lets the file go meanwhile.
     """
 
     segment: Segment
+    file: FileHandle
     position: int
     length: int
     first_offset: int  # first offset of the first batch in the range (may be below the requested offset)
@@ -67,18 +70,18 @@ class ReadSlice:
     data: bytes | None = None  # the range's bytes, when the segment still had them in memory (its last batch)
 
     def fileno(self) -> int:
-        return self.segment.fileno()
+        return self.file.fd
 
     def read(self) -> bytes:
         if self.data is not None:
             return self.data
-        return self.segment.pread(self.position, self.length)
+        return os.pread(self.file.fd, self.length, self.position)
 
     def head(self, n: int) -> bytes:
         """The first `n` bytes of the range (a batch header, without reading the whole range)."""
         if self.data is not None:
             return self.data[:n]
-        return self.segment.pread(self.position, min(n, self.length))
+        return os.pread(self.file.fd, min(n, self.length), self.position)
 
 
 @dataclass(slots=True)
@@ -92,11 +95,13 @@ class RecoveryReport:
 class PartitionLog:
     def __init__(self, directory: str, topic: str, partition: int, fmt: BatchFormat, config: TopicConfig,
                  *, clean_shutdown: bool, clock: Callable[[], float] = time.time,
-                 quarantine_dir: str | None = None, reads_need_sync: bool = False, lookups: Lookups) -> None:
+                 quarantine_dir: str | None = None, reads_need_sync: bool = False, lookups: Lookups,
+                 files: OpenFiles) -> None:
         """`quarantine_dir`: where recovery moves what it cannot use (segments after a hole in the log, entries of
         the wrong kind); without one, dropped segments are deleted and odd entries renamed `*.corrupt-<hex>`.
         `reads_need_sync`: readers see only what `sync()` made durable (see the module docstring). `lookups`: the
-        bound on the lookups its segments remember, shared with other partitions (the engine's)."""
+        bound on the lookups its segments remember, and `files` the budget of open files they open theirs through,
+        both shared with other partitions (the engine's)."""
         self.directory = directory
         self.quarantine_dir = quarantine_dir
         self.topic = topic
@@ -113,14 +118,27 @@ class PartitionLog:
         self._first_offset: tuple[Segment, int] | None = None  # (first segment, its first offset)
         self.reads_need_sync = reads_need_sync
         self._lookups = lookups
+        self._files = files
         # (end offset, its segment, that segment's size then): everything before it is on stable storage.
         self._durable: tuple[int, Segment | None, int] = (0, None, 0)
         self._log_start = 0  # records below this were deleted (`delete_records`); see `log_start_offset`
         makedirs_durably(directory)
         self.segments: list[Segment] = self._load(clean_shutdown)
+        try:
+            self._open(clean_shutdown)
+        except BaseException:  # nothing of this partition stays open
+            for seg in self.segments:
+                seg.close()
+            if getattr(self, "txns", None) is not None:
+                self.txns.close()
+            raise
+
+    def _open(self, clean_shutdown: bool) -> None:
+        """The rest of opening, once the segments are: the log start, the transaction index, what a crash left."""
+        directory = self.directory
         self._open_log_start()
         # Transactional writes; entries past what recovery kept are cut (their batches were lost).
-        self.txns = TxnIndex(directory, self.log_start_offset, self.log_end_offset)
+        self.txns = TxnIndex(directory, self.log_start_offset, self.log_end_offset, self._files)
         if self._dir_dirty:  # a new segment's files (or recovery's changes) exist durably before any append
             fsync_dir(directory)
             self._dir_dirty = False
@@ -156,8 +174,9 @@ class PartitionLog:
             if ext in ("log", "index", "timeindex", "checksums") and len(stem) == 20 and stem.isdigit():
                 if not os.path.isfile(path):
                     self._set_aside(path, "not a regular file")
-                elif int(stem) >= MAX_OFFSET:
-                    self._set_aside(path, f"base offset beyond {MAX_OFFSET - 1}")
+                elif int(stem) > MAX_JUMP_OFFSET:
+                    self._set_aside(path, f"base offset beyond {MAX_JUMP_OFFSET}, the furthest a batch may reach "
+                                          f"with offsets of its own (a sequence number an older logway let through)")
                 elif ext == "log":
                     bases.append(int(stem))
             elif name.endswith((".tmp", ".deleted")) and os.path.isfile(path):
@@ -174,11 +193,22 @@ class PartitionLog:
                     and os.path.isfile(path)):
                 os.unlink(path)
         marked = os.path.exists(os.path.join(self.directory, CHECKSUMMED))
+        segments: list[Segment] = []
+        try:
+            return self._open_segments(bases, segments, marked, clean, now)
+        except BaseException:  # (out of descriptors, space, ...): nothing of this partition stays open
+            for seg in segments:
+                seg.close()
+            raise
+
+    def _open_segments(self, bases: list[int], segments: list[Segment], marked: bool, clean: bool,
+                       now: int) -> list[Segment]:
+        """Open and recover the segments based at `bases` (a new empty one when there is none), each added to
+        `segments` as soon as it is open (the caller closes them if this fails)."""
         if not bases:
-            seg = self._new_segment(0, now)
-            self._mark_checksummed(seg, marked)
-            return [seg]
-        segments = []
+            segments.append(self._new_segment(0, now))
+            self._mark_checksummed(segments[0], marked)
+            return segments
         for i, base in enumerate(bases):
             last = i == len(bases) - 1
             created = now
@@ -253,11 +283,13 @@ class PartitionLog:
 
     def _segment(self, base: int, *, active: bool, created_ms: int) -> Segment:
         return Segment(self.directory, base, self.fmt, active=active, index_interval=self.config.index_interval_bytes,
-                       created_ms=created_ms, lookups=self._lookups)
+                       created_ms=created_ms, lookups=self._lookups, files=self._files)
 
     def _new_segment(self, base: int, now_ms: int) -> Segment:
         seg = self._segment(base, active=True, created_ms=now_ms)
         seg.next_offset = base
+        if seg.checksums is not None:  # made with its data file, not left by an older logway (see `recover`)
+            seg.checksums.found = True
         self._dir_dirty = True
         return seg
 
@@ -373,6 +405,9 @@ class PartitionLog:
                 if explicit is not None and self.explicit_offsets:
                     if explicit < offset:
                         raise InvalidBatchOffset(f"batch starts at offset {explicit}, the log is at {offset}")
+                    if explicit + delta > MAX_JUMP_OFFSET:
+                        raise InvalidBatchOffset(f"batch reaches offset {explicit + delta}, beyond {MAX_JUMP_OFFSET}: "
+                                                 f"the furthest a batch may reach with offsets of its own")
                     if offset == base:
                         base = explicit
                     offset = explicit  # a gap: offsets up to here are simply never used
@@ -522,7 +557,7 @@ class PartitionLog:
         if (tail is not None and tail[1] <= offset <= tail[3] and tail[0] + tail[2] == last_size
                 and offset >= self._log_start):
             # A tailing reader: the batch holding `offset` is the last appended and ends at the visible end.
-            return ReadSlice(last, tail[0], tail[2], tail[1], end_offset, tail[4])
+            return ReadSlice(last, last.handle(), tail[0], tail[2], tail[1], end_offset, tail[4])
         start = max(segments[0].base_offset, self._log_start)
         if offset < start or offset > max(end_offset, self.log_end_offset):
             raise OffsetOutOfRange(f"offset {offset} is outside [{start}, {end_offset}]",
@@ -546,8 +581,8 @@ class PartitionLog:
                     stop_offset = end_off
                 last_batch = seg.last_batch
                 if last_batch is not None and last_batch[0] == position and last_batch[2] == stop - position:
-                    return ReadSlice(seg, position, stop - position, first, stop_offset, last_batch[4])
-                return ReadSlice(seg, position, stop - position, first, stop_offset)
+                    return ReadSlice(seg, seg.handle(), position, stop - position, first, stop_offset, last_batch[4])
+                return ReadSlice(seg, seg.handle(), position, stop - position, first, stop_offset)
             if seg is last:
                 return None
             i += 1  # nothing at or after offset in this segment (e.g. a gap): try the next one
@@ -562,7 +597,7 @@ class PartitionLog:
         found = seg.locate(until, rng.position + rng.length)
         if found is None or found[0] <= rng.position:
             return None  # the first batch already reaches `until`
-        return ReadSlice(seg, rng.position, found[0] - rng.position, rng.first_offset, found[1])
+        return ReadSlice(seg, rng.file, rng.position, found[0] - rng.position, rng.first_offset, found[1])
 
     def aborted(self, start: int, end: int):
         """The aborted transactions with data in [start, end) (see logway.storage.txnindex)."""
@@ -656,7 +691,7 @@ class PartitionLog:
         except OSError as exc:
             log.error("%s: cannot read %s (%s): the log starts at its first segment", self.directory, LOG_START, exc)
             return 0
-        if not text.isdigit() or int(text) >= MAX_OFFSET:
+        if not text.isdigit() or int(text) > MAX_JUMP_OFFSET:
             log.error("%s: %s holds %r, not an offset: the log starts at its first segment", self.directory,
                       LOG_START, text[:32])
             return 0
@@ -801,15 +836,19 @@ class PartitionLog:
     # -- lifecycle ---------------------------------------------------------------------------------------
     def close(self, *, durable: bool = False) -> None:
         """Close every segment; with `durable` (a clean shutdown, which recovery will trust), the active segment's
-        indexes are synced first (its data was synced by `sync()`)."""
+        data, its indexes (as far as the disk has room: see `Segment.sync_indexes_if_room`) and the transaction
+        index are synced first. Every segment is closed even when that sync fails (the OSError is raised after)."""
         with self.lock:
-            for seg in self.segments:
-                if durable and seg is self.segments[-1]:
-                    seg.sync(indexes=True)
-                seg.close()
-            if durable:
-                self.txns.sync()
-            self.txns.close()
+            try:
+                if durable:
+                    active = self.segments[-1]
+                    active.sync()
+                    active.sync_indexes_if_room()
+                    self.txns.sync()
+            finally:
+                for seg in self.segments:
+                    seg.close()
+                self.txns.close()
 
     def delete(self) -> None:
         with self.lock:

@@ -8,11 +8,14 @@ On disk, in the partition directory, with `<base>` the segment's base offset as 
   `logway.storage.checksums`.
 A segment covers offsets [base_offset, next_offset). Only the partition's last segment (the active one) is
 appended to; older ones are frozen and only read or deleted whole. In memory, the active segment keeps where its
-last appended batches lie (`RecentBatches`) and the last one's bytes, for the readers near its end.
+last appended batches lie (`RecentBatches`) and the last one's bytes, for the readers near its end. Its files are
+opened through the engine's budget of open files (`logway.storage.openfiles`): when used, and let go when others
+were used since — whoever uses a descriptor holds its `FileHandle` meanwhile.
 """
 
 from __future__ import annotations
 
+import errno
 import itertools
 import logging
 import os
@@ -29,11 +32,17 @@ from .config import MAX_SEGMENT_BYTES
 from .files import preallocate
 from .formats import BatchFormat
 from .index import IndexCorrupt, OffsetIndex, TimeIndex, sample_points
+from .openfiles import FileHandle, OpenFiles, PooledFile
 
 #: Index entries hold offsets relative to the segment base as u32: roll before that overflows.
 MAX_RELATIVE_OFFSET = 2**32 - 2
 #: Offsets are signed 64-bit in every protocol that names them (Kafka): nothing may go past this.
 MAX_OFFSET = 2**63 - 1
+#: How far a batch that carries its own offsets (TANK's ProduceWithSeqnum, sparse bundles) may reach: such batches
+#: may jump ahead of the log end, but a log whose end reached MAX_OFFSET could never be appended to again, so
+#: nothing past this is accepted (it leaves 2^62 offsets after the furthest jump). Segments based beyond it (left by
+#: an older logway that took such a jump) are set aside when their partition is opened.
+MAX_JUMP_OFFSET = 2**62
 
 log = logging.getLogger("logway.storage")
 
@@ -41,9 +50,14 @@ log = logging.getLogger("logway.storage")
 HEADER_CHUNK = 8 * 1024
 #: Bytes read at a time while validating whole batches (recovery).
 RECOVERY_CHUNK = 4 * 1024 * 1024
-#: The active segment reserves disk blocks ahead of its end in steps of this size (fallocate KEEP_SIZE);
-#: small enough that thousands of idle partitions do not reserve much, large enough to be rare.
+#: The active segment reserves disk blocks ahead of its end (fallocate KEEP_SIZE) as it grows: each reservation is
+#: as large as the segment already is, up to this, and at least the batch being appended — so a partition reserves
+#: about what it has written (a few bytes for an idle one), and one written steadily reserves once per this many
+#: bytes (appends into reserved blocks are markedly cheaper).
 PREALLOCATE_BYTES = 16 * 1024 * 1024
+#: Blocks found reserved past the end of an active segment when it is opened beyond this were left by a process that
+#: did not close it (a crash): recovery gives them back.
+LEFTOVER_RESERVATION_BYTES = 64 * 1024
 #: The last appended batch is kept in memory up to this size (tailing readers get it without a file read).
 KEEP_LAST_BATCH_BYTES = 16 * 1024
 #: Lookups (`locate`, `range_end`) remembered for the next reader that asks the same, across the segments sharing
@@ -157,14 +171,15 @@ NO_RECENT_BATCHES = RecentBatches()
 class Segment:
     __slots__ = (
         "directory", "base_offset", "fmt", "log_path", "index", "timeindex", "size", "next_offset",
-        "max_timestamp", "created_ms", "bytes_since_index", "index_interval", "_fd", "active", "_reserved",
+        "max_timestamp", "created_ms", "bytes_since_index", "index_interval", "_data", "active", "_reserved",
         "checksums", "indexes_rebuilt", "last_batch", "recent", "generation", "uid", "_located", "_ranges",
         "_lookups", "__weakref__",
     )
 
     def __init__(self, directory: str, base_offset: int, fmt: BatchFormat, *, active: bool,
-                 index_interval: int, created_ms: int, lookups: Lookups) -> None:
-        """`lookups`: the bound on the lookups remembered, shared with other segments (the engine's)."""
+                 index_interval: int, created_ms: int, lookups: Lookups, files: OpenFiles) -> None:
+        """`lookups`: the bound on the lookups remembered, shared with other segments (the engine's); `files`: the
+        budget of open files its files are opened through (the engine's, see logway.storage.openfiles)."""
         self.directory = directory
         self.base_offset = base_offset
         self.fmt = fmt
@@ -172,15 +187,21 @@ class Segment:
         self.index_interval = index_interval
         stem = os.path.join(directory, segment_name(base_offset))
         self.log_path = stem + ".log"
-        self._fd: int | None = None
-        if active:
-            self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        self.size = os.path.getsize(self.log_path)
+        self._data = PooledFile(files, self.log_path, os.O_RDWR | os.O_APPEND if active else os.O_RDONLY,
+                                create=active)
+        self.index = self.timeindex = self.checksums = None
+        try:
+            self.size = os.path.getsize(self.log_path)
+            self.index = OffsetIndex(stem + ".index", frozen=not active, files=files)
+            self.timeindex = TimeIndex(stem + ".timeindex", frozen=not active, files=files)
+            if not getattr(fmt, "checksummed", True):
+                self.checksums = Checksums(stem + ".checksums", frozen=not active, files=files)
+        except BaseException:  # (out of descriptors or inodes): what was opened is let go
+            for part in (self.index, self.timeindex, self.checksums, self._data):
+                if part is not None:
+                    part.close()
+            raise
         self._reserved = self.size  # blocks reserved up to here (only the active segment reserves)
-        self.index = OffsetIndex(stem + ".index", frozen=not active)
-        self.timeindex = TimeIndex(stem + ".timeindex", frozen=not active)
-        self.checksums = None if getattr(fmt, "checksummed", True) else Checksums(stem + ".checksums",
-                                                                                  frozen=not active)
         self.next_offset = base_offset
         self.max_timestamp = self.timeindex.last_timestamp
         self.created_ms = created_ms
@@ -196,31 +217,31 @@ class Segment:
         #: the shared empty `NO_RECENT_BATCHES`: thousands of segments would otherwise each carry four arrays).
         self.recent = RecentBatches() if active else NO_RECENT_BATCHES
         self.generation = 0
-        #: Unique to this object in the process: what caches key on (a `Segment` held by one would keep its file's
-        #: descriptor, and so a deleted file's disk space).
+        #: Unique to this object in the process: what caches key on (a `Segment` held by one would keep a deleted
+        #: file's descriptor, and so its disk space).
         self.uid = next(_UIDS)
         self._located: dict[int, tuple[int, int]] = {}  # offset -> `locate`'s answer
         self._ranges: dict[tuple[int, int], tuple[int, int]] = {}  # (start, max_bytes) -> `range_end`'s answer
         self._lookups = lookups
 
     # -- file access -------------------------------------------------------------------------------------
-    def fileno(self) -> int:
-        """The data file's descriptor (opened lazily for frozen segments), e.g. for os.sendfile."""
-        if self._fd is None:
-            self._fd = os.open(self.log_path, os.O_RDONLY)
-        return self._fd
+    def handle(self) -> FileHandle:
+        """The data file's open descriptor (opened when the engine's `OpenFiles` let it go), e.g. for os.sendfile:
+        hold the handle while the descriptor is used, never only its number."""
+        return self._data.handle()
 
     def pread(self, position: int, length: int) -> bytes:
-        return os.pread(self.fileno(), length, position)
+        handle = self._data.handle()
+        return os.pread(handle.fd, length, position)
 
     # -- appending ---------------------------------------------------------------------------------------
     def append(self, pieces, length: int, first_offset: int, last_offset: int, max_timestamp: int) -> None:
         """Write one batch (as `pieces`, for writev) that covers first_offset..last_offset."""
         position = self.size
-        fd = self._fd
+        handle = self._data.handle()
+        fd = handle.fd
         if position + length > self._reserved:
-            want = max(PREALLOCATE_BYTES, length)
-            self._reserved = position + want if preallocate(fd, position, want) else 1 << 62
+            self._reserve(fd, position, length)
         written = os.writev(fd, pieces)
         if written != length:  # short write (disk full mid-batch): finish or roll back
             try:
@@ -255,9 +276,24 @@ class Segment:
                            (pieces[0] if len(pieces) == 1 and type(pieces[0]) is bytes else b"".join(pieces))
                            if length <= KEEP_LAST_BATCH_BYTES else None)
 
+    def _reserve(self, fd: int, position: int, length: int) -> None:
+        """Reserve blocks for an append of `length` bytes at `position` and as many again as the segment holds (up
+        to PREALLOCATE_BYTES). A full disk is reported here, before a byte of the batch is written: OSError when not
+        even the batch fits."""
+        want = max(length, min(position, PREALLOCATE_BYTES))
+        try:
+            reserved = preallocate(fd, position, want)
+        except OSError as exc:
+            if want == length or exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            want = length  # room for the batch alone, perhaps
+            reserved = preallocate(fd, position, want)
+        self._reserved = position + want if reserved else 1 << 62  # (False: the file system cannot; never again)
+
     def rollback(self, size: int) -> None:
         """Undo a failed write: cut the data file back to `size` bytes."""
-        os.ftruncate(self.fileno(), size)
+        handle = self._data.handle()
+        os.ftruncate(handle.fd, size)
         self.size = size
         self._forget()
         if self.checksums is not None:
@@ -278,26 +314,47 @@ class Segment:
         self.index.freeze()
         self.timeindex.freeze()
         if self.checksums is not None:
-            self.checksums.close()
+            self.checksums.freeze()
         self._release_reserved()
+        self._data.flags = os.O_RDONLY  # (when opened again)
         self.recent = NO_RECENT_BATCHES  # (its readers are few now: they walk)
         self.active = False
 
     def _release_reserved(self) -> None:
         """Give back blocks reserved past the end (the file size is unchanged; ftruncate frees them)."""
-        if self._fd is not None and self._reserved > self.size and self.active:
-            os.ftruncate(self._fd, self.size)
+        if self._reserved > self.size and self.active:
+            handle = self._data.handle()
+            os.ftruncate(handle.fd, self.size)
             self._reserved = self.size
+
+    def _release_leftover(self) -> None:
+        """Give back blocks a crashed process left reserved past the end of the active segment."""
+        handle = self._data.handle()
+        st = os.fstat(handle.fd)
+        if st.st_blocks * 512 > st.st_size + LEFTOVER_RESERVATION_BYTES:
+            os.ftruncate(handle.fd, st.st_size)
 
     def sync(self, *, indexes: bool = False) -> None:
         """fdatasync the data (and its checksums); with `indexes`, the offset and time indexes too (a frozen
         segment's, once: recovery trusts a frozen segment's index, it rebuilds only the active one's)."""
-        os.fdatasync(self.fileno())
+        handle = self._data.handle()
+        os.fdatasync(handle.fd)
         if self.checksums is not None:
             self.checksums.sync()
         if indexes:
             self.index.sync()
             self.timeindex.sync()
+
+    def sync_indexes_if_room(self) -> None:
+        """Sync the active segment's indexes at a clean shutdown as far as the file system takes their entries: on a
+        full disk what is pending stays unwritten, and the shutdown stays clean all the same — recovery trusts the
+        active segment's index only up to its last entry and walks the batches after it (an empty one is rebuilt)."""
+        for index in (self.index, self.timeindex):
+            try:
+                index.sync()
+            except OSError as exc:
+                if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                    raise
 
     # -- reading -----------------------------------------------------------------------------------------
     def headers(self, position: int, offset: int, end: int) -> Iterator[tuple[int, int, int, int, int]]:
@@ -309,7 +366,8 @@ class Segment:
         need = fmt.header_size
         buf = memoryview(b"")
         buf_start = position
-        fd = self.fileno()
+        handle = self._data.handle()  # (held while the walk lasts)
+        fd = handle.fd
         while position < end:
             rel = position - buf_start
             if rel + need > len(buf):
@@ -330,7 +388,7 @@ class Segment:
     def starts_at_own_base(self) -> bool:
         """True when the first batch names the segment's base offset itself (the roll of a far jump)."""
         try:
-            info = self.fmt.scan(memoryview(os.pread(self.fileno(), self.fmt.header_size, 0)), 0)
+            info = self.fmt.scan(memoryview(self.pread(0, self.fmt.header_size)), 0)
         except ValueError:
             return False
         return info is not None and info[1] == self.base_offset
@@ -406,7 +464,8 @@ class Segment:
             side = self.checksums.entries_from(position) if check_side else iter(())
             expected = next(side, None)
         explicit = bool(getattr(fmt, "explicit_offsets", False))
-        fd = self.fileno()
+        handle = self._data.handle()  # (held while the walk lasts)
+        fd = handle.fd
         file_size = os.fstat(fd).st_size
         entries: list[tuple[int, int]] = []
         times: list[tuple[int, int]] = []
@@ -482,7 +541,7 @@ class Segment:
         fmt = self.fmt
         for i in sample_points(len(self.index)):
             rel, position = self.index.entry(i)
-            head = os.pread(self.fileno(), fmt.header_size, position)
+            head = self.pread(position, fmt.header_size)
             try:
                 info = fmt.scan(memoryview(head), 0)
             except ValueError as exc:
@@ -549,6 +608,8 @@ class Segment:
         if truncated:
             self._cut_file(result.end_position)
             self._forget()
+        elif self.active:
+            self._release_leftover()
         if rebuild_side:
             self.checksums.reset(result.checksums)
         elif self.checksums is not None:
@@ -580,20 +641,23 @@ class Segment:
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     def close(self) -> None:
+        """Let go of the files (closed once no reader holds them): the indexes' pending entries are written when
+        the file system takes them, blocks reserved past the end given back."""
         self.index.close()
         self.timeindex.close()
         if self.checksums is not None:
             self.checksums.close()
-        self._release_reserved()
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        try:
+            self._release_reserved()
+        except OSError:  # (an I/O error: the next open gives them back)
+            pass
+        self._data.close()
 
     def delete(self) -> None:
         """Remove the files. The data descriptor stays open until the segment object is dropped, so a reader
-        that already holds a range of it can finish (Linux keeps unlinked files readable)."""
+        that holds the segment can finish (Linux keeps unlinked files readable)."""
         try:
-            self.fileno()  # open it now: a reader holding this segment must not find the name gone
+            self._data.keep()  # open it now: a reader holding this segment must not find the name gone
         except FileNotFoundError:
             pass
         self.index.delete()
@@ -604,12 +668,3 @@ class Segment:
             os.unlink(self.log_path)
         except FileNotFoundError:
             pass
-
-    def __del__(self) -> None:
-        fd = self._fd
-        if fd is not None:
-            self._fd = None
-            try:
-                os.close(fd)
-            except OSError:
-                pass

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 
 from crc32c import crc32c
 
+from .openfiles import OpenFiles, PooledFile
+
 __all__ = ["TxnIndex", "AbortedTxn", "INDEX_NAME"]
 
 INDEX_NAME = "transactions.index"
@@ -68,7 +70,8 @@ class AbortedTxn:
 
 
 class TxnIndex:
-    def __init__(self, directory: str, log_start: int, log_end: int) -> None:
+    def __init__(self, directory: str, log_start: int, log_end: int, files: OpenFiles) -> None:
+        """`files`: the budget of open files the file is opened through (the engine's, as segments' files are)."""
         self.path = os.path.join(directory, INDEX_NAME)
         self._open: dict[int, _Open] = {}
         self._aborted: list[AbortedTxn] = []  # by first offset
@@ -77,18 +80,16 @@ class TxnIndex:
         self.dirty = False
         #: The file was created or replaced since the last `sync()`: its directory must be synced too.
         self.new_name = False
-        try:  # created by the first transactional write only: most partitions never have one
-            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
-        except FileNotFoundError:
-            self._fd = -1
-            self.dropped = 0
-        else:
-            self.dropped = self._load(log_start, log_end)
+        self._file = PooledFile(files, self.path, os.O_RDWR | os.O_APPEND)
+        # Created by the first transactional write only: most partitions never have one.
+        self._exists = os.path.exists(self.path)
+        self.dropped = self._load(log_start, log_end) if self._exists else 0
 
     # -- loading -----------------------------------------------------------------------------------------
     def _load(self, log_start: int, log_end: int) -> int:
         """Replay the entries; returns the bytes cut (a torn or corrupt tail, or entries past the log end)."""
-        data = os.pread(self._fd, os.fstat(self._fd).st_size, 0)
+        handle = self._file.handle()
+        data = os.pread(handle.fd, os.fstat(handle.fd).st_size, 0)
         good = 0
         skipped = 0
         for pos in range(0, len(data) - ENTRY_SIZE + 1, ENTRY_SIZE):
@@ -109,7 +110,7 @@ class TxnIndex:
         self._entries = good // ENTRY_SIZE - skipped
         dropped = len(data) - good + skipped * ENTRY_SIZE
         if good < len(data):
-            os.ftruncate(self._fd, good)
+            os.ftruncate(handle.fd, good)
         if skipped:
             self._rewrite()  # the entries kept, without those that describe nothing
         self.prune(log_start)
@@ -128,10 +129,11 @@ class TxnIndex:
 
     # -- writing -----------------------------------------------------------------------------------------
     def _write(self, kind: int, flags: int, epoch: int, pid: int, first: int, last: int) -> None:
-        if self._fd < 0:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-            self.new_name = True
-        os.write(self._fd, _entry(kind, flags, epoch, pid, first, last))
+        if not self._exists:
+            self._file.create()
+            self._exists = self.new_name = True
+        handle = self._file.handle()
+        os.write(handle.fd, _entry(kind, flags, epoch, pid, first, last))
         self._entries += 1
         self.dirty = True
         self._apply(kind, flags, epoch, pid, first, last)
@@ -142,8 +144,9 @@ class TxnIndex:
 
     def undo_data(self, producer_id: int) -> None:
         """Take back the last `add_data` (its batch was not written): cut the entry off the file."""
-        size = os.fstat(self._fd).st_size - ENTRY_SIZE
-        os.ftruncate(self._fd, max(size, 0))
+        handle = self._file.handle()
+        size = os.fstat(handle.fd).st_size - ENTRY_SIZE
+        os.ftruncate(handle.fd, max(size, 0))
         self._entries -= 1
         txn = self._open.get(producer_id)
         if txn is not None:
@@ -162,9 +165,10 @@ class TxnIndex:
 
     def sync(self) -> bool:
         """Make the written entries durable; True when the file's name is new and its directory needs a sync."""
-        if self.dirty and self._fd >= 0:
+        if self.dirty and self._exists:
             self.dirty = False
-            os.fdatasync(self._fd)
+            handle = self._file.handle()
+            os.fdatasync(handle.fd)
         new, self.new_name = self.new_name, False
         return new
 
@@ -231,16 +235,13 @@ class TxnIndex:
         finally:
             os.close(fd)
         os.replace(tmp, self.path)  # the partition syncs its directory with its next sync
-        if self._fd >= 0:
-            os.close(self._fd)
-        self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
+        self._file.close()  # (the next use opens the new file)
+        self._exists = True
         self._entries = count
         self.new_name = True
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self._file.close()
 
 
 def _entry(kind: int, flags: int, epoch: int, pid: int, first: int, last: int) -> bytes:

@@ -1,6 +1,7 @@
 """Shared test fixtures: an in-process gateway on ephemeral 127.0.0.1 ports and the async native client the tests
-drive it with (`logway.clients.AsyncNativeClient`, answers unchecked), the power-loss file system, and a small
-tmpfs that fills up (`small_disk`, `fill_disk`), and headless Chromium for the admin console (`chromium`).
+drive it with (`logway.clients.AsyncNativeClient`, answers unchecked), the power-loss file system, a small tmpfs
+that fills up (`small_disk`, `fill_disk`), small ext4 file systems (`small_fs`), and headless Chromium for the
+admin console (`chromium`).
 
 The suite is in tiers: `codecs/` (bytes in, events out), `storage/` (one file per storage unit), `gateway/` (the
 pump and protocols, in memory and over real sockets), `e2e/` (real clients, Spark, processes killed and power
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import subprocess
 from contextlib import asynccontextmanager
 
@@ -114,6 +116,51 @@ def small_disk(tmp_path):
         yield mount
     finally:
         subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    """`small_fs(size_mib, inodes=None)` mounts a small file system for the test and returns where: an ext4 image
+    on a loop device (`mkfs.ext4`, `mount -o loop`: root, e2fsprogs), else a tmpfs of that size (and that many
+    inodes); unmounted afterwards. Skipped, saying what is missing, where neither can be mounted; with
+    REQUIRE_SMALL_DISK=1 (CI) that is a failure instead."""
+    mounted = []
+
+    def mount(size_mib: int, inodes: int | None = None):
+        where = tmp_path / f"fs{len(mounted)}"
+        where.mkdir()
+        image = tmp_path / f"fs{len(mounted)}.img"
+        problems = []
+        mkfs = shutil.which("mkfs.ext4") or shutil.which("mkfs.ext4", path="/usr/sbin:/sbin")
+        if mkfs is None:
+            problems.append("mkfs.ext4 is missing (the Debian package e2fsprogs)")
+        else:
+            with open(image, "wb") as f:
+                f.truncate(size_mib << 20)
+            mkfs = [mkfs, "-q", "-F", *(["-N", str(inodes)] if inodes else []), str(image)]
+            done = subprocess.run(mkfs, capture_output=True)
+            if done.returncode == 0:
+                done = subprocess.run(["mount", "-o", "loop", str(image), str(where)], capture_output=True)
+            if done.returncode == 0:
+                mounted.append(where)
+                return where
+            problems.append(f"cannot mount an ext4 image ({done.stderr.decode().strip() or 'not root'})")
+            image.unlink()
+        options = f"size={size_mib}m" + (f",nr_inodes={inodes}" if inodes else "")
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)], capture_output=True)
+        if done.returncode == 0:
+            mounted.append(where)
+            return where
+        problems.append(f"cannot mount a tmpfs ({done.stderr.decode().strip() or 'not root'})")
+        if os.environ.get("REQUIRE_SMALL_DISK") == "1":
+            pytest.fail(f"REQUIRE_SMALL_DISK=1 but {'; '.join(problems)}")
+        pytest.skip("no small file system here: " + "; ".join(problems))
+
+    try:
+        yield mount
+    finally:
+        for where in mounted:
+            subprocess.run(["umount", "-l", str(where)], capture_output=True)
 
 
 def fill_disk(mount) -> "os.PathLike":

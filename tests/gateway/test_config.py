@@ -166,7 +166,7 @@ def test_bad_values_in_a_file_name_the_key(tmp_path):
                           ("auth:\n  users: [alice]\n", "config key 'auth.users' must be a mapping"),
                           ("auth:\n  users:\n    alice: 1234\n", "auth.users.alice must be a non-empty password"),
                           ("listeners: 3\n", "config key 'listeners' must be a mapping"),
-                          ("storage:\n  segment_ms: 0\n", "storage: segment_ms must be positive")]:
+                          ("storage:\n  segment_ms: 0\n", "storage: segment_ms must be between 1 and")]:
         path.write_text(text)
         with pytest.raises(ConfigError, match=re.escape(message)):
             load_config(str(path), env={})

@@ -4,7 +4,8 @@ The wire cases are split by protocol: `test_native.py`, `test_kafka.py` and `tes
 own cases, `test_records.py` the stored records and counts read or refused through every protocol, and
 `test_coverage.py` the cross-protocol checks. What they share (the gateway thread, blocking sockets, liveness
 checks, request tables, hostile names) is in `wire.py`; this file holds the fixtures and the run order.
-(`test_fuzz.py`, the codec fuzzer, is in the same directory but uses no gateway.)
+(`test_fuzz.py`, the codec fuzzer, is in the same directory but uses no gateway; nor do `test_resources.py` and
+`test_bounds.py`, the attacks on descriptors, disk and stored values, which start gateway processes of their own.)
 
 For every request type of every protocol — each native request kind (`codecs.native.events.Request`), each
 Kafka api key at its lowest and highest supported version (`registry.SUPPORTED`), each TANK request type the

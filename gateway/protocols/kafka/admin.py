@@ -118,8 +118,8 @@ async def _create_one(broker: "KafkaBroker", t, validate_only: bool):
         if partitions < 1:
             raise InvalidPartitions(f"partition count {partitions} must be at least 1")
         engine.defaults.with_overrides(configs)
-        if not validate_only:
-            await broker.steps.in_thread(engine.create_topic, t.name, partitions, configs)
+        await broker.steps.in_thread(functools.partial(engine.create_topic, t.name, partitions, configs,
+                                                       validate_only=validate_only))
     except TopicExists:
         return E.TOPIC_ALREADY_EXISTS, f"topic '{t.name}' already exists"
     except FAILURES as exc:

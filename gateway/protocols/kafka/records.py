@@ -25,7 +25,7 @@ from logway.codecs.kafka.error_codes import ErrorCode as E
 from logway.codecs.kafka.records import BATCH_HEADER_SIZE, iter_batches, parse_header
 from logway.storage import PartitionLog
 
-from ...errors import FAILURES
+from ...errors import FAILURES, running_out_line
 from ...formats import KAFKA, MESSAGE_SET_V0, MESSAGE_SET_V1
 from ...pump import Park
 from ...steps import Isolation
@@ -111,7 +111,7 @@ async def _produce_partition(broker: "KafkaBroker", topic: str, partition: int, 
         try:  # (before the checks below: nothing may wait between them and the append)
             stored = await broker.steps.convert(len(data), _reencoded, plog, data)
         except FAILURES as exc:
-            return _refused(answer, plog, exc)
+            return _refused(answer, plog, exc, broker.engine.data_dir)
     if producer is not None and broker.transactions.peers is not None:  # (workers: N) heard of at the coordinator?
         try:
             await broker.transactions.learn(producer[0], producer[1], topic, partition)
@@ -133,7 +133,7 @@ async def _produce_partition(broker: "KafkaBroker", topic: str, partition: int, 
     try:
         result = steps.append(plog, stored, producer=producer)
     except FAILURES as exc:
-        return _refused(answer, plog, exc)
+        return _refused(answer, plog, exc, broker.engine.data_dir)
     if state is not None:  # recorded before any wait, so a retry arriving meanwhile is recognised
         offset = result.base_offset
         for h in headers:
@@ -155,11 +155,12 @@ def _reencoded(plog: PartitionLog, data: bytes) -> bytes:
                            max_batch_bytes=plog.config.max_batch_bytes)
 
 
-def _refused(answer, plog: PartitionLog, exc: Exception):
-    """The partition's answer to an append (or its conversion) that failed with `exc`."""
+def _refused(answer, plog: PartitionLog, exc: Exception, data_dir: str):
+    """The partition's answer to an append (or its conversion) that failed with `exc` (`data_dir`: the engine's,
+    for the line a storage failure logs)."""
     code = error_code(exc, PRODUCE_ERRORS)
     if code == E.KAFKA_STORAGE_ERROR:  # e.g. disk full: nothing was appended, the client may retry
-        log.error("append to %s-%d failed: %s", plog.topic, plog.partition, exc)
+        log.error("append to %s-%d failed: %s", plog.topic, plog.partition, running_out_line(exc, data_dir))
         return answer(code, message=f"storage error: {exc.strerror or exc}")
     if code == E.INVALID_RECORD:
         return answer(code, message=f"topic {plog.topic} ({plog.fmt.name} format): {exc}")

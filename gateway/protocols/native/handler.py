@@ -27,7 +27,7 @@ from logway.codecs.native import events as nev
 from logway.storage import UnknownTopic
 from logway.storage.engine import ForeignPartition
 
-from ...errors import FAILURES, ErrorKind, kind_of
+from ...errors import FAILURES, ErrorKind, kind_of, running_out_line
 from ...formats import NATIVE
 from ...pump import HandOver, Park
 from ...steps import Steps
@@ -66,6 +66,7 @@ _ERRORS = {
     ErrorKind.TOPIC_EXISTS: lambda exc, ev: f"topic already exists: {ev.topic}",
     ErrorKind.INVALID_TOPIC_NAME: lambda exc, ev: f"invalid topic name: {exc}",
     ErrorKind.INVALID_PARTITIONS: lambda exc, ev: f"invalid request: {exc}",
+    ErrorKind.LIMIT_REACHED: lambda exc, ev: f"limit reached: {exc}",
     ErrorKind.INVALID_CONFIG: lambda exc, ev: f"invalid request: {exc}",
     ErrorKind.BATCH_TOO_LARGE: lambda exc, ev: f"record too large: {exc}",
     ErrorKind.UNSUPPORTED_RECORD: lambda exc, ev: f"invalid record: {exc}",  # refused, never dropped
@@ -133,15 +134,15 @@ class NativeHandler:
             return Park(partial(self._answer, event, reply.wait))
         return reply
 
-    @staticmethod
-    async def _answer(event, fn, *args):
+    async def _answer(self, event, fn, *args):
         """`await fn(*args)`, with storage failures answered as the seed's error texts."""
         try:
             return await fn(*args)
         except FAILURES as exc:
             kind = kind_of(exc)
             if kind is ErrorKind.STORAGE_FAILURE:
-                log.error("I/O error serving %s: %s", type(event).__name__, exc)
+                log.error("I/O error serving %s: %s", type(event).__name__,
+                          running_out_line(exc, self.engine.data_dir))
             return nev.ErrorResponse(_ERRORS.get(kind, _storage_error)(exc, event))
 
     async def _relay(self, plog: ForeignPartition, ev):

@@ -37,7 +37,7 @@ from logway.codecs.tank.messages import PartitionBounds, TopicInfo, valid_topic_
 from logway.storage import PartitionLog
 from logway.storage.engine import ForeignPartition
 
-from ...errors import FAILURES, ErrorKind, kind_of
+from ...errors import FAILURES, ErrorKind, kind_of, running_out_line
 from ...formats import TANK
 from ...forwarding import Unreachable
 from ...pump import HandOver, Park
@@ -61,6 +61,7 @@ _PRODUCE_ERRORS = {ErrorKind.INVALID_OFFSET: ProduceError.INVALID_SEQNUM}
 #: ErrorKind -> CreateTopic answer (anything else: INVALID_REQUEST).
 _CREATE_ERRORS = {ErrorKind.TOPIC_EXISTS: CreateTopicError.ALREADY_EXISTS,
                   ErrorKind.INVALID_CONFIG: CreateTopicError.INVALID_CONFIG,
+                  ErrorKind.LIMIT_REACHED: CreateTopicError.SYSTEM_ERROR,  # (TANK has no code for it)
                   ErrorKind.STORAGE_FAILURE: CreateTopicError.SYSTEM_ERROR}
 
 
@@ -205,7 +206,8 @@ class TankHandler:
         except (*FAILURES, ValueError) as exc:  # ValueError: a bundle that does not decode
             kind = kind_of(exc)
             if kind is ErrorKind.STORAGE_FAILURE:
-                log.error("produce to %s-%d failed: %s", plog.topic, plog.partition, exc)
+                log.error("produce to %s-%d failed: %s", plog.topic, plog.partition,
+                          running_out_line(exc, self.engine.data_dir))
             elif kind not in _PRODUCE_ERRORS:
                 log.info("produce to %s-%d refused: %s", plog.topic, plog.partition, exc)
             return _PRODUCE_ERRORS.get(kind, ProduceError.SYSTEM_ERROR)
