@@ -3,10 +3,12 @@
 `--print-config` prints the effective configuration instead; `--ready-file` gets the bound addresses (and the pid)
 as JSON once every listener is up (how `logway.bench.launcher.GatewayProcess` knows the ephemeral ports).
 Exit status: 0 after a graceful stop, 2 for a configuration error or anything else that keeps the gateway from
-starting — a port in use (the listener and the address are named), a data directory that is not a directory or
-not writable, TLS files that cannot be read — 1 for a storage error (e.g. a locked data directory), 130 on
-KeyboardInterrupt. Each of these is one line on stderr (`logway: …`), no traceback: the errors come out of trio's
-nurseries wrapped in exception groups, which `_leaves` unwraps. An unexpected exception still shows its traceback.
+starting — a port in use (the listener, the address and the key to set are named), a data directory that is not a
+directory or not writable, TLS files that cannot be read — 1 for a storage error (a data directory locked by
+another gateway: its pid is named), 130 on KeyboardInterrupt. Each of these is one line on stderr (`logway: …`)
+that says what to do, no traceback: the errors come out of trio's nurseries wrapped in exception groups, which
+`_leaves` unwraps. An unexpected exception still shows its traceback. A data directory that does not exist is
+created before the gateway starts, with a log line naming it (and the parents created with it).
 
 With `workers: N` > 1 this process is the supervisor of N worker processes (`logway.gateway.workers.supervise`):
 they are `logway serve` again with the same arguments, told which worker they are by the environment
@@ -21,14 +23,15 @@ import gc
 import json
 import logging
 import os
-import sys
+
+from .output import fail
 
 
 def serve(args: argparse.Namespace) -> int:
     from logway.gateway import ConfigError, load_config
 
     overrides = list(args.set)
-    if args.data_dir:
+    if args.data_dir is not None:
         overrides.append(f"data_dir={args.data_dir}")
     try:
         config = load_config(args.config, overrides=overrides)
@@ -55,6 +58,11 @@ def serve(args: argparse.Namespace) -> int:
     from logway.gateway import log_limits
 
     log_limits.install(config.log_repeat_limit)  # a client cannot fill the log (a line per refused connection, …)
+    if role is None:
+        try:
+            _create_data_dir(config.data_dir)
+        except OSError as exc:
+            return _fail(_os_error(exc, config.data_dir))
     if config.workers > 1 and role is None:
         return _supervise(args, config)
     import trio
@@ -98,8 +106,7 @@ def serve(args: argparse.Namespace) -> int:
         if bind is not None:  # the first listener that failed (the others were cancelled)
             return _fail(str(bind))
         if leaves and all(isinstance(e, StorageError) for e in leaves):
-            logging.getLogger("logway").error("%s", leaves[0])
-            return 1
+            return _fail(_storage_error(leaves[0]), 1)
         if not started and leaves and all(isinstance(e, OSError) for e in leaves):
             return _fail(_os_error(leaves[0], config.data_dir))
         raise
@@ -112,8 +119,8 @@ def _supervise(args: argparse.Namespace, config) -> int:
     from logway.gateway.workers import supervise
     from logway.storage import StorageError
 
-    argv = ["--config", args.config] if args.config else []
-    if args.data_dir:
+    argv = ["--config", args.config] if args.config is not None else []
+    if args.data_dir is not None:
         argv += ["--data-dir", args.data_dir]
     for item in args.set:
         argv += ["--set", item]
@@ -126,16 +133,40 @@ def _supervise(args: argparse.Namespace, config) -> int:
     except ConfigError as exc:  # e.g. a TLS certificate that cannot be loaded (for the admin listener)
         return _fail(f"configuration error: {exc}")
     except StorageError as exc:  # e.g. the data directory is locked by another gateway
-        logging.getLogger("logway").error("%s", exc)
-        return 1
+        return _fail(_storage_error(exc), 1)
     except OSError as exc:
         return _fail(_os_error(exc, config.data_dir))
 
 
 def _fail(message: str, status: int = 2) -> int:
-    """One line on stderr (a YAML parser's message spans several: joined)."""
-    print("logway: " + " ".join(message.split()), file=sys.stderr)
-    return status
+    """`serve` cannot start: one line on stderr, exit status 2 unless said otherwise."""
+    return fail(message, status)
+
+
+def _storage_error(exc: Exception) -> str:
+    """A storage error that stops the start, with what to do about it."""
+    from logway.storage import DataDirLocked
+
+    if isinstance(exc, DataDirLocked):
+        return f"{exc}: stop that gateway, or give this one another data directory (--data-dir DIR)"
+    return f"cannot open the data directory: {exc}"
+
+
+def _create_data_dir(data_dir: str) -> None:
+    """Create the data directory when it does not exist yet, parents included, and say so: a mistyped --data-dir
+    would otherwise start an empty gateway without a word."""
+    full = os.path.abspath(data_dir)
+    if os.path.lexists(full):
+        return
+    missing = [full]
+    while not os.path.lexists(os.path.dirname(missing[-1])):
+        missing.append(os.path.dirname(missing[-1]))
+    parents = f" and its parent directories {', '.join(reversed(missing[1:]))}" if len(missing) > 1 else ""
+    logging.getLogger("logway").info("data_dir %s does not exist: creating it%s (a new, empty log)", full,
+                                     parents)
+    from logway.storage.files import makedirs_durably
+
+    makedirs_durably(full)  # (an OSError here is reported as any other that stops the start)
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:

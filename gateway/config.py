@@ -42,16 +42,18 @@ class ConfigError(Exception):
 
 # ---- the declaration helpers -------------------------------------------------------------------------------------
 # Field metadata: "kind" (value | section | keyed | flat | key | derived), "doc" (one line: the YAML comment and
-# README's meaning), "more" (README only), and the checks: "minimum", "maximum", "choices", "expects" (the words
-# after "must be" in the error), "nonempty", "normalize" (applied before the checks), "check" (called with the
-# parsed value and the key path; returns the value or raises ConfigError).
+# the docs' meaning), "more" (the docs only), "secret" (hidden by `logway config`), and the checks: "minimum",
+# "maximum", "choices", "expects" (the words after "must be" in the error), "nonempty", "normalize" (applied before
+# the checks), "check" (called with the parsed value and the key path; returns the value or raises ConfigError).
 
 def setting(default: Any, doc: str, *, more: str = "", minimum: int | None = None, maximum: int | None = None,
             choices: tuple[str, ...] | None = None, expects: str | None = None, nonempty: bool = False,
-            normalize: Callable[[Any], Any] | None = None, check: Callable[[Any, str], Any] | None = None) -> Any:
-    """One key with a scalar value (bool, int, text, an enum) or a free-form mapping (its keys are the user's)."""
+            normalize: Callable[[Any], Any] | None = None, check: Callable[[Any, str], Any] | None = None,
+            secret: bool = False) -> Any:
+    """One key with a scalar value (bool, int, text, an enum) or a free-form mapping (its keys are the user's).
+    `secret`: `logway config` shows whether it is set, never its value (a token, passwords)."""
     meta = {"kind": "value", "doc": doc, "more": more, "minimum": minimum, "maximum": maximum, "choices": choices,
-            "expects": expects, "nonempty": nonempty, "normalize": normalize, "check": check}
+            "expects": expects, "nonempty": nonempty, "normalize": normalize, "check": check, "secret": secret}
     if isinstance(default, dict):
         return field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
     return field(default=default, metadata=meta)
@@ -206,9 +208,9 @@ class AuthSettings:
     kafka_sasl_plain: bool = setting(False, "Kafka clients must authenticate with SASL/PLAIN as one of auth.users")
     users: dict[str, str] = setting({}, "user name: password (e.g. LOGWAY_AUTH__USERS__alice=secret); use with TLS",
                                     more="(the name keeps its case)", expects="a mapping of user name to password",
-                                    check=_valid_users)
+                                    check=_valid_users, secret=True)
     native_token: str = setting("", "when set, native clients must first send {\"Auth\": {\"token\": ...}} with "
-                                    "this token")
+                                    "this token", secret=True)
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -427,10 +429,15 @@ def defaults() -> dict[str, Any]:
 # ---- layering ----------------------------------------------------------------------------------------------------
 
 def load_config(path: str | None = None, *, env: Mapping[str, str] | None = None,
-                overrides: list[str] | tuple[str, ...] = ()) -> Config:
-    """Build the configuration: defaults ← file ← environment ← `key.path=value` overrides."""
+                overrides: list[str] | tuple[str, ...] = (), sources: dict[str, str] | None = None) -> Config:
+    """Build the configuration: defaults ← file ← environment ← `key.path=value` overrides. `sources`, when given,
+    is filled with where each value that is not a default came from, by dotted key (a user's own key of a free-form
+    mapping by its full path): `file PATH`, `environment LOGWAY_…` or `flag --set KEY` (`logway config`)."""
+    found: dict[str, str] = {} if sources is None else sources
     tree = defaults()
-    if path:
+    if path is not None:
+        if not path.strip():
+            raise ConfigError("--config must name a YAML file, got an empty path")
         try:
             with open(path, "rb") as f:
                 loaded = yaml.safe_load(f) or {}
@@ -440,7 +447,7 @@ def load_config(path: str | None = None, *, env: Mapping[str, str] | None = None
             raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
         if not isinstance(loaded, dict):
             raise ConfigError(f"config file {path} must hold a mapping at the top level")
-        _merge(tree, loaded, "")
+        _merge(tree, loaded, "", lambda key: found.__setitem__(key, f"file {path}"))
     env = os.environ if env is None else env
     for name, value in sorted(env.items()):
         if name.startswith("LOGWAY_") and name not in NOT_SETTINGS:
@@ -450,28 +457,32 @@ def load_config(path: str | None = None, *, env: Mapping[str, str] | None = None
             if free:  # a user's own key keeps its case (a user name)
                 dotted = free + "." + ".".join(parts[free.count(".") + 1:])
             _set_path(tree, dotted, value, f"environment variable {name}")
+            found[dotted] = f"environment {name}"
     for item in overrides:
         dotted, sep, value = item.partition("=")
         if not sep:
             raise ConfigError(f"--set expects key.path=value, got {item!r}")
         _set_path(tree, dotted.strip(), value, f"--set {item}")
+        found[dotted.strip()] = f"flag --set {dotted.strip()}"
     return _check_whole(_parse(Config, tree, "", raw=copy.deepcopy(tree)))
 
 
-def _merge(base: dict, update: dict, prefix: str) -> None:
+def _merge(base: dict, update: dict, prefix: str, record: Callable[[str], None]) -> None:
     for name, value in update.items():
         where = f"{prefix}{name}"
         if prefix.rstrip(".") in FREE_FORM:
             base[name] = value
+            record(where)
             continue
         if name not in base:
             raise ConfigError(f"unknown config key {where!r}")
         if isinstance(base[name], dict):
             if not isinstance(value, dict):
                 raise ConfigError(f"config key {where!r} must be a mapping")
-            _merge(base[name], value, where + ".")
+            _merge(base[name], value, where + ".", record)
         else:
             base[name] = value
+            record(where)
 
 
 def _set_path(tree: dict, dotted: str, text: str, source: str) -> None:
@@ -542,8 +553,9 @@ def _value(hint: Any, meta: Mapping[str, Any], given: Any, path: str) -> Any:
         if meta.get("maximum") is not None and value > meta["maximum"]:
             raise ConfigError(f"{path} must be <= {meta['maximum']}, got {value}")
     elif isinstance(hint, type) and issubclass(hint, str):
-        if not isinstance(value, str) or (meta.get("nonempty") and not value):
-            raise ConfigError(f"{path} must be {expects or 'text (quote it in YAML)'}")
+        if not isinstance(value, str) or (meta.get("nonempty") and not value.strip()):
+            empty = " (it is empty)" if isinstance(value, str) else ""
+            raise ConfigError(f"{path} must be {expects or 'text (quote it in YAML)'}{empty}")
     elif typing.get_origin(hint) is dict:
         if not isinstance(value, dict):
             raise ConfigError(f"{path} must be {expects or 'a mapping'}")

@@ -6,7 +6,7 @@ codec. Storage formats plug in through `BatchFormat` adapters (see `formats`).
 
 from .config import TopicConfig
 from .engine import MAX_PARTITIONS, LogEngine, Topic
-from .errors import (BatchTooLarge, CorruptBatch, InvalidBatchOffset, InvalidConfig, InvalidPartitions,
+from .errors import (BatchTooLarge, CorruptBatch, DataDirLocked, InvalidBatchOffset, InvalidConfig, InvalidPartitions,
                      InvalidTopicName, NotAnOffsetLog, OffsetOutOfRange, StorageClosed, StorageError, StorageIOError,
                      TopicExists, UnknownFormat, UnknownPartition, UnknownTopic)
 from .formats import BatchFormat, BatchInfo
@@ -18,7 +18,8 @@ from .transactions import TransactionStore
 from .txnindex import AbortedTxn, TxnIndex
 
 __all__ = [
-    "AppendResult", "BatchFormat", "BatchInfo", "BatchTooLarge", "CommittedOffset", "CorruptBatch", "IdAllocator",
+    "AppendResult", "BatchFormat", "BatchInfo", "BatchTooLarge", "CommittedOffset", "CorruptBatch", "DataDirLocked",
+    "IdAllocator",
     "InvalidBatchOffset", "InvalidConfig", "InvalidPartitions", "InvalidTopicName", "LogEngine", "MAX_PARTITIONS",
     "NotAnOffsetLog", "OffsetOutOfRange", "OffsetStore", "PartitionLog", "ReadSlice", "RecoveryReport",
     "StorageClosed", "StorageError", "StorageIOError", "Topic", "TopicConfig", "TopicExists", "TransactionStore",

@@ -10,13 +10,14 @@ cannot parse gets 400 and the connection closes; other connections, and the list
 
 from __future__ import annotations
 
-import errno
 import logging
 from typing import Awaitable, Callable
 
 import h11
 import orjson
 import trio
+
+from ..errors import ListenerError
 
 log = logging.getLogger("logway.gateway.admin")
 
@@ -66,12 +67,11 @@ class AdminConnections:
 async def serve_http(host: str, port: int, handler: Handler, counts: AdminConnections, request_timeout: float,
                      ssl_context=None, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Bind (host, port), report the bound (host, port), and serve HTTP with `handler(method, target)` until
-    cancelled. A bind failure raises OSError naming the admin listener and the address."""
+    cancelled. A bind failure raises `ListenerError` (the admin listener, the address, the key to set)."""
     try:
         listeners = await trio.open_tcp_listeners(port, host=host)
-    except OSError as exc:
-        why = "the address is already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
-        raise OSError(exc.errno, f"admin listener: cannot listen on {host}:{port}: {why}") from None
+    except OSError as exc:  # one line naming the listener, the address and the key to change
+        raise ListenerError("admin", host, port, exc) from None
     sockname = listeners[0].socket.getsockname()
     if ssl_context is not None:  # the handshake happens on the first receive, under the request timeouts
         listeners = [trio.SSLListener(lst, ssl_context, https_compatible=True) for lst in listeners]
