@@ -8,7 +8,7 @@ reads records the way that protocol's clients do.
 | a group's position | OffsetFetch (commit: OffsetCommit) | OffsetFetch | — (TANK has no groups) |
 | read | Fetch (long-poll with `max_wait_ms`) | Fetch, read_uncommitted as kcat (control batches left out) | Consume |
 | write | Produce (offsets answered) | Produce, a RecordBatch v2, acks=all (the base offset answered) | Produce (no offsets: TANK answers none) |
-| headers | — | yes | — |
+| headers, no value (a tombstone) | — | yes | — |
 
 What a protocol cannot do is refused before anything is sent (`Usage`, exit 2), naming the protocol that can.
 Offsets are Kafka's everywhere (TANK's sequence numbers are offset + 1).
@@ -32,7 +32,7 @@ class Link:
     """One connection to the gateway, in one protocol. Offsets are Kafka's; `bounds` are (log start, end)."""
 
     protocol = ""
-    headers = False  # whether records carry headers in this protocol
+    headers = False  # whether records carry headers, and may have no value (tombstones), in this protocol
 
     def partitions(self, topic: str) -> int:
         raise NotImplementedError

@@ -95,6 +95,9 @@ def _run(link: Link, args: argparse.Namespace, defaults: Record) -> int:
     def place(partition: int | None, record: Record) -> int:
         if record.headers and not link.headers:
             raise Usage(_NO_HEADERS.format(link.protocol))
+        if record.value is None and not link.headers:
+            raise Usage(f"a record without a value (a tombstone) needs --protocol kafka: the {link.protocol} "
+                        "protocol carries none")
         if partition is None:
             partition = args.partition
         if partition is None:
