@@ -165,7 +165,10 @@ class KafkaSettings:
     advertised_host: str = setting("", "the host Metadata and FindCoordinator tell Kafka clients to connect to; "
                                        "\"\" = the listener's host", expects="a host name or \"\"")
     advertised_port: int = setting(0, "0 = the port the Kafka listener actually bound", minimum=0)
-    auto_create_topics: bool = setting(True, "Metadata requests that allow it create unknown topics")
+    auto_create_topics: bool = setting(False, "Metadata requests that allow it create unknown topics",
+                                       more="(off by default, unlike Kafka's auto.create.topics.enable: on a shared "
+                                            "gateway a typo would make a topic; producers to a topic that does not "
+                                            "exist get UNKNOWN_TOPIC_OR_PARTITION)")
     default_partitions: int = setting(1, "partitions of auto-created topics and of CreateTopics with -1", minimum=1)
     max_request_bytes: int = setting(100 * MiB, "Kafka's socket.request.max.bytes: larger requests close the "
                                                 "connection", minimum=1024)
