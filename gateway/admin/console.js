@@ -33,8 +33,8 @@ function $(id) {
   return document.getElementById(id);
 }
 
-function button(text, onclick, cls) {
-  return el("button", { type: "button", class: cls || "act", onclick }, text);
+function button(text, onclick, cls, action) {
+  return el("button", { type: "button", class: cls || "act", onclick, dataset: { action: action || "" } }, text);
 }
 
 function bytes(n) {
@@ -231,13 +231,14 @@ function renderTopics(topics) {
   for (const topic of topics) {
     topic.partitions.forEach((p, i) => {
       const buttons = el("td", { class: "buttons" },
-        button("messages", () => browse(topic.name, p.partition), "look"),
-        button("delete records…", () => openTopicPanel(topic.name, "delete-records", p.partition)));
+        button("messages", () => browse(topic.name, p.partition), "look", "messages"),
+        button("delete records…", () => openTopicPanel(topic.name, "delete-records", p.partition), "",
+          "delete-records"));
       if (i === 0) {
-        buttons.append(button("produce…", () => openTopicPanel(topic.name, "produce")),
-          button("config…", () => openTopicPanel(topic.name, "config")),
-          button("partitions…", () => openTopicPanel(topic.name, "partitions")),
-          button("delete topic…", () => deleteTopic(topic), "act danger"));
+        buttons.append(button("produce…", () => openTopicPanel(topic.name, "produce"), "", "produce"),
+          button("config…", () => openTopicPanel(topic.name, "config"), "", "config"),
+          button("partitions…", () => openTopicPanel(topic.name, "partitions"), "", "partitions"),
+          button("delete topic…", () => deleteTopic(topic), "act danger", "delete"));
       }
       rows.push(el("tr", { class: i === 0 ? "first" : "", dataset: { topic: topic.name, partition: p.partition } },
         td(i === 0 ? topic.name : "", "topic"), td(i === 0 ? topic.format : ""), td(p.partition, "num"),
@@ -512,6 +513,7 @@ async function executeReset() {
 // -- rates ----------------------------------------------------------------------------------------------------------
 const charts = new Map();
 const AXIS = 34;  // canvas pixels under a chart for its time axis
+const RATE_SAMPLES = 180;  // the rates the gateway keeps (/api/rates: the last 3 minutes)
 
 function chartFor(protocol) {
   let chart = charts.get(protocol);
@@ -526,8 +528,9 @@ function chartFor(protocol) {
   return chart;
 }
 
-// Lines of per-second rates over `times` (unix seconds), with a time axis: a tick and a label every 30 s.
-function draw(canvas, times, series) {
+// Lines of per-second rates over `times` (unix seconds) in the window of `span` seconds up to the newest, with a
+// time axis: a tick and a label every 30 s.
+function draw(canvas, times, span, series) {
   const ctx = canvas.getContext("2d");
   const w = canvas.width, h = canvas.height - AXIS, pad = 6;
   ctx.clearRect(0, 0, canvas.width, canvas.height);
@@ -538,17 +541,21 @@ function draw(canvas, times, series) {
     const y = pad + (h - 2 * pad) * f;
     ctx.beginPath(); ctx.moveTo(0, y); ctx.lineTo(w, y); ctx.stroke();
   }
-  const t0 = times.length ? times[0] : 0, t1 = times.length ? times[times.length - 1] : 1;
-  const x = (t) => (t1 > t0 ? (w * (t - t0)) / (t1 - t0) : w);
+  const t1 = times.length ? times[times.length - 1] : Date.now() / 1000, t0 = t1 - span;
+  const x = (t) => (w * (t - t0)) / span;
   ctx.fillStyle = "#6b7385";
   ctx.font = "20px system-ui, sans-serif";
   ctx.strokeStyle = "#b8bfcc";
+  let free = 0;  // where the next label may start (labels never overlap)
   for (let t = Math.ceil(t0 / 30) * 30; t <= t1; t += 30) {
     const at = x(t);
     ctx.beginPath(); ctx.moveTo(at, h); ctx.lineTo(at, h + 8); ctx.stroke();
     const label = clock(t * 1000);
     const width = ctx.measureText(label).width;
-    ctx.fillText(label, Math.min(Math.max(at - width / 2, 0), w - width), h + 30);
+    const left = Math.min(Math.max(at - width / 2, 0), w - width);
+    if (left < free) continue;
+    ctx.fillText(label, left, h + 30);
+    free = left + width + 12;
   }
   for (const s of series) {
     const n = Math.min(s.values.length, times.length);
@@ -571,7 +578,7 @@ function renderRates(rates) {
   const last = (values) => (values.length ? values[values.length - 1] : 0);
   for (const [protocol, s] of Object.entries(rates.protocols)) {
     const chart = chartFor(protocol);
-    draw(chart.canvas, rates.t, [{ values: s.records_in, color: "#2f6fde" },
+    draw(chart.canvas, rates.t, RATE_SAMPLES * rates.interval_s, [{ values: s.records_in, color: "#2f6fde" },
       { values: s.records_out, color: "#d9731a" }]);
     chart.legend.replaceChildren(
       el("span", { class: "in" }, `in ${number(Math.round(last(s.records_in)))} rec/s`), " · ",
@@ -681,6 +688,7 @@ async function show(query) {
 
 // -- loops ----------------------------------------------------------------------------------------------------------
 let lastRates = null;
+let updated = null;
 
 async function refresh() {
   await refreshStatus();
@@ -688,7 +696,8 @@ async function refresh() {
     const [topics, groups] = await Promise.all([getJSON("/api/topics"), getJSON("/api/groups")]);
     renderTopics(topics.topics);
     renderGroups(groups.groups);
-    $("updated").textContent = "updated " + fmtTime(Date.now());
+    updated = Date.now();
+    $("updated").textContent = "updated " + fmtTime(updated);
   } catch (err) {
     $("updated").textContent = String(err.message || err);
   }
@@ -721,6 +730,7 @@ document.addEventListener("DOMContentLoaded", () => {
     renderMessages();
     renderGroups(knownGroups);
     if (lastRates) renderRates(lastRates);
+    if (updated) $("updated").textContent = "updated " + fmtTime(updated);
   });
   $("login").addEventListener("click", login);
   $("new-topic").addEventListener("click", () => { $("create-topic").hidden = false; $("create-name").focus(); });
