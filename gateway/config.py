@@ -14,7 +14,8 @@ its description and its checks in the field's metadata:
     tls: TlsSettings = section(TlsSettings, "the certificate of every listener with tls: true")
 
 From the declarations come the embedded defaults (`DEFAULT_YAML`, one comment per key), the checks of a merged
-tree (`load_config`: types, minimums and maximums, allowed values) and README's table (`config_doc`).
+tree (`load_config`: types, minimums and maximums, allowed values) and the table of docs/configuration.md
+(`config_doc`).
 """
 
 from __future__ import annotations
@@ -116,7 +117,7 @@ class StorageSettings:
                            more=". `none`: the OS writes back; `interval`: fdatasync every `flush_interval_ms`; "
                                 "`always`: a produce or commit is acknowledged only after fdatasync (concurrent "
                                 "writers share one sync — group commit) and readers see only synced records. "
-                                "What each promises: [Durability](#durability)")
+                                "What each promises: [durability.md](durability.md)")
     flush_interval_ms: int = setting(1000, "with flush: interval, how often everything is fdatasynced", minimum=1)
     retention_check_interval_ms: int = setting(60000, "how often retention runs", minimum=1)
     offsets_retention_ms: int = setting(
@@ -234,7 +235,7 @@ class Config:
     })
     tls: TlsSettings = section(TlsSettings, "the certificate of every listener with tls: true")
     auth: AuthSettings = section(AuthSettings, "off by default; TANK has no authentication in its protocol (see "
-                                               "README threat model)")
+                                               "docs/security.md)")
     storage: StorageSettings = section(StorageSettings, "the log on disk: durability, segments, retention")
     limits: Limits = section(Limits, "bounds that keep one client from exhausting the gateway")
     kafka: KafkaSettings = section(KafkaSettings, "the Kafka protocol: what clients are told, topics, groups")
@@ -254,14 +255,14 @@ class Config:
                                 "groups and transactions (transactions need the native listener enabled); the "
                                 "admin port serves every worker's metrics, readiness and console, each worker's "
                                 "own admin listener is on the next ports; needs Linux — see "
-                                "[docs/scaling.md](docs/scaling.md))")
+                                "[scaling.md](scaling.md))")
     worker_refresh_ms: int = setting(1000, "with workers > 1, how often each worker also looks at every topic for "
                                            "changes the others made (it is told of each change at once; this "
                                            "catches what a lost message missed)", minimum=50, maximum=3_600_000)
     worker_handover: bool = setting(True, "with workers > 1, give a native or TANK connection whose request is "
                                           "wholly for another worker's partitions to that worker (once per "
                                           "connection), instead of relaying its requests for its whole life",
-                                    more="(see docs/scaling.md, \"Handing connections over\")")
+                                    more="(see [scaling.md](scaling.md), \"Handing connections over\")")
     worker_watchdog_ms: int = setting(30000, "with workers > 1, a worker whose event loop has not told the "
                                              "supervisor it is alive for this long (it does every sixth of it once "
                                              "ready) is killed and started again, as a worker that died", more="; 0 "

@@ -6,7 +6,7 @@ Nothing here is on the request path. The counters live where the work happens, a
 notifier's, the per-partition append counts below); `GatewayCollector.collect()` reads them, and the storage
 engine's state (offsets, sizes, segments, committed offsets), when Prometheus scrapes — no counter lives in storage.
 
-Metric names (prefix `logway_`) are listed in README.md, "Observability".
+Metric names (prefix `logway_`) are listed in docs/metrics.md.
 """
 
 from __future__ import annotations

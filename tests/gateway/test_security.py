@@ -479,9 +479,9 @@ def test_a_listener_reachable_from_other_hosts_is_warned_about(caplog):
         warn_if_exposed("native", "192.0.2.7")
         warn_if_exposed("tank", "gateway.example")
     assert [r.getMessage() for r in caplog.records] == [
-        "admin listener is bound to 0.0.0.0: its metrics and console (topics, groups, record contents) are reachable "
-        "from other hosts without authentication",
+        "admin listener is bound to 0.0.0.0: its metrics and console (topics, groups, record contents, and actions "
+        "that change them) are reachable from other hosts without authentication (see docs/security.md)",
         "native listener is bound to 192.0.2.7: reachable from other hosts (an explicit config choice; see the "
-        "threat model in README.md)",
+        "threat model in docs/security.md)",
         "tank listener is bound to gateway.example: reachable from other hosts (an explicit config choice; see the "
-        "threat model in README.md)"]
+        "threat model in docs/security.md)"]
