@@ -7,7 +7,7 @@ reads records the way that protocol's clients do.
 | from a time | DescribeTopic `at_timestamp` | ListOffsets by timestamp | — |
 | a group's position | OffsetFetch (commit: OffsetCommit) | OffsetFetch | — (TANK has no groups) |
 | read | Fetch (long-poll with `max_wait_ms`) | Fetch, read_uncommitted as kcat (control batches left out) | Consume |
-| write | Produce (offsets answered) | Produce, a RecordBatch v2, acks=all (the base offset answered) | Produce (no offsets: TANK answers none) |
+| write | Produce (the offsets answered) | Produce: a RecordBatch v2, acks=all | Produce (no offsets answered) |
 | headers, no value (a tombstone) | — | yes | — |
 
 What a protocol cannot do is refused before anything is sent (`Usage`, exit 2), naming the protocol that can.

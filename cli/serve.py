@@ -36,7 +36,7 @@ def serve(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config, overrides=overrides)
     except ConfigError as exc:
-        return _fail(f"configuration error: {exc}")
+        return fail(f"configuration error: {exc}", 2)
     if args.print_config:
         import yaml
 
@@ -44,15 +44,15 @@ def serve(args: argparse.Namespace) -> int:
         return 0
     problem = data_dir_problem(config.data_dir)
     if problem is not None:
-        return _fail(problem)
+        return fail(problem, 2)
     from logway.gateway.workers import WorkerRole
 
     try:
         role = WorkerRole.from_env() if config.workers > 1 else None
     except ValueError as exc:
-        return _fail(str(exc))
+        return fail(str(exc), 2)
     if role is not None and role.count != config.workers:  # the configuration changed under the supervisor
-        return _fail(f"configuration error: this worker of {role.count} reads workers: {config.workers}")
+        return fail(f"configuration error: this worker of {role.count} reads workers: {config.workers}", 2)
     who = "" if role is None else f"worker-{role.index} "
     logging.basicConfig(level=config.log_level, format=f"%(asctime)s %(levelname)s {who}%(name)s: %(message)s")
     from logway.gateway import log_limits
@@ -62,7 +62,7 @@ def serve(args: argparse.Namespace) -> int:
         try:
             _create_data_dir(config.data_dir)
         except OSError as exc:
-            return _fail(_os_error(exc, config.data_dir))
+            return fail(_os_error(exc, config.data_dir), 2)
     if config.workers > 1 and role is None:
         return _supervise(args, config)
     import trio
@@ -74,7 +74,7 @@ def serve(args: argparse.Namespace) -> int:
     try:
         gateway = Gateway(config, worker=role)
     except ConfigError as exc:  # e.g. a TLS certificate that cannot be loaded
-        return _fail(f"configuration error: {exc}")
+        return fail(f"configuration error: {exc}", 2)
     started = False
 
     async def run() -> None:
@@ -104,11 +104,11 @@ def serve(args: argparse.Namespace) -> int:
             return 130
         bind = next((e for e in leaves if isinstance(e, ListenerError)), None)
         if bind is not None:  # the first listener that failed (the others were cancelled)
-            return _fail(str(bind))
+            return fail(str(bind), 2)
         if leaves and all(isinstance(e, StorageError) for e in leaves):
-            return _fail(_storage_error(leaves[0]), 1)
+            return fail(_storage_error(leaves[0]), 1)
         if not started and leaves and all(isinstance(e, OSError) for e in leaves):
-            return _fail(_os_error(leaves[0], config.data_dir))
+            return fail(_os_error(leaves[0], config.data_dir), 2)
         raise
     return 0
 
@@ -129,18 +129,13 @@ def _supervise(args: argparse.Namespace, config) -> int:
     try:
         return supervise(config, argv, args.ready_file)
     except ListenerError as exc:  # the shared native or TANK port, the admin one (the workers bind the others)
-        return _fail(str(exc))
+        return fail(str(exc), 2)
     except ConfigError as exc:  # e.g. a TLS certificate that cannot be loaded (for the admin listener)
-        return _fail(f"configuration error: {exc}")
+        return fail(f"configuration error: {exc}", 2)
     except StorageError as exc:  # e.g. the data directory is locked by another gateway
-        return _fail(_storage_error(exc), 1)
+        return fail(_storage_error(exc), 1)
     except OSError as exc:
-        return _fail(_os_error(exc, config.data_dir))
-
-
-def _fail(message: str, status: int = 2) -> int:
-    """`serve` cannot start: one line on stderr, exit status 2 unless said otherwise."""
-    return fail(message, status)
+        return fail(_os_error(exc, config.data_dir), 2)
 
 
 def _storage_error(exc: Exception) -> str:

@@ -59,8 +59,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
 from .config import KAFKA_NAMES, READ_ONLY, ConfigEntry, TopicConfig, canonical_name, canonical_overrides, describe
-from .errors import (DataDirLocked, InvalidConfig, InvalidPartitions, NotAnOffsetLog, StorageClosed, StorageError, TopicExists,
-                     UnknownFormat, UnknownPartition, UnknownTopic)
+from .errors import (DataDirLocked, InvalidConfig, InvalidPartitions, NotAnOffsetLog, StorageClosed, StorageError,
+                     TopicExists, UnknownFormat, UnknownPartition, UnknownTopic)
 from .files import makedirs_durably, quarantine, rename_durably, sync_names, write_synced
 from .formats import BatchFormat
 from .names import validate_topic_name

@@ -4,7 +4,9 @@
 |---|---|
 | `limit` (`last`, its old name) | records shown, 1–500 (20 by default) |
 | `offset=O` | from offset O on (otherwise: the newest records, the search going back from the end) |
-| `from_time=MS`, `to_time=MS` | records with a timestamp in [from, to]; `from_time` alone starts where a reader starting then would (the time index), `to_time` stops the scan where records that late begin |
+| `before=O` | the newest records below offset O (the page before one shown) |
+| `from_time=MS`, `to_time=MS` | records with a timestamp in [from, to]: the scan starts where a reader starting at
+  `from_time` would (the time index) and stops where records later than `to_time` begin |
 | `key=TEXT` | records whose key is exactly TEXT (UTF-8) |
 | `contains=TEXT` | records whose value holds TEXT (its UTF-8 bytes) |
 

@@ -2,10 +2,10 @@
 
 Bounded on every side: at most `MAX_CONNECTIONS` connections (more are closed at once and counted as refused),
 request heads of at most `MAX_HEAD_BYTES` (431), bodies of at most `MAX_BODY_BYTES` (413; only the console's
-actions have one), a keep-alive connection idle for `KEEPALIVE_S` is closed, a request that started must arrive whole within
-`limits.request_timeout_ms` (408) and its answer must be taken by the client within the same time. A request h11
-cannot parse gets 400 and the connection closes; other connections, and the listener, go on. What to answer is
-`api.AdminApi`'s business: this module only speaks HTTP.
+actions have one), a keep-alive connection idle for `KEEPALIVE_S` is closed, a request that started must arrive
+whole within `limits.request_timeout_ms` (408) and its answer must be taken by the client within the same time. A
+request h11 cannot parse gets 400 and the connection closes; other connections, and the listener, go on. What to
+answer is `api.AdminApi`'s business: this module only speaks HTTP.
 """
 
 from __future__ import annotations

@@ -488,9 +488,8 @@ async def test_messages_from_an_offset_a_time_by_key_and_text_and_on_from_where_
         assert await page("limit=3") == ([97, 98, 99], {"from": 97, "to": 100, "bytes": page_bytes(gw, 97),
                                                         "complete": False})
         assert (await page("limit=3&before=97"))[0] == [94, 95, 96]  # older: below the first shown
-        assert await page("offset=10&limit=3") == ([10, 11, 12], {"from": 10, "to": 13,
-                                                                  "bytes": (await page("offset=10&limit=3"))[1]["bytes"],
-                                                                  "complete": False})
+        offsets, scanned = await page("offset=10&limit=3")
+        assert (offsets, scanned["from"], scanned["to"], scanned["complete"]) == ([10, 11, 12], 10, 13, False)
         assert (await page("offset=98&limit=5"))[0] == [98, 99] and (await page("offset=98"))[1]["complete"]
         assert (await page(f"from_time={1_000_000_000 + 40_500}&limit=2"))[0] == [41, 42]
         assert (await page(f"from_time={1_000_000_000 + 40_000}&to_time={1_000_000_000 + 43_000}"))[0] == [
