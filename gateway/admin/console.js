@@ -181,8 +181,9 @@ function murmur2(data) {
 async function refreshSession() {
   try {
     session = await getJSON("/api/console");
+    session.known = true;
   } catch (err) {
-    return;
+    return;  // (asked again at the next refresh)
   }
   document.body.classList.toggle("can-act", session.actions);
   $("login").hidden = session.auth !== "token";
@@ -692,6 +693,7 @@ let updated = null;
 
 async function refresh() {
   await refreshStatus();
+  if (!session.known) await refreshSession();
   try {
     const [topics, groups] = await Promise.all([getJSON("/api/topics"), getJSON("/api/groups")]);
     renderTopics(topics.topics);
@@ -751,7 +753,6 @@ document.addEventListener("DOMContentLoaded", () => {
   $("browse-from").addEventListener("change", browseMode);
   $("browse-hex").addEventListener("change", renderMessages);
   $("browse-more").addEventListener("click", more);
-  refreshSession();
   every(REFRESH_MS, refresh);
   every(RATES_MS, refreshRates);
 });
