@@ -1,5 +1,6 @@
-"""What `logway topics …` and `logway groups …` share: one connection to the gateway's native listener and the
-one-line errors.
+"""What the commands that talk to a running gateway share: the connection to its native listener (`open_native`),
+the clients' errors as one line each (`answers`: `Refused`, exit 1; `Usage`, exit 2), times given as arguments
+(`parse_time`), and for `logway topics …` and `logway groups …` the whole run (`run`).
 
 The connection starts with a Ping, so an address that is not a native listener is told apart from a gateway that
 refused a request: the Kafka port closes the connection at the first native frame, the TANK port answers with
@@ -11,12 +12,15 @@ Exit status: 0 done, 1 the gateway refused or could not be reached, 2 arguments 
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
+from contextlib import contextmanager
+from datetime import datetime
 
-from logway.clients.errors import ConnectionClosed, NativeError
+from logway.clients.errors import ConnectionClosed, GatewayUnavailable, KafkaError, NativeError, TankError
 from logway.clients.native import NativeClient
 from logway.codecs.errors import LocalProtocolError, RemoteProtocolError
+
+from .output import Output, fail
 
 #: Seconds to wait for the gateway's answers.
 TIMEOUT = 30.0
@@ -26,44 +30,84 @@ class Usage(Exception):
     """An argument the command cannot use (exit 2)."""
 
 
-def fail(message: str, status: int = 1) -> int:
-    print(f"logway: {message}", file=sys.stderr)
-    return status
+def parse_time(text: str, option: str) -> int:
+    """Milliseconds since the epoch, or ISO 8601 (`2024-05-01T12:00:00`, `…T12:00:00.000`, `…+02:00`, `…Z`; without
+    a zone: local time, as kafka-consumer-groups) -> ms since the epoch; Usage naming `option` otherwise."""
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise Usage(f"{option} expects an ISO 8601 date and time (e.g. 2024-05-01T12:00:00 or "
+                    f"2024-05-01T12:00:00+00:00) or milliseconds since 1970, got {text!r}") from None
+    ms = int(when.timestamp() * 1000)  # a naive datetime is taken as local time
+    if ms < 0:
+        raise Usage(f"{option} must be after 1970-01-01, got {text!r}")
+    return ms
 
 
 def run(args: argparse.Namespace, check: Callable[[argparse.Namespace], object],
-        action: Callable[[NativeClient, argparse.Namespace, object], int]) -> int:
-    """`check(args)` (raises Usage) before connecting, then `action(client, args, checked)` on a connection."""
-    host, port = args.gateway
-    where = f"{host}:{port}"
+        action: Callable[[NativeClient, argparse.Namespace, object, Output], int]) -> int:
+    """`check(args)` (raises Usage) before connecting, then `action(client, args, checked, output)` on a
+    connection (`output`: text or, with `--json`, JSON lines)."""
     try:
         checked = check(args)
+        with open_native(*args.gateway) as client, answers(args.gateway):
+            return action(client, args, checked, Output(args.json))
     except Usage as exc:
         return fail(str(exc), 2)
+    except Refused as exc:
+        return fail(str(exc))
+
+
+class Refused(Exception):
+    """The gateway refused the request, could not be reached, or broke the connection (exit 1)."""
+
+
+def where(address: tuple[str, int]) -> str:
+    host, port = address
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def open_native(host: str, port: int) -> NativeClient:
+    """A connection to the native listener at (host, port), checked with a Ping; Refused naming what is wrong."""
+    at = where((host, port))
     try:
         client = NativeClient(host, port, timeout=TIMEOUT, connect_timeout=TIMEOUT)
     except OSError as exc:
-        return fail(f"cannot reach the gateway at {where}: {exc.strerror or exc}")
-    with client:
-        try:
-            client.ping()
-        except NativeError as exc:  # a native gateway that refuses (e.g. it wants its access token first)
-            return fail(exc.message)
-        except TimeoutError:
-            return fail(f"{where} did not answer a native Ping within {TIMEOUT:g} s (is it logway's native port?)")
-        except (ConnectionClosed, RemoteProtocolError, ConnectionError):
-            return fail(f"{where} does not speak logway's native protocol (is it the Kafka or TANK port?)")
-        try:
-            return action(client, args, checked)
-        except Usage as exc:
-            return fail(str(exc), 2)
-        except NativeError as exc:
-            return fail(exc.message)
-        except LocalProtocolError as exc:  # a value the request cannot carry (caught by the codec)
-            return fail(f"invalid argument: {exc}", 2)
-        except RemoteProtocolError as exc:
-            return fail(f"the gateway at {where} sent an answer that is not understood: {exc}")
-        except TimeoutError:
-            return fail(f"no answer from the gateway at {where} within {TIMEOUT:g} s")
-        except OSError as exc:  # ConnectionClosed included
-            return fail(f"lost the connection to the gateway at {where}: {exc.strerror or exc}")
+        raise Refused(f"cannot reach the gateway at {at}: {exc.strerror or exc}") from None
+    try:
+        client.ping()
+    except NativeError as exc:  # a native gateway that refuses (e.g. it wants its access token first)
+        client.close()
+        raise Refused(exc.message) from None
+    except TimeoutError:
+        client.close()
+        raise Refused(f"{at} did not answer a native Ping within {TIMEOUT:g} s (is it logway's native port?)") \
+            from None
+    except (ConnectionClosed, RemoteProtocolError, ConnectionError):
+        client.close()
+        raise Refused(f"{at} does not speak logway's native protocol (is it the Kafka or TANK port?)") from None
+    return client
+
+
+@contextmanager
+def answers(address: tuple[str, int]):
+    """The clients' errors while talking to the gateway at `address`, as Refused (or Usage: a value the request
+    cannot carry) with one line saying what happened."""
+    at = where(address)
+    try:
+        yield
+    except NativeError as exc:
+        raise Refused(exc.message) from None
+    except (KafkaError, TankError, GatewayUnavailable) as exc:
+        raise Refused(str(exc)) from None
+    except LocalProtocolError as exc:  # a value the request cannot carry (caught by the codec)
+        raise Usage(f"invalid argument: {exc}") from None
+    except RemoteProtocolError as exc:
+        raise Refused(f"the gateway at {at} sent an answer that is not understood: {exc}") from None
+    except TimeoutError:
+        raise Refused(f"no answer from the gateway at {at} within {TIMEOUT:g} s") from None
+    except OSError as exc:  # ConnectionClosed included
+        raise Refused(f"lost the connection to the gateway at {at}: {exc.strerror or exc}") from None

@@ -1,15 +1,19 @@
-"""The `logway` command's parser and dispatch: `serve`, `topics create|list|describe|delete|alter|config|add-partitions|
-delete-records`, `groups list|describe|reset-offsets`, and `bench <name>`.
+"""The `logway` command's parser and dispatch: `serve`, `config`, `produce`, `consume`, `topics
+create|list|describe|delete|alter|config|add-partitions|delete-records`, `groups list|describe|reset-offsets`, and
+`bench <name>`.
 
-Bad arguments are one line on stderr (exit 2), never a usage block or a traceback. `--gateway` is taken before the
-action or after it (`logway topics --gateway H:P list`, `logway topics list --gateway H:P`)."""
+Bad arguments are one line on stderr (exit 2), never a usage block or a traceback. `--gateway` and `--json` are
+taken before the action or after it (`logway topics --gateway H:P list`, `logway topics list --gateway H:P`)."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 DEFAULT_GATEWAY = ("127.0.0.1", 9898)
+#: The listener each protocol's clients connect to by default (`produce` / `consume --protocol`).
+DEFAULT_PORTS = {"native": 9898, "kafka": 9092, "tank": 11011}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -26,10 +30,21 @@ def _host_port(text: str) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
-def _gateway_option(parser: argparse.ArgumentParser, default) -> None:
-    """`--gateway`; on an action's parser with no default, so one given before the action is kept."""
-    parser.add_argument("--gateway", type=_host_port, default=default, metavar="HOST:PORT",
-                        help="native listener of the gateway (default 127.0.0.1:9898)")
+def _non_empty(what: str):
+    """An argument that must name something: `--data-dir ""` is refused, never taken as the default."""
+    def parse(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"expected {what}, got an empty value")
+        return text
+    return parse
+
+
+def _gateway_option(parser: argparse.ArgumentParser, default, help: str = "native listener of the gateway "
+                                                                          "(default 127.0.0.1:9898)") -> None:
+    """`--gateway` and `--json`; on an action's parser with no default, so one given before the action is kept."""
+    parser.add_argument("--gateway", type=_host_port, default=default, metavar="HOST:PORT", help=help)
+    parser.add_argument("--json", action="store_true", default=default if default is argparse.SUPPRESS else False,
+                        help="print JSON lines (one object per row or result) instead of text")
 
 
 def _action_parser(subparsers, name: str, **kwargs) -> argparse.ArgumentParser:
@@ -38,19 +53,54 @@ def _action_parser(subparsers, name: str, **kwargs) -> argparse.ArgumentParser:
     return action
 
 
+def _config_options(parser: argparse.ArgumentParser) -> None:
+    """The options that choose the configuration (`serve` and `config`)."""
+    parser.add_argument("--config", type=_non_empty("a YAML file"), metavar="FILE",
+                        help="YAML file of settings over the embedded defaults (none by default)")
+    parser.add_argument("--data-dir", type=_non_empty("a directory"), metavar="DIR",
+                        help="where topics and committed offsets live (default ./data; = --set data_dir=DIR)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override one setting, e.g. --set storage.flush=always (repeatable; the keys: "
+                             "logway config, docs/configuration.md)")
+
+
+def _serve_epilog() -> str:
+    """`serve --help`'s defaults, read from the configuration schema (so they cannot drift)."""
+    from logway.gateway.config import Config
+
+    cfg = Config()
+    listeners = "\n".join(f"  {name:<7} {lc.host}:{lc.port}{'' if lc.enabled else ' (disabled)'}"
+                          for name, lc in cfg.listeners.items())
+    return (f"defaults (the embedded configuration; `logway config` shows the effective one and where each value "
+            f"comes from):\n  data_dir {cfg.data_dir}  (created if missing)\n  storage.flush {cfg.storage.flush.value}"
+            f"\nlisteners (set listeners.NAME.port / .host / .enabled):\n{listeners}\n"
+            "settings are layered: embedded defaults < --config FILE < LOGWAY_SECTION__KEY environment variables < "
+            "--set / --data-dir.\nSIGINT/SIGTERM stop it gracefully.")
+
+
 def build_parser(*, bench: bool = True) -> argparse.ArgumentParser:
     """The whole parser; with `bench` false the benchmarks' subcommands are left out (importing every benchmark
-    module costs ~1 s, which `logway topics …` and `logway groups …` need not pay)."""
-    parser = _Parser(prog="logway", description="multi-protocol log gateway")
+    module costs ~1 s, which the other commands need not pay)."""
+    parser = _Parser(prog="logway", description="logway: one log, three wire protocols (Kafka, TANK, native JSON)")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    serve = sub.add_parser("serve", help="run the gateway (embedded defaults unless --config is given)")
-    serve.add_argument("--config", help="YAML file overriding the embedded defaults")
-    serve.add_argument("--data-dir", help="shorthand for --set data_dir=DIR")
-    serve.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                       help="override one config key, e.g. --set storage.flush=always (repeatable)")
-    serve.add_argument("--ready-file", help="write the bound addresses as JSON to this file once listening")
-    serve.add_argument("--print-config", action="store_true", help="print the effective config and exit")
+    serve = sub.add_parser("serve", help="run the gateway (embedded defaults unless --config is given)",
+                           description="Run the gateway in the foreground until SIGINT/SIGTERM: the native, Kafka, "
+                                       "TANK and admin (HTTP) listeners over one log in the data directory.",
+                           epilog=_serve_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    _config_options(serve)
+    serve.add_argument("--ready-file", type=_non_empty("a file"), metavar="FILE",
+                       help="write the bound addresses (and the pid) as JSON to this file once listening")
+    serve.add_argument("--print-config", action="store_true",
+                       help="print the effective configuration as YAML and exit")
+
+    config = sub.add_parser("config", help="print the effective configuration: each key, its value and where the "
+                                           "value comes from (default, file, environment, flag)")
+    _config_options(config)
+    config.add_argument("--json", action="store_true", help="print JSON lines (one object per key)")
+    config.add_argument("--changed", action="store_true", help="only the keys that are not at their default")
+
+    _records_parsers(sub)
 
     topics = sub.add_parser("topics", help="manage topics on a running gateway (native protocol)")
     _gateway_option(topics, DEFAULT_GATEWAY)
@@ -71,8 +121,8 @@ def build_parser(*, bench: bool = True) -> argparse.ArgumentParser:
     alter.add_argument("--delete-config", action="append", default=[], metavar="KEY",
                        help="remove an override: the gateway's default applies again (repeatable)")
     alter.add_argument("--validate-only", action="store_true", help="check the change, make none")
-    config = _action_parser(tsub, "config", help="show a topic's config: value, source, default")
-    config.add_argument("name")
+    tconfig = _action_parser(tsub, "config", help="show a topic's config: value, source, default")
+    tconfig.add_argument("name")
     add = _action_parser(tsub, "add-partitions", help="grow a topic to COUNT partitions in all")
     add.add_argument("name")
     add.add_argument("--count", "--partitions", dest="count", type=int, required=True,
@@ -120,13 +170,97 @@ def build_parser(*, bench: bool = True) -> argparse.ArgumentParser:
     return parser
 
 
+def _records_parsers(sub) -> None:
+    """`produce` and `consume`."""
+    where = ("the listener of --protocol (default 127.0.0.1:9898 native, :9092 kafka, :11011 tank)")
+    produce = sub.add_parser(
+        "produce", help="write records to a topic: the values given, or one per line of stdin",
+        description="Write records to TOPIC: each VALUE given, or else each line read from stdin (as it comes: "
+                    "lines typed at a terminal are sent one by one). Keyed records go to the partition Kafka's "
+                    "default partitioner picks (murmur2 of the key), others to one partition chosen at random, "
+                    "unless --partition says. Prints the partition and offset of each record.")
+    produce.add_argument("topic")
+    produce.add_argument("values", nargs="*", metavar="VALUE", help="a record's value (none: read stdin)")
+    produce.add_argument("--key", help="the key of every record")
+    produce.add_argument("--partition", type=int, help="write to this partition")
+    produce.add_argument("--header", action="append", default=[], metavar="KEY=VALUE",
+                         help="a header on every record (repeatable; --protocol kafka: the native and TANK "
+                              "protocols carry no headers)")
+    produce.add_argument("--timestamp", metavar="MS|ISO",
+                         help="the records' time: ms since the epoch, or ISO 8601 (no zone: local time); default now")
+    produce.add_argument("--input", choices=("text", "json"), default="text",
+                         help="stdin lines: text (a value per line, the default) or JSON objects {\"value\", \"key\", "
+                              "\"headers\", \"timestamp\", \"partition\"} (\"value_hex\"/\"key_hex\" for bytes)")
+    produce.add_argument("--key-separator", metavar="SEP",
+                         help="text lines are KEY SEP VALUE (e.g. --key-separator :)")
+    produce.add_argument("--protocol", choices=tuple(DEFAULT_PORTS), default="native",
+                         help="speak this protocol to the gateway (default native)")
+    produce.add_argument("--gateway", type=_host_port, metavar="HOST:PORT", help=where)
+    produce.add_argument("--json", action="store_true", help="print JSON lines instead of text")
+
+    consume = sub.add_parser(
+        "consume", help="print a topic's records, from the beginning (or an offset, a time, a group's position) "
+                        "to the end, or on and on with --follow",
+        description="Print TOPIC's records: partition, offset, time (UTC), key, value and headers, one per line "
+                    "(tabs, newlines and bytes that are not UTF-8 escaped), or JSON lines with --json. Without "
+                    "--follow it stops at the end of each partition as it was when it started. Ctrl-C stops it.")
+    consume.add_argument("topic")
+    consume.add_argument("--partition", metavar="P[,P…]", help="only these partitions (default: all)")
+    start = consume.add_mutually_exclusive_group()
+    start.add_argument("--from-beginning", action="store_true", help="from the first retained record (the default)")
+    start.add_argument("--offset", type=int, metavar="N", help="from offset N of each partition")
+    start.add_argument("--last", type=int, metavar="N", help="the last N records of each partition")
+    start.add_argument("--from-time", metavar="MS|ISO",
+                       help="from the first record at or after this time (ms, or ISO 8601; no zone: local time)")
+    start.add_argument("--group", help="from the offsets GROUP committed (the beginning where it has none)")
+    consume.add_argument("--commit", action="store_true",
+                         help="with --group: commit the offsets after the records printed (native protocol)")
+    consume.add_argument("--follow", "-f", action="store_true",
+                         help="keep waiting for new records (until Ctrl-C or --max-records)")
+    consume.add_argument("--max-records", "-n", type=int, metavar="N", help="stop after N records")
+    consume.add_argument("--protocol", choices=tuple(DEFAULT_PORTS), default="native",
+                         help="speak this protocol to the gateway (default native)")
+    consume.add_argument("--gateway", type=_host_port, metavar="HOST:PORT", help=where)
+    consume.add_argument("--json", action="store_true", help="print JSON lines instead of text")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser(bench=argv[:1] == ["bench"]).parse_args(argv)
+    parser = build_parser(bench=argv[:1] == ["bench"])
+    if argv[:1] == ["produce"]:  # VALUEs may come after options too: `produce t --key k "a value"`
+        args, rest = parser.parse_known_args(argv)
+        unknown = [item for item in rest if item.startswith("-") and item != "-"]
+        if unknown:
+            parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+        args.values += rest
+    else:
+        args = parser.parse_args(argv)
+    from .output import OutputClosed
+
+    try:
+        return _dispatch(args)
+    except (OutputClosed, BrokenPipeError):  # `logway consume … | head`: the reader had enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (nothing more to flush at exit)
+        return 0
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "serve":
         from .serve import serve
 
         return serve(args)
+    if args.command == "config":
+        from .config import show_config
+
+        return show_config(args)
+    if args.command == "produce":
+        from .produce import produce
+
+        return produce(args)
+    if args.command == "consume":
+        from .consume import consume
+
+        return consume(args)
     if args.command == "topics":
         from .topics import topics
 

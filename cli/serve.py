@@ -3,11 +3,14 @@
 `--print-config` prints the effective configuration instead; `--ready-file` gets the bound addresses (and the pid)
 as JSON once every listener is up (how `logway.bench.launcher.GatewayProcess` knows the ephemeral ports).
 Exit status: 0 after a graceful stop, 2 for a configuration error or anything else that keeps the gateway from
-starting — a port in use (the listener and the address are named), a data directory that is not a directory or
-not writable, TLS files that cannot be read, a resource that ran out while storage opened (descriptors, disk space:
-which, its limit, what to do; nothing is quarantined for it, and the next start opens everything) — 1 for a
-storage error (e.g. a locked data directory), 130 on KeyboardInterrupt. Each of these is one line on stderr (`logway: …`), no traceback: the errors come out of trio's
+starting — a port in use (the listener, the address and the key to set are named), a data directory that is not a
+directory or not writable, TLS files that cannot be read, a resource that ran out while storage opened (descriptors,
+disk space: which, its limit, what to do; nothing is quarantined for it, and the next start opens everything) — 1
+for a storage error (a data directory locked by another gateway: its pid is named), 130 on KeyboardInterrupt. Each
+of these is one line on stderr (`logway: …`) that says what to do, no traceback: the errors come out of trio's
 nurseries wrapped in exception groups, which `_leaves` unwraps. An unexpected exception still shows its traceback.
+A data directory that does not exist is created before the gateway starts, with a log line naming it (and the
+parents created with it).
 
 With `workers: N` > 1 this process is the supervisor of N worker processes (`logway.gateway.workers.supervise`):
 they are `logway serve` again with the same arguments, told which worker they are by the environment
@@ -22,19 +25,20 @@ import gc
 import json
 import logging
 import os
-import sys
+
+from .output import fail
 
 
 def serve(args: argparse.Namespace) -> int:
     from logway.gateway import ConfigError, load_config
 
     overrides = list(args.set)
-    if args.data_dir:
+    if args.data_dir is not None:
         overrides.append(f"data_dir={args.data_dir}")
     try:
         config = load_config(args.config, overrides=overrides)
     except ConfigError as exc:
-        return _fail(f"configuration error: {exc}")
+        return fail(f"configuration error: {exc}", 2)
     if args.print_config:
         import yaml
 
@@ -42,20 +46,25 @@ def serve(args: argparse.Namespace) -> int:
         return 0
     problem = data_dir_problem(config.data_dir)
     if problem is not None:
-        return _fail(problem)
+        return fail(problem, 2)
     from logway.gateway.workers import WorkerRole
 
     try:
         role = WorkerRole.from_env() if config.workers > 1 else None
     except ValueError as exc:
-        return _fail(str(exc))
+        return fail(str(exc), 2)
     if role is not None and role.count != config.workers:  # the configuration changed under the supervisor
-        return _fail(f"configuration error: this worker of {role.count} reads workers: {config.workers}")
+        return fail(f"configuration error: this worker of {role.count} reads workers: {config.workers}", 2)
     who = "" if role is None else f"worker-{role.index} "
     logging.basicConfig(level=config.log_level, format=f"%(asctime)s %(levelname)s {who}%(name)s: %(message)s")
     from logway.gateway import log_limits
 
     log_limits.install(config.log_repeat_limit)  # a client cannot fill the log (a line per refused connection, …)
+    if role is None:
+        try:
+            _create_data_dir(config.data_dir)
+        except OSError as exc:
+            return fail(_os_error(exc, config.data_dir), 2)
     if config.workers > 1 and role is None:
         return _supervise(args, config)
     import trio
@@ -67,7 +76,7 @@ def serve(args: argparse.Namespace) -> int:
     try:
         gateway = Gateway(config, worker=role)
     except ConfigError as exc:  # e.g. a TLS certificate that cannot be loaded
-        return _fail(f"configuration error: {exc}")
+        return fail(f"configuration error: {exc}", 2)
     started = False
 
     async def run() -> None:
@@ -97,12 +106,11 @@ def serve(args: argparse.Namespace) -> int:
             return 130
         bind = next((e for e in leaves if isinstance(e, ListenerError)), None)
         if bind is not None:  # the first listener that failed (the others were cancelled)
-            return _fail(str(bind))
+            return fail(str(bind), 2)
         if leaves and all(isinstance(e, StorageError) for e in leaves):
-            logging.getLogger("logway").error("%s", leaves[0])
-            return 1
+            return fail(_storage_error(leaves[0]), 1)
         if not started and leaves and all(isinstance(e, OSError) for e in leaves):
-            return _fail(_os_error(leaves[0], config.data_dir))
+            return fail(_os_error(leaves[0], config.data_dir), 2)
         raise
     return 0
 
@@ -113,8 +121,8 @@ def _supervise(args: argparse.Namespace, config) -> int:
     from logway.gateway.workers import supervise
     from logway.storage import StorageError
 
-    argv = ["--config", args.config] if args.config else []
-    if args.data_dir:
+    argv = ["--config", args.config] if args.config is not None else []
+    if args.data_dir is not None:
         argv += ["--data-dir", args.data_dir]
     for item in args.set:
         argv += ["--set", item]
@@ -123,20 +131,39 @@ def _supervise(args: argparse.Namespace, config) -> int:
     try:
         return supervise(config, argv, args.ready_file)
     except ListenerError as exc:  # the shared native or TANK port, the admin one (the workers bind the others)
-        return _fail(str(exc))
+        return fail(str(exc), 2)
     except ConfigError as exc:  # e.g. a TLS certificate that cannot be loaded (for the admin listener)
-        return _fail(f"configuration error: {exc}")
+        return fail(f"configuration error: {exc}", 2)
     except StorageError as exc:  # e.g. the data directory is locked by another gateway
-        logging.getLogger("logway").error("%s", exc)
-        return 1
+        return fail(_storage_error(exc), 1)
     except OSError as exc:
-        return _fail(_os_error(exc, config.data_dir))
+        return fail(_os_error(exc, config.data_dir), 2)
 
 
-def _fail(message: str, status: int = 2) -> int:
-    """One line on stderr (a YAML parser's message spans several: joined)."""
-    print("logway: " + " ".join(message.split()), file=sys.stderr)
-    return status
+def _storage_error(exc: Exception) -> str:
+    """A storage error that stops the start, with what to do about it."""
+    from logway.storage import DataDirLocked
+
+    if isinstance(exc, DataDirLocked):
+        return f"{exc}: stop that gateway, or give this one another data directory (--data-dir DIR)"
+    return f"cannot open the data directory: {exc}"
+
+
+def _create_data_dir(data_dir: str) -> None:
+    """Create the data directory when it does not exist yet, parents included, and say so: a mistyped --data-dir
+    would otherwise start an empty gateway without a word."""
+    full = os.path.abspath(data_dir)
+    if os.path.lexists(full):
+        return
+    missing = [full]
+    while not os.path.lexists(os.path.dirname(missing[-1])):
+        missing.append(os.path.dirname(missing[-1]))
+    parents = f" and its parent directories {', '.join(reversed(missing[1:]))}" if len(missing) > 1 else ""
+    logging.getLogger("logway").info("data_dir %s does not exist: creating it%s (a new, empty log)", full,
+                                     parents)
+    from logway.storage.files import makedirs_durably
+
+    makedirs_durably(full)  # (an OSError here is reported as any other that stops the start)
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:

@@ -1,17 +1,18 @@
 """`logway topics create|list|describe|delete|alter|config|add-partitions|delete-records`: topic admin on a running
-gateway, over the native protocol. Errors are one line on stderr: exit 1 for what the gateway refused or an
-unreachable gateway, 2 for arguments that are not what the command takes (`connect.py`)."""
+gateway, over the native protocol. Tables have a header line; `--json` prints JSON lines (`output.py`). Errors are one
+line on stderr: exit 1 for what the gateway refused or an unreachable gateway, 2 for arguments that are not what the
+command takes (`connect.py`)."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 
 from logway.clients.errors import NativeError
 from logway.clients.native import NativeClient
 
 from . import connect
 from .connect import Usage as _Usage
+from .output import Output, fail
 
 
 def topics(args: argparse.Namespace) -> int:
@@ -46,51 +47,51 @@ def _check(args: argparse.Namespace):
     return None
 
 
-def _run(client: NativeClient, args: argparse.Namespace, request) -> int:
+def _run(client: NativeClient, args: argparse.Namespace, request, out: Output) -> int:
     name = getattr(args, "name", None)
     if args.action == "create":
         client.create_topic(name, args.partitions)
-        print(f"created topic {name} with {args.partitions} partition(s)")
+        out.result(f"created topic {name} with {args.partitions} partition(s)", topic=name,
+                   partitions=args.partitions, created=True)
     elif args.action == "list":
-        for t in client.list_topics():
-            print(f"{t.name}\t{t.partitions}")
+        out.table(("name", "partitions"), ((t.name, t.partitions) for t in client.list_topics()))
     elif args.action == "describe":
         d = client.describe_topic(name, details=True)
-        print("partition\tlog_start_offset\tlog_end_offset\tsize_bytes\tsegments\tformat")
-        for p in d.partitions:
-            print(f"{p.partition}\t{p.log_start_offset}\t{p.log_end_offset}\t{_dash(p.size_bytes)}\t"
-                  f"{_dash(p.segments)}\t{_dash(d.format)}")
+        out.table(("partition", "log_start_offset", "log_end_offset", "size_bytes", "segments", "format"),
+                  ((p.partition, p.log_start_offset, p.log_end_offset, p.size_bytes, p.segments, d.format)
+                   for p in d.partitions))
     elif args.action == "delete":
         client.delete_topic(name)
-        print(f"deleted topic {name}")
+        out.result(f"deleted topic {name}", topic=name, deleted=True)
     elif args.action == "alter":
         client.alter_topic_config(name, request, args.delete_config, validate_only=args.validate_only)
         if args.validate_only:
-            print(f"the change to topic {name} is valid (nothing altered)")
+            out.result(f"the change to topic {name} is valid (nothing altered)", topic=name, altered=False)
         else:
-            overrides = [c for c in client.describe_topic_config(name) if c.source == "topic"]
-            print(f"altered topic {name}; its overrides: "
-                  + (", ".join(f"{c.name}={c.value}" for c in overrides) or "none"))
+            overrides = {c.name: c.value for c in client.describe_topic_config(name) if c.source == "topic"}
+            out.result(f"altered topic {name}; its overrides: "
+                       + (", ".join(f"{k}={v}" for k, v in overrides.items()) or "none"),
+                       topic=name, altered=True, overrides=overrides)
     elif args.action == "config":
-        print("name\tvalue\tsource\tdefault")
+        out.header(("name", "value", "source", "default"))
         for c in client.describe_topic_config(name):
-            print(f"{c.name}\t{c.value}\t{c.source}{' (read-only)' if c.read_only else ''}\t{c.default}")
+            if out.json_lines:
+                out.row(c.name, c.value, c.source, c.default, read_only=c.read_only)
+            else:
+                out.row(c.name, c.value, c.source + (" (read-only)" if c.read_only else ""), c.default)
     elif args.action == "add-partitions":
         count = client.create_partitions(name, args.count, validate_only=args.validate_only)
         if args.validate_only:
-            print(f"topic {name} can grow to {args.count} partition(s) (nothing altered)")
+            out.result(f"topic {name} can grow to {args.count} partition(s) (nothing altered)", topic=name,
+                       partitions=args.count, altered=False)
         else:
-            print(f"topic {name} has {count} partition(s)")
+            out.result(f"topic {name} has {count} partition(s)", topic=name, partitions=count, altered=True)
     elif args.action == "delete-records":
-        return _delete_records(client, name, args, request)
+        return _delete_records(client, name, args, request, out)
     return 0
 
 
-def _dash(value) -> str:
-    return "-" if value is None else str(value)
-
-
-def _delete_records(client: NativeClient, name: str, args: argparse.Namespace, offset: int) -> int:
+def _delete_records(client: NativeClient, name: str, args: argparse.Namespace, offset: int, out: Output) -> int:
     """One partition, or each in turn (a partition that refuses is reported and the others still go)."""
     if args.all_partitions:
         partitions = [p.partition for p in client.describe_topic(name).partitions]
@@ -103,8 +104,9 @@ def _delete_records(client: NativeClient, name: str, args: argparse.Namespace, o
         except NativeError as exc:
             if not args.all_partitions:
                 raise
-            print(f"logway: partition {partition}: {exc.message}", file=sys.stderr)
+            fail(f"partition {partition}: {exc.message}")
             failed += 1
             continue
-        print(f"topic {name} partition {partition}: log start offset {start}")
+        out.result(f"topic {name} partition {partition}: log start offset {start}", topic=name, partition=partition,
+                   log_start_offset=start)
     return 1 if failed else 0

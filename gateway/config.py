@@ -14,7 +14,8 @@ its description and its checks in the field's metadata:
     tls: TlsSettings = section(TlsSettings, "the certificate of every listener with tls: true")
 
 From the declarations come the embedded defaults (`DEFAULT_YAML`, one comment per key), the checks of a merged
-tree (`load_config`: types, minimums and maximums, allowed values) and README's table (`config_doc`).
+tree (`load_config`: types, minimums and maximums, allowed values) and the table of docs/configuration.md
+(`config_doc`).
 """
 
 from __future__ import annotations
@@ -42,16 +43,18 @@ class ConfigError(Exception):
 
 # ---- the declaration helpers -------------------------------------------------------------------------------------
 # Field metadata: "kind" (value | section | keyed | flat | key | derived), "doc" (one line: the YAML comment and
-# README's meaning), "more" (README only), and the checks: "minimum", "maximum", "choices", "expects" (the words
-# after "must be" in the error), "nonempty", "normalize" (applied before the checks), "check" (called with the
-# parsed value and the key path; returns the value or raises ConfigError).
+# the docs' meaning), "more" (the docs only), "secret" (hidden by `logway config`), and the checks: "minimum",
+# "maximum", "choices", "expects" (the words after "must be" in the error), "nonempty", "normalize" (applied before
+# the checks), "check" (called with the parsed value and the key path; returns the value or raises ConfigError).
 
 def setting(default: Any, doc: str, *, more: str = "", minimum: int | None = None, maximum: int | None = None,
             choices: tuple[str, ...] | None = None, expects: str | None = None, nonempty: bool = False,
-            normalize: Callable[[Any], Any] | None = None, check: Callable[[Any, str], Any] | None = None) -> Any:
-    """One key with a scalar value (bool, int, text, an enum) or a free-form mapping (its keys are the user's)."""
+            normalize: Callable[[Any], Any] | None = None, check: Callable[[Any, str], Any] | None = None,
+            secret: bool = False) -> Any:
+    """One key with a scalar value (bool, int, text, an enum) or a free-form mapping (its keys are the user's).
+    `secret`: `logway config` shows whether it is set, never its value (a token, passwords)."""
     meta = {"kind": "value", "doc": doc, "more": more, "minimum": minimum, "maximum": maximum, "choices": choices,
-            "expects": expects, "nonempty": nonempty, "normalize": normalize, "check": check}
+            "expects": expects, "nonempty": nonempty, "normalize": normalize, "check": check, "secret": secret}
     if isinstance(default, dict):
         return field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
     return field(default=default, metadata=meta)
@@ -114,7 +117,7 @@ class StorageSettings:
                            more=". `none`: the OS writes back; `interval`: fdatasync every `flush_interval_ms`; "
                                 "`always`: a produce or commit is acknowledged only after fdatasync (concurrent "
                                 "writers share one sync — group commit) and readers see only synced records. "
-                                "What each promises: [Durability](#durability)")
+                                "What each promises: [durability.md](durability.md)")
     flush_interval_ms: int = setting(1000, "with flush: interval, how often everything is fdatasynced", minimum=1)
     retention_check_interval_ms: int = setting(60000, "how often retention runs", minimum=1)
     offsets_retention_ms: int = setting(
@@ -156,7 +159,7 @@ class Limits:
     memory_bytes: int = setting(0, "memory for requests being received or decoded and answers being built or "
                                    "sent, across the gateway; 0 = a quarter of the machine's memory (or of the "
                                    "cgroup's limit)", more="(a connection that would take more waits — back-"
-                                   "pressure — while the others go on; see [Limits](docs/security.md#limits))",
+                                   "pressure — while the others go on; see [docs/limits.md](docs/limits.md#memory))",
                                 minimum=0)
     max_waiters: int = setting(10000, "long-polls parked at once across the gateway",
                                more="; beyond it a fetch answers at once", minimum=1)
@@ -172,7 +175,7 @@ class Limits:
     open_segment_files: int = setting(
         0, "segment files (data, indexes) kept open at once; the ones used least recently are closed, and opened "
            "again when read", more="; 0 = what the descriptor limit leaves after `max_connections` and 256 for the "
-           "rest, at most 8192 (see docs/operations.md)", minimum=0)
+           "rest, at most 8192 (see docs/limits.md)", minimum=0)
     max_topics: int = setting(10000, "topics at most; creating more is refused with each protocol's error",
                               minimum=1)
     max_partitions_per_topic: int = setting(MAX_PARTITIONS, "partitions of one topic at most", minimum=1,
@@ -186,7 +189,10 @@ class KafkaSettings:
     advertised_host: str = setting("", "the host Metadata and FindCoordinator tell Kafka clients to connect to; "
                                        "\"\" = the listener's host", expects="a host name or \"\"")
     advertised_port: int = setting(0, "0 = the port the Kafka listener actually bound", minimum=0)
-    auto_create_topics: bool = setting(True, "Metadata requests that allow it create unknown topics")
+    auto_create_topics: bool = setting(False, "Metadata requests that allow it create unknown topics",
+                                       more="(off by default, unlike Kafka's auto.create.topics.enable: on a shared "
+                                            "gateway a typo would make a topic; producers to a topic that does not "
+                                            "exist get UNKNOWN_TOPIC_OR_PARTITION)")
     default_partitions: int = setting(1, "partitions of auto-created topics and of CreateTopics with -1", minimum=1)
     max_request_bytes: int = setting(100 * MiB, "Kafka's socket.request.max.bytes: larger requests close the "
                                                 "connection", minimum=1024)
@@ -229,9 +235,9 @@ class AuthSettings:
     kafka_sasl_plain: bool = setting(False, "Kafka clients must authenticate with SASL/PLAIN as one of auth.users")
     users: dict[str, str] = setting({}, "user name: password (e.g. LOGWAY_AUTH__USERS__alice=secret); use with TLS",
                                     more="(the name keeps its case)", expects="a mapping of user name to password",
-                                    check=_valid_users)
+                                    check=_valid_users, secret=True)
     native_token: str = setting("", "when set, native clients must first send {\"Auth\": {\"token\": ...}} with "
-                                    "this token")
+                                    "this token", secret=True)
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -252,7 +258,7 @@ class Config:
     })
     tls: TlsSettings = section(TlsSettings, "the certificate of every listener with tls: true")
     auth: AuthSettings = section(AuthSettings, "off by default; TANK has no authentication in its protocol (see "
-                                               "README threat model)")
+                                               "docs/security.md)")
     storage: StorageSettings = section(StorageSettings, "the log on disk: durability, segments, retention")
     limits: Limits = section(Limits, "bounds that keep one client from exhausting the gateway")
     kafka: KafkaSettings = section(KafkaSettings, "the Kafka protocol: what clients are told, topics, groups")
@@ -272,14 +278,14 @@ class Config:
                                 "groups and transactions (transactions need the native listener enabled); the "
                                 "admin port serves every worker's metrics, readiness and console, each worker's "
                                 "own admin listener is on the next ports; needs Linux — see "
-                                "[docs/scaling.md](docs/scaling.md))")
+                                "[scaling.md](scaling.md))")
     worker_refresh_ms: int = setting(1000, "with workers > 1, how often each worker also looks at every topic for "
                                            "changes the others made (it is told of each change at once; this "
                                            "catches what a lost message missed)", minimum=50, maximum=3_600_000)
     worker_handover: bool = setting(True, "with workers > 1, give a native or TANK connection whose request is "
                                           "wholly for another worker's partitions to that worker (once per "
                                           "connection), instead of relaying its requests for its whole life",
-                                    more="(see docs/scaling.md, \"Handing connections over\")")
+                                    more="(see [scaling.md](scaling.md), \"Handing connections over\")")
     worker_watchdog_ms: int = setting(30000, "with workers > 1, a worker whose event loop has not told the "
                                              "supervisor it is alive for this long (it does every sixth of it once "
                                              "ready) is killed and started again, as a worker that died", more="; 0 "
@@ -450,10 +456,15 @@ def defaults() -> dict[str, Any]:
 # ---- layering ----------------------------------------------------------------------------------------------------
 
 def load_config(path: str | None = None, *, env: Mapping[str, str] | None = None,
-                overrides: list[str] | tuple[str, ...] = ()) -> Config:
-    """Build the configuration: defaults ← file ← environment ← `key.path=value` overrides."""
+                overrides: list[str] | tuple[str, ...] = (), sources: dict[str, str] | None = None) -> Config:
+    """Build the configuration: defaults ← file ← environment ← `key.path=value` overrides. `sources`, when given,
+    is filled with where each value that is not a default came from, by dotted key (a user's own key of a free-form
+    mapping by its full path): `file PATH`, `environment LOGWAY_…` or `flag --set KEY` (`logway config`)."""
+    found: dict[str, str] = {} if sources is None else sources
     tree = defaults()
-    if path:
+    if path is not None:
+        if not path.strip():
+            raise ConfigError("--config must name a YAML file, got an empty path")
         try:
             with open(path, "rb") as f:
                 loaded = yaml.safe_load(f) or {}
@@ -463,7 +474,7 @@ def load_config(path: str | None = None, *, env: Mapping[str, str] | None = None
             raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
         if not isinstance(loaded, dict):
             raise ConfigError(f"config file {path} must hold a mapping at the top level")
-        _merge(tree, loaded, "")
+        _merge(tree, loaded, "", lambda key: found.__setitem__(key, f"file {path}"))
     env = os.environ if env is None else env
     for name, value in sorted(env.items()):
         if name.startswith("LOGWAY_") and name not in NOT_SETTINGS:
@@ -473,28 +484,32 @@ def load_config(path: str | None = None, *, env: Mapping[str, str] | None = None
             if free:  # a user's own key keeps its case (a user name)
                 dotted = free + "." + ".".join(parts[free.count(".") + 1:])
             _set_path(tree, dotted, value, f"environment variable {name}")
+            found[dotted] = f"environment {name}"
     for item in overrides:
         dotted, sep, value = item.partition("=")
         if not sep:
             raise ConfigError(f"--set expects key.path=value, got {item!r}")
         _set_path(tree, dotted.strip(), value, f"--set {item}")
+        found[dotted.strip()] = f"flag --set {dotted.strip()}"
     return _check_whole(_parse(Config, tree, "", raw=copy.deepcopy(tree)))
 
 
-def _merge(base: dict, update: dict, prefix: str) -> None:
+def _merge(base: dict, update: dict, prefix: str, record: Callable[[str], None]) -> None:
     for name, value in update.items():
         where = f"{prefix}{name}"
         if prefix.rstrip(".") in FREE_FORM:
             base[name] = value
+            record(where)
             continue
         if name not in base:
             raise ConfigError(f"unknown config key {where!r}")
         if isinstance(base[name], dict):
             if not isinstance(value, dict):
                 raise ConfigError(f"config key {where!r} must be a mapping")
-            _merge(base[name], value, where + ".")
+            _merge(base[name], value, where + ".", record)
         else:
             base[name] = value
+            record(where)
 
 
 def _set_path(tree: dict, dotted: str, text: str, source: str) -> None:
@@ -565,8 +580,9 @@ def _value(hint: Any, meta: Mapping[str, Any], given: Any, path: str) -> Any:
         if meta.get("maximum") is not None and value > meta["maximum"]:
             raise ConfigError(f"{path} must be <= {meta['maximum']}, got {value}")
     elif isinstance(hint, type) and issubclass(hint, str):
-        if not isinstance(value, str) or (meta.get("nonempty") and not value):
-            raise ConfigError(f"{path} must be {expects or 'text (quote it in YAML)'}")
+        if not isinstance(value, str) or (meta.get("nonempty") and not value.strip()):
+            empty = " (it is empty)" if isinstance(value, str) else ""
+            raise ConfigError(f"{path} must be {expects or 'text (quote it in YAML)'}{empty}")
     elif typing.get_origin(hint) is dict:
         if not isinstance(value, dict):
             raise ConfigError(f"{path} must be {expects or 'a mapping'}")

@@ -1,10 +1,11 @@
-"""README's configuration table, generated from the schema in `config.py` so the docs cannot drift.
+"""The table of every configuration key in docs/configuration.md, generated from the schema in `config.py` so the
+docs cannot drift.
 
-The table sits in README.md between `BEGIN` and `END`; tests/gateway/test_config.py fails when it differs from
-`readme_table()`. To regenerate:
+The table sits in docs/configuration.md between `BEGIN` and `END`; tests/gateway/test_config.py fails when it differs
+from `table()`. To regenerate:
 
-    python -m logway.gateway.config_doc --readme                  # print the table
-    python -m logway.gateway.config_doc --update-readme README.md # rewrite it in place
+    python -m logway.gateway.config_doc --print                           # print the table
+    python -m logway.gateway.config_doc --update docs/configuration.md   # rewrite it in place
 """
 
 from __future__ import annotations
@@ -16,35 +17,38 @@ from typing import Any
 
 from .config import Config, choices_of, hints, readable_default, yaml_value
 
-BEGIN = "<!-- config table: generated from gateway/config.py by `python -m logway.gateway.config_doc --readme` -->"
+#: Where the table lives, from the repository's root.
+DOC = "docs/configuration.md"
+BEGIN = (f"<!-- config table: generated from gateway/config.py by `python -m logway.gateway.config_doc --update {DOC}`"
+         " -->")
 END = "<!-- end of config table -->"
 
 
-def readme_table() -> str:
+def table() -> str:
     """The Markdown table of every key: its dotted path, its default and what it means."""
     rows = ["| key | default | meaning |", "|---|---|---|"]
     rows += [_row(*cells) for cells in _rows(Config(), "")]
     return "\n".join(rows) + "\n"
 
 
-def table_in(readme: str) -> str:
-    """The generated table as README.md holds it today (between `BEGIN` and `END`)."""
-    start, end = _bounds(readme)
-    return readme[start:end].strip("\n") + "\n"
+def table_in(doc: str) -> str:
+    """The generated table as the document holds it today (between `BEGIN` and `END`)."""
+    start, end = _bounds(doc)
+    return doc[start:end].strip("\n") + "\n"
 
 
-def with_table(readme: str) -> str:
-    """README.md's text with the table replaced by `readme_table()` (blank lines around it, so Markdown sees a
-    table after the HTML comment)."""
-    start, end = _bounds(readme)
-    return readme[:start] + "\n" + readme_table() + "\n" + readme[end:]
+def with_table(doc: str) -> str:
+    """The document's text with the table replaced by `table()` (blank lines around it, so Markdown sees a table
+    after the HTML comment)."""
+    start, end = _bounds(doc)
+    return doc[:start] + "\n" + table() + "\n" + doc[end:]
 
 
-def _bounds(readme: str) -> tuple[int, int]:
-    begin = readme.find(BEGIN + "\n")
-    end = readme.find(END, begin)
+def _bounds(doc: str) -> tuple[int, int]:
+    begin = doc.find(BEGIN + "\n")
+    end = doc.find(END, begin)
     if begin < 0 or end < 0:
-        raise ValueError(f"README has no generated config table (the lines {BEGIN!r} … {END!r})")
+        raise ValueError(f"no generated config table (the lines {BEGIN!r} … {END!r})")
     return begin + len(BEGIN) + 1, end
 
 
@@ -106,21 +110,21 @@ def _rows(obj: Any, prefix: str) -> list[tuple[str, str, str]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m logway.gateway.config_doc", description=__doc__.split("\n")[0])
     group = parser.add_mutually_exclusive_group(required=True)
-    group.add_argument("--readme", action="store_true", help="print README's configuration table")
-    group.add_argument("--update-readme", metavar="PATH", help="rewrite the table in this README.md")
+    group.add_argument("--print", action="store_true", help="print the configuration table")
+    group.add_argument("--update", metavar="PATH", help=f"rewrite the table in this file ({DOC})")
     args = parser.parse_args(argv)
-    if args.readme:
-        sys.stdout.write(readme_table())
+    if args.print:
+        sys.stdout.write(table())
         return 0
-    with open(args.update_readme, encoding="utf-8") as f:
+    with open(args.update, encoding="utf-8") as f:
         text = f.read()
     try:
         updated = with_table(text)
     except ValueError as exc:
-        print(exc, file=sys.stderr)
+        print(f"{args.update}: {exc}", file=sys.stderr)
         return 1
     if updated != text:
-        with open(args.update_readme, "w", encoding="utf-8") as f:
+        with open(args.update, "w", encoding="utf-8") as f:
             f.write(updated)
     return 0
 

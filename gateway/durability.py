@@ -27,7 +27,7 @@ log = logging.getLogger("logway.gateway")
 
 class Flush(enum.StrEnum):
     """When an acknowledged write reaches the disk (`storage.flush`). An acknowledgement is a produce answer, an
-    offset-commit answer or a CreateTopics/DeleteTopics answer; README "Durability" is the full statement.
+    offset-commit answer or a CreateTopics/DeleteTopics answer; docs/durability.md is the full statement.
 
     - `NONE`: acknowledged once written to the OS. A process crash (kill -9, OOM kill, a bug) loses nothing
       acknowledged (the page cache outlives the process); a power cut or kernel crash may lose whatever the OS had

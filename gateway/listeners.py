@@ -179,8 +179,9 @@ def warn_if_exposed(name: str, host: str) -> None:
     if is_loopback(host):
         return
     if name == "admin":
-        log.warning("admin listener is bound to %s: its metrics and console (topics, groups, record contents) are "
-                    "reachable from other hosts without authentication", host)
+        log.warning("admin listener is bound to %s: its metrics and console (topics, groups, record contents, and "
+                    "actions that change them) are reachable from other hosts without authentication (see "
+                    "docs/security.md)", host)
     else:
         log.warning("%s listener is bound to %s: reachable from other hosts (an explicit config choice; see the "
-                    "threat model in README.md)", name, host)
+                    "threat model in docs/security.md)", name, host)

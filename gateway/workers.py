@@ -642,6 +642,8 @@ def _start_admin(config: Config, workers: list[_Worker]):
                             config.tls.cert_file)
     try:
         admin.start()
+    except ListenerError:
+        raise
     except OSError as exc:
         raise ListenerError(ADMIN, lc.host, lc.port, OSError(exc.errno, os.strerror(exc.errno)) if exc.errno
                             else exc) from None

@@ -6,7 +6,7 @@ codec. Storage formats plug in through `BatchFormat` adapters (see `formats`).
 
 from .config import MAX_PARTITIONS, EngineLimits, TopicConfig
 from .engine import LogEngine, Topic
-from .errors import (BatchTooLarge, CorruptBatch, InvalidBatchOffset, InvalidConfig, InvalidPartitions,
+from .errors import (BatchTooLarge, CorruptBatch, DataDirLocked, InvalidBatchOffset, InvalidConfig, InvalidPartitions,
                      InvalidTopicName, LimitReached, NotAnOffsetLog, OffsetOutOfRange, StorageClosed, StorageError,
                      StorageIOError, TopicExists, UnknownFormat, UnknownPartition, UnknownTopic, running_out)
 from .formats import BatchFormat, BatchInfo
@@ -18,9 +18,9 @@ from .transactions import TransactionStore
 from .txnindex import AbortedTxn, TxnIndex
 
 __all__ = [
-    "AppendResult", "BatchFormat", "BatchInfo", "BatchTooLarge", "CommittedOffset", "CorruptBatch", "EngineLimits",
-    "IdAllocator", "InvalidBatchOffset", "InvalidConfig", "InvalidPartitions", "InvalidTopicName", "LimitReached",
-    "LogEngine", "MAX_PARTITIONS",
+    "AppendResult", "BatchFormat", "BatchInfo", "BatchTooLarge", "CommittedOffset", "CorruptBatch", "DataDirLocked",
+    "EngineLimits", "IdAllocator", "InvalidBatchOffset", "InvalidConfig", "InvalidPartitions", "InvalidTopicName",
+    "LimitReached", "LogEngine", "MAX_PARTITIONS",
     "NotAnOffsetLog", "OffsetOutOfRange", "OffsetStore", "PartitionLog", "ReadSlice", "RecoveryReport",
     "StorageClosed", "StorageError", "StorageIOError", "Topic", "TopicConfig", "TopicExists", "TransactionStore",
     "TxnIndex", "AbortedTxn", "UnknownFormat",

@@ -59,8 +59,9 @@ from typing import Any, Callable, Iterable, Mapping
 
 from .config import (KAFKA_NAMES, MAX_PARTITIONS, READ_ONLY, ConfigEntry, EngineLimits, TopicConfig, canonical_name,
                      canonical_overrides, clamped_overrides, describe)
-from .errors import (InvalidConfig, InvalidPartitions, InvalidTopicName, LimitReached, NotAnOffsetLog, StorageClosed,
-                     StorageError, TopicExists, UnknownFormat, UnknownPartition, UnknownTopic, running_out)
+from .errors import (DataDirLocked, InvalidConfig, InvalidPartitions, InvalidTopicName, LimitReached, NotAnOffsetLog,
+                     StorageClosed, StorageError, TopicExists, UnknownFormat, UnknownPartition, UnknownTopic,
+                     running_out)
 from .files import aside_name, makedirs_durably, name_max, quarantine, rename_durably, sync_names, write_synced
 from .formats import BatchFormat
 from .names import validate_topic_name
@@ -210,9 +211,15 @@ class LogEngine:
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            try:  # the holder wrote its pid there (`_claim_lock`): name it, so the operator knows what to stop
+                holder = os.pread(self._lock_fd, 64, 0).decode("ascii", "replace").strip()
+            except OSError:
+                holder = ""
             os.close(self._lock_fd)
             who = "" if worker is None else f"worker {worker}'s part of "
-            raise StorageError(f"{who}data directory {self.data_dir} is in use by another logway process") from None
+            pid = f" (pid {holder})" if holder.isdigit() else ""
+            raise DataDirLocked(f"{who}data directory {self.data_dir} is in use by another logway process{pid}",
+                                int(holder) if holder.isdigit() else None) from None
         previous_owner = self._claim_lock()
         self._topics_dir = os.path.join(self.data_dir, "topics")
         self.topics_by_name: dict[str, Topic] = {}

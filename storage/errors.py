@@ -12,6 +12,14 @@ class StorageError(Exception):
     """Base of every storage error."""
 
 
+class DataDirLocked(StorageError):
+    """Another process holds the data directory's lock; `holder` is the pid it recorded there (None: unknown)."""
+
+    def __init__(self, message: str, holder: int | None = None) -> None:
+        super().__init__(message)
+        self.holder = holder
+
+
 class InvalidTopicName(StorageError):
     """The name breaks Kafka's rules: 1–249 characters of [a-zA-Z0-9._-], not '.' or '..'."""
 

@@ -41,7 +41,8 @@ def require_spark() -> None:
 def logway_gateway(tmp_path_factory):
     """A gateway subprocess shared by every pipeline test (each test uses its own topics)."""
     data = str(tmp_path_factory.mktemp("pipeline") / "data")
-    gw = GatewayProcess(data, "storage.flush=none", "log_level=WARNING", stderr=subprocess.DEVNULL)
+    gw = GatewayProcess(data, "storage.flush=none", "log_level=WARNING", "kafka.auto_create_topics=true",
+                        stderr=subprocess.DEVNULL)  # (some writes go to topics they do not create, as Spark's do)
     yield gw
     gw.stop()
 

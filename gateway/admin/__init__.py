@@ -5,6 +5,8 @@ probes, and a console page with the JSON endpoints behind it — served by the g
 - `metrics`: the gateway's `CollectorRegistry`, building every `logway_*` family at scrape time;
 - `http`: the HTTP/1.1 server (h11), bounded in connections, sizes and time;
 - `api`: the endpoints (`/metrics`, `/health`, `/ready`, `/api/*`, the console's static files);
+- `browse`: the console's message browser and search;
+- `actions`: the console's actions, native requests answered by the native handler (`POST /api/request`);
 - `server`: `AdminServer`, what the gateway starts;
 - `supervisor`: `SupervisorAdmin`, the admin listener of a `workers: N` supervisor (every worker's metrics, labelled,
   their readiness, and the console over all of them);

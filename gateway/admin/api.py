@@ -1,4 +1,4 @@
-"""What the admin listener answers: `AdminApi.handle(method, target)` -> (status, headers, body).
+"""What the admin listener answers: `AdminApi.handle(request)` -> (status, headers, body).
 
 | path | answer |
 |---|---|
@@ -9,11 +9,12 @@
 | `/api/topics` | topics, their format and partitions: offsets, size, segments, records appended |
 | `/api/groups` | consumer groups: committed offsets and lag per partition, members of live Kafka groups |
 | `/api/rates` | per protocol, records and bytes per second in and out, sampled each second (the last minutes) |
-| `/api/topics/<t>/partitions/<p>/messages?last=N` | the last N (1–500, 20 by default) records of a partition |
+| `/api/topics/<t>/partitions/<p>/messages?…` | the message browser and search (`browse.py`) |
+| `/api/console` | what the console may do: its actions, and the login they need (`actions.py`) |
+| `POST /api/request` | the console's actions: one native request, answered by the native handler (`actions.py`) |
 
-Every answer is GET/HEAD only (405 otherwise); JSON answers are `application/json` and never cached. The message
-browser reads through `Steps.read(..., RECORDS)` — the path a native fetch takes, in decoded records rather than
-native JSON — so it sees committed records only, as any non-Kafka reader does.
+Everything but `POST /api/request` is GET/HEAD only (405 otherwise); JSON answers are `application/json` and never
+cached.
 """
 
 from __future__ import annotations
@@ -28,11 +29,10 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import trio
 
-from logway.storage import OffsetOutOfRange, StorageError, UnknownPartition, UnknownTopic
-
-from ..formats import RECORDS
+from .actions import ConsoleActions
+from .browse import messages
 from .http import NO_STORE as _NO_STORE
-from .http import HttpAnswer
+from .http import HttpAnswer, HttpRequest
 from .http import json_answer as _json
 from .http import text_answer as _text
 from .metrics import CONTENT_TYPE, group_offsets, kafka_groups
@@ -42,14 +42,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger("logway.gateway.admin")
 
-__all__ = ["MAX_LAST", "SHOWN_BYTES", "AdminApi", "RateSampler", "console_file"]
-
-#: The most records the message browser shows at once.
-MAX_LAST = 500
-#: Bytes of a key, value or header value shown (as text and as hex); the size is always given.
-SHOWN_BYTES = 2048
-#: Bytes the message browser reads at most per request (whole batches, so it may go over by one batch).
-READ_BUDGET = 8 * 1024 * 1024
+__all__ = ["AdminApi", "RateSampler", "console_file"]
 
 _STATIC_READ: dict[str, tuple[bytes, str]] = {}  # path -> (body, content type), read on first use
 _STATIC = {"/": ("console.html", "text/html; charset=utf-8"),
@@ -104,11 +97,19 @@ class AdminApi:
     def __init__(self, gateway: Gateway, sampler: RateSampler) -> None:
         self.gateway = gateway
         self.sampler = sampler
+        self.actions = ConsoleActions(gateway)
 
-    async def handle(self, method: str, target: str) -> HttpAnswer:
+    async def handle(self, request: HttpRequest) -> HttpAnswer:
+        method, target = request.method, request.target
         try:
             parts = urlsplit(target)
             path = parts.path or "/"
+            if path == "/api/request":
+                if method != "POST":
+                    return _text(405, "the console's actions are POSTed", [("Allow", "POST")])
+                if not self.gateway.storage_open:
+                    return _json(503, {"Error": {"message": "the gateway is starting or stopping"}})
+                return await self.actions.request(request)
             if method not in ("GET", "HEAD"):
                 return _text(405, f"method {method} not allowed: the admin endpoints are GET only",
                              [("Allow", "GET, HEAD")])
@@ -140,6 +141,8 @@ class AdminApi:
         segments = [unquote(s) for s in path.split("/")[2:]]
         if segments == ["rates"]:
             return _json(200, self.sampler.rates())
+        if segments == ["console"]:
+            return _json(200, self.actions.session())
         if not self.gateway.storage_open:
             return _json(503, {"error": "storage is not open (the gateway is starting or stopping)"})
         if segments == ["topics"]:
@@ -148,7 +151,7 @@ class AdminApi:
             return _json(200, {"groups": self.groups()})
         if len(segments) == 5 and segments[0] == "topics" and segments[2] == "partitions" \
                 and segments[4] == "messages":
-            return await self._messages(segments[1], segments[3], query)
+            return await messages(self.gateway, segments[1], segments[3], query)
         return _json(404, {"error": f"not found: {path}"})
 
     def topics(self) -> list[dict[str, Any]]:
@@ -194,49 +197,6 @@ class AdminApi:
                             for m in d.members]
         return [groups[name] for name in sorted(groups)]
 
-    async def _messages(self, topic: str, partition: str, query: dict[str, list[str]]) -> HttpAnswer:
-        try:
-            last = int(query.get("last", ["20"])[-1])
-            number = int(partition)
-        except ValueError:
-            return _json(400, {"error": "partition and last must be integers"})
-        if not 1 <= last <= MAX_LAST:
-            return _json(400, {"error": f"last must be between 1 and {MAX_LAST}"})
-        try:
-            plog = self.gateway.engine.partition(topic, number)
-        except (UnknownTopic, UnknownPartition) as exc:
-            return _json(404, {"error": str(exc)})
-        try:
-            records = await self._last_records(plog, last)
-        except StorageError as exc:
-            return _json(503, {"error": f"storage error: {exc}"})
-        except ValueError as exc:  # records this format cannot show (RecordFormatError)
-            return _json(500, {"error": f"cannot decode the records: {exc}"})
-        return _json(200, {"topic": topic, "partition": number, "format": plog.fmt.name,
-                           "log_start_offset": plog.log_start_offset, "end_offset": plog.last_stable_offset,
-                           "messages": [_record(r) for r in records]})
-
-    async def _last_records(self, plog, last: int) -> list:
-        """The last `last` committed records of `plog`, read as a native fetch reads them."""
-        steps = self.gateway.steps
-        for _ in range(3):  # retention may move the log start between our look and the read
-            end = plog.last_stable_offset
-            offset = max(plog.log_start_offset, end - last)
-            records: list = []
-            budget = READ_BUDGET
-            try:
-                while offset < end and budget > 0:
-                    read = await steps.read(plog, offset, min(budget, 1024 * 1024), RECORDS)
-                    if read is None:
-                        break
-                    records.extend(read.data)
-                    offset = max(read.slice.end_offset, offset + 1)
-                    budget -= read.slice.length
-            except OffsetOutOfRange:
-                continue
-            return records[-last:]
-        return []
-
 
 def console_file(path: str) -> HttpAnswer | None:
     """The console's file at `path` (`/`, `/console.js`, `/console.css`: packaged with the gateway, read once), or
@@ -257,27 +217,3 @@ def _assignment(protocol_type: str, data: bytes) -> list[tuple[str, int]]:
     from ..protocols.native.groups import consumer_assignment  # the one decoder of Kafka's consumer assignment
 
     return consumer_assignment(data)
-
-
-def _bytes(data: bytes | None) -> dict[str, Any] | None:
-    """A key, value or header value for the console: its size, the first SHOWN_BYTES as hex, and as text when
-    they are UTF-8 (the console picks; it renders them as text nodes, never as markup)."""
-    if data is None:
-        return None
-    shown = bytes(data[:SHOWN_BYTES])
-    text = None
-    cuts = range(4) if len(data) > SHOWN_BYTES else range(1)  # a multi-byte character may be cut at the end
-    for cut in cuts:
-        try:
-            text = shown[:len(shown) - cut].decode("utf-8")
-            break
-        except UnicodeDecodeError:
-            continue
-    return {"size": len(data), "hex": shown.hex(), "text": text, "truncated": len(data) > SHOWN_BYTES}
-
-
-def _record(r) -> dict[str, Any]:
-    return {"offset": r.offset, "timestamp": r.timestamp, "key": _bytes(r.key), "value": _bytes(r.value),
-            "headers": [{"key": k, "value": _bytes(v)} for k, v in r.headers]}
-
-

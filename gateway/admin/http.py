@@ -3,33 +3,36 @@
 Bounded on every side: at most `MAX_CONNECTIONS` connections — a new one past it closes the connection idle the
 longest (else the one whose request has been arriving the longest), so probes of `/health` and `/ready` are
 answered whatever other clients hold open; one busy answering is never closed, and when all are, the new one is
-closed at once and counted as refused —, request heads of at most `MAX_HEAD_BYTES` (431), bodies of at most `MAX_BODY_BYTES` (413; the endpoints are all
-GET), a keep-alive connection idle for `KEEPALIVE_S` is closed, a request that started must arrive whole within
-`limits.request_timeout_ms` (408) and its answer must be taken by the client within the same time. A request h11
-cannot parse gets 400 and the connection closes; other connections, and the listener, go on. What to answer is
-`api.AdminApi`'s business: this module only speaks HTTP.
+closed at once and counted as refused —, request heads of at most `MAX_HEAD_BYTES` (431), bodies of at most
+`MAX_BODY_BYTES` (413; only the console's actions have one), a keep-alive connection idle for `KEEPALIVE_S` is
+closed, a request that started must arrive whole within `limits.request_timeout_ms` (408) and its answer must be
+taken by the client within the same time. A request h11 cannot parse gets 400 and the connection closes; other
+connections, and the listener, go on. What to answer is `api.AdminApi`'s business: this module only speaks HTTP.
 """
 
 from __future__ import annotations
 
-import errno
 import logging
+from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
 import h11
 import orjson
 import trio
 
+from ..errors import ListenerError
+
 log = logging.getLogger("logway.gateway.admin")
 
 __all__ = ["KEEPALIVE_S", "MAX_BODY_BYTES", "MAX_CONNECTIONS", "MAX_HEAD_BYTES", "NO_STORE", "HttpAnswer",
-           "json_answer", "serve_http", "text_answer"]
+           "HttpRequest", "json_answer", "serve_http", "text_answer"]
 
 #: Admin connections open at once; the admin listener is for a scraper, probes and a few consoles.
 MAX_CONNECTIONS = 64
 #: The request line and headers together.
 MAX_HEAD_BYTES = 16 * 1024
-#: A request body (none of the endpoints takes one; a small one is read and ignored).
+#: A request body: only the console's actions have one, a native request (a test message's value is its largest
+#: part; the JSON array of its bytes takes ~4 bytes per byte).
 MAX_BODY_BYTES = 64 * 1024
 #: A keep-alive connection with no request in progress is closed after this long.
 KEEPALIVE_S = 30.0
@@ -37,7 +40,21 @@ RECEIVE_CHUNK = 16 * 1024
 
 #: (status, headers, body): what a handler answers.
 HttpAnswer = tuple[int, list[tuple[str, str]], bytes]
-Handler = Callable[[str, str], Awaitable[HttpAnswer]]
+
+
+@dataclass(slots=True)
+class HttpRequest:
+    """One request as a handler gets it: header names in lower case (a repeated header's values joined by ", "),
+    the body whole (at most MAX_BODY_BYTES), and the client's address."""
+
+    method: str
+    target: str
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    peer: str = ""
+
+
+Handler = Callable[[HttpRequest], Awaitable[HttpAnswer]]
 
 #: Sent with every answer that must not be cached (all but the console's static files).
 NO_STORE = ("Cache-Control", "no-store")
@@ -80,13 +97,12 @@ class AdminConnections:
 
 async def serve_http(host: str, port: int, handler: Handler, counts: AdminConnections, request_timeout: float,
                      ssl_context=None, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-    """Bind (host, port), report the bound (host, port), and serve HTTP with `handler(method, target)` until
-    cancelled. A bind failure raises OSError naming the admin listener and the address."""
+    """Bind (host, port), report the bound (host, port), and serve HTTP with `handler(request)` until
+    cancelled. A bind failure raises `ListenerError` (the admin listener, the address, the key to set)."""
     try:
         listeners = await trio.open_tcp_listeners(port, host=host)
-    except OSError as exc:
-        why = "the address is already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
-        raise OSError(exc.errno, f"admin listener: cannot listen on {host}:{port}: {why}") from None
+    except OSError as exc:  # one line naming the listener, the address and the key to change
+        raise ListenerError("admin", host, port, exc) from None
     sockname = listeners[0].socket.getsockname()
     if ssl_context is not None:  # the handshake happens on the first receive, under the request timeouts
         listeners = [trio.SSLListener(lst, ssl_context, https_compatible=True) for lst in listeners]
@@ -99,7 +115,7 @@ async def serve_http(host: str, port: int, handler: Handler, counts: AdminConnec
             return
         counts.accepted += 1
         counts.open += 1
-        http = HttpConnection(stream, handler, request_timeout)
+        http = HttpConnection(stream, handler, request_timeout, _peer(stream))
         counts.live.add(http)
         try:
             with http.scope:
@@ -119,10 +135,11 @@ async def serve_http(host: str, port: int, handler: Handler, counts: AdminConnec
 class HttpConnection:
     """One keep-alive connection: requests one at a time, each answered in full before the next is read."""
 
-    def __init__(self, stream: trio.abc.Stream, handler: Handler, request_timeout: float) -> None:
+    def __init__(self, stream: trio.abc.Stream, handler: Handler, request_timeout: float, peer: str = "") -> None:
         self.stream = stream
         self.handler = handler
         self.request_timeout = request_timeout
+        self.peer = peer
         self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
         self._head = False  # the request being answered is a HEAD: no body goes out
         self.scope = trio.CancelScope()  # cancelled to make room for a newer connection (`AdminConnections`)
@@ -136,9 +153,8 @@ class HttpConnection:
                 request = await self._read_request()
                 if request is None:
                     return
-                method = request.method.decode("ascii", "replace")
-                self._head = method == "HEAD"
-                status, headers, body = await self.handler(method, request.target.decode("ascii", "replace"))
+                self._head = request.method == "HEAD"
+                status, headers, body = await self.handler(request)
                 await self.respond(status, headers, body)
             except _Refuse as refusal:
                 await self._refuse(refusal.status, refusal.message)
@@ -149,12 +165,12 @@ class HttpConnection:
                 return
             conn.start_next_cycle()
 
-    async def _read_request(self) -> h11.Request | None:
-        """The next request, its body read (and dropped); None when the client closed or stayed idle for
-        `KEEPALIVE_S`. Once a request has begun, it must be complete within the request timeout (else 408)."""
+    async def _read_request(self) -> HttpRequest | None:
+        """The next request, its body read; None when the client closed or stayed idle for `KEEPALIVE_S`. Once a
+        request has begun, it must be complete within the request timeout (else 408)."""
         conn = self.conn
         request = None
-        body = 0
+        body = bytearray()
         begun = self.begun = False
         self.waiting_since = trio.current_time()
         deadline = self.waiting_since + KEEPALIVE_S
@@ -163,7 +179,7 @@ class HttpConnection:
         finally:
             self.waiting_since = None
 
-    async def _read(self, conn, request, body: int, begun: bool, deadline: float) -> h11.Request | None:
+    async def _read(self, conn, request, body: bytearray, begun: bool, deadline: float) -> HttpRequest | None:
         while True:
             event = conn.next_event()
             if event is h11.NEED_DATA:
@@ -188,11 +204,17 @@ class HttpConnection:
                     begun = self.begun = True
                     deadline = trio.current_time() + self.request_timeout
             elif etype is h11.Data:
-                body += len(event.data)
-                if body > MAX_BODY_BYTES:
+                if len(body) + len(event.data) > MAX_BODY_BYTES:
                     raise _Refuse(413, f"request body over {MAX_BODY_BYTES} bytes")
+                body += event.data
             elif etype is h11.EndOfMessage:
-                return request
+                headers: dict[str, str] = {}
+                for name, value in request.headers:
+                    key = name.decode("ascii", "replace")  # (h11 gives them in lower case)
+                    text = value.decode("latin-1")
+                    headers[key] = f"{headers[key]}, {text}" if key in headers else text
+                return HttpRequest(request.method.decode("ascii", "replace"),
+                                   request.target.decode("ascii", "replace"), headers, bytes(body), self.peer)
             else:  # ConnectionClosed (or PAUSED, which cannot come before our answer)
                 return None
 
@@ -246,8 +268,9 @@ class _Refuse(Exception):
         self.message = message
 
 
-_REASONS = {200: b"OK", 400: b"Bad Request", 404: b"Not Found", 405: b"Method Not Allowed", 408: b"Request Timeout",
-            413: b"Content Too Large", 431: b"Request Header Fields Too Large", 500: b"Internal Server Error",
+_REASONS = {200: b"OK", 400: b"Bad Request", 401: b"Unauthorized", 403: b"Forbidden", 404: b"Not Found",
+            405: b"Method Not Allowed", 408: b"Request Timeout", 413: b"Content Too Large",
+            415: b"Unsupported Media Type", 431: b"Request Header Fields Too Large", 500: b"Internal Server Error",
             503: b"Service Unavailable"}
 
 
@@ -255,6 +278,17 @@ def _head_bytes(request: h11.Request) -> int:
     """The size of a request's line and headers as they came (give or take their spacing)."""
     return (len(request.method) + len(request.target) + 11
             + sum(len(name) + len(value) + 4 for name, value in request.headers))
+
+
+def _peer(stream: trio.abc.Stream) -> str:
+    """The client's address as `host:port`, for the log ("" when the stream has no socket)."""
+    while isinstance(stream, trio.SSLStream):
+        stream = stream.transport_stream
+    try:
+        host, port = stream.socket.getpeername()[:2]
+    except (AttributeError, OSError):
+        return ""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _reason(status: int) -> bytes:

@@ -11,7 +11,7 @@ A scrape grows with the partitions and committed offsets, so it never holds the 
 time — the collector yields `PAUSE` every `ROWS_PER_STEP` partitions or offsets, and the loop serves others there —
 and the text is then written in a worker thread from what was gathered.
 
-Metric names (prefix `logway_`) are listed in README.md, "Observability".
+Metric names (prefix `logway_`) are listed in docs/metrics.md.
 """
 
 from __future__ import annotations

@@ -12,8 +12,9 @@ ports (configured port + 1 + i; `admin.i` in the ready file):
 - `/health`: 200 while the supervisor runs;
 - the console (`/`) and its endpoints over every worker: `/api/topics` (each worker's partitions, marked with
   their `worker`), `/api/groups` (worker 0's — it keeps the offsets and the Kafka groups — with the lag of the
-  other workers' partitions filled in from their log ends), `/api/rates` (added up), and the message browser's
-  `/api/topics/<t>/partitions/<p>/messages` (asked of the partition's owner).
+  other workers' partitions filled in from their log ends), `/api/rates` (added up), the message browser's
+  `/api/topics/<t>/partitions/<p>/messages` (asked of the partition's owner), and the console's actions
+  (`POST /api/request`, `/api/console`: worker 0's, whose native handler relays to the owners).
 
 Each worker is asked over its own admin address (`SCRAPE_TIMEOUT` seconds at most, the workers at once); a worker
 that does not answer — stopped, being started again — leaves its series out of that scrape and reads
@@ -40,7 +41,7 @@ from prometheus_client.registry import Collector
 from logway.storage.engine import Share
 
 from .api import console_file
-from .http import NO_STORE, AdminConnections, HttpAnswer, serve_http
+from .http import NO_STORE, AdminConnections, HttpAnswer, HttpRequest, serve_http
 from .http import json_answer as _json
 from .http import text_answer as _text
 from .metrics import CONTENT_TYPE
@@ -53,6 +54,8 @@ __all__ = ["SCRAPE_TIMEOUT", "SupervisorAdmin", "WorkerView", "merge_expositions
 SCRAPE_TIMEOUT = 5.0
 #: The most of a worker's answer the supervisor reads (a worker's metrics are some hundreds of KiB at most).
 MAX_ANSWER_BYTES = 64 * 1024 * 1024
+#: The headers of a console action passed on to worker 0: its checks (`actions.refused_by_guards`) and login.
+_FORWARDED = frozenset({"content-type", "origin", "host", "sec-fetch-site", "authorization"})
 
 
 class WorkerView:
@@ -175,15 +178,18 @@ class SupervisorAdmin:
         self._thread = None
 
     # -- answers ---------------------------------------------------------------------------------------------
-    async def handle(self, method: str, target: str) -> HttpAnswer:
+    async def handle(self, request: HttpRequest) -> HttpAnswer:
         try:
-            return await self._answer(method, target)
+            return await self._answer(request)
         except Exception as exc:  # a bug must not cost the connection more than this answer
-            log.exception("admin: %s %s failed", method, target[:200])
+            log.exception("admin: %s %s failed", request.method, request.target[:200])
             return _json(500, {"error": f"internal error: {type(exc).__name__}"})
 
-    async def _answer(self, method: str, target: str) -> HttpAnswer:
+    async def _answer(self, request: HttpRequest) -> HttpAnswer:
+        method, target = request.method, request.target
         path = target.split("?", 1)[0] or "/"
+        if path in ("/api/request", "/api/console") and (path == "/api/console") == (method in ("GET", "HEAD")):
+            return await trio.to_thread.run_sync(self._to_worker_0, request, abandon_on_cancel=True)
         if method not in ("GET", "HEAD"):
             return _text(405, f"method {method} not allowed: the admin endpoints are GET only",
                          [("Allow", "GET, HEAD")])
@@ -321,6 +327,20 @@ class SupervisorAdmin:
             return _json(503, {"error": f"worker {owner}, the partition's owner, did not answer"})
         return status, [("Content-Type", "application/json"), NO_STORE], body
 
+    def _to_worker_0(self, request: HttpRequest) -> HttpAnswer:
+        """The console's actions (and what it may do) are worker 0's to answer: its native handler relays what
+        other workers own, and it keeps the committed offsets. Asked with the browser's guard and login headers."""
+        addresses = self.view.admin_addresses()
+        forwarded = {name: value for name, value in request.headers.items() if name in _FORWARDED}
+        try:
+            if not addresses or addresses[0] is None:
+                raise OSError("not started")
+            status, body = self._ask(addresses[0], request.target, request.method, request.body, forwarded)
+        except (OSError, http.client.HTTPException, ValueError):
+            return _json(503, {"Error": {"message": "worker 0, which answers the console's actions, did not "
+                                                    "answer"}})
+        return status, [("Content-Type", "application/json"), NO_STORE], body
+
     def _ask_all(self, path: str) -> dict[int, tuple[int, bytes]]:
         """(status, body) of `path` from every worker that answered (its admin address known), asked at once."""
         addresses = self.view.admin_addresses()
@@ -334,14 +354,15 @@ class SupervisorAdmin:
                 log.debug("admin: worker %d did not answer %s: %s", i, path, exc)
         return out
 
-    def _ask(self, address, path: str) -> tuple[int, bytes]:
+    def _ask(self, address, path: str, method: str = "GET", body: bytes | None = None,
+             headers: dict[str, str] | None = None) -> tuple[int, bytes]:
         host, port = address
         if self.client_context is not None:
             conn = http.client.HTTPSConnection(host, port, timeout=SCRAPE_TIMEOUT, context=self.client_context)
         else:
             conn = http.client.HTTPConnection(host, port, timeout=SCRAPE_TIMEOUT)
         try:
-            conn.request("GET", path)
+            conn.request(method, path, body, headers or {})
             answer = conn.getresponse()
             body = answer.read(MAX_ANSWER_BYTES + 1)
             if len(body) > MAX_ANSWER_BYTES:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 
@@ -17,6 +19,11 @@ from ..kafka_groups import group_consumer, poll_values
 #: by another gateway of the test run), and the ones `GatewayProcess` does not set itself.
 EPHEMERAL = [f"listeners.{name}.port=0" for name in load_config().listeners]
 _EXTRA = [item for item in EPHEMERAL if item.split(".")[1] not in ("native", "kafka", "tank")]
+
+
+#: The header lines of `topics list` and `groups list` (every table has one).
+TOPICS = "name\tpartitions\n"
+GROUPS = "group\tstate\tmembers\n"
 
 
 def GatewayProcess(data_dir: str, *overrides: str, **kwargs) -> _GatewayProcess:
@@ -50,7 +57,7 @@ def test_topics_commands_and_restart_persistence(tmp_path):
         assert r.returncode == 1 and "invalid topic name" in r.stderr
         with NativeClient(*gw.native) as c:
             assert c.produce("events", 1, [b"a", b"b", b"c"]) == [0, 1, 2]
-        assert logway("topics", "--gateway", target, "list").stdout == "events\t3\n"
+        assert logway("topics", "--gateway", target, "list").stdout == TOPICS + "events\t3\n"
         r = logway("topics", "--gateway", target, "describe", "events")
         assert offsets_of(r.stdout) == ["0\t0\t0", "1\t0\t3", "2\t0\t0"]
         assert gw.stop() == 0  # SIGTERM: graceful, exit status 0
@@ -61,7 +68,7 @@ def test_topics_commands_and_restart_persistence(tmp_path):
             assert c.produce("events", 1, [b"d"]) == [3]
         r = logway("topics", "--gateway", target, "delete", "events")
         assert r.returncode == 0, r.stderr
-        assert logway("topics", "--gateway", target, "list").stdout == ""
+        assert logway("topics", "--gateway", target, "list").stdout == TOPICS
 
 
 def test_unreachable_gateway_and_bad_config(tmp_path):
@@ -74,11 +81,61 @@ def test_unreachable_gateway_and_bad_config(tmp_path):
 
 
 def test_second_gateway_on_a_locked_data_dir_exits_with_one_line(tmp_path):
+    """The one `logway:` line names the gateway holding the directory by its pid, and what to do."""
     data = str(tmp_path / "data")
-    with GatewayProcess(data, "log_level=WARNING"):
-        r = logway("serve", "--data-dir", data, *ephemeral_ports())
-    assert r.returncode == 1, r.stderr
-    assert "Traceback" not in r.stderr and "lock" in r.stderr.lower(), r.stderr
+    for workers in ("workers=1", "workers=2"):
+        with GatewayProcess(data, "log_level=WARNING", workers) as gw:
+            r = logway("serve", "--data-dir", data, *ephemeral_ports(), "--set", "log_level=WARNING")
+        assert (r.returncode, r.stderr) == (1, f"logway: data directory {tmp_path}/data is in use by another logway "
+                                               f"process (pid {gw.pid}): stop that gateway, or give this one another "
+                                               "data directory (--data-dir DIR)\n"), workers
+
+
+def test_config_shows_every_key_with_its_value_and_source(tmp_path):
+    """`logway config`: the configuration `serve` would run with, each value's source; secrets never shown."""
+    (tmp_path / "logway.yaml").write_text("storage:\n  flush: always\nlisteners:\n  tank:\n    enabled: false\n"
+                                          "auth:\n  users:\n    alice: from-the-file\n")
+    env = {name: value for name, value in os.environ.items() if not name.startswith("LOGWAY_")}  # (the test run's)
+    env |= {"LOGWAY_LIMITS__MAX_CONNECTIONS": "77", "LOGWAY_AUTH__NATIVE_TOKEN": "s3cret"}
+    args = ("config", "--config", str(tmp_path / "logway.yaml"), "--set", "listeners.kafka.port=1234",
+            "--data-dir", "/srv/logway")
+    r = subprocess.run([sys.executable, "-m", "logway.cli", *args], capture_output=True, text=True, timeout=60,
+                       env=env)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "key\tvalue\tsource"
+    rows = {line.split("\t")[0]: line.split("\t")[1:] for line in lines[1:]}
+    assert rows["storage.flush"] == ["always", f"file {tmp_path}/logway.yaml"]
+    assert rows["listeners.tank.enabled"] == ["false", f"file {tmp_path}/logway.yaml"]
+    assert rows["limits.max_connections"] == ["77", "environment LOGWAY_LIMITS__MAX_CONNECTIONS"]
+    assert rows["listeners.kafka.port"] == ["1234", "flag --set listeners.kafka.port"]
+    assert rows["data_dir"] == ["/srv/logway", "flag --data-dir"]
+    assert rows["listeners.native.port"] == ["9898", "default"]
+    assert rows["storage.segment_bytes"] == ["1073741824", "default"]
+    assert rows["auth.native_token"] == ["(set)", "environment LOGWAY_AUTH__NATIVE_TOKEN"]
+    assert rows["auth.users.alice"] == ["(set)", f"file {tmp_path}/logway.yaml"]
+    assert "s3cret" not in r.stdout and "from-the-file" not in r.stdout
+    from logway.gateway.config import settings  # every setting has its row
+    assert {key for key, _, _ in settings()} - set(rows) == {"auth.users"}  # (a row per user instead)
+    r = subprocess.run([sys.executable, "-m", "logway.cli", *args, "--changed", "--json"], capture_output=True,
+                       text=True, timeout=60, env=env)
+    changed = [json.loads(line) for line in r.stdout.splitlines()]
+    assert {c["key"] for c in changed} == {"data_dir", "listeners.kafka.port", "listeners.tank.enabled",
+                                           "auth.users.alice", "auth.native_token", "storage.flush",
+                                           "limits.max_connections"}
+    assert {"key": "data_dir", "value": "/srv/logway", "source": "flag --data-dir"} in changed
+    # what serve would refuse, config refuses the same way
+    r = logway("config", "--set", "storage.flush=sometimes")
+    assert (r.returncode, r.stdout) == (2, "") and r.stderr.startswith("logway: configuration error: storage.flush "
+                                                                        "must be one of none, interval, always")
+
+
+def test_serve_help_says_what_the_defaults_are():
+    r = logway("serve", "--help")
+    assert r.returncode == 0
+    for text in ("--config FILE", "--data-dir DIR", "data_dir ./data", "native  127.0.0.1:9898",
+                 "kafka   127.0.0.1:9092", "tank    127.0.0.1:11011", "admin   127.0.0.1:9644", "logway config"):
+        assert text in r.stdout, (text, r.stdout)
 
 
 def test_unloadable_certificate_exits_with_a_configuration_error(tmp_path):
@@ -112,9 +169,10 @@ def test_topics_alter_config_add_partitions_and_delete_records(tmp_path):
         # add-partitions
         r = topics("add-partitions", "events", "--count", "4")
         assert r.returncode == 0 and r.stdout == "topic events has 4 partition(s)\n", r.stderr
-        assert topics("list").stdout == "events\t4\n"
+        assert topics("list").stdout == TOPICS + "events\t4\n"
         r = topics("add-partitions", "events", "--partitions", "6", "--validate-only")
-        assert r.returncode == 0 and "nothing altered" in r.stdout and topics("list").stdout == "events\t4\n"
+        assert r.returncode == 0 and "nothing altered" in r.stdout
+        assert topics("list").stdout == TOPICS + "events\t4\n"
         # delete-records
         with NativeClient(*gw.native) as c:
             c.produce("events", 3, [b"a", b"b", b"c", b"d"])
@@ -136,7 +194,7 @@ def test_topics_alter_config_add_partitions_and_delete_records(tmp_path):
         assert gw.stop() == 0
     with GatewayProcess(data, "log_level=WARNING") as gw:  # everything persisted
         target = "%s:%d" % gw.native
-        assert logway("topics", "--gateway", target, "list").stdout == "events\t4\n"
+        assert logway("topics", "--gateway", target, "list").stdout == TOPICS + "events\t4\n"
         assert offsets_of(logway("topics", "--gateway", target, "describe", "events").stdout) == [
             "0\t1\t1", "1\t0\t0", "2\t0\t0", "3\t5\t5"]
         assert "retention.ms\t3600000\ttopic" in logway("topics", "--gateway", target, "config", "events").stdout
@@ -172,7 +230,7 @@ def test_topics_admin_errors_are_one_line(tmp_path):
             r = logway("topics", "--gateway", target, *args)
             assert r.returncode == code and r.stderr.startswith(message), (args, r.returncode, r.stderr)
             assert len(r.stderr.splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
-        assert logway("topics", "--gateway", target, "list").stdout == "t\t2\n"
+        assert logway("topics", "--gateway", target, "list").stdout == TOPICS + "t\t2\n"
 
 
 # -- issue 13: groups, topics describe details, one-line errors, options in either position -------------------------
@@ -219,14 +277,14 @@ def test_groups_list_describe_and_reset_offsets(tmp_path):
         def groups(*args):
             return logway("groups", *args, "--gateway", target)
 
-        assert groups("list").stdout == ""
+        assert groups("list").stdout == GROUPS
         with NativeClient(*gw.native) as c:
             c.create_topic("ev", 2)
             c.produce("ev", 0, [b"a"] * 5)
             c.produce("ev", 1, [b"b"] * 3)
             c.commit("ev", 0, "native-g", 2)
         # a native consumer's group: offsets only, Empty, lag = log end - committed
-        assert groups("list").stdout == "native-g\tEmpty\t0\n"
+        assert groups("list").stdout == GROUPS + "native-g\tEmpty\t0\n"
         r = groups("describe", "native-g")
         assert r.stdout.splitlines() == [
             "group\ttopic\tpartition\tcurrent_offset\tlog_end_offset\tlag\tconsumer_id\thost\tclient_id",
@@ -241,7 +299,7 @@ def test_groups_list_describe_and_reset_offsets(tmp_path):
                 c.produce("ev", 1, [b"c"] * 4)  # committed 3 below, log end 7: lag 4
             consumer.commit({TopicPartition("ev", 0): OffsetAndMetadata(5, ""),
                              TopicPartition("ev", 1): OffsetAndMetadata(3, "")})
-            assert groups("list").stdout == "kafka-g\tStable\t1\nnative-g\tEmpty\t0\n"
+            assert groups("list").stdout == GROUPS + "kafka-g\tStable\t1\nnative-g\tEmpty\t0\n"
             rows = _rows(groups("describe", "kafka-g").stdout)
             assert [r[:6] for r in rows] == [["kafka-g", "ev", "0", "5", "5", "0"],
                                              ["kafka-g", "ev", "1", "3", "7", "4"]]
@@ -252,7 +310,7 @@ def test_groups_list_describe_and_reset_offsets(tmp_path):
                 _one_line(r, 1, "logway: group has active members: 'kafka-g' is Stable with 1 member(s)")
         finally:
             consumer.close()
-        assert groups("list").stdout == "kafka-g\tEmpty\t0\nnative-g\tEmpty\t0\n"
+        assert groups("list").stdout == GROUPS + "kafka-g\tEmpty\t0\nnative-g\tEmpty\t0\n"
         # a dry run by default: the plan, nothing changed
         r = groups("reset-offsets", "kafka-g", "--all-topics", "--to-earliest")
         assert r.returncode == 0 and r.stdout.splitlines() == [
@@ -301,7 +359,7 @@ def test_groups_list_describe_and_reset_offsets(tmp_path):
         assert gw.stop() == 0
     with GatewayProcess(str(tmp_path / "data"), "log_level=WARNING") as gw:  # offsets outlive a restart
         target = address(gw.native)
-        assert logway("groups", "list", "--gateway", target).stdout == (
+        assert logway("groups", "list", "--gateway", target).stdout == GROUPS + (
             "fresh\tEmpty\t0\nkafka-g\tEmpty\t0\nnative-g\tEmpty\t0\n")
 
 
@@ -310,11 +368,11 @@ def test_bad_cli_input_is_one_line_and_options_go_either_side(tmp_path):
         target = address(gw.native)
         # --gateway before or after the action
         assert logway("topics", "create", "t", "--gateway", target).returncode == 0
-        assert logway("topics", "--gateway", target, "list").stdout == "t\t1\n"
-        assert logway("topics", "list", "--gateway", target).stdout == "t\t1\n"
+        assert logway("topics", "--gateway", target, "list").stdout == TOPICS + "t\t1\n"
+        assert logway("topics", "list", "--gateway", target).stdout == TOPICS + "t\t1\n"
         assert logway("groups", "--gateway", target, "list").returncode == 0
         # given on both sides: the one after the action wins
-        assert logway("topics", "--gateway", "127.0.0.1:1", "list", "--gateway", target).stdout == "t\t1\n"
+        assert logway("topics", "--gateway", "127.0.0.1:1", "list", "--gateway", target).stdout == TOPICS + "t\t1\n"
         cases = [
             (("topics", "create", "x", "--partitions", "0", "--gateway", target), 2,
              "logway: --partitions must be at least 1, got 0"),
@@ -336,7 +394,7 @@ def test_bad_cli_input_is_one_line_and_options_go_either_side(tmp_path):
         ]
         for args, code, message in cases:
             _one_line(logway(*args), code, message)
-        assert logway("topics", "list", "--gateway", target).stdout == "t\t1\n"  # nothing was created
+        assert logway("topics", "list", "--gateway", target).stdout == TOPICS + "t\t1\n"  # nothing was created
 
 
 def test_gateway_option_pointed_at_another_protocol_says_so(tmp_path):

@@ -168,7 +168,7 @@ def test_librdkafka_broker_configs_are_read_only(gateway):
     assert configs["log.retention.ms"].source == ConfigSource.STATIC_BROKER_CONFIG.value
     assert configs["num.partitions"].value == "1" and configs["num.partitions"].source == (
         ConfigSource.DEFAULT_CONFIG.value)
-    assert configs["auto.create.topics.enable"].value == "true"
+    assert configs["auto.create.topics.enable"].value == "false"  # (off by default: docs/configuration.md)
     assert configs["message.max.bytes"].value == str(10 * 1024 * 1024)
     assert all(c.is_read_only for c in configs.values())
     resource = ConfigResource(ResourceType.BROKER, "0", incremental_configs=[

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory):
     g = GatewayProcess(str(tmp_path_factory.mktemp("clients") / "data"), "storage.flush=always",
-                       "log_level=WARNING")
+                       "log_level=WARNING", "kafka.auto_create_topics=true")  # (aiokafka's topic is auto-created)
     yield g
     g.stop()
 

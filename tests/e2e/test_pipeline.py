@@ -594,7 +594,7 @@ def secured_gateway(tmp_path_factory):
     cert, key = self_signed(d, "server")
     with GatewayProcess(str(d / "data"), "listeners.kafka.tls=true", f"tls.cert_file={cert}",
                         f"tls.key_file={key}", "auth.kafka_sasl_plain=true", "auth.users.spark=spark-pw",
-                        "log_level=WARNING") as gw:
+                        "log_level=WARNING", "kafka.auto_create_topics=true") as gw:  # (its write creates the topic)
         host, port = gw.addresses["kafka"]
         yield f"{host}:{port}", cert
 

@@ -1,7 +1,9 @@
-"""`logway serve` that cannot start: one line on stderr naming what to fix, exit status 2, no traceback (issue 13).
+"""`logway serve` that cannot start: one line on stderr naming what to fix, exit status 2, no traceback (issues 13,
+39).
 
-Real processes: a port taken by a socket bound first, a data directory that is a file (or lies under one) or is not
-writable, TLS files that cannot be read, a configuration file that is not YAML.
+Real processes: a port taken by a socket bound first (every listener, the admin one too), a data directory that is a
+file (or lies under one) or is not writable, TLS files that cannot be read, a configuration file that is not YAML,
+empty values where a path is needed; and a data directory that does not exist, created with a log line.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def taken_port():
     sock.close()
 
 
-@pytest.mark.parametrize("listener", ["native", "kafka", "tank"])
+@pytest.mark.parametrize("listener", ["native", "kafka", "tank", "admin"])
 def test_port_in_use_names_the_listener_and_the_address(tmp_path, taken_port, listener):
     r = serve(tmp_path / "data", "--set", f"listeners.{listener}.host=127.0.0.1",
               "--set", f"listeners.{listener}.port={taken_port}")
@@ -146,3 +148,41 @@ def test_config_file_that_is_not_yaml(tmp_path):
     (tmp_path / "bad.yaml").write_text("listeners: [\n")
     r = serve(tmp_path / "data", "--config", str(tmp_path / "bad.yaml"))
     assert_one_line(r, "configuration error: config file", "is not valid YAML")
+
+
+@pytest.mark.parametrize("args, line", [
+    (("--data-dir", ""), "logway serve: argument --data-dir: expected a directory, got an empty value "
+                         "(see logway serve --help)"),
+    (("--data-dir", " "), "logway serve: argument --data-dir: expected a directory, got an empty value "
+                          "(see logway serve --help)"),
+    (("--config", ""), "logway serve: argument --config: expected a YAML file, got an empty value "
+                       "(see logway serve --help)"),
+    (("--set", "data_dir="), "logway: configuration error: data_dir must be a path (it is empty)"),
+    (("--set", "listeners.kafka.host="), "logway: configuration error: listeners.kafka.host must be a host name or "
+                                         "address (it is empty)"),
+])
+def test_empty_values_are_refused_not_taken_as_the_default(tmp_path, args, line):
+    ports = [a for name in LISTENERS for a in ("--set", f"listeners.{name}.port=0")]
+    r = subprocess.run([sys.executable, "-m", "logway.cli", "serve", *ports, *args], capture_output=True, text=True,
+                       timeout=60, cwd=tmp_path)
+    assert (r.returncode, r.stderr) == (2, line + "\n")
+    assert not (tmp_path / "data").exists()  # refused before anything was created (./data neither)
+
+
+def test_a_data_dir_that_does_not_exist_is_created_and_logged(tmp_path):
+    """Deep paths too, naming the parents created with it; the gateway then starts (and stops at once here: its
+    native port is taken, which also shows the creation happens before the gateway starts)."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        path = tmp_path / "a" / "b" / "data"
+        r = serve(path, "--set", "log_level=INFO", "--set", f"listeners.native.port={taken.getsockname()[1]}")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    created = [line for line in r.stderr.splitlines() if "does not exist: creating it" in line]
+    assert len(created) == 1 and created[0].endswith(
+        f"INFO logway: data_dir {path} does not exist: creating it and its parent directories {tmp_path}/a, "
+        f"{tmp_path}/a/b (a new, empty log)"), r.stderr
+    assert path.is_dir()
+    r = serve(path, "--set", "log_level=INFO", "--set", "listeners.native.port=1",  # (a port it may not bind)
+              "--set", "listeners.native.host=256.0.0.1")  # existing now: not logged again
+    assert "does not exist" not in r.stderr, r.stderr

@@ -522,6 +522,35 @@ def test_the_supervisors_console_in_headless_chromium(gw, chromium):
     assert not errors, errors
 
 
+def test_the_supervisors_console_acts_through_worker_0(gw):
+    """The console's actions on the supervisor's admin port: worker 0's native handler answers them, relaying to
+    the worker that owns a partition (a test message to worker 1's partition lands there); the browser guards hold."""
+    name = "act-" + uuid.uuid4().hex[:8]
+
+    def act(body: dict, **headers: str) -> tuple[int, dict]:
+        request = urllib.request.Request("http://%s:%d/api/request" % gw.addresses["admin"], json.dumps(body).encode(),
+                                         {"Content-Type": "application/json", **headers}, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=15) as answer:
+                return answer.status, json.load(answer)
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.load(exc)
+
+    assert act({"CreateTopic": {"topic": name, "partitions": PARTITIONS}}) == (200, {"CreateTopic": {"created": True}})
+    theirs = [Share(2).owner(name, p) for p in range(PARTITIONS)].index(1)
+    status, answer = act({"Produce": {"topic": name, "partition": theirs, "records": [list(b"to worker 1")]}})
+    assert (status, answer) == (200, {"Produce": {"offsets": [0]}})
+    with NativeClient(*gw.native) as c:
+        assert [r.value for r in c.fetch(name, theirs, 0).records] == [b"to worker 1"]
+        c.commit(name, theirs, "console-g", 1)
+    status, answer = act({"ResetGroupOffsets": {"group_id": "console-g", "to": "earliest"}})
+    assert status == 200 and answer["ResetGroupOffsets"]["offsets"][0]["offset"] == 0
+    assert act({"CreateTopic": {"topic": name}}) == (400, {"Error": {"message": f"topic already exists: {name}"}})
+    assert act({"Ping": {}}, Origin="http://elsewhere.example")[0] == 403
+    with urllib.request.urlopen("http://%s:%d/api/console" % gw.addresses["admin"], timeout=15) as answer:
+        assert json.load(answer)["actions"] is True
+
+
 def _values(part, seq=1):
     """The message values of one partition's consume answer."""
     assert part.error in (ConsumeFlags.OK, ConsumeFlags.SPARSE_FIRST), part

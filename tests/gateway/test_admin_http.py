@@ -1,6 +1,7 @@
 """The admin listener in process: Prometheus metrics that move with traffic (parsed with prometheus_client's own
-parser), the probes through start-up and shutdown, the console's JSON endpoints, and hostile HTTP answered cleanly
-while the listener keeps serving. (The console in a browser, against a gateway process: tests/e2e.)"""
+parser), the probes through start-up and shutdown, the console's JSON endpoints — the message browser's search and
+the actions, native requests with their guards — and hostile HTTP answered cleanly while the listener keeps serving.
+(The console in a browser, against a gateway process: tests/e2e.)"""
 
 from __future__ import annotations
 
@@ -39,11 +40,14 @@ class Http:
     async def open(cls, gw: Gateway) -> Http:
         return cls(await trio.open_tcp_stream(*gw.addresses["admin"]))
 
-    async def request(self, path: str, method: str = "GET", headers=()) -> tuple[int, dict[str, str], bytes]:
+    async def request(self, path: str, method: str = "GET", headers=(), body: bytes = b"") -> tuple[
+            int, dict[str, str], bytes]:
         if self.conn.our_state is h11.DONE:
             self.conn.start_next_cycle()
-        req = h11.Request(method=method, target=path, headers=[("Host", "logway"), *headers])
-        await self.stream.send_all(self.conn.send(req) + self.conn.send(h11.EndOfMessage()))
+        sized = [("Content-Length", str(len(body)))] if body or method == "POST" else []
+        req = h11.Request(method=method, target=path, headers=[("Host", "logway"), *headers, *sized])
+        await self.stream.send_all(self.conn.send(req) + (self.conn.send(h11.Data(data=body)) if body else b"")
+                                   + self.conn.send(h11.EndOfMessage()))
         response, body = None, b""
         with trio.fail_after(10):
             while True:
@@ -319,8 +323,9 @@ async def test_admin_port_in_use_names_the_listener_and_address(tmp_path):
             await nursery.start(gw.run)
     blocker.close()
     errors = caught.value.subgroup(lambda e: isinstance(e, OSError))
-    assert errors is not None and any(f"admin listener: cannot listen on 127.0.0.1:{port}" in str(e)
-                                      for e in _leaves(errors)), caught.value
+    assert errors is not None and [str(e) for e in _leaves(errors)] == [
+        f"admin listener cannot listen on 127.0.0.1:{port}: address already in use (another process listens there): "
+        "stop it or set listeners.admin.port"], caught.value
 
 
 def _leaves(group):
@@ -486,3 +491,172 @@ async def test_every_admin_connection_busy_answering_refuses_a_new_one():
     assert connections.make_room() is False and not busy.scope.cancel_called
     busy.waiting_since = 1.0
     assert connections.make_room() is True and busy.scope.cancel_called
+
+
+# -- the message browser's search -----------------------------------------------------------------------------------
+async def test_messages_from_an_offset_a_time_by_key_and_text_and_on_from_where_a_search_stopped(tmp_path,
+                                                                                                 monkeypatch):
+    from logway.gateway.admin import browse
+
+    async with running_gateway(tmp_path / "data") as gw:
+        native = await AsyncNative.connect(gw)
+        await native.request(nv.CreateTopicRequest("log", 1))
+        for i in range(100):  # a batch each: offsets 0..99, times 1_000_000 + i s, keys k0..k9
+            await native.produce("log", 0, [Record(b"line %d %s" % (i, b"ERROR" if i % 25 == 7 else b"ok"),
+                                                   b"k%d" % (i % 10), 1_000_000_000 + i * 1000)])
+
+        async def page(query: str):
+            status, body = await get_json(gw, f"/api/topics/log/partitions/0/messages?{query}")
+            assert status == 200, body
+            return [m["offset"] for m in body["messages"]], body["scanned"]
+
+        assert await page("limit=3") == ([97, 98, 99], {"from": 97, "to": 100, "bytes": page_bytes(gw, 97),
+                                                        "complete": False})
+        assert (await page("limit=3&before=97"))[0] == [94, 95, 96]  # older: below the first shown
+        offsets, scanned = await page("offset=10&limit=3")
+        assert (offsets, scanned["from"], scanned["to"], scanned["complete"]) == ([10, 11, 12], 10, 13, False)
+        assert (await page("offset=98&limit=5"))[0] == [98, 99] and (await page("offset=98"))[1]["complete"]
+        assert (await page(f"from_time={1_000_000_000 + 40_500}&limit=2"))[0] == [41, 42]
+        assert (await page(f"from_time={1_000_000_000 + 40_000}&to_time={1_000_000_000 + 43_000}"))[0] == [
+            40, 41, 42, 43]
+        assert (await page(f"to_time={1_000_000_000 + 2_000}"))[0] == [0, 1, 2]  # the newest up to then
+        offsets, scanned = await page("key=k7")
+        assert offsets == [7, 17, 27, 37, 47, 57, 67, 77, 87, 97] and scanned["complete"]
+        assert (await page("key=k7&limit=2"))[0] == [87, 97]  # the newest matches
+        assert (await page("contains=ERROR"))[0] == [7, 32, 57, 82]
+        assert (await page("contains=ERROR&key=k2"))[0] == [32, 82]
+        assert (await page("contains=ERROR&offset=40&limit=1"))[0] == [57]
+        assert (await page("contains=nothing-like-it"))[0] == []
+        # a search reads at most SCAN_BYTES per request; the next one goes on from where it stopped
+        monkeypatch.setattr(browse, "SCAN_BYTES", 2000)
+        offsets, scanned = await page("contains=ERROR&offset=0")
+        assert offsets == [7] and not scanned["complete"] and scanned["bytes"] < 2000 + 200
+        seen, at = list(offsets), scanned["to"]
+        while not scanned["complete"]:
+            offsets, scanned = await page(f"contains=ERROR&offset={at}")
+            seen, at = seen + offsets, scanned["to"]
+        assert seen == [7, 32, 57, 82]
+        offsets, scanned = await page("contains=ERROR")  # the newest first, going back
+        seen, low = list(offsets), scanned["from"]
+        while not scanned["complete"]:
+            offsets, scanned = await page(f"contains=ERROR&before={low}")
+            seen, low = offsets + seen, scanned["from"]
+        assert seen == [7, 32, 57, 82]
+        for bad in ("limit=0", "limit=501", "offset=x", "from_time=soon"):
+            assert (await get_json(gw, f"/api/topics/log/partitions/0/messages?{bad}"))[0] == 400, bad
+        await native.aclose()
+
+
+def page_bytes(gw: Gateway, offset: int) -> int:
+    """The stored bytes of `log` partition 0 from `offset` on (each record is a batch of its own)."""
+    plog = gw.engine.partition("log", 0)
+    read = plog.read(offset, 1 << 20)
+    return read.length
+
+
+# -- the console's actions: native requests ---------------------------------------------------------------------------
+async def post(gw: Gateway, body, headers=(("Content-Type", "application/json"),)):
+    http = await Http.open(gw)
+    try:
+        status, answer_headers, answer = await http.request("/api/request", "POST", headers,
+                                                            body if isinstance(body, bytes) else orjson.dumps(body))
+        return status, answer_headers, orjson.loads(answer) if answer else None
+    finally:
+        await http.aclose()
+
+
+async def test_console_actions_are_native_requests_answered_by_the_native_handler(tmp_path, caplog):
+    caplog.set_level("INFO", "logway.gateway.admin")
+    async with running_gateway(tmp_path / "data") as gw:
+        assert (await get_json(gw, "/api/console"))[1] == {"actions": True, "why": None, "auth": "none",
+                                                           "user": None}
+        status, _, answer = await post(gw, {"CreateTopic": {"topic": "made", "partitions": 2}})
+        assert (status, answer) == (200, {"CreateTopic": {"created": True}})
+        assert [p.partition for p in gw.engine.topic("made").partitions] == [0, 1]
+        status, _, answer = await post(gw, {"CreateTopic": {"topic": "made"}})  # the native protocol's own error
+        assert (status, answer) == (400, {"Error": {"message": "topic already exists: made"}})
+        status, _, answer = await post(gw, {"Produce": {"topic": "made", "partition": 1, "records": [
+            {"payload": list(b"test message"), "key": list(b"k")}]}})
+        assert (status, answer) == (200, {"Produce": {"offsets": [0]}})
+        _, page = await get_json(gw, "/api/topics/made/partitions/1/messages")
+        assert page["messages"][0]["value"]["text"] == "test message"
+        native = await AsyncNative.connect(gw)
+        await native.request(nv.OffsetCommitRequest("made", 1, "billing", 1))
+        await native.aclose()
+        status, _, plan = await post(gw, {"ResetGroupOffsets": {"group_id": "billing", "to": "earliest",
+                                                                "validate_only": True}})
+        assert (status, plan["ResetGroupOffsets"]["reset"]) == (200, False)
+        assert plan["ResetGroupOffsets"]["offsets"] == [{"topic": "made", "partition": 1, "previous_offset": 1,
+                                                         "offset": 0}]
+        assert gw.engine.offsets.fetch("billing", "made", 1).offset == 1  # a dry run
+        status, _, done = await post(gw, {"ResetGroupOffsets": {"group_id": "billing", "to": "earliest"}})
+        assert status == 200 and done["ResetGroupOffsets"]["reset"] is True
+        assert gw.engine.offsets.fetch("billing", "made", 1).offset == 0
+        status, _, answer = await post(gw, {"AlterTopicConfig": {"topic": "made", "set": {"retention.ms": "60000"}}})
+        assert status == 200 and gw.engine.topic("made").config.retention_ms == 60000
+        status, _, answer = await post(gw, {"DeleteRecords": {"topic": "made", "partition": 1, "offset": 1}})
+        assert (status, answer) == (200, {"DeleteRecords": {"log_start_offset": 1}})
+        status, _, answer = await post(gw, {"DeleteTopic": {"topic": "made"}})
+        assert (status, answer) == (200, {"DeleteTopic": {"deleted": True}})
+        assert [t.name for t in gw.engine.topics()] == []
+    logged = [r.getMessage() for r in caplog.records if "console" in r.getMessage()]
+    assert any(line.startswith("admin: 127.0.0.1:") and line.endswith("console CreateTopic topic=made")
+               for line in logged), logged
+    assert any(line.endswith("console ResetGroupOffsets group=billing") for line in logged), logged
+
+
+async def test_console_actions_are_guarded(tmp_path):
+    async with running_gateway(tmp_path / "data") as gw:
+        create = {"CreateTopic": {"topic": "x"}}
+        for headers, status in [
+            ((), 415),  # not JSON: a cross-site form could send it without a preflight
+            ((("Content-Type", "text/plain"),), 415),
+            ((("Content-Type", "application/json"), ("Origin", "http://evil.example")), 403),
+            ((("Content-Type", "application/json"), ("Sec-Fetch-Site", "cross-site")), 403),
+        ]:
+            assert (await post(gw, create, headers))[0] == status, headers
+        ok = (("Content-Type", "application/json; charset=utf-8"), ("Origin", "http://logway"),
+              ("Sec-Fetch-Site", "same-origin"))
+        assert gw.engine.topics() == []
+        for body, message in [
+            ({"Fetch": {"topic": "x", "partition": 0, "offset": 0, "max_bytes": 1}}, "the console does not send "
+                                                                                     "Fetch requests"),
+            ({"Auth": {"token": "t"}}, "the console does not send Auth requests"),
+            ({"OffsetCommit": {"topic": "x", "partition": 0, "group_id": "g", "offset": 1}},
+             "the console does not send OffsetCommit requests"),
+            ({"Nope": {}}, "unknown request type: Nope"),
+            (b"{not json", "failed to parse request: invalid JSON"),
+            ({"CreateTopic": {"partitions": 1}}, "failed to parse request: CreateTopic: missing field `topic`"),
+        ]:
+            status, _, answer = await post(gw, body, ok)
+            assert status == 400 and answer["Error"]["message"].startswith(message), (body, answer)
+        assert (await post(gw, create, ok))[0] == 200
+        http = await Http.open(gw)
+        status, headers, _ = await http.request("/api/request")
+        assert (status, headers["allow"]) == (405, "POST")
+        status, headers, _ = await http.request("/api/topics", "POST", (("Content-Type", "application/json"),),
+                                                b"{}")
+        assert (status, headers["allow"]) == (405, "GET, HEAD")
+        await http.aclose()
+
+
+async def test_console_actions_need_the_native_token_when_the_gateway_has_one(tmp_path):
+    async with running_gateway(tmp_path / "data", "auth.native_token=s3cret") as gw:
+        assert (await get_json(gw, "/api/console"))[1]["auth"] == "token"
+        json_ = ("Content-Type", "application/json")
+        ping = {"Ping": {}}
+        for auth in ((), (("Authorization", "Bearer wrong"),), (("Authorization", "Basic s3cret"),)):
+            status, headers, answer = await post(gw, ping, (json_, *auth))
+            assert status == 401 and headers["www-authenticate"].startswith("Bearer"), auth
+            assert answer["Error"]["message"].startswith("authentication required")
+        status, _, answer = await post(gw, ping, (json_, ("Authorization", "Bearer s3cret")))
+        assert (status, answer) == (200, {"Pong": {}})
+
+
+async def test_console_actions_need_the_native_listener(tmp_path):
+    async with running_gateway(tmp_path / "data", "listeners.native.enabled=false") as gw:
+        why = "the console's actions are native requests: enable listeners.native"
+        assert (await get_json(gw, "/api/console"))[1] == {"actions": False, "why": why, "auth": "none",
+                                                           "user": None}
+        status, _, answer = await post(gw, {"Ping": {}})
+        assert (status, answer) == (503, {"Error": {"message": why}})

@@ -174,7 +174,8 @@ def test_a_port_in_use_fails_start():
         blocker.bind(("127.0.0.1", 0))
         blocker.listen()
         admin = SupervisorAdmin("127.0.0.1", blocker.getsockname()[1], WorkerView(1, list, bool, int), 10.0)
-        with pytest.raises(OSError, match="admin listener: cannot listen on 127.0.0.1"):
+        with pytest.raises(OSError, match=f"admin listener cannot listen on 127.0.0.1:{blocker.getsockname()[1]}: "
+                                          "address already in use .*: stop it or set listeners.admin.port"):
             admin.start()
         admin.close()
 

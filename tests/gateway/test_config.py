@@ -1,5 +1,6 @@
 """Configuration layering (embedded defaults ← file ← environment ← --set), its errors, and the schema declared
-once: the embedded YAML and README's table are generated from the dataclasses of gateway/config.py."""
+once: the embedded YAML and the table of docs/configuration.md are generated from the dataclasses of
+gateway/config.py."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import yaml
 
 from logway.gateway.config import (DEFAULT_YAML, Config, ConfigError, StorageSettings, defaults, hints,
                                    load_config)
-from logway.gateway.config_doc import BEGIN, readme_table, table_in
+from logway.gateway.config_doc import BEGIN, DOC, table, table_in
 from logway.gateway.durability import Flush
 from logway.storage import TopicConfig
 
@@ -72,7 +73,7 @@ def test_bad_file(tmp_path):
         load_config(None, env={"LOGWAY_NOPE": "1"})
 
 
-# ---- the schema is declared once: the embedded YAML, the checks and README's table all come from it -----------------
+# ---- the schema is declared once: the embedded YAML, the checks and the docs' table all come from it ---------------
 
 def schema_classes(cls=Config):
     """Every dataclass of the schema, `Config` first."""
@@ -113,14 +114,14 @@ def test_every_setting_has_a_doc_and_every_yaml_key_a_comment():
             assert "  # " in line, f"DEFAULT_YAML line without a comment: {line!r}"
 
 
-def test_readme_configuration_table_is_the_generated_one():
-    readme = (Path(__file__).resolve().parent.parent.parent / "README.md").read_text(encoding="utf-8")
-    assert table_in(readme) == readme_table(), (
-        "README.md's configuration table differs from the schema in gateway/config.py; regenerate it with\n"
-        "    python -m logway.gateway.config_doc --update-readme README.md\n"
-        "(or print it with: python -m logway.gateway.config_doc --readme)")
-    section = readme[readme.index("## Configuration\n"):]
-    assert section.index(BEGIN) < section.index("\n## "), "the generated table belongs to ## Configuration"
+def test_the_configuration_table_in_the_docs_is_the_generated_one():
+    doc = (Path(__file__).resolve().parent.parent.parent / DOC).read_text(encoding="utf-8")
+    assert table_in(doc) == table(), (
+        f"{DOC}'s configuration table differs from the schema in gateway/config.py; regenerate it with\n"
+        f"    python -m logway.gateway.config_doc --update {DOC}\n"
+        "(or print it with: python -m logway.gateway.config_doc --print)")
+    section = doc[doc.index("## Every key\n"):]
+    assert BEGIN in section and "\n## " not in section[:section.index(BEGIN)], "the table belongs to ## Every key"
 
 
 def test_flush_is_an_enum_owned_by_durability():
@@ -170,3 +171,33 @@ def test_bad_values_in_a_file_name_the_key(tmp_path):
         path.write_text(text)
         with pytest.raises(ConfigError, match=re.escape(message)):
             load_config(str(path), env={})
+
+
+def test_sources_say_where_each_value_that_is_not_a_default_came_from(tmp_path):
+    """What `logway config` shows: the last layer that set a key wins, as for the value."""
+    path = tmp_path / "logway.yaml"
+    path.write_text("storage:\n  flush: none\n  segment_bytes: 65536\nauth:\n  users:\n    alice: pw\n")
+    sources: dict[str, str] = {}
+    cfg = load_config(str(path), env={"LOGWAY_STORAGE__FLUSH": "always", "LOGWAY_AUTH__USERS__Bob": "pw2"},
+                      overrides=["storage.segment_bytes=131072", "listeners.native.port=7000"], sources=sources)
+    assert (cfg.storage.flush, cfg.storage.topic_defaults.segment_bytes) == ("always", 131072)
+    assert sources == {"storage.flush": "environment LOGWAY_STORAGE__FLUSH",
+                       "storage.segment_bytes": "flag --set storage.segment_bytes",
+                       "listeners.native.port": "flag --set listeners.native.port",
+                       "auth.users.alice": f"file {path}", "auth.users.Bob": "environment LOGWAY_AUTH__USERS__Bob"}
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["data_dir="], "data_dir must be a path (it is empty)"),
+    (["data_dir=  "], "data_dir must be a path (it is empty)"),
+    (["listeners.native.host="], "listeners.native.host must be a host name or address (it is empty)"),
+])
+def test_empty_values_are_refused_where_something_is_needed(overrides, message):
+    with pytest.raises(ConfigError) as caught:
+        load_config(None, env={}, overrides=overrides)
+    assert str(caught.value) == message
+
+
+def test_an_empty_config_file_path_is_refused():
+    with pytest.raises(ConfigError, match="--config must name a YAML file, got an empty path"):
+        load_config("", env={})

@@ -231,16 +231,23 @@ def test_an_idle_producers_idempotence_state_expires_and_an_active_ones_does_not
 
 # -- metadata and admin --------------------------------------------------------------------------------------------
 
-def test_metadata_auto_creation_rules(gw, client):
+def test_metadata_auto_creation_rules(gw, client, tmp_path):
     name = "auto-" + uuid.uuid4().hex[:6]
-    resp = client.call(3, 8, metadata.MetadataRequest(topics=[metadata.MetadataRequestTopic(name=name)],
-                                                      allow_auto_topic_creation=False))
-    assert resp.topics[0].error_code == 3
-    resp = client.call(3, 8, metadata.MetadataRequest(topics=[metadata.MetadataRequestTopic(name=name)],
-                                                      allow_auto_topic_creation=True))
-    t = resp.topics[0]
-    assert (t.error_code, len(t.partitions), t.partitions[0].leader_id) == (0, 1, 0)
-    assert resp.controller_id == 0 and resp.brokers[0].port == gw.addresses["kafka"][1]
+    for allow in (False, True):  # off by default (kafka.auto_create_topics): a typo does not make a topic
+        resp = client.call(3, 8, metadata.MetadataRequest(topics=[metadata.MetadataRequestTopic(name=name)],
+                                                          allow_auto_topic_creation=allow))
+        assert resp.topics[0].error_code == 3
+    with GatewayProcess(str(tmp_path / "data"), "log_level=ERROR", "kafka.auto_create_topics=true") as auto, \
+            KafkaWireClient(*auto.addresses["kafka"]) as other:
+        resp = other.call(3, 8, metadata.MetadataRequest(topics=[metadata.MetadataRequestTopic(name=name)],
+                                                         allow_auto_topic_creation=False))
+        assert resp.topics[0].error_code == 3
+        resp = other.call(3, 8, metadata.MetadataRequest(topics=[metadata.MetadataRequestTopic(name=name)],
+                                                         allow_auto_topic_creation=True))
+        t = resp.topics[0]
+        assert (t.error_code, len(t.partitions), t.partitions[0].leader_id) == (0, 1, 0)
+        assert resp.controller_id == 0 and resp.brokers[0].port == auto.addresses["kafka"][1]
+    name = new_topic(gw)
     bad = client.call(3, 8, metadata.MetadataRequest(topics=[metadata.MetadataRequestTopic(name="bad/name")]))
     assert bad.topics[0].error_code == 17  # INVALID_TOPIC_EXCEPTION
     everything = client.call(3, 1, metadata.MetadataRequest(topics=None))

@@ -155,7 +155,7 @@ def test_describe_broker_configs(gw, client):
     assert all(c.read_only for c in cfg.values())
     assert (cfg["log.retention.ms"].value, cfg["log.retention.ms"].config_source) == ("86400000", 4)
     assert (cfg["num.partitions"].value, cfg["num.partitions"].config_source) == ("2", 4)
-    assert (cfg["auto.create.topics.enable"].value, cfg["auto.create.topics.enable"].config_source) == ("true", 5)
+    assert (cfg["auto.create.topics.enable"].value, cfg["auto.create.topics.enable"].config_source) == ("false", 5)
     assert cfg["log.dirs"].value == gw.data_dir
     assert other.error_code == junk.error_code == INVALID_REQUEST and "expected 0" in other.error_message
     [r] = _describe(client, (BROKER, "0", ["num.partitions"]), version=0)
