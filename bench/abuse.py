@@ -52,7 +52,7 @@ class Target:
     addresses: dict[str, tuple[str, int]]
     pid: int
     data_dir: str
-    token: str = TOKEN
+    token: str | None = TOKEN  # (None: the gateway requires no authentication)
 
     def connect(self, protocol: str, source: str | None = None) -> socket.socket:
         """A blocking socket to `protocol`'s listener (from the local address `source`, e.g. 127.0.0.2)."""
@@ -68,11 +68,11 @@ class Target:
         return NativeClient(*self.addresses["native"], timeout=SOCKET_TIMEOUT_S, token=self.token)
 
 
-def gateway_settings(extra: tuple[str, ...] = ()) -> tuple[str, ...]:
-    """What every attacked gateway runs with: authentication on for native and Kafka (as in the attack review),
-    warnings only in its log; then `extra`."""
-    return ("log_level=WARNING", f"auth.native_token={TOKEN}", "auth.kafka_sasl_plain=true",
-            f"auth.users.{USER}={PASSWORD}", *extra)
+def gateway_settings(extra: tuple[str, ...] = (), auth: bool = True) -> tuple[str, ...]:
+    """What every attacked gateway runs with: authentication on for native and Kafka (as in the attack review,
+    unless `auth` is False), warnings only in its log; then `extra`."""
+    secured = (f"auth.native_token={TOKEN}", "auth.kafka_sasl_plain=true", f"auth.users.{USER}={PASSWORD}")
+    return ("log_level=WARNING", *(secured if auth else ()), *extra)
 
 
 def fds_of(pid: int) -> int:
@@ -166,6 +166,7 @@ class Attack:
     run: Callable[[Target, float], str]  # (target, scale) -> what the gateway did to the attacker
     settings: tuple[str, ...] = ()  # `--set` overrides beyond `gateway_settings()`
     setup: Callable[[Target, float], None] | None = None  # before the probe starts (topics, data)
+    auth: bool = True  # the gateway requires authentication (native token, SASL); False: open listeners
 
 
 @dataclass
@@ -199,8 +200,8 @@ def run_attack(attack: Attack, scale: float = 1.0, *, workdir: str | None = None
 
     with tempfile.TemporaryDirectory(prefix="logway-abuse-", dir=workdir) as tmp:
         data_dir = os.path.join(tmp, "data")
-        with GatewayProcess(data_dir, *gateway_settings(attack.settings + settings)) as gw:
-            target = Target(gw.addresses, gw.pid, data_dir)
+        with GatewayProcess(data_dir, *gateway_settings(attack.settings + settings, attack.auth)) as gw:
+            target = Target(gw.addresses, gw.pid, data_dir, TOKEN if attack.auth else None)
             if attack.setup is not None:
                 attack.setup(target, scale)
             sampler = Sampler(gw.pid)
@@ -236,13 +237,13 @@ def assert_serving(target: Target) -> None:
 
     with target.native() as client:
         client.ping()
-        name = f"alive-{time.monotonic_ns()}"
+        name = f"alive{time.monotonic_ns()}"
         client.create_topic(name, 1)
         assert client.produce(name, 0, [b"still here"]) == [0]
         assert [r.value for r in client.fetch(name, 0, 0).records] == [b"still here"]
     host, port = target.addresses["kafka"]
-    kafka = KafkaClient(KafkaConfig.parse(f"{host}:{port}", security_protocol="SASL_PLAINTEXT",
-                                           sasl_username=USER, sasl_password=PASSWORD, retries=0))
+    sasl = dict(security_protocol="SASL_PLAINTEXT", sasl_username=USER, sasl_password=PASSWORD) if target.token else {}
+    kafka = KafkaClient(KafkaConfig.parse(f"{host}:{port}", retries=0, **sasl))
     try:
         kafka.api_versions()
     finally:
@@ -713,6 +714,77 @@ def kafka_list_groups_offsets_only(target: Target, scale: float) -> str:
     return "listed" if any(g.group_id == "offsets-only" for g in event.body.groups) else "not listed"
 
 
+# -- the storage side's attacks (`abuse_storage`), on a gateway without authentication ----------------------------
+
+def tiny_segments(target: Target, scale: float) -> str:
+    """20,000 produces (at scale 1) into a topic whose segments roll every 1 KiB: a segment each."""
+    from .abuse_storage import tiny_segments as attack
+
+    _, out = attack(target.addresses["native"], max(200, int(20_000 * scale)))
+    segments = sum(name.endswith(".log") for _, _, names in os.walk(os.path.join(target.data_dir, "topics"))
+                   for name in names)
+    return (f"{out.accepted} produces accepted, {len(out.refused)} refused; {segments} segments on disk, "
+            f"{fds_of(target.pid)} descriptors open")
+
+
+def tank_many_partitions(target: Target, scale: float) -> str:
+    """TANK CreateTopic (no authentication in TANK) of 5 topics of 1,000 partitions each (at scale 1)."""
+    from .abuse_storage import tank_create_topics
+
+    _, codes = tank_create_topics(target.addresses["tank"], 5, max(10, int(1000 * scale)))
+    return "error codes " + ", ".join(str(c) for c in codes)
+
+
+def auto_created_topics(target: Target, scale: float) -> str:
+    """Kafka Metadata naming 6,600 unknown topics (at scale 1), with auto-creation on."""
+    from collections import Counter
+
+    from .abuse_storage import auto_create_topics
+
+    codes = auto_create_topics(target.addresses["kafka"], max(100, int(6600 * scale)))
+    return "error codes: " + ", ".join(f"{code} × {n}" for code, n in sorted(Counter(codes.values()).items()))
+
+
+def tiny_records_many_partitions(target: Target, scale: float) -> str:
+    """One one-byte record into each of 64 partitions (at scale 1): the disk they reserve."""
+    from .abuse_storage import tiny_records_many_partitions as attack
+    from .proc import allocated_bytes
+
+    _, out = attack(target.addresses["native"], max(8, int(64 * scale)))
+    return f"{out.accepted} records; the data directory takes {allocated_bytes(target.data_dir) / MiB:.1f} MiB of disk"
+
+
+def seqnum_near_the_end(target: Target, scale: float) -> str:
+    """TANK ProduceWithSeqnum at sequence number 2^63 − 2 into a `tank` topic, then an ordinary produce."""
+    from logway.clients.tank import TankClient
+
+    from .abuse_storage import seqnum_jump
+
+    with TankClient(*target.addresses["tank"]) as c:
+        c.create_topic("jump", 1)
+    code = seqnum_jump(target.addresses["tank"], "jump")
+    with TankClient(*target.addresses["tank"]) as c:
+        after = c.produce("jump", 0, [b"after"])
+    return f"the jump got error code {code:#x}; a produce after it got {after:#x}"
+
+
+def retention_overflow(target: Target, scale: float) -> str:
+    """TANK CreateTopic with log.retention.secs = 10^30."""
+    from .abuse_storage import tank_retention_overflow
+
+    _, code = tank_retention_overflow(target.addresses["tank"])
+    return f"error code {code}"
+
+
+def long_topic_names(target: Target, scale: float) -> str:
+    """Topics named with 247, 248 and 249 characters, created, written and deleted through native and Kafka."""
+    from .abuse_storage import long_names
+
+    out = long_names(target.addresses["native"], target.addresses["kafka"])
+    bad = {k: v for k, v in out.items() if v != "ok"}
+    return "every step ok" if not bad else f"failed: {bad}"
+
+
 ATTACKS = [
     Attack("kafka-preauth", kafka_preauth_metadata.__doc__, kafka_preauth_metadata),
     Attack("native-preauth", native_preauth_frame.__doc__, native_preauth_frame),
@@ -730,6 +802,15 @@ ATTACKS = [
     Attack("metrics-scrape", metrics_scrape.__doc__, metrics_scrape, setup=_many_partitions),
     Attack("list-huge-groups", list_huge_groups.__doc__, list_huge_groups, setup=_huge_group_ids),
     Attack("kafka-list-groups", kafka_list_groups_offsets_only.__doc__, kafka_list_groups_offsets_only),
+    Attack("tiny-segments", tiny_segments.__doc__, tiny_segments, auth=False),
+    Attack("tank-many-partitions", tank_many_partitions.__doc__, tank_many_partitions, auth=False),
+    Attack("auto-created-topics", auto_created_topics.__doc__, auto_created_topics,
+           settings=("kafka.auto_create_topics=true",), auth=False),
+    Attack("tiny-records-many-partitions", tiny_records_many_partitions.__doc__, tiny_records_many_partitions,
+           auth=False),
+    Attack("seqnum-near-the-end", seqnum_near_the_end.__doc__, seqnum_near_the_end, auth=False),
+    Attack("retention-overflow", retention_overflow.__doc__, retention_overflow, auth=False),
+    Attack("long-topic-names", long_topic_names.__doc__, long_topic_names, auth=False),
 ]
 
 

@@ -22,9 +22,12 @@ supervisor told it the other workers' addresses.
 from __future__ import annotations
 
 import logging
+import math
+import os
 import resource
 import signal
 import socket
+import time
 from functools import partial
 from time import perf_counter
 from typing import TYPE_CHECKING
@@ -71,6 +74,35 @@ RESERVED_DESCRIPTORS = 256
 DERIVED_OPEN_FILES = 8192
 
 
+#: `/ready` reports unready while fewer descriptors than this are left under RLIMIT_NOFILE: a connection, a segment
+#: roll and a directory sync each need one, and the engine's budget of open files may be over-committed by readers
+#: holding evicted files.
+DESCRIPTORS_FREE = 64
+#: How long `DescriptorWatch` trusts its last count (a probe or a scrape every few seconds costs one listing).
+DESCRIPTOR_COUNT_S = 1.0
+
+
+class DescriptorWatch:
+    """Whether this process is running out of descriptors: its open descriptors (/proc/self/fd) counted at most
+    once per `DESCRIPTOR_COUNT_S`, against the soft RLIMIT_NOFILE."""
+
+    def __init__(self, free: int) -> None:
+        self.free = free
+        self.open = 0
+        self._counted = -math.inf
+
+    def running_out(self) -> bool:
+        now = time.monotonic()
+        if now - self._counted >= DESCRIPTOR_COUNT_S:
+            self._counted = now
+            try:
+                self.open = len(os.listdir("/proc/self/fd"))
+            except OSError:  # (no /proc: not counted)
+                return False
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        return soft != resource.RLIM_INFINITY and self.open > soft - self.free
+
+
 class Gateway:
     def __init__(self, config: Config, *, listen: bool = True, worker: "WorkerRole | None" = None) -> None:
         self.config = config
@@ -87,6 +119,7 @@ class Gateway:
         self.turns = Turns(per_pass, config.limits.data_pass_ms) if per_pass else None
         self.committer = GroupCommitter(on_synced=self._synced)
         self.memory = MemoryBudget(config.limits.memory_bytes or default_memory_bytes())
+        self.descriptors = DescriptorWatch(DESCRIPTORS_FREE)
         self.connections = ConnectionRegistry(config.limits.max_connections, config.limits.max_connections_per_ip)
         self.addresses: dict[str, tuple[str, int]] = {}
         self._shutdown = trio.Event()
@@ -100,9 +133,9 @@ class Gateway:
 
     @property
     def ready(self) -> bool:
-        """Storage is open and every enabled listener bound, no shutdown was asked, and the memory budget is not
-        exhausted (`/ready`)."""
-        return self.state == "ready" and not self.memory.exhausted
+        """Storage is open and every enabled listener bound, no shutdown was asked, and neither the memory budget
+        nor the descriptors are running out (`/ready`)."""
+        return self.state == "ready" and not self.memory.exhausted and not self.descriptors.running_out()
 
     def _synced(self, target) -> None:
         if self.steps is not None:

@@ -20,6 +20,7 @@ cached.
 from __future__ import annotations
 
 import logging
+import resource
 import time
 from collections import deque
 from importlib import resources
@@ -132,8 +133,15 @@ class AdminApi:
     def _ready(self) -> HttpAnswer:
         gw = self.gateway
         listeners = {name: f"{host}:{port}" for name, (host, port) in sorted(gw.addresses.items())}
-        body = {"ready": gw.ready, "state": gw.state, "storage_open": gw.storage_open, "listeners": listeners,
-                "memory": {"limit_bytes": gw.memory.limit, "used_bytes": gw.memory.used}}
+        ready = gw.ready
+        files = gw.engine.files if gw.storage_open else None
+        body = {"ready": ready, "state": gw.state, "storage_open": gw.storage_open, "listeners": listeners,
+                "memory": {"limit_bytes": gw.memory.limit, "used_bytes": gw.memory.used,
+                           "exhausted": gw.memory.exhausted},
+                "descriptors": {"open": gw.descriptors.open, "limit": resource.getrlimit(resource.RLIMIT_NOFILE)[0],
+                                "segment_files_open": len(files) if files is not None else 0,
+                                "segment_files_limit": files.limit if files is not None else 0}}
+        return _json(200 if ready else 503, body)
         return _json(200 if gw.ready else 503, body)
 
     # -- JSON ------------------------------------------------------------------------------------------------

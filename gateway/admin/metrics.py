@@ -195,6 +195,14 @@ class GatewayCollector(Collector):
         yield budget
         yield CounterMetricFamily("logway_memory_waits", "Requests that waited for memory (the budget was past its "
                                   "soft limit and their address held more than its share)", value=gw.memory.waits)
+        files = gw.engine.files if gw.storage_open else None
+        segment_files = GaugeMetricFamily("logway_segment_files", "Segment files (data, indexes) open now and the "
+                                          "budget of them (limits.open_segment_files)", labels=["what"])
+        segment_files.add_metric(["open"], len(files) if files is not None else 0)
+        segment_files.add_metric(["limit"], files.limit if files is not None else 0)
+        yield segment_files
+        yield CounterMetricFamily("logway_segment_files_let_go", "Segment files closed because others were used "
+                                  "since (the budget of open files)", value=files.let_go if files is not None else 0)
         turns = gw.turns
         yield CounterMetricFamily("logway_data_requests_deferred", "Produce/fetch/consume requests that waited for "
                                   "a later pass of the event loop (limits.data_requests_per_pass: the gateway was "

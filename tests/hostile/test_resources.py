@@ -181,6 +181,34 @@ def test_a_descriptor_limit_below_what_the_partitions_need(tmp_path):
         check_all(gw)
 
 
+def test_ready_says_unready_while_descriptors_run_out(tmp_path):
+    """Under RLIMIT_NOFILE 256, idle connections up to the last 64 descriptors: `/ready` answers 503 (a load balancer
+    sends no new clients), and 200 again once they are gone."""
+    import socket
+    import time
+
+    from logway.bench.abuse import Target, _http
+
+    with GatewayProcess(str(tmp_path / "data"), "limits.max_connections=240", nofile=256) as gw:
+        target = Target(gw.addresses, gw.pid, str(tmp_path / "data"))
+        assert _http(target, "/ready")[0] == 200
+        socks = [socket.create_connection(gw.native) for _ in range(256 - 64 - len(open_files(gw.pid)) + 8)]
+        try:
+            deadline = time.monotonic() + 10
+            while len(open_files(gw.pid)) <= 256 - 64 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            time.sleep(1.1)  # (the gateway counts its descriptors at most once a second)
+            status, body = _http(target, "/ready")
+            assert status == 503, body
+        finally:
+            for s in socks:
+                s.close()
+        deadline = time.monotonic() + 10
+        while _http(target, "/ready")[0] != 200:
+            assert time.monotonic() < deadline, "still unready with the connections gone"
+            time.sleep(0.2)
+
+
 # -- disk ----------------------------------------------------------------------------------------------------------
 
 def test_idle_partitions_reserve_no_disk_and_a_crash_leaves_no_reservation(tmp_path):
