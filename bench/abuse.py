@@ -116,7 +116,9 @@ class Probe(threading.Thread):
                 t0 = time.perf_counter()
                 client.ping()
                 self.latencies.append(time.perf_counter() - t0)
-            except Exception as exc:  # counted; the probe goes on
+            except Exception as exc:  # counted (its wait too: a stall that outlasts the probe's patience); goes on
+                if client is not None:
+                    self.latencies.append(time.perf_counter() - t0)
                 self.failures.append(f"{type(exc).__name__}: {exc}")
                 if client is not None:
                     client.close()
@@ -312,31 +314,28 @@ def _held(seconds: float) -> None:
 # ============================================================================================ the attacks
 # Each returns one line: what the gateway did to the attacker. Sizes scale with `scale` (1.0: the issue's).
 
+def _sent_before_auth(target: Target, protocol: str, frame: bytes) -> str:
+    """Send `frame` on a fresh, unauthenticated connection of `protocol`: how much went, and when it was closed."""
+    with target.connect(protocol) as s:
+        t0 = time.monotonic()
+        sent = send_until_closed(s, frame)
+        closed = closed_within(s, SOCKET_TIMEOUT_S)
+        took = time.monotonic() - t0
+    state = "not closed" if closed is None else f"closed after {took:.1f} s"
+    return f"sent {sent / MiB:.1f} of {len(frame) / MiB:.1f} MiB, {state}"
+
+
 def kafka_preauth_metadata(target: Target, scale: float) -> str:
     """A Kafka Metadata v0 request of empty topic names, before SASL (99 MiB at scale 1)."""
     names = max(1024, int(99 * MiB * scale) // 2)
-    frame = _kafka_frame(3, 0, struct.pack(">i", names) + bytes(2 * names))
-    with target.connect("kafka") as s:
-        t0 = time.monotonic()
-        sent = send_until_closed(s, frame)
-        closed = closed_within(s, SOCKET_TIMEOUT_S)
-        took = time.monotonic() - t0
-    state = "not closed" if closed is None else f"closed after {took:.1f} s"
-    return f"sent {sent / MiB:.1f} of {len(frame) / MiB:.1f} MiB, {state}"
+    return _sent_before_auth(target, "kafka", _kafka_frame(3, 0, struct.pack(">i", names) + bytes(2 * names)))
 
 
 def native_preauth_frame(target: Target, scale: float) -> str:
-    """A native Produce frame of tiny records before Auth (10 MiB at scale 1)."""
-    count = max(1000, int(10 * MiB * scale) // 4)
-    payload = b'{"Produce":{"topic":"t","partition":0,"records":[' + b",".join([b"[1]"] * count) + b"]}}"
-    frame = _native_frame(payload[:10 * MiB])
-    with target.connect("native") as s:
-        t0 = time.monotonic()
-        sent = send_until_closed(s, frame)
-        closed = closed_within(s, SOCKET_TIMEOUT_S)
-        took = time.monotonic() - t0
-    state = "not closed" if closed is None else f"closed after {took:.1f} s"
-    return f"sent {sent / MiB:.1f} of {len(frame) / MiB:.1f} MiB, {state}"
+    """A native Produce frame of one-byte records before Auth (10 MiB at scale 1)."""
+    head, tail = b'{"Produce":{"topic":"t","partition":0,"records":[', b"]}}"
+    count = max(1000, int((10 * MiB - len(head) - len(tail)) * min(scale, 1.0)) // 4)
+    return _sent_before_auth(target, "native", _native_frame(head + b",".join([b"[1]"] * count) + tail))
 
 
 def unauthenticated_keepalive(target: Target, scale: float) -> str:
@@ -501,8 +500,8 @@ def kafka_fetch_v0_unread(target: Target, scale: float) -> str:
     from logway.codecs.kafka.api import fetch as KF
     from logway.codecs.kafka.connection import KafkaRequest
 
-    body = KF.FetchRequest(max_wait_ms=0, topics=[KF.FetchTopic(BIG, [KF.FetchPartition(0, fetch_offset=0,
-                                                                                        partition_max_bytes=64 * MiB)])])
+    partition = KF.FetchPartition(0, fetch_offset=0, partition_max_bytes=64 * MiB)
+    body = KF.FetchRequest(max_wait_ms=0, topics=[KF.FetchTopic(BIG, [partition])])
     socks, frames = [], []
     for _ in range(_connections(scale)):
         s, codec = kafka_session(target)
@@ -537,7 +536,7 @@ def native_fetch_unread(target: Target, scale: float) -> str:
     (at least 2 s)."""
     from logway.codecs import native as nv
 
-    clients = [target.native() for _ in range(4 * _connections(scale))]
+    clients = [target.native() for _ in range(min(200, 4 * _connections(scale)))]  # (under 256 per address)
     frame = clients[0].prepare(nv.FetchRequest(BIG, 0, 0, 2 * MiB, None))
     return _unread([c.stream.sock for c in clients], lambda i: frame, max(2.0, 5 * scale))
 
@@ -781,8 +780,10 @@ def long_topic_names(target: Target, scale: float) -> str:
     from .abuse_storage import long_names
 
     out = long_names(target.addresses["native"], target.addresses["kafka"])
-    bad = {k: v for k, v in out.items() if v != "ok"}
-    return "every step ok" if not bad else f"failed: {bad}"
+    bad = sorted(f"{protocol} {length}" for (protocol, length), answer in out.items() if answer != "ok")
+    reasons = sorted({"File name too long" if "File name too long" in answer else answer[:60]
+                      for answer in out.values() if answer != "ok"})
+    return "every step ok" if not bad else f"failed: {', '.join(bad)} ({'; '.join(reasons)})"
 
 
 ATTACKS = [

@@ -256,8 +256,10 @@ async def serve_connection(stream: trio.abc.Stream, conn: Connection, protocol, 
     memory = getattr(gateway, "memory", None)
     if memory is not None:
         LEASE.set((memory, conn))  # (the steps take large reads' share of the budget through it)
+    steps = getattr(gateway, "steps", None)
     reader = RequestReader(transport, codec, conn, limits, memory,
-                           None if memory is None else int(memory.limit * MAX_REQUEST_SHARE))
+                           None if memory is None else int(memory.limit * MAX_REQUEST_SHARE),
+                           None if steps is None else steps.heavy)
     max_parked = protocol.max_parked
     out = Outbox(transport, codec, shared=max_parked > 0, memory=memory, conn=conn)
     turns = getattr(gateway, "turns", None)

@@ -37,7 +37,8 @@ OFFLOAD_COST_BYTES = 4 * 1024 * 1024
 
 
 class RequestReader:
-    def __init__(self, transport, codec, conn, limits, memory=None, max_cost: int | None = None) -> None:
+    def __init__(self, transport, codec, conn, limits, memory=None, max_cost: int | None = None,
+                 heavy: trio.CapacityLimiter | None = None) -> None:
         self.transport = transport
         self.codec = codec
         self.conn = conn
@@ -45,6 +46,7 @@ class RequestReader:
         self.request_timeout = limits.request_timeout_ms / 1000
         self.memory = memory  # the gateway's `memory.MemoryBudget` (None: nothing is counted)
         self.max_cost = max_cost  # the most one request may take of it (None: no bound)
+        self.heavy = heavy  # the turns of heavy work an offloaded decode takes (`Steps.heavy`; None: its own)
         self.held = 0  # what the frame being read (or handled) holds of the budget
         self._frame_deadline: float | None = None
 
@@ -84,7 +86,7 @@ class RequestReader:
                     fatal=True)
             await self._reserve(cost)
         if cost > OFFLOAD_COST_BYTES and codec.buffered_bytes >= size:
-            return await trio.to_thread.run_sync(codec.next_event)
+            return await trio.to_thread.run_sync(codec.next_event, limiter=self.heavy)
         return codec.next_event()
 
     async def _reserve(self, cost: int) -> None:

@@ -47,6 +47,12 @@ __all__ = ["INLINE_READ_BYTES", "Isolation", "NotNow", "Read", "Steps", "run_now
 #: Reads larger than this run in a worker thread, so a cold read from disk does not stall other connections;
 #: smaller ones run inline (a thread hop costs more than a read from the page cache).
 INLINE_READ_BYTES = 4 * 1024 * 1024
+#: Heavy work — a large slice transcoded a step at a time, a decode or conversion in a worker thread — done for this
+#: many requests at once (`Steps.heavy`); the others wait their turn. Stepping bounds one request's work per pass
+#: of the event loop, this bounds the pass: thirty-two readers stepping through their transcodes at once made every
+#: pass, and every other client's answer, thirty-two steps long. (Worker threads share the interpreter's lock: more
+#: of them at once would only take turns with the event loop.)
+HEAVY_AT_ONCE = 2
 
 T = TypeVar("T")
 
@@ -104,6 +110,8 @@ class Steps:
         self.notifier = notifier
         self.committer = committer
         self.sync_acks = flush == Flush.ALWAYS
+        #: The turns of heavy work (see `HEAVY_AT_ONCE`): large transcodes, decodes and conversions take one.
+        self.heavy = trio.CapacityLimiter(HEAVY_AT_ONCE)
 
     # -- writing -----------------------------------------------------------------------------------------
     def append(self, plog: PartitionLog, data, *, producer: tuple[int, int] | None = None) -> AppendResult:
@@ -210,24 +218,24 @@ class Steps:
             elif at_once:
                 raise NotNow
             else:  # the loop is let go between the batches (the cache is this thread's: not a worker thread)
-                steps = cache.transcode_in_steps(rng, data, offset, stored, as_)
-                try:
-                    while True:
-                        next(steps)
-                        await trio.lowlevel.checkpoint()
-                except StopIteration as done:
-                    shared = done.value
+                async with self.heavy:
+                    steps = cache.transcode_in_steps(rng, data, offset, stored, as_)
+                    try:
+                        while True:
+                            next(steps)
+                            await trio.lowlevel.checkpoint()
+                    except StopIteration as done:
+                        shared = done.value
         return Read(rng, *shared)
 
-    @staticmethod
-    async def _in_thread_if_large(rng: ReadSlice, at_once: bool, fn: Callable[..., T], *args) -> T:
+    async def _in_thread_if_large(self, rng: ReadSlice, at_once: bool, fn: Callable[..., T], *args) -> T:
         """`fn(*args)` (decoding or encoding the slice `rng`): inline when the slice is small; when large, in a
-        worker thread (or `NotNow` when `at_once`)."""
+        worker thread, taking a turn of heavy work (or `NotNow` when `at_once`)."""
         if rng.length <= STEP_BYTES:
             return fn(*args)
         if at_once:
             raise NotNow
-        return await trio.to_thread.run_sync(fn, *args)
+        return await trio.to_thread.run_sync(fn, *args, limiter=self.heavy)
 
     def _done(self, read: Read, offset: int) -> Read:
         if self.on_read is not None:
@@ -243,14 +251,13 @@ class Steps:
             raise NotNow
         return await trio.to_thread.run_sync(rng.read)
 
-    @staticmethod
-    async def convert(size: int, fn: Callable[..., T], *args) -> T:
+    async def convert(self, size: int, fn: Callable[..., T], *args) -> T:
         """`fn(*args)`: a pure conversion of records worth `size` bytes (a produce in another format than the
-        topic's, encoded into it) — inline when small, in a worker thread when larger than `STEP_BYTES`, so no
-        produce holds the event loop for long."""
+        topic's, encoded into it) — inline when small, in a worker thread taking a turn of heavy work when larger
+        than `STEP_BYTES`, so no produce holds the event loop for long."""
         if size <= STEP_BYTES:
             return fn(*args)
-        return await trio.to_thread.run_sync(fn, *args)
+        return await trio.to_thread.run_sync(fn, *args, limiter=self.heavy)
 
     async def in_thread(self, fn: Callable[..., T], *args) -> T:
         """Run a blocking storage call (topic creation, a timestamp search) in a worker thread."""

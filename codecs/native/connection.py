@@ -22,6 +22,8 @@ import orjson
 from logway.codecs.errors import LocalProtocolError, RemoteProtocolError
 from logway.codecs.native.events import EncodedRecords, FetchResponse, RelayedResponse
 from logway.codecs.native.wire import (
+    MAX_ARRAYS,
+    MAX_PRODUCE_RECORDS,
     _REQUEST_DECODERS,
     _REQUEST_ENCODERS,
     _RESPONSE_DECODERS,
@@ -38,6 +40,9 @@ from logway.codecs.stream import CLOSED, NEED_DATA, ReceiveBuffer
 # header could make us buffer up to 4 GiB per connection; RustLog peers refuse anything larger anyway.
 MAX_FRAME_BYTES = 10 * 1024 * 1024
 
+#: A request frame larger than this has its arrays counted before it is parsed (`wire.MAX_ARRAYS`): below it, they
+#: cannot be that many.
+_COUNT_ARRAYS_FROM = MAX_ARRAYS
 #: Encoded Fetch records larger than this go out as a piece of their own, not copied into the frame (`send`).
 UNCOPIED_RECORDS_BYTES = 64 * 1024
 
@@ -168,6 +173,9 @@ class NativeConnection(ReceiveBuffer):
     # ---------------------------------------------------------------------------------------- helpers
 
     def _parse(self, payload: bytearray) -> Any:
+        if len(payload) > _COUNT_ARRAYS_FROM and self.role == "server" and payload.count(b"[") > MAX_ARRAYS:
+            raise self._bad(f"more than {MAX_ARRAYS} arrays in one request (a Produce carries at most "
+                            f"{MAX_PRODUCE_RECORDS} records; send them in several)")
         try:
             obj = orjson.loads(payload)
         except orjson.JSONDecodeError as exc:

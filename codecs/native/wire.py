@@ -85,6 +85,14 @@ MAX_PRODUCER_ID = 2**63 - 1
 MAX_EPOCH = 2**15 - 1
 #: Partitions named by one internal transaction request.
 MAX_TXN_PARTITIONS = 100_000
+#: The most records one Produce may carry: ten times librdkafka's largest batch (batch.num.messages), and an answer
+#: of at most ~2 MB of offsets. The bound is also what keeps a frame's JSON parse short: orjson parses a frame in one
+#: call that holds the interpreter, ~1 µs per one-byte record — a 10 MiB frame of 2.6 M of them held it for seconds
+#: (`NativeConnection` counts a frame's arrays before parsing it: `MAX_ARRAYS`).
+MAX_PRODUCE_RECORDS = 100_000
+#: The most JSON arrays ("[") a request frame may hold, counted before it is parsed: a Produce's records with their
+#: keys (two arrays each), and room for the other requests' lists.
+MAX_ARRAYS = 2 * MAX_PRODUCE_RECORDS + 1024
 #: The states a `TxnResponse` may carry.
 TXN_STATES = ("ok", "ongoing", "committed", "aborted", "completing")
 # Topic config values are int64 (ms, bytes) or strings, as Kafka's configs.
@@ -256,6 +264,8 @@ def _produce_request(body: dict, payload: bytearray) -> ProduceRequest:
     topic = _str(_get(body, "topic"), "topic")
     partition = _int(_get(body, "partition"), "partition", MAX_PARTITION)
     raw = _list(_get(body, "records"), "records")
+    if len(raw) > MAX_PRODUCE_RECORDS:
+        raise _Invalid(f"{len(raw)} records in one Produce: at most {MAX_PRODUCE_RECORDS}; send them in several")
     mb = bool(raw) and _may_hold_bools(payload)
     records: list[Record] = []
     append = records.append
@@ -469,6 +479,8 @@ def _produce_response(body: dict, _raw: bytearray) -> ProduceResponse:
 
 def _fetch_response(body: dict, payload: bytearray) -> FetchResponse:
     raw = _list(_get(body, "records"), "records")
+    if len(raw) > MAX_PRODUCE_RECORDS:
+        raise _Invalid(f"{len(raw)} records in one Produce: at most {MAX_PRODUCE_RECORDS}; send them in several")
     mb = bool(raw) and _may_hold_bools(payload)
     return FetchResponse(
         records=_each(raw, "records", lambda item: _fetched_record(item, mb)),

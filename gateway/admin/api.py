@@ -117,7 +117,8 @@ class AdminApi:
             if path in _STATIC:
                 return console_file(path)
             if path == "/metrics":
-                return 200, [("Content-Type", CONTENT_TYPE), _NO_STORE], await self.gateway.metrics.exposition_in_steps()
+                text = await self.gateway.metrics.exposition_in_steps()
+                return 200, [("Content-Type", CONTENT_TYPE), _NO_STORE], text
             if path == "/health":
                 return _json(200, {"status": "live"})
             if path == "/ready":
