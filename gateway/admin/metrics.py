@@ -281,6 +281,13 @@ class GatewayCollector(Collector):
         yield gauge
         yield accepted
         yield refused
+        # (bounded: one label value per open connection at most, names of at most 129 characters)
+        software = GaugeMetricFamily("logway_client_software_connections", "Client connections open now per "
+                                     "listener and client software (\"name/version\", as Kafka clients name theirs "
+                                     "in ApiVersions v3+)", labels=["listener", "software"])
+        for (name, client), count in sorted(registry.client_software().items()):
+            software.add_metric([name, client], count)
+        yield software
         if gw.worker is not None:  # the other workers' relay connections to this one (not in the gauge above)
             relays = GaugeMetricFamily("logway_relay_connections_open", "Relay connections other workers hold to "
                                        "this one now, per listener (workers: N)", labels=["listener"])

@@ -26,7 +26,9 @@ from ...steps import Steps
 from ...transactions import TransactionCoordinator
 from . import admin, configs, group_admin, groups, offsets, records, transactions
 from .coordinator import GroupCoordinator
+from .group_types import CLASSIC, GroupDirectory
 from .producers import ProducerStates
+from .topic_ids import name_topics
 
 #: api key -> handler, for every API but the two SASL ones (the session answers those).
 HANDLERS = {
@@ -82,9 +84,12 @@ class KafkaBroker:
         self.advertised = advertised
         self.producers = ProducerStates(config.kafka.producer_id_expiration_ms)
         self.transactions = transactions
+        #: Every group of every type (one namespace of group ids).
+        self.groups = GroupDirectory(**{CLASSIC: coordinator})
 
     async def handle(self, request, conn):
         """The response body for a request (None: no response, a Produce with acks=0)."""
+        name_topics(self.engine, request.api_key, request.api_version, request.body)  # (Produce, Fetch v13+)
         if self.cluster is not None:
             return await self.cluster.handle(self, request, conn, HANDLERS)
         return await HANDLERS[request.api_key](self, request.body, request.api_version, conn)

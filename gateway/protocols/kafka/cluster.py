@@ -43,6 +43,9 @@ from logway.codecs.kafka.api import produce as P
 from logway.codecs.kafka.api import transactions as X
 from logway.codecs.kafka.error_codes import ErrorCode as E
 
+from .groups import coordinator_answer
+from .topic_ids import BY_ID_SINCE, UNKNOWN, name_topics
+
 if TYPE_CHECKING:  # pragma: no cover
     from ...workers import WorkerRole
     from .broker import KafkaBroker
@@ -99,11 +102,14 @@ def _not_coordinator_commit(body):
 
 
 def _not_coordinator_fetch(body):
-    return O.OffsetFetchResponse(throttle_time_ms=0, error_code=_NC, topics=[
-        O.OffsetFetchResponseTopic(name=t.name, partitions=[
+    def topics(asked):
+        return [O.OffsetFetchResponseTopic(name=t.name, partitions=[
             O.OffsetFetchResponsePartition(partition_index=p, committed_offset=-1, metadata="", error_code=_NC)
-            for p in t.partition_indexes])
-        for t in body.topics or []])
+            for p in t.partition_indexes]) for t in asked or []]
+    # (v0-v7 answer one group's topics, v8+ each group's: the version's fields are the ones written)
+    return O.OffsetFetchResponse(throttle_time_ms=0, error_code=_NC, topics=topics(body.topics), groups=[
+        O.OffsetFetchResponseGroup(group_id=g.group_id, topics=topics(g.topics), error_code=_NC)
+        for g in body.groups])
 
 
 #: The group APIs, answered NOT_COORDINATOR by every worker but the coordinator.
@@ -158,6 +164,9 @@ class KafkaCluster:
 
     async def handle(self, broker: "KafkaBroker", request, conn, handlers):
         key, body, version = request.api_key, request.body, request.api_version
+        if key in BY_ID_SINCE and version >= BY_ID_SINCE[key] and _names_unknown_id(key, body):
+            await self.role.refresh(broker.engine)  # a topic another worker created? (its id is news here)
+            name_topics(broker.engine, key, version, body)
         if key in ROUTED:
             return await self._routed(broker, ROUTED[key], handlers[key], request, conn)
         if key in NOT_COORDINATOR and self.node_id != COORDINATOR:
@@ -182,13 +191,15 @@ class KafkaCluster:
         if key in (X.ADD_PARTITIONS_TO_TXN_KEY, X.TXN_OFFSET_COMMIT_KEY):  # a topic another worker just created?
             await self.role.look_up_unknown(broker.engine, [(t.name, None) for t in body.topics])
         if key == M.API_KEY:
-            await self.role.look_up_unknown(broker.engine, [(t.name, None) for t in body.topics or ()])
+            await self.role.look_up_unknown(broker.engine, [(t.name, None) for t in body.topics or ()
+                                                            if t.name is not None])
+            if version >= 10 and any(t.name is None for t in body.topics or ()):
+                await self.role.refresh(broker.engine, max_age=0)  # topics asked for by id: any worker's
             await self.role.refresh(broker.engine)
             return self._metadata(broker, await handlers[key](broker, body, version, conn))
         if key == G.FIND_COORDINATOR_KEY:
-            node, host, port = self.brokers(broker)[COORDINATOR]
-            return G.FindCoordinatorResponse(throttle_time_ms=0, error_code=E.NONE, error_message=None,
-                                             node_id=node, host=host, port=port)
+            keys = body.coordinator_keys if version >= 4 else [body.key]
+            return coordinator_answer(version, body.key_type, keys, self.brokers(broker)[COORDINATOR])
         if key == K.DESCRIBE_CLUSTER_KEY:
             response = await handlers[key](broker, body, version, conn)
             if response.error_code == E.NONE:
@@ -257,7 +268,10 @@ class KafkaCluster:
                 entry = api.error(number) if (name, number) in theirs else answered.get((name, number))
                 if entry is not None:
                     parts.append(entry)
-            out.append(api.topic_cls(**{api.r_name: name, api.r_parts: parts}))
+            entry = api.topic_cls(**{api.r_name: name, api.r_parts: parts})
+            if hasattr(t, "topic_id"):  # (Produce, Fetch: v13+ name topics by id)
+                entry.topic_id = t.topic_id
+            out.append(entry)
         setattr(response, api.r_topics, out)
         return response
 
@@ -265,6 +279,12 @@ class KafkaCluster:
     def _known(engine, topic: str, partition: int) -> bool:
         t = engine.topics_by_name.get(topic)
         return t is not None and 0 <= partition < len(t.partitions)
+
+
+def _names_unknown_id(api_key: int, body) -> bool:
+    """Whether a request naming topics by id named one this worker does not know (see `topic_ids`)."""
+    topics = body.topic_data if api_key == P.API_KEY else body.topics
+    return any((t.name if api_key == P.API_KEY else t.topic) == UNKNOWN for t in topics)
 
 
 def _empty_response(api_key: int):

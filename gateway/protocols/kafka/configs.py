@@ -25,11 +25,12 @@ import functools
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+from logway.codecs.kafka.api import admin as A
 from logway.codecs.kafka.api import configs as C
 from logway.codecs.kafka.api.configs import AlterConfigOp, ConfigResourceType, ConfigSource, ConfigType
 from logway.codecs.kafka.error_codes import ErrorCode as E
 from logway.storage import InvalidConfig, validate_topic_name
-from logway.storage.config import BUILT_IN, KAFKA_NAMES, SOURCE_BROKER, SOURCE_DEFAULT, SOURCE_TOPIC
+from logway.storage.config import BUILT_IN, KAFKA_NAMES, SOURCE_BROKER, SOURCE_DEFAULT, SOURCE_TOPIC, describe
 
 from ...config import KafkaSettings, StorageSettings
 from ...errors import FAILURES
@@ -38,7 +39,8 @@ from .errors import error_code
 if TYPE_CHECKING:  # pragma: no cover
     from .broker import KafkaBroker
 
-__all__ = ["describe_configs", "alter_configs", "incremental_alter_configs", "BROKER_SYNONYMS", "broker_configs"]
+__all__ = ["describe_configs", "alter_configs", "incremental_alter_configs", "BROKER_SYNONYMS", "broker_configs",
+           "created_topic_configs"]
 
 _TOPIC = ConfigResourceType.TOPIC
 _BROKER = ConfigResourceType.BROKER
@@ -208,6 +210,14 @@ def _describe_topic(broker: "KafkaBroker", name: str, keys, body) -> list[C.Desc
         synonyms.append(C.DescribeConfigsSynonym(synonym or e.name, _text(built_in), ConfigSource.DEFAULT_CONFIG))
         out.append(_entry(e.name, e.value, _SOURCES[e.source], e.read_only, synonyms, body))
     return out
+
+
+def created_topic_configs(engine, overrides) -> list:
+    """A topic's settings as CreateTopics v5+ answers them (name, value, read-only, source), for a topic made
+    with these overrides."""
+    return [A.CreatableTopicConfigs(name=e.name, value=_text(e.value), read_only=e.read_only,
+                                    config_source=_SOURCES[e.source], is_sensitive=False)
+            for e in describe(engine.defaults.with_overrides(overrides), overrides, engine.defaults)]
 
 
 # -- DescribeConfigs ------------------------------------------------------------------------------------------------

@@ -767,6 +767,19 @@ class GroupCoordinator:
             return []
         return [(g.group_id, g.protocol_type or "") for g in self._groups.values()]
 
+    def summaries(self) -> list[tuple[str, str, str]]:
+        """(group id, protocol type, state) of every group in memory, Empty ones included (ListGroups v4+)."""
+        if self.closed:
+            return []
+        return [(g.group_id, g.protocol_type or "", g.state.value) for g in self._groups.values()]
+
+    def holds(self, group_id: str) -> bool | None:
+        """None when no group of this id is held; else whether it is in use (members, or joining)."""
+        group = self._groups.get(group_id)
+        if group is None or group.is_(GroupState.DEAD):
+            return None
+        return bool(group.members or group.pending_members) or not group.is_(GroupState.EMPTY)
+
     # -- DeleteGroups, OffsetDelete (the admin side; offsets live in the offset store) ---------------------------
     def delete_group(self, group_id: str) -> int:
         """DeleteGroups' part here: an Empty group's state is forgotten (E.NONE; the caller then deletes its
