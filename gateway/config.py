@@ -158,6 +158,14 @@ class Limits:
                                    "fixed data_requests_per_pass", minimum=0)
 
 
+def _valid_assignors(value: str, where: str) -> str:
+    names = [a.strip() for a in value.split(",")]
+    known = ("uniform", "range")  # (logway.gateway.protocols.kafka.assignors.ASSIGNORS)
+    if not all(names) or any(a not in known for a in names) or len(set(names)) != len(names):
+        raise ConfigError(f"{where}: {value!r} must name assignors among {', '.join(known)}, each once")
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class KafkaSettings:
     advertised_host: str = setting("", "the host Metadata and FindCoordinator tell Kafka clients to connect to; "
@@ -171,6 +179,17 @@ class KafkaSettings:
         0, "wait for more members before the first rebalance of an empty group", minimum=0)
     group_min_session_timeout_ms: int = setting(1000, "the shortest consumer session timeout accepted", minimum=1)
     group_max_session_timeout_ms: int = setting(1800000, "the longest consumer session timeout accepted", minimum=1)
+    group_consumer_session_timeout_ms: int = setting(
+        45000, "a member of a consumer group (KIP-848, group.protocol=consumer) silent for this long is removed",
+        more="(Kafka's group.consumer.session.timeout.ms)", minimum=1)
+    group_consumer_heartbeat_interval_ms: int = setting(
+        5000, "how often members of consumer groups (KIP-848) are told to heartbeat",
+        more="(Kafka's group.consumer.heartbeat.interval.ms; a rebalance reaches each member at its next heartbeat)",
+        minimum=1)
+    group_consumer_assignors: str = setting(
+        "uniform,range", "the server-side assignors of consumer groups (KIP-848), comma-separated; the first is "
+        "the default", more="(Kafka's group.consumer.assignors; a member may ask for another with "
+        "group.remote.assignor)", check=_valid_assignors)
     transaction_max_timeout_ms: int = setting(900000, "the longest transaction timeout a transactional producer may "
                                                       "ask for", more="(Kafka's transaction.max.timeout.ms)", minimum=1)
     transaction_abort_check_ms: int = setting(1000, "how often open transactions are checked for their timeout",

@@ -204,6 +204,27 @@ def test_a_group_commits_once_and_a_new_member_resumes_from_the_committed_offset
         assert commit.topics[0].partitions[0].error_code == E.NOT_COORDINATOR
 
 
+def test_a_consumer_group_of_the_consumer_protocol_spans_both_workers(gw):
+    """KIP-848 (group.protocol=consumer): worker 0 coordinates the group and assigns partitions of both workers,
+    the members fetch each partition from its owner, and a topic worker 1 created is known to worker 0 in time."""
+    topic = kafka_topic(gw, via="kafka.1")
+    produce(gw, topic, [b"cg-%d" % i for i in range(40)])
+    conf = {"bootstrap.servers": "%s:%d" % gw.addresses["kafka.1"], "group.id": "cg-" + topic,
+            "group.protocol": "consumer", "auto.offset.reset": "earliest", "fetch.queue.backoff.ms": 10}
+    members = [Consumer(conf), Consumer(conf)]
+    for m in members:
+        m.subscribe([topic])
+    got: list = []
+    deadline = time.monotonic() + 30
+    while len(got) < 40 and time.monotonic() < deadline:
+        for m in members:
+            got += [(msg.partition(), msg.value()) for msg in m.consume(100, 0.2) if not msg.error()]
+    assert sorted(v for _, v in got) == sorted(b"cg-%d" % i for i in range(40))
+    assert sorted(len(m.assignment()) for m in members) == [PARTITIONS // 2] * 2
+    for m in members:
+        m.close()
+
+
 # -- logway's own Kafka client (what the Spark data source and the pipeline's producer run on) -----------------------
 
 def _owner_port(gw, topic: str, partition: int) -> int:

@@ -571,7 +571,7 @@ async def test_close_wakes_parked_callers_and_stops_run(nursery):
 
 # -- internals that the rest relies on ----------------------------------------------------------------------
 def test_deadline_queue_files_only_earlier_deadlines():
-    d = C._Deadlines()
+    d = C.Deadlines()
     assert d.set("a", 10.0) is True  # the earliest: the run loop must wake
     assert d.set("b", 20.0) is False
     assert d.set("a", 30.0) is False  # later: a dict write, the old entry is re-filed when due

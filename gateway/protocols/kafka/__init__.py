@@ -1,6 +1,7 @@
 """The Kafka wire protocol: `KafkaProtocol` for the registry, the per-connection `KafkaSession` (SASL), and the
-broker (`broker.KafkaBroker` and the API modules), the group coordinator (`coordinator`, `group_state`) and the
-idempotent producers' state (`producers`).
+broker (`broker.KafkaBroker` and the API modules), the group coordinators — classic (`coordinator`, `group_state`),
+KIP-848 consumer groups (`consumer_coordinator`, `assignors`), every type's ids in one namespace (`group_types`) —
+and the idempotent producers' state (`producers`).
 
 Requests are served one at a time in arrival order, as Kafka brokers do (clients may pipeline several; the answers
 go out in request order): a Fetch that waits for data is a `Park` the pump awaits before the next request, and the
@@ -63,6 +64,7 @@ class KafkaProtocol(Protocol):
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self.broker.producers.run)
+            nursery.start_soon(self.broker.consumer_groups.run)
             await self.coordinator.run()  # (until the coordinator is closed)
             nursery.cancel_scope.cancel()
 
@@ -82,6 +84,7 @@ class KafkaProtocol(Protocol):
 
     def close(self) -> None:
         self.coordinator.close()
+        self.broker.consumer_groups.close()
 
 
 class KafkaSession(Session):

@@ -12,6 +12,7 @@ from logway.codecs.kafka.api import admin as A
 from logway.codecs.kafka.api import api_versions as V
 from logway.codecs.kafka.api import cluster as K
 from logway.codecs.kafka.api import configs as C
+from logway.codecs.kafka.api import consumer_groups as CG
 from logway.codecs.kafka.api import fetch as F
 from logway.codecs.kafka.api import groups as G
 from logway.codecs.kafka.api import list_offsets as L
@@ -24,9 +25,10 @@ from logway.codecs.kafka.api import transactions as X
 
 from ...steps import Steps
 from ...transactions import TransactionCoordinator
-from . import admin, configs, group_admin, groups, offsets, records, transactions
+from . import admin, configs, consumer_groups, group_admin, groups, offsets, records, transactions
+from .consumer_coordinator import ConsumerCoordinator
 from .coordinator import GroupCoordinator
-from .group_types import CLASSIC, GroupDirectory
+from .group_types import CLASSIC, CONSUMER, GroupDirectory
 from .producers import ProducerStates
 from .topic_ids import name_topics
 
@@ -62,6 +64,8 @@ HANDLERS = {
     C.INCREMENTAL_ALTER_CONFIGS_KEY: configs.incremental_alter_configs,
     O.OFFSET_DELETE_KEY: group_admin.offset_delete,
     K.DESCRIBE_CLUSTER_KEY: admin.describe_cluster,
+    CG.CONSUMER_GROUP_HEARTBEAT_KEY: consumer_groups.consumer_group_heartbeat,
+    CG.CONSUMER_GROUP_DESCRIBE_KEY: consumer_groups.consumer_group_describe,
 }
 
 #: What this broker advertises and its codec accepts: the codec's versions of the keys it answers — its handlers,
@@ -84,8 +88,18 @@ class KafkaBroker:
         self.advertised = advertised
         self.producers = ProducerStates(config.kafka.producer_id_expiration_ms)
         self.transactions = transactions
+        kc = config.kafka
+        #: KIP-848 consumer groups (the classic ones are `coordinator`'s).
+        self.consumer_groups = ConsumerCoordinator(
+            self._topic_ids, session_timeout_ms=kc.group_consumer_session_timeout_ms,
+            heartbeat_interval_ms=kc.group_consumer_heartbeat_interval_ms,
+            assignors=tuple(a.strip() for a in kc.group_consumer_assignors.split(",")))
         #: Every group of every type (one namespace of group ids).
-        self.groups = GroupDirectory(**{CLASSIC: coordinator})
+        self.groups = GroupDirectory(**{CLASSIC: coordinator, CONSUMER: self.consumer_groups})
+
+    def _topic_ids(self) -> dict:
+        """Every topic now: name -> (topic id, partition count) (what consumer group assignments are made of)."""
+        return {t.name: (t.topic_id, len(t.partitions)) for t in self.engine.topics_by_name.values()}
 
     async def handle(self, request, conn):
         """The response body for a request (None: no response, a Produce with acks=0)."""

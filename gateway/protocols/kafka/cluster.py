@@ -13,8 +13,9 @@ partitions — DescribeLogDirs, for instance):
   does not wait (max_wait 0) so the error goes out at once. A topic or partition this worker does not know yet is
   looked up on disk first.
 - FindCoordinator: node 0 for every group (and transactional id). The group APIs (JoinGroup, SyncGroup,
-  Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, DeleteGroups, OffsetDelete) sent to another
-  worker are NOT_COORDINATOR; ListGroups there lists nothing (each broker lists the groups it coordinates).
+  Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, DeleteGroups, OffsetDelete, and KIP-848's
+  ConsumerGroupHeartbeat and ConsumerGroupDescribe) sent to another worker are NOT_COORDINATOR; ListGroups there
+  lists nothing (each broker lists the groups it coordinates).
 - DeleteTopics goes to the controller (worker 0, which owns the offset store the topic's offsets leave):
   NOT_CONTROLLER elsewhere. CreateTopics and CreatePartitions work on every worker (the engine serializes topic
   changes across workers).
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING
 
 from logway.codecs.kafka.api import admin as A
 from logway.codecs.kafka.api import cluster as K
+from logway.codecs.kafka.api import consumer_groups as CG
 from logway.codecs.kafka.api import fetch as F
 from logway.codecs.kafka.api import groups as G
 from logway.codecs.kafka.api import list_offsets as L
@@ -129,6 +131,10 @@ NOT_COORDINATOR = {
     G.DELETE_GROUPS_KEY: lambda body: G.DeleteGroupsResponse(throttle_time_ms=0, results=[
         G.DeletableGroupResult(group_id=g, error_code=_NC) for g in body.groups_names]),
     O.OFFSET_DELETE_KEY: lambda body: O.OffsetDeleteResponse(error_code=_NC, throttle_time_ms=0, topics=[]),
+    CG.CONSUMER_GROUP_HEARTBEAT_KEY: lambda body: CG.ConsumerGroupHeartbeatResponse(
+        error_code=_NC, error_message="the group coordinator is node 0"),
+    CG.CONSUMER_GROUP_DESCRIBE_KEY: lambda body: CG.ConsumerGroupDescribeResponse(groups=[
+        CG.DescribedConsumerGroup(error_code=_NC, group_id=g) for g in body.group_ids]),
     # the transaction coordinator's (worker 0's too)
     X.ADD_PARTITIONS_TO_TXN_KEY: lambda body: X.AddPartitionsToTxnResponse(throttle_time_ms=0, results=[
         X.AddPartitionsToTxnTopicResult(name=t.name, results=[
@@ -188,6 +194,9 @@ class KafkaCluster:
                 return A.InitProducerIdResponse(throttle_time_ms=0,
                                                 error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1,
                                                 producer_epoch=-1)
+        if key == CG.CONSUMER_GROUP_HEARTBEAT_KEY:  # subscribed topics another worker created or grew?
+            await self.role.look_up_unknown(broker.engine, [(t, None) for t in body.subscribed_topic_names or ()])
+            await self.role.refresh(broker.engine)  # (rate-limited: partitions added, regex matches)
         if key in (X.ADD_PARTITIONS_TO_TXN_KEY, X.TXN_OFFSET_COMMIT_KEY):  # a topic another worker just created?
             await self.role.look_up_unknown(broker.engine, [(t.name, None) for t in body.topics])
         if key == M.API_KEY:

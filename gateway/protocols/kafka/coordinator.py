@@ -52,7 +52,8 @@ from .group_state import Group, GroupState, JoinMember, Member
 
 log = logging.getLogger("logway.gateway.kafka.groups")
 
-__all__ = ["GroupCoordinator", "GroupDescription", "JoinResult", "JoinMember", "MemberDescription", "SyncResult"]
+__all__ = ["Deadlines", "GroupCoordinator", "GroupDescription", "JoinResult", "JoinMember", "MemberDescription",
+           "SyncResult"]
 
 
 _PREPARING = GroupState.PREPARING_REBALANCE
@@ -124,8 +125,9 @@ class _Waiter:
         await self._event.wait()
 
 
-class _Deadlines:
-    """Deadlines by key, earliest first, for the `run()` loop.
+class Deadlines:
+    """Deadlines by key, earliest first, for a coordinator's `run()` loop (the consumer and share group
+    coordinators use it too).
 
     `set` moving a deadline later only rewrites the dict (heartbeats do this all the time); the heap entry
     filed earlier is re-filed when it comes due. Only a deadline earlier than the key's filed one is pushed.
@@ -205,7 +207,7 @@ class GroupCoordinator:
         self.empty_group_retention_ms = empty_group_retention_ms
         self._clock = clock
         self._groups: dict[str, Group] = {}
-        self._deadlines = _Deadlines()
+        self._deadlines = Deadlines()
         self._wakeup = trio.Event()
         self._running = False
         self.closed = False
@@ -772,6 +774,10 @@ class GroupCoordinator:
         if self.closed:
             return []
         return [(g.group_id, g.protocol_type or "", g.state.value) for g in self._groups.values()]
+
+    def forget_if_empty(self, group_id: str) -> bool:
+        """Forget an Empty group (a group of another type takes its id over); False if it is in use."""
+        return self.delete_group(group_id) in (E.NONE, E.GROUP_ID_NOT_FOUND)
 
     def holds(self, group_id: str) -> bool | None:
         """None when no group of this id is held; else whether it is in use (members, or joining)."""

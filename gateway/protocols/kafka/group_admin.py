@@ -53,7 +53,10 @@ async def delete_groups(broker: "KafkaBroker", body, version, conn):
 async def _delete_group(broker: "KafkaBroker", group_id: str) -> int:
     if not group_id:
         return E.INVALID_GROUP_ID
-    code = broker.coordinator.delete_group(group_id)
+    if group_id in broker.consumer_groups.groups:  # a KIP-848 group: only an empty one
+        code = E.NONE if broker.consumer_groups.forget_if_empty(group_id) else E.NON_EMPTY_GROUP
+    else:
+        code = broker.coordinator.delete_group(group_id)
     if code == E.GROUP_ID_NOT_FOUND and _has_offsets(broker, group_id):
         code = E.NONE  # a group that only ever committed offsets
     if code != E.NONE:
@@ -72,7 +75,10 @@ async def offset_delete(broker: "KafkaBroker", body, version, conn):
     group_id = body.group_id
     if not group_id:
         return O.OffsetDeleteResponse(error_code=E.INVALID_GROUP_ID, throttle_time_ms=0, topics=[])
-    code, subscribed = broker.coordinator.offset_delete_status(group_id)
+    if group_id in broker.consumer_groups.groups:  # a KIP-848 group: its members' subscriptions
+        code, subscribed = E.NONE, broker.consumer_groups.subscribed_topics(group_id)
+    else:
+        code, subscribed = broker.coordinator.offset_delete_status(group_id)
     if code == E.GROUP_ID_NOT_FOUND and _has_offsets(broker, group_id):
         code = E.NONE
     if code != E.NONE:

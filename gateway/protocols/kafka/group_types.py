@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from logway.codecs.kafka.error_codes import ErrorCode as E
+
 __all__ = ["CLASSIC", "CONSUMER", "SHARE", "GroupSummary", "GroupDirectory"]
 
 CLASSIC, CONSUMER, SHARE = "classic", "consumer", "share"
@@ -26,7 +28,7 @@ class GroupSummary:
 
 class GroupDirectory:
     """The coordinators of each group type, asked in turn. Each has `summaries()` -> [(group id, protocol type,
-    state)] and `holds(group_id)` -> None (no such group) or whether it is in use."""
+    state)], `holds(group_id)` -> None (no such group) or whether it is in use, and `forget_if_empty(group_id)`."""
 
     def __init__(self, **coordinators) -> None:
         self.by_type = coordinators  # type -> coordinator
@@ -49,3 +51,29 @@ class GroupDirectory:
             if kind != wanted and coordinator.holds(group_id):
                 return kind
         return None
+
+    def claim(self, group_id: str, wanted: str) -> str | None:
+        """Before a group of type `wanted` is made or used: the type of a group in use with this id (refuse), else
+        None, every empty group of another type with this id forgotten (its offsets stay in the store)."""
+        conflict = self.conflict(group_id, wanted)
+        if conflict is None:
+            for kind, coordinator in self.by_type.items():
+                if kind != wanted:
+                    coordinator.forget_if_empty(group_id)
+        return conflict
+
+    def active(self) -> set[str]:
+        """The group ids of every type with members (their offsets are kept: `offset_retention`)."""
+        return {group_id for coordinator in self.by_type.values() for group_id, _, _ in coordinator.summaries()
+                if coordinator.holds(group_id)}
+
+    def validate_commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None, version: int,
+                        *, transactional: bool = False) -> int:
+        """May a member commit offsets of this group (OffsetCommit, TxnOffsetCommit)? Its generation (a classic
+        group) or member epoch (a consumer group's member, OffsetCommit v9+) is checked by the group's coordinator."""
+        if not group_id:
+            return E.INVALID_GROUP_ID
+        consumer = self.by_type.get(CONSUMER)
+        if consumer is not None and group_id in consumer.groups:
+            return consumer.validate_commit(group_id, member_id, generation, 9 if transactional else version)
+        return self.by_type[CLASSIC].validate_commit(group_id, generation, member_id, instance_id)

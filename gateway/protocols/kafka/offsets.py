@@ -1,5 +1,6 @@
-"""The Kafka APIs of committed offsets: OffsetCommit (checked against the group's generation and member, written
-to the shared offset store, synced with `flush: always`) and OffsetFetch."""
+"""The Kafka APIs of committed offsets: OffsetCommit (checked against the group's generation and member — or, for a
+KIP-848 consumer group, the member epoch —, written to the shared offset store, synced with `flush: always`) and
+OffsetFetch."""
 
 from __future__ import annotations
 
@@ -22,8 +23,7 @@ log = logging.getLogger("logway.gateway.kafka")
 
 async def offset_commit(broker: "KafkaBroker", body, version, conn):
     generation = body.generation_id_or_member_epoch if version >= 1 else -1
-    code = broker.coordinator.validate_commit(body.group_id, generation, body.member_id,
-                                              body.group_instance_id) if body.group_id else E.INVALID_GROUP_ID
+    code = broker.groups.validate_commit(body.group_id, generation, body.member_id, body.group_instance_id, version)
     offsets = broker.engine.offsets
     topics = []
     wrote = False
@@ -69,9 +69,17 @@ async def offset_fetch(broker: "KafkaBroker", body, version, conn):
     if version < 8:
         topics, code = _fetch_group(broker, body.group_id, body.topics, stable)
         return O.OffsetFetchResponse(throttle_time_ms=0, topics=topics, error_code=code)
-    return O.OffsetFetchResponse(throttle_time_ms=0, groups=[
-        O.OffsetFetchResponseGroup(group_id=g.group_id, topics=topics, error_code=code)
-        for g in body.groups for topics, code in [_fetch_group(broker, g.group_id, g.topics, stable)]])
+    groups = []
+    for g in body.groups:
+        code = E.NONE
+        if version >= 9 and g.group_id in broker.consumer_groups.groups:  # KIP-848: a member checks its epoch
+            code = broker.consumer_groups.validate_fetch(g.group_id, g.member_id, g.member_epoch)
+        if code != E.NONE:
+            groups.append(O.OffsetFetchResponseGroup(group_id=g.group_id, error_code=code))
+            continue
+        topics, code = _fetch_group(broker, g.group_id, g.topics, stable)
+        groups.append(O.OffsetFetchResponseGroup(group_id=g.group_id, topics=topics, error_code=code))
+    return O.OffsetFetchResponse(throttle_time_ms=0, groups=groups)
 
 
 def _fetch_group(broker: "KafkaBroker", group_id: str, wanted_topics, stable: bool):

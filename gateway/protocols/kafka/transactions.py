@@ -165,8 +165,8 @@ async def txn_offset_commit(broker: "KafkaBroker", body, version, conn):
         code = E.INVALID_GROUP_ID
     elif version >= 3 and (body.generation_id >= 0 or body.member_id or body.group_instance_id):
         # KIP-447: the consumer committing must still be a member of its generation (a zombie is fenced)
-        code = broker.coordinator.validate_commit(body.group_id, body.generation_id, body.member_id,
-                                                  body.group_instance_id)
+        code = broker.groups.validate_commit(body.group_id, body.generation_id, body.member_id,
+                                             body.group_instance_id, version, transactional=True)
     if code == E.NONE and offsets:
         try:
             await broker.transactions.offset_commit(body.transactional_id, body.producer_id, body.producer_epoch,
