@@ -14,6 +14,7 @@ On disk:
     <data>/offsets/                     the committed-offset store (see logway.storage.offsets)
     <data>/producer_ids                 the next block of producer ids (see logway.storage.sequences)
     <data>/transactions/                the transaction coordinator's durable state (see logway.storage.transactions)
+    <data>/share_groups/                share groups' durable state (see logway.storage.share_state)
     <data>/tmp/, <data>/trash/          topics being created / deleted (cleared on open)
     <data>/quarantine/                  damage set aside on open, each with a log line naming it: topic directories
                                         that cannot be opened, segments dropped by recovery, entries of the wrong
@@ -69,6 +70,7 @@ from .files import makedirs_durably, quarantine, rename_durably, sync_names, wri
 from .formats import BatchFormat
 from .names import validate_topic_name
 from .offsets import OffsetStore
+from .share_state import ShareStateStore
 from .transactions import TransactionStore
 from .partition import PartitionLog, RecoveryReport
 from .segment import Lookups
@@ -80,7 +82,7 @@ log = logging.getLogger("logway.storage")
 MAX_PARTITIONS = 1000
 #: Entries of a data directory that the engine owns; anything else is left alone with a warning.
 DATA_DIR_ENTRIES = frozenset({".lock", ".clean_shutdown", "topics", "tmp", "trash", "quarantine", "offsets",
-                              "producer_ids", "producer_ids.tmp", "transactions", "workers"})
+                              "producer_ids", "producer_ids.tmp", "transactions", "share_groups", "workers"})
 #: After a damaged producer-id file, ids restart at (wall-clock ms) × this: above anything handed out before
 #: (blocks of 1000 ids cost one fsync each, so no allocator gets near a million ids per millisecond).
 PRODUCER_ID_FLOOR_PER_MS = 1_000_000
@@ -258,7 +260,7 @@ class LogEngine:
         self._ids: tuple[dict[str, Topic], dict[uuid.UUID, Topic]] = ({}, {})  # see `topic_by_id`
         self._load_topics()
         if share is not None and worker is None:  # the supervisor: no store (its workers open them)
-            self.offsets = self.producer_ids = self.transactions = None
+            self.offsets = self.producer_ids = self.transactions = self.share_state = None
         else:
             # Worker 0 (the coordinator) opens the shared stores, the others their private ones.
             stores, first = self.data_dir, 0
@@ -267,6 +269,7 @@ class LogEngine:
             self.offsets = self._open_offsets(os.path.join(stores, "offsets"))
             self.producer_ids = self._open_producer_ids(os.path.join(stores, "producer_ids"), first)
             self.transactions = self._open_transactions(os.path.join(stores, "transactions"))
+            self.share_state = self._open_transactions(os.path.join(stores, "share_groups"), ShareStateStore)
         for name in sorted(os.listdir(self.data_dir)) if worker is None else ():
             if name not in DATA_DIR_ENTRIES:
                 log.warning("%s: ignoring unknown entry %s", self.data_dir, name)
@@ -376,15 +379,16 @@ class LogEngine:
             self._set_aside(path, "offsets", f"cannot open the offset store ({exc})", "committed offsets start empty")
             return OffsetStore(path)
 
-    def _open_transactions(self, path: str) -> TransactionStore:
+    def _open_transactions(self, path: str, store: type[TransactionStore] = TransactionStore) -> TransactionStore:
+        """The transaction coordinator's store, or another of its kind (`store`: the share groups')."""
+        label = os.path.basename(path)
         if os.path.lexists(path) and not os.path.isdir(path):
-            self._set_aside(path, "transactions", "not a directory", "transaction states start empty")
+            self._set_aside(path, label, "not a directory", f"{store.what} starts empty")
         try:
-            return TransactionStore(path)
+            return store(path)
         except (StorageError, IsADirectoryError, NotADirectoryError) as exc:
-            self._set_aside(path, "transactions", f"cannot open the transaction store ({exc})",
-                            "transaction states start empty")
-            return TransactionStore(path)
+            self._set_aside(path, label, f"cannot open the {store.what} ({exc})", f"{store.what} starts empty")
+            return store(path)
 
     def _open_producer_ids(self, path: str, first: int = 0) -> IdAllocator:
         """`first`: where a new allocator starts (a worker's range, see WORKER_PRODUCER_IDS)."""
@@ -674,6 +678,7 @@ class LogEngine:
         if self.offsets is not None:  # (None: a supervisor's engine)
             self.offsets.close()
             self.transactions.close()
+            self.share_state.close()
         if clean and (self.share is None or self.share.worker is None):  # a worker's stop is its supervisor's
             marker = os.path.join(self.data_dir, ".clean_shutdown")
             write_synced(marker, b"")

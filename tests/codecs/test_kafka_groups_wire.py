@@ -11,9 +11,13 @@ from pathlib import Path
 import pytest
 
 from logway.codecs.kafka.api import consumer_groups as CG
+from logway.codecs.kafka.api import share_groups as SG
 from logway.codecs.kafka.connection import NEED_DATA, KafkaClientConnection, KafkaRequest, KafkaServerConnection
 
 WIRE = Path(__file__).resolve().parent.parent.parent / "fixtures" / "kafka" / "wire"
+
+SHARE_MEMBER = "pVdMAH8QSjepTiWwo047UA"
+EVENTS_ID = bytes.fromhex("aff5ca34d20b419ca607a0b211dffd98")  # the topic id of "events" on the gateway of the capture
 
 GOLDEN = {
     "consumer-group-heartbeat-v1-librdkafka216.bin": (68, 1, CG.ConsumerGroupHeartbeatRequest(
@@ -22,6 +26,16 @@ GOLDEN = {
         server_assignor=None, topic_partitions=[])),
     "consumer-group-describe-v0-librdkafka216.bin": (69, 0, CG.ConsumerGroupDescribeRequest(
         group_ids=["cg-golden"], include_authorized_operations=False)),
+    "share-group-heartbeat-v1-librdkafka216.bin": (76, 1, SG.ShareGroupHeartbeatRequest(
+        group_id="sg-golden", member_id=SHARE_MEMBER, member_epoch=0, rack_id=None, subscribed_topic_names=["events"])),
+    "share-fetch-v1-librdkafka216.bin": (78, 1, SG.ShareFetchRequest(
+        group_id="sg-golden", member_id=SHARE_MEMBER, share_session_epoch=0, max_wait_ms=500, min_bytes=1,
+        max_bytes=52428800, max_records=500, batch_size=500,
+        topics=[SG.ShareFetchTopic(topic_id=EVENTS_ID, partitions=[SG.ShareFetchPartition(0, [])])],
+        forgotten_topics_data=[])),
+    "share-acknowledge-v1-librdkafka216.bin": (79, 1, SG.ShareAcknowledgeRequest(
+        group_id="sg-golden", member_id=SHARE_MEMBER, share_session_epoch=1, topics=[SG.ShareAcknowledgeTopic(
+            topic_id=EVENTS_ID, partitions=[SG.ShareAcknowledgePartition(0, [SG.AcknowledgementBatch(0, 1, [1])])])])),
 }
 
 

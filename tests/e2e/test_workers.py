@@ -46,6 +46,7 @@ from logway.codecs.tank import ConsumeFlags
 from logway.codecs.tank.chunk import decode_chunk
 from logway.gateway.config import load_config
 from logway.gateway.formats import STORAGE_FORMATS
+from logway.codecs.kafka.api.api_versions import ApiVersionsRequest
 from logway.gateway.workers import worker_overrides
 from logway.storage import LogEngine, StorageError, TopicExists
 from logway.storage.engine import WORKER_PRODUCER_IDS, ForeignPartition, PartitionNotOwned, Share
@@ -223,6 +224,10 @@ def test_a_consumer_group_of_the_consumer_protocol_spans_both_workers(gw):
     assert sorted(len(m.assignment()) for m in members) == [PARTITIONS // 2] * 2
     for m in members:
         m.close()
+    # share groups need one worker (their state is one store): not advertised here
+    with KafkaWireClient(*gw.addresses["kafka.1"]) as c:
+        keys = {k.api_key for k in c.call(18, 3, ApiVersionsRequest()).api_keys}
+    assert 68 in keys and not keys & {76, 77, 78, 79, 90, 91, 92}
 
 
 # -- logway's own Kafka client (what the Spark data source and the pipeline's producer run on) -----------------------

@@ -629,7 +629,7 @@ def assert_nothing_escaped() -> None:
     parent = os.path.dirname(data)
     assert os.listdir(parent) == ["data"], os.listdir(parent)
     assert set(os.listdir(data)) <= {".lock", ".clean_shutdown", "topics", "tmp", "trash", "offsets",
-                                     "producer_ids", "quarantine", "transactions"}, os.listdir(data)
+                                     "producer_ids", "quarantine", "transactions", "share_groups"}, os.listdir(data)
     for name in os.listdir(os.path.join(data, "topics")):
         validate_topic_name(name)
     for sub in ("", "topics", "tmp", "trash", "offsets"):

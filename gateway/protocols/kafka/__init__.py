@@ -1,6 +1,7 @@
 """The Kafka wire protocol: `KafkaProtocol` for the registry, the per-connection `KafkaSession` (SASL), and the
 broker (`broker.KafkaBroker` and the API modules), the group coordinators — classic (`coordinator`, `group_state`),
-KIP-848 consumer groups (`consumer_coordinator`, `assignors`), every type's ids in one namespace (`group_types`) —
+KIP-848 consumer groups (`consumer_coordinator`, `assignors`), KIP-932 share groups (`share_coordinator`,
+`share_partitions`), every type's ids in one namespace (`group_types`) —
 and the idempotent producers' state (`producers`).
 
 Requests are served one at a time in arrival order, as Kafka brokers do (clients may pipeline several; the answers
@@ -26,7 +27,7 @@ from logway.codecs.kafka.connection import KafkaResponse, KafkaServerConnection,
 
 from ...pump import Close, Park, Session
 from ..base import INFO, WARNING, Protocol
-from .broker import SERVED, KafkaBroker
+from .broker import SERVED_BY_WORKERS, KafkaBroker
 from .cluster import KafkaCluster
 from .coordinator import GroupCoordinator
 from .sasl import KafkaSasl
@@ -53,10 +54,11 @@ class KafkaProtocol(Protocol):
         if worker is not None:  # one of several workers: node `worker.index` of a cluster
             self.broker.cluster = KafkaCluster(worker)
             self.broker.node_id = worker.index
+            self.broker.served = SERVED_BY_WORKERS
             worker.on_topic_gone.append(self.broker.producers.forget)
 
     def codec(self) -> KafkaServerConnection:
-        return KafkaServerConnection(self.config.kafka.max_request_bytes, api_versions=SERVED)
+        return KafkaServerConnection(self.config.kafka.max_request_bytes, api_versions=self.broker.served)
 
     def session(self, conn, codec) -> "KafkaSession":
         return KafkaSession(conn, codec, self)
@@ -65,6 +67,7 @@ class KafkaProtocol(Protocol):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self.broker.producers.run)
             nursery.start_soon(self.broker.consumer_groups.run)
+            nursery.start_soon(self.broker.share_groups.run)
             await self.coordinator.run()  # (until the coordinator is closed)
             nursery.cancel_scope.cancel()
 
@@ -85,6 +88,7 @@ class KafkaProtocol(Protocol):
     def close(self) -> None:
         self.coordinator.close()
         self.broker.consumer_groups.close()
+        self.broker.share_groups.close()
 
 
 class KafkaSession(Session):

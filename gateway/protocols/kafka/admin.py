@@ -41,8 +41,9 @@ INVALID_LOW_WATERMARK = -1
 OPERATIONS_UNKNOWN = -2147483648
 
 
-#: The ApiVersions answer by request version, encoded once: it never changes (every client asks on every connection).
-_API_VERSIONS: dict[int, EncodedBody] = {}
+#: The ApiVersions answer by (table served, request version), encoded once: it never changes (every client asks on
+#: every connection).
+_API_VERSIONS: dict[tuple[int, int], EncodedBody] = {}
 #: What a client may call its software (KIP-511's rule, which Kafka enforces): letters, digits, "-" and ".", starting
 #: and ending with a letter or digit. 64 characters at most here: the names become metric labels.
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]{0,62}[a-zA-Z0-9])?")
@@ -60,16 +61,15 @@ async def api_versions(broker: "KafkaBroker", body, version, conn):
     if version >= 3 and conn.client_software is None:  # KIP-511: the client names its library
         conn.client_software = _software(body.client_software_name, body.client_software_version)
         log.debug("%s: Kafka client %s (client id %r)", conn.peer, conn.client_software, conn.client_id)
-    answer = _API_VERSIONS.get(version)
+    served = broker.served
+    answer = _API_VERSIONS.get((id(served), version))
     if answer is not None:
         return answer
-    from .broker import SERVED  # here, not at the top: broker imports this module
-
-    keys = [V.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(SERVED.items())]
+    keys = [V.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(served.items())]
     response = V.ApiVersionsResponse(error_code=E.NONE, api_keys=keys, throttle_time_ms=0)
     if version not in V.RESPONSE_SCHEMAS:  # an unsupported version: the codec answers in the v0 layout with these keys
         return response
-    answer = _API_VERSIONS[version] = encode_body(V.API_KEY, version, response)
+    answer = _API_VERSIONS[(id(served), version)] = encode_body(V.API_KEY, version, response)
     return answer
 
 
