@@ -79,18 +79,20 @@ class ConsumerGroupHeartbeatResponse:
     assignment: HeartbeatAssignment | None = None  # null: unchanged
 
 
-_TOPIC_PARTITIONS = struct(HeartbeatTopicPartitions, topic_id=Uuid, partitions=Array(Int32))
+#: The assignment structures, shared with the share group APIs (`share_groups`: Kafka declares them per API, alike).
+HEARTBEAT_TOPIC_PARTITIONS = struct(HeartbeatTopicPartitions, topic_id=Uuid, partitions=Array(Int32))
+HEARTBEAT_ASSIGNMENT = struct(HeartbeatAssignment, topic_partitions=Array(HEARTBEAT_TOPIC_PARTITIONS))
 REQUEST_SCHEMAS = message(
     ConsumerGroupHeartbeatRequest, 1, flexible_since=0,
     group_id=String, member_id=String, member_epoch=Int32, instance_id=NullableString, rack_id=NullableString,
     rebalance_timeout_ms=Int32, subscribed_topic_names=NullableArray(String),
     subscribed_topic_regex=since(1, NullableString), server_assignor=NullableString,
-    topic_partitions=NullableArray(_TOPIC_PARTITIONS))
+    topic_partitions=NullableArray(HEARTBEAT_TOPIC_PARTITIONS))
 RESPONSE_SCHEMAS = message(
     ConsumerGroupHeartbeatResponse, 1, flexible_since=0,
     throttle_time_ms=Int32, error_code=Int16, error_message=NullableString, member_id=NullableString,
     member_epoch=Int32, heartbeat_interval_ms=Int32,
-    assignment=NullableStruct(struct(HeartbeatAssignment, topic_partitions=Array(_TOPIC_PARTITIONS))))
+    assignment=NullableStruct(HEARTBEAT_ASSIGNMENT))
 
 
 # ==================================================================================== ConsumerGroupDescribe
@@ -147,7 +149,7 @@ class ConsumerGroupDescribeResponse:
     groups: list[DescribedConsumerGroup] = field(default_factory=list)
 
 
-_ASSIGNMENT = struct(DescribedAssignment, topic_partitions=Array(struct(
+DESCRIBED_ASSIGNMENT = struct(DescribedAssignment, topic_partitions=Array(struct(
     DescribedTopicPartitions, topic_id=Uuid, topic_name=String, partitions=Array(Int32))))
 DESCRIBE_REQUEST_SCHEMAS = message(
     ConsumerGroupDescribeRequest, 1, flexible_since=0,
@@ -161,7 +163,7 @@ DESCRIBE_RESPONSE_SCHEMAS = message(
         members=Array(struct(
             DescribedConsumerGroupMember, member_id=String, instance_id=NullableString, rack_id=NullableString,
             member_epoch=Int32, client_id=String, client_host=String, subscribed_topic_names=Array(String),
-            subscribed_topic_regex=NullableString, assignment=_ASSIGNMENT, target_assignment=_ASSIGNMENT,
+            subscribed_topic_regex=NullableString, assignment=DESCRIBED_ASSIGNMENT, target_assignment=DESCRIBED_ASSIGNMENT,
             member_type=since(1, Int8))),
         authorized_operations=Int32)))
 

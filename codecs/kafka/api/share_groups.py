@@ -20,6 +20,7 @@ from typing import Any
 from ..message import message, since, struct
 from ..primitives import (ZERO_UUID, Array, Boolean, Int8, Int16, Int32, Int64, NullableArray, NullableString,
                           NullableStruct, Records, String, Uuid)
+from .consumer_groups import DESCRIBED_ASSIGNMENT, HEARTBEAT_ASSIGNMENT, DescribedAssignment, HeartbeatAssignment
 from .groups import AUTHORIZED_OPERATIONS_OMITTED
 
 __all__ = [
@@ -36,14 +37,10 @@ __all__ = [
     "ACK_REJECT",
     "ShareGroupHeartbeatRequest",
     "ShareGroupHeartbeatResponse",
-    "ShareAssignment",
-    "ShareTopicPartitions",
     "ShareGroupDescribeRequest",
     "ShareGroupDescribeResponse",
     "DescribedShareGroup",
     "DescribedShareGroupMember",
-    "DescribedShareAssignment",
-    "DescribedShareTopicPartitions",
     "ShareFetchRequest",
     "ShareFetchTopic",
     "ShareFetchPartition",
@@ -106,17 +103,6 @@ class ShareGroupHeartbeatRequest:
 
 
 @dataclass(slots=True)
-class ShareTopicPartitions:
-    topic_id: bytes = ZERO_UUID
-    partitions: list[int] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class ShareAssignment:
-    topic_partitions: list[ShareTopicPartitions] = field(default_factory=list)
-
-
-@dataclass(slots=True)
 class ShareGroupHeartbeatResponse:
     throttle_time_ms: int = 0
     error_code: int = 0
@@ -124,10 +110,9 @@ class ShareGroupHeartbeatResponse:
     member_id: str | None = None
     member_epoch: int = 0
     heartbeat_interval_ms: int = 0
-    assignment: ShareAssignment | None = None  # null: unchanged
+    assignment: HeartbeatAssignment | None = None  # null: unchanged (ConsumerGroupHeartbeat's structure)
 
 
-_SHARE_TP = struct(ShareTopicPartitions, topic_id=Uuid, partitions=Array(Int32))
 HEARTBEAT_REQUEST_SCHEMAS = message(
     ShareGroupHeartbeatRequest, SHARE_VERSION, min_version=SHARE_VERSION, flexible_since=0,
     group_id=String, member_id=String, member_epoch=Int32, rack_id=NullableString,
@@ -136,7 +121,7 @@ HEARTBEAT_RESPONSE_SCHEMAS = message(
     ShareGroupHeartbeatResponse, SHARE_VERSION, min_version=SHARE_VERSION, flexible_since=0,
     throttle_time_ms=Int32, error_code=Int16, error_message=NullableString, member_id=NullableString,
     member_epoch=Int32, heartbeat_interval_ms=Int32,
-    assignment=NullableStruct(struct(ShareAssignment, topic_partitions=Array(_SHARE_TP))))
+    assignment=NullableStruct(HEARTBEAT_ASSIGNMENT))
 
 
 # ======================================================================================= ShareGroupDescribe
@@ -148,18 +133,6 @@ class ShareGroupDescribeRequest:
 
 
 @dataclass(slots=True)
-class DescribedShareTopicPartitions:
-    topic_id: bytes = ZERO_UUID
-    topic_name: str = ""
-    partitions: list[int] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class DescribedShareAssignment:
-    topic_partitions: list[DescribedShareTopicPartitions] = field(default_factory=list)
-
-
-@dataclass(slots=True)
 class DescribedShareGroupMember:
     member_id: str = ""
     rack_id: str | None = None
@@ -167,7 +140,7 @@ class DescribedShareGroupMember:
     client_id: str = ""
     client_host: str = ""
     subscribed_topic_names: list[str] = field(default_factory=list)
-    assignment: DescribedShareAssignment = field(default_factory=DescribedShareAssignment)
+    assignment: DescribedAssignment = field(default_factory=DescribedAssignment)  # (ConsumerGroupDescribe's)
 
 
 @dataclass(slots=True)
@@ -201,8 +174,7 @@ DESCRIBE_RESPONSE_SCHEMAS = message(
         members=Array(struct(
             DescribedShareGroupMember, member_id=String, rack_id=NullableString, member_epoch=Int32,
             client_id=String, client_host=String, subscribed_topic_names=Array(String),
-            assignment=struct(DescribedShareAssignment, topic_partitions=Array(struct(
-                DescribedShareTopicPartitions, topic_id=Uuid, topic_name=String, partitions=Array(Int32)))))),
+            assignment=DESCRIBED_ASSIGNMENT)),
         authorized_operations=Int32)))
 
 

@@ -28,7 +28,7 @@ The model, as Kafka's `GroupMetadataManager` keeps it:
   not observable here, computed at once), Reconciling (a member is not at the target epoch yet), Stable.
 
 Committed offsets are the offset store's; OffsetCommit v9+ sends the member epoch where classic members send the
-generation (`validate_commit`). Timers: one `run()` task over `coordinator.Deadlines`, as the classic coordinator.
+generation (`validate_commit`). Timers: one `run()` task over `coordinator.Timers`, as the classic coordinator.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ import trio
 from logway.codecs.kafka.error_codes import ErrorCode as E
 
 from .assignors import ASSIGNORS, Assignment
-from .coordinator import Deadlines
+from .coordinator import Timers
 
 log = logging.getLogger("logway.gateway.kafka.groups")
 
@@ -167,8 +167,7 @@ class ConsumerCoordinator:
         self.assignors = tuple(assignors)
         self._clock = clock
         self.groups: dict[str, ConsumerGroup] = {}
-        self._deadlines = Deadlines()
-        self._wakeup = trio.Event()
+        self._deadlines = Timers(clock)
         self.closed = False
         self._regexes: dict[str, re.Pattern] = {}
 
@@ -253,7 +252,7 @@ class ConsumerCoordinator:
         if group.epoch > group.assignment_epoch:
             self._assign(group)
         self._reconcile(group, member, owned)
-        self._schedule(("session", group_id, member.member_id), self.session_timeout_ms / 1000)
+        self._deadlines.schedule(("session", group_id, member.member_id), self.session_timeout_ms / 1000)
         full = epoch == JOIN_EPOCH or (rebalance_timeout_ms != -1 and subscribed_names is not None
                                        and owned is not None)
         send = full or _copy(member.assigned) != old_assigned
@@ -438,7 +437,8 @@ class ConsumerCoordinator:
             group.set_assignment(member, kept, revoke)
             member.state = MemberState.UNREVOKED_PARTITIONS
             member.epoch = epoch
-            self._schedule(("revocation", group.group_id, member.member_id), member.rebalance_timeout_ms / 1000)
+            self._deadlines.schedule(("revocation", group.group_id, member.member_id),
+                                     member.rebalance_timeout_ms / 1000)
         else:
             for topic_id, ps in assign.items():
                 kept.setdefault(topic_id, set()).update(ps)
@@ -496,24 +496,18 @@ class ConsumerCoordinator:
         return frozenset(group.subscribed) if group is not None else frozenset()
 
     # -- timers ----------------------------------------------------------------------------------------------
-    def _schedule(self, key, delay_s: float) -> None:
-        if self._deadlines.set(key, self._clock() + delay_s):
-            self._wakeup.set()
-
     async def run(self) -> None:
         """Fire session and revocation deadlines until `close()`."""
         try:
             while not self.closed:
-                self._wakeup = trio.Event()
-                with trio.move_on_at(self._deadlines.next_at()):
-                    await self._wakeup.wait()
+                await self._deadlines.sleep()
                 self._fire_due()
         finally:
             self.close()
 
     def _fire_due(self) -> None:
         while not self.closed:
-            key = self._deadlines.pop_due(self._clock())
+            key = self._deadlines.pop()
             if key is None:
                 return
             kind, group_id, member_id = key
@@ -536,4 +530,4 @@ class ConsumerCoordinator:
         self.closed = True
         self.groups.clear()
         self._deadlines.clear()
-        self._wakeup.set()
+        self._deadlines.wake()

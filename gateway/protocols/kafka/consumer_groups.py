@@ -21,7 +21,8 @@ from .group_types import CONSUMER
 if TYPE_CHECKING:  # pragma: no cover
     from .broker import KafkaBroker
 
-__all__ = ["consumer_group_heartbeat", "consumer_group_describe", "MEMBER_TYPE_CONSUMER"]
+__all__ = ["consumer_group_heartbeat", "consumer_group_describe", "MEMBER_TYPE_CONSUMER", "heartbeat_assignment",
+           "described_assignment"]
 
 #: ConsumerGroupDescribe v1's member type of a member of the consumer protocol (0 would be a classic member).
 MEMBER_TYPE_CONSUMER = 1
@@ -50,9 +51,7 @@ async def consumer_group_heartbeat(broker: "KafkaBroker", body, version, conn):
     return CG.ConsumerGroupHeartbeatResponse(
         error_code=E.NONE, member_id=result.member_id, member_epoch=result.epoch,
         heartbeat_interval_ms=broker.consumer_groups.heartbeat_interval_ms,
-        assignment=None if result.assignment is None else CG.HeartbeatAssignment(topic_partitions=[
-            CG.HeartbeatTopicPartitions(topic_id=topic_id.bytes, partitions=sorted(ps))
-            for topic_id, ps in sorted(result.assignment.items(), key=lambda kv: kv[0].bytes)]))
+        assignment=heartbeat_assignment(result.assignment))
 
 
 async def consumer_group_describe(broker: "KafkaBroker", body, version, conn):
@@ -73,15 +72,25 @@ async def consumer_group_describe(broker: "KafkaBroker", body, version, conn):
             members=[CG.DescribedConsumerGroupMember(
                 member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id, member_epoch=m.epoch,
                 client_id=m.client_id, client_host=m.client_host, subscribed_topic_names=list(m.subscribed_names),
-                subscribed_topic_regex=m.subscribed_regex, assignment=_described(broker, m.assigned),
-                target_assignment=_described(broker, group.target.get(m.member_id, {})),
+                subscribed_topic_regex=m.subscribed_regex, assignment=described_assignment(broker, m.assigned),
+                target_assignment=described_assignment(broker, group.target.get(m.member_id, {})),
                 member_type=MEMBER_TYPE_CONSUMER)
                 for m in group.members.values()]))
     return CG.ConsumerGroupDescribeResponse(groups=out)
 
 
-def _described(broker: "KafkaBroker", parts: Partitions) -> CG.DescribedAssignment:
-    """An assignment with each topic's name (a topic deleted since has "")."""
+def heartbeat_assignment(parts: Partitions | None) -> CG.HeartbeatAssignment | None:
+    """A heartbeat answer's assignment (ConsumerGroupHeartbeat's, ShareGroupHeartbeat's); None: unchanged."""
+    if parts is None:
+        return None
+    return CG.HeartbeatAssignment(topic_partitions=[
+        CG.HeartbeatTopicPartitions(topic_id=topic_id.bytes, partitions=sorted(ps))
+        for topic_id, ps in sorted(parts.items(), key=lambda kv: kv[0].bytes)])
+
+
+def described_assignment(broker: "KafkaBroker", parts: Partitions) -> CG.DescribedAssignment:
+    """An assignment with each topic's name (a topic deleted since has ""): ConsumerGroupDescribe's,
+    ShareGroupDescribe's."""
     entries = []
     for topic_id, partitions in sorted(parts.items(), key=lambda kv: kv[0].bytes):
         topic = broker.engine.topic_by_id(topic_id)

@@ -52,8 +52,8 @@ from .group_state import Group, GroupState, JoinMember, Member
 
 log = logging.getLogger("logway.gateway.kafka.groups")
 
-__all__ = ["Deadlines", "GroupCoordinator", "GroupDescription", "JoinResult", "JoinMember", "MemberDescription",
-           "SyncResult"]
+__all__ = ["Deadlines", "Timers", "GroupCoordinator", "GroupDescription", "JoinResult", "JoinMember",
+           "MemberDescription", "SyncResult"]
 
 
 _PREPARING = GroupState.PREPARING_REBALANCE
@@ -180,6 +180,35 @@ class Deadlines:
         self._heap.clear()
 
 
+class Timers(Deadlines):
+    """Deadlines on a trio clock, with the wake-up of the `run()` loop that fires them (every group
+    coordinator's): `schedule` files a deadline and wakes the loop when it is the new earliest, `sleep` waits for
+    the earliest (or a wake-up), `pop` answers the next key that came due."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        super().__init__()
+        self.clock = clock
+        self._wakeup = trio.Event()
+
+    def schedule_at(self, key: Hashable, at: float) -> None:
+        if self.set(key, at):
+            self._wakeup.set()  # a new earliest deadline: the run loop must recompute its sleep
+
+    def schedule(self, key: Hashable, delay_s: float) -> None:
+        self.schedule_at(key, self.clock() + delay_s)
+
+    def wake(self) -> None:
+        self._wakeup.set()
+
+    async def sleep(self) -> None:
+        self._wakeup = trio.Event()
+        with trio.move_on_at(self.next_at()):
+            await self._wakeup.wait()
+
+    def pop(self) -> Hashable | None:
+        return self.pop_due(self.clock())
+
+
 def _error_join(code: int, member_id: str = "") -> JoinResult:
     return JoinResult(error_code=code, member_id=member_id)
 
@@ -207,8 +236,7 @@ class GroupCoordinator:
         self.empty_group_retention_ms = empty_group_retention_ms
         self._clock = clock
         self._groups: dict[str, Group] = {}
-        self._deadlines = Deadlines()
-        self._wakeup = trio.Event()
+        self._deadlines = Timers(clock)
         self._running = False
         self.closed = False
 
@@ -221,24 +249,15 @@ class GroupCoordinator:
         task_status.started()
         try:
             while not self.closed:
-                self._wakeup = trio.Event()
-                with trio.move_on_at(self._deadlines.next_at()):
-                    await self._wakeup.wait()
+                await self._deadlines.sleep()
                 self._fire_due()
         finally:
             self._running = False
             self.close()
 
-    def _schedule(self, key: Hashable, delay_s: float) -> None:
-        self._schedule_at(key, self._clock() + delay_s)
-
-    def _schedule_at(self, key: Hashable, at: float) -> None:
-        if self._deadlines.set(key, at):
-            self._wakeup.set()  # a new earliest deadline: the run loop must recompute its sleep
-
     def _fire_due(self) -> None:
         while not self.closed:
-            key = self._deadlines.pop_due(self._clock())
+            key = self._deadlines.pop()
             if key is None:
                 return
             kind, group_id, *rest = key
@@ -260,7 +279,7 @@ class GroupCoordinator:
 
     def _touch(self, group: Group, member: Member) -> None:
         """Restart a member's session clock (Kafka: completeAndScheduleNextHeartbeatExpiration)."""
-        self._schedule(("session", group.group_id, member.member_id), member.session_timeout_ms / 1000)
+        self._deadlines.schedule(("session", group.group_id, member.member_id), member.session_timeout_ms / 1000)
 
     def _on_session_expired(self, group: Group, member_id: str) -> None:
         member = group.members.get(member_id)
@@ -286,7 +305,7 @@ class GroupCoordinator:
         now = self._clock()
         if group.initial_delay and group.new_member_added and now < group.rebalance_deadline:
             group.new_member_added = False  # someone arrived during the delay: wait once more for company
-            self._schedule_at(("join", group.group_id),
+            self._deadlines.schedule_at(("join", group.group_id),
                               min(now + self.initial_rebalance_delay_ms / 1000, group.rebalance_deadline))
             return
         self._complete_join(group)
@@ -355,7 +374,7 @@ class GroupCoordinator:
                                                    client_host)
         elif require_known_member_id:
             group.pending_members.add(new_id)
-            self._schedule(("pending", group.group_id, new_id), session_timeout_ms / 1000)
+            self._deadlines.schedule(("pending", group.group_id, new_id), session_timeout_ms / 1000)
             return waiter.answer(_error_join(E.MEMBER_ID_REQUIRED, new_id))
         member = Member(new_id, instance_id, client_id, client_host, rebalance_timeout_ms, session_timeout_ms,
                         protocol_type, protocols)
@@ -476,10 +495,10 @@ class GroupCoordinator:
         group.new_member_added = False
         if group.initial_delay:
             group.rebalance_deadline = now + max(timeout, delay)
-            self._schedule(("join", group.group_id), delay)
+            self._deadlines.schedule(("join", group.group_id), delay)
         else:
             group.rebalance_deadline = now + timeout
-            self._schedule(("join", group.group_id), timeout)
+            self._deadlines.schedule(("join", group.group_id), timeout)
             self._try_complete_join(group)
 
     def _try_complete_join(self, group: Group) -> None:
@@ -496,7 +515,7 @@ class GroupCoordinator:
             # Only silent static members are left: give them another rebalance timeout.
             group.initial_delay = False
             group.rebalance_deadline = self._clock() + group.rebalance_timeout_ms() / 1000
-            self._schedule(("join", group.group_id), group.rebalance_timeout_ms() / 1000)
+            self._deadlines.schedule(("join", group.group_id), group.rebalance_timeout_ms() / 1000)
             return
         self._deadlines.cancel(("join", group.group_id))
         group.initial_delay = group.new_member_added = False
@@ -551,7 +570,7 @@ class GroupCoordinator:
         if group.generation_id == 0 or self.empty_group_retention_ms == 0:
             self._forget(group)
         else:
-            self._schedule(("empty", group.group_id), self.empty_group_retention_ms / 1000)
+            self._deadlines.schedule(("empty", group.group_id), self.empty_group_retention_ms / 1000)
 
     def _forget(self, group: Group) -> None:
         if self._groups.get(group.group_id) is group:
@@ -844,7 +863,7 @@ class GroupCoordinator:
             group.transition_to(GroupState.DEAD)
         self._groups.clear()
         self._deadlines.clear()
-        self._wakeup.set()
+        self._deadlines.wake()
 
 
 def consumer_subscription(metadata: bytes) -> list[str] | None:

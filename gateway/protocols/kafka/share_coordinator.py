@@ -39,7 +39,7 @@ import trio
 from logway.codecs.kafka.error_codes import ErrorCode as E
 
 from .consumer_coordinator import GroupError
-from .coordinator import Deadlines
+from .coordinator import Timers
 from .share_partitions import SharePartition
 
 log = logging.getLogger("logway.gateway.kafka.groups")
@@ -136,8 +136,7 @@ class ShareCoordinator:
         self.partitions: dict[tuple[str, uuid.UUID, int], SharePartition] = {}
         self._locks: dict[tuple[str, uuid.UUID, int], trio.Lock] = {}
         self.configs: dict[str, dict[str, Any]] = {}
-        self._deadlines = Deadlines()
-        self._wakeup = trio.Event()
+        self._deadlines = Timers(clock)
         self.closed = False
         for key, state in store.items():
             if key.startswith("g\0"):
@@ -228,7 +227,7 @@ class ShareCoordinator:
         if member.epoch != group.assignment_epoch:
             member.previous_epoch, member.epoch = member.epoch, group.assignment_epoch
         member.assigned = {t: set(ps) for t, ps in target.items()}
-        self._schedule(("session", group_id, member_id), self.session_timeout_ms / 1000)
+        self._deadlines.schedule(("session", group_id, member_id), self.session_timeout_ms / 1000)
         changed = epoch == 0 or member.assigned != old
         return member_id, member.epoch, dict(member.assigned) if changed else None
 
@@ -381,19 +380,13 @@ class ShareCoordinator:
         self.groups.pop(group_id, None)
 
     # -- timers --------------------------------------------------------------------------------------------------
-    def _schedule(self, key, delay_s: float) -> None:
-        if self._deadlines.set(key, self._clock() + delay_s):
-            self._wakeup.set()
-
     async def run(self) -> None:
         """Expire silent members until `close()`."""
         try:
             while not self.closed:
-                self._wakeup = trio.Event()
-                with trio.move_on_at(self._deadlines.next_at()):
-                    await self._wakeup.wait()
+                await self._deadlines.sleep()
                 while not self.closed:
-                    key = self._deadlines.pop_due(self._clock())
+                    key = self._deadlines.pop()
                     if key is None:
                         break
                     _, group_id, member_id = key
@@ -411,7 +404,7 @@ class ShareCoordinator:
             return
         self.closed = True
         self._deadlines.clear()
-        self._wakeup.set()
+        self._deadlines.wake()
 
 
 def _key(group_id: str, topic_id: uuid.UUID, partition: int) -> str:

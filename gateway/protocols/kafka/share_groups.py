@@ -29,6 +29,7 @@ from ...formats import KAFKA
 from ...pump import Park
 from ...steps import Isolation
 from .consumer_coordinator import GroupError
+from .consumer_groups import described_assignment, heartbeat_assignment
 from .errors import error_code
 from .group_types import SHARE
 from .records import MAX_FETCH_WAIT_MS
@@ -69,9 +70,7 @@ async def share_group_heartbeat(broker: "KafkaBroker", body, version, conn):
         return S.ShareGroupHeartbeatResponse(error_code=exc.code, error_message=str(exc))
     return S.ShareGroupHeartbeatResponse(
         member_id=member_id, member_epoch=epoch, heartbeat_interval_ms=shares.heartbeat_interval_ms,
-        assignment=None if assigned is None else S.ShareAssignment(topic_partitions=[
-            S.ShareTopicPartitions(topic_id=t.bytes, partitions=sorted(ps))
-            for t, ps in sorted(assigned.items(), key=lambda kv: kv[0].bytes)]))
+        assignment=heartbeat_assignment(assigned))
 
 
 async def share_group_describe(broker: "KafkaBroker", body, version, conn):
@@ -91,17 +90,9 @@ async def share_group_describe(broker: "KafkaBroker", body, version, conn):
             members=[S.DescribedShareGroupMember(
                 member_id=m.member_id, rack_id=m.rack_id, member_epoch=m.epoch, client_id=m.client_id,
                 client_host=m.client_host, subscribed_topic_names=list(m.subscribed),
-                assignment=S.DescribedShareAssignment(topic_partitions=[
-                    S.DescribedShareTopicPartitions(topic_id=t.bytes, topic_name=_name(broker, t),
-                                                    partitions=sorted(ps))
-                    for t, ps in sorted(m.assigned.items(), key=lambda kv: kv[0].bytes)]))
+                assignment=described_assignment(broker, m.assigned))
                 for m in group.members.values()]))
     return S.ShareGroupDescribeResponse(groups=out)
-
-
-def _name(broker: "KafkaBroker", topic_id: uuid.UUID) -> str:
-    topic = broker.engine.topic_by_id(topic_id)
-    return topic.name if topic is not None else ""
 
 
 # -- ShareFetch, ShareAcknowledge ----------------------------------------------------------------------------------
