@@ -9,7 +9,9 @@ as `logway topics`) serves every command, and a reset is checked and committed i
 
 Output is tab-separated, a header line first (`groups list` has none, as `topics list`):
 
-- `list`: `GROUP<TAB>STATE<TAB>MEMBERS` per group (Kafka's states; a group with committed offsets only is Empty).
+- `list`: `GROUP<TAB>STATE<TAB>MEMBERS<TAB>TYPE` per group (Kafka's states; a group with committed offsets only is
+  Empty, of type `-`; a live Kafka group's type is `classic`, `consumer` (KIP-848) or `share` (KIP-932), as
+  kafka-groups --list shows it).
 - `describe`: `group topic partition current_offset log_end_offset lag consumer_id host client_id`; the log end is
   the last stable offset (what a committed reader gets), lag = log end - committed; `-` where there is no value
   (no commit yet; no live member owns the partition). A live member without partitions gets a row of its own.
@@ -92,7 +94,7 @@ def _check(args: argparse.Namespace):
 def _run(client: NativeClient, args: argparse.Namespace, checked) -> int:
     if args.action == "list":
         for g in client.list_groups():
-            print(f"{g.group_id}\t{g.state}\t{g.members}")
+            print(f"{g.group_id}\t{g.state}\t{g.members}\t{_dash(g.type)}")
     elif args.action == "describe":
         _describe(client, args.group)
     else:

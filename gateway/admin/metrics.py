@@ -366,8 +366,9 @@ class GatewayCollector(Collector):
                                       labels=labels)
         lag = GaugeMetricFamily("logway_consumer_group_lag", "Records between a group's committed offset and the "
                                 "partition's end (last stable offset)", labels=labels)
-        members = GaugeMetricFamily("logway_consumer_group_members", "Members of a live Kafka group",
-                                    labels=["group", "state"])
+        members = GaugeMetricFamily("logway_consumer_group_members", "Members of a live Kafka group (type: "
+                                    "classic, consumer (KIP-848) or share (KIP-932))",
+                                    labels=["group", "state", "type"])
         if partitions:
             by_key = {(plog.topic, plog.partition): plog for _, plog in partitions}
             for row in group_offsets(gw.engine, by_key):
@@ -376,7 +377,7 @@ class GatewayCollector(Collector):
                 if row["lag"] is not None:
                     lag.add_metric(key, row["lag"])
         for group in kafka_groups(gw):
-            members.add_metric([group.group_id, group.state], len(group.members))
+            members.add_metric([group.group_id, group.state, group.type], len(group.members))
         yield committed
         yield lag
         yield members
@@ -410,13 +411,10 @@ class GatewayCollector(Collector):
 
 
 def kafka_groups(gw) -> list:
-    """Descriptions of the Kafka groups the gateway's coordinator holds (none without a Kafka listener)."""
-    kafka = gw.protocols.get("kafka")
-    coordinator = getattr(kafka, "coordinator", None)
-    if coordinator is None:
-        return []
-    ids = [group_id for group_id, _ in coordinator.list_groups()]
-    return [d for d in coordinator.describe_groups(ids) if d.state != "Dead"]
+    """The live Kafka groups of every type (`group_types.GroupView`s: classic, consumer, share; none without a
+    Kafka listener)."""
+    directory = getattr(gw.protocols.get("kafka"), "groups", None)
+    return [] if directory is None else directory.views()
 
 
 def group_offsets(engine, partitions: dict[tuple[str, int], PartitionLog]) -> Iterator[dict]:

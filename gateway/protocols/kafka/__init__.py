@@ -56,6 +56,8 @@ class KafkaProtocol(Protocol):
             self.broker.node_id = worker.index
             self.broker.served = SERVED_BY_WORKERS
             worker.on_topic_gone.append(self.broker.producers.forget)
+        #: Every group of every type, as the operator's tools read them (`group_types.GroupDirectory.views`).
+        self.groups = self.broker.groups
 
     def codec(self) -> KafkaServerConnection:
         return KafkaServerConnection(self.config.kafka.max_request_bytes, api_versions=self.broker.served)

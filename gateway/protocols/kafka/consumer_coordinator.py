@@ -46,6 +46,7 @@ from logway.codecs.kafka.error_codes import ErrorCode as E
 
 from .assignors import ASSIGNORS, Assignment
 from .coordinator import Timers
+from .group_types import CONSUMER, GroupView, MemberView, partitions_by_name
 
 log = logging.getLogger("logway.gateway.kafka.groups")
 
@@ -178,6 +179,12 @@ class ConsumerCoordinator:
     def holds(self, group_id: str) -> bool | None:
         group = self.groups.get(group_id)
         return None if group is None else bool(group.members)
+
+    def views(self, wanted: set[str] | None) -> list[GroupView]:
+        names = {tid: name for name, (tid, _) in self.topics().items()}
+        return [GroupView(g.group_id, CONSUMER, "consumer", g.state, [
+            MemberView(m.member_id, m.client_id, m.client_host, m.instance_id, partitions_by_name(m.assigned, names))
+            for m in g.members.values()]) for g in self.groups.values() if wanted is None or g.group_id in wanted]
 
     def forget_if_empty(self, group_id: str) -> bool:
         """Forget an empty group (another protocol takes the id over, or DeleteGroups); False if it has members."""

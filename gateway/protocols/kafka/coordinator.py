@@ -782,12 +782,6 @@ class GroupCoordinator:
         return {g.group_id for g in self._groups.values()
                 if g.members or g.pending_members or not (g.is_(GroupState.EMPTY) or g.is_(GroupState.DEAD))}
 
-    def list_groups(self) -> list[tuple[str, str]]:
-        """(group id, protocol type) of every group in memory, Empty ones included."""
-        if self.closed:
-            return []
-        return [(g.group_id, g.protocol_type or "") for g in self._groups.values()]
-
     def summaries(self) -> list[tuple[str, str, str]]:
         """(group id, protocol type, state) of every group in memory, Empty ones included (ListGroups v4+)."""
         if self.closed:

@@ -40,6 +40,7 @@ from logway.codecs.kafka.error_codes import ErrorCode as E
 
 from .consumer_coordinator import GroupError
 from .coordinator import Timers
+from .group_types import SHARE, GroupView, MemberView, partitions_by_name
 from .share_partitions import SharePartition
 
 log = logging.getLogger("logway.gateway.kafka.groups")
@@ -149,6 +150,12 @@ class ShareCoordinator:
     def holds(self, group_id: str) -> bool | None:
         group = self.groups.get(group_id)
         return None if group is None else bool(group.members)
+
+    def views(self, wanted: set[str] | None) -> list[GroupView]:
+        names = {tid: name for name, (tid, _) in self.topics().items()}
+        return [GroupView(g.group_id, SHARE, "share", g.state, [
+            MemberView(m.member_id, m.client_id, m.client_host, None, partitions_by_name(m.assigned, names))
+            for m in g.members.values()]) for g in self.groups.values() if wanted is None or g.group_id in wanted]
 
     def forget_if_empty(self, group_id: str) -> bool:
         group = self.groups.get(group_id)
