@@ -9,7 +9,9 @@ as `logway topics`) serves every command, and a reset is checked and committed i
 
 Output is tab-separated, a header line first, or JSON lines with `--json` (`output.py`):
 
-- `list`: `group state members` per group (Kafka's states; a group with committed offsets only is Empty).
+- `list`: `group state members type` per group (Kafka's states; a group with committed offsets only is Empty, of
+  type `-`; a live Kafka group's type is `classic`, `consumer` (KIP-848) or `share` (KIP-932), as kafka-groups
+  --list shows it).
 - `describe`: `group topic partition current_offset log_end_offset lag consumer_id host client_id`; the log end is
   the last stable offset (what a committed reader gets), lag = log end - committed; `-` where there is no value
   (no commit yet; no live member owns the partition). A live member without partitions gets a row of its own.
@@ -72,7 +74,8 @@ def _check(args: argparse.Namespace):
 
 def _run(client: NativeClient, args: argparse.Namespace, checked, out: Output) -> int:
     if args.action == "list":
-        out.table(("group", "state", "members"), ((g.group_id, g.state, g.members) for g in client.list_groups()))
+        out.table(("group", "state", "members", "type"),
+                  ((g.group_id, g.state, g.members, g.type or "-") for g in client.list_groups()))
     elif args.action == "describe":
         _describe(client, args.group, out)
     else:

@@ -184,6 +184,14 @@ class Limits:
                                          "protocol's error", minimum=1)
 
 
+def _valid_assignors(value: str, where: str) -> str:
+    names = [a.strip() for a in value.split(",")]
+    known = ("uniform", "range")  # (logway.gateway.protocols.kafka.assignors.ASSIGNORS)
+    if not all(names) or any(a not in known for a in names) or len(set(names)) != len(names):
+        raise ConfigError(f"{where}: {value!r} must name assignors among {', '.join(known)}, each once")
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class KafkaSettings:
     advertised_host: str = setting("", "the host Metadata and FindCoordinator tell Kafka clients to connect to; "
@@ -200,6 +208,37 @@ class KafkaSettings:
         0, "wait for more members before the first rebalance of an empty group", minimum=0)
     group_min_session_timeout_ms: int = setting(1000, "the shortest consumer session timeout accepted", minimum=1)
     group_max_session_timeout_ms: int = setting(1800000, "the longest consumer session timeout accepted", minimum=1)
+    group_consumer_session_timeout_ms: int = setting(
+        45000, "a member of a consumer group (KIP-848, group.protocol=consumer) silent for this long is removed",
+        more="(Kafka's group.consumer.session.timeout.ms)", minimum=1)
+    group_consumer_heartbeat_interval_ms: int = setting(
+        5000, "how often members of consumer groups (KIP-848) are told to heartbeat",
+        more="(Kafka's group.consumer.heartbeat.interval.ms; a rebalance reaches each member at its next heartbeat)",
+        minimum=1)
+    group_consumer_assignors: str = setting(
+        "uniform,range", "the server-side assignors of consumer groups (KIP-848), comma-separated; the first is "
+        "the default", more="(Kafka's group.consumer.assignors; a member may ask for another with "
+        "group.remote.assignor)", check=_valid_assignors)
+    group_share_session_timeout_ms: int = setting(
+        45000, "a member of a share group (KIP-932) silent for this long is removed", more="(Kafka's "
+        "group.share.session.timeout.ms; the records it held are released)", minimum=1)
+    group_share_heartbeat_interval_ms: int = setting(
+        5000, "how often members of share groups are told to heartbeat",
+        more="(Kafka's group.share.heartbeat.interval.ms)", minimum=1)
+    group_share_record_lock_duration_ms: int = setting(
+        30000, "how long a share group member holds a record it acquired before it is released for another",
+        more="(Kafka's group.share.record.lock.duration.ms; a group may set its own share.record.lock.duration.ms)",
+        minimum=1000, maximum=3600000)
+    group_share_delivery_count_limit: int = setting(
+        5, "deliveries of a record to share group members before it is archived (never delivered again)",
+        more="(Kafka's group.share.delivery.count.limit)", minimum=2, maximum=10)
+    group_share_partition_max_record_locks: int = setting(
+        2000, "records of one partition a share group may have acquired at once",
+        more="(Kafka's group.share.partition.max.record.locks)", minimum=100, maximum=10000)
+    share_auto_offset_reset: str = setting(
+        "latest", "where a share group starts reading a partition it never read: latest (Kafka's default) or "
+        "earliest", more="(a group may set its own share.auto.offset.reset with IncrementalAlterConfigs)",
+        choices=("latest", "earliest"))
     transaction_max_timeout_ms: int = setting(900000, "the longest transaction timeout a transactional producer may "
                                                       "ask for", more="(Kafka's transaction.max.timeout.ms)", minimum=1)
     transaction_abort_check_ms: int = setting(1000, "how often open transactions are checked for their timeout",

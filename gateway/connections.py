@@ -49,6 +49,7 @@ class Connection:
     inflight: int = 0  # requests being served (TANK may have several parked long-polls)
     draining: bool = False
     client_id: str | None = None  # as the client names itself (Kafka request header)
+    client_software: str | None = None  # "name/version" of its library, when it says (Kafka's ApiVersions v3+)
     address: str = ""  # the client's IP address
     read_deadline: float = math.inf  # trio time by which the awaited bytes must arrive (inf: none awaited)
     waiting_for: str = "idle"  # what the pump waits for, named when the deadline closes the connection
@@ -103,6 +104,15 @@ class ConnectionRegistry:
         for conn in self._live:
             if conn.internal is internal:
                 out[conn.protocol] = out.get(conn.protocol, 0) + 1
+        return out
+
+    def client_software(self) -> dict[tuple[str, str], int]:
+        """Live client connections per (protocol, client software) of those that named it (a metric's gauge)."""
+        out: dict[tuple[str, str], int] = {}
+        for conn in self._live:
+            if conn.client_software is not None and not conn.internal:
+                key = (conn.protocol, conn.client_software)
+                out[key] = out.get(key, 0) + 1
         return out
 
     def admit(self, protocol: str, stream: trio.abc.Stream) -> Connection | None:

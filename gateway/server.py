@@ -350,7 +350,7 @@ class Gateway:
 
     def _kafka_active_groups(self) -> set[str]:
         kafka = self.protocols.get("kafka")
-        return kafka.coordinator.active_groups() if kafka is not None else set()
+        return kafka.broker.groups.active() if kafka is not None else set()
 
     async def _signal_loop(self) -> None:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:

@@ -260,21 +260,34 @@ class TransactionCoordinator:
         return {"completed": completed, "orphans": orphans}
 
     # -- the APIs -------------------------------------------------------------------------------------------
-    async def init_producer_id(self, tid: str, timeout_ms: int) -> tuple[int, int]:
-        """The producer id and epoch for `tid`'s (new) producer; fences the previous one (see the module doc)."""
+    async def init_producer_id(self, tid: str, timeout_ms: int,
+                               current: tuple[int, int] | None = None) -> tuple[int, int]:
+        """The producer id and epoch for `tid`'s (new) producer; fences the previous one (see the module doc).
+
+        `current` (KIP-360): the (producer id, epoch) the producer has, when it asks for its epoch to be bumped
+        after an error instead of starting afresh. That id and epoch bump it (aborting its open transaction); the
+        epoch just before (a bump whose answer was lost, retried) answers the current one unchanged; anything
+        else was fenced by a newer producer: `Fenced`."""
         if not 0 < timeout_ms <= self.max_timeout_ms:
             raise InvalidTimeout(f"transaction timeout {timeout_ms} ms is not in 1..{self.max_timeout_ms}")
         async with self._lock(tid):
             state = self.states.get(tid)
             if state is not None:
                 state = state.copy()
-            else:
+            else:  # (a producer id given for an id we do not know: a fresh start, as Kafka)
                 pid = await self.steps.in_thread(self.engine.producer_ids.next_id)
                 state = TxnState(pid, 0, timeout_ms)
                 await self._save(tid, state)
                 return pid, 0
+            if current is not None:
+                pid, epoch = current
+                if pid != state.producer_id or epoch not in (state.epoch, state.epoch - 1):
+                    raise Fenced(f"producer {pid} epoch {epoch} of {tid!r} was fenced by producer "
+                                 f"{state.producer_id} epoch {state.epoch}")
+                if epoch == state.epoch - 1 and state.status not in _PREPARED:
+                    return state.producer_id, state.epoch  # a retried bump: done already
             bumped = state.status == TxnStatus.ONGOING
-            if bumped:  # a zombie's transaction: fence it, then abort it
+            if bumped:  # a zombie's transaction (or, KIP-360, the producer's own failed one): fence it, abort it
                 self._bump(state)
                 state.status = TxnStatus.PREPARE_ABORT
                 await self._save(tid, state)
@@ -339,6 +352,13 @@ class TransactionCoordinator:
             state.status = want
             await self._save(tid, state)
             await self._complete_async(tid, state, committed)
+
+    def pending_offsets(self, group: str) -> frozenset[tuple[str, int]]:
+        """The (topic, partition)s of `group` whose offsets a transaction committed but has not completed yet (open
+        or being completed): what Kafka calls an unstable offset commit."""
+        return frozenset(key for state in self.states.values()
+                         if state.status == TxnStatus.ONGOING or state.status in _PREPARED
+                         for key in state.offsets.get(group, ()))
 
     def check_produce(self, producer_id: int, epoch: int, topic: str, partition: int) -> None:
         """May a transactional batch of this producer go to this partition now? Raises TxnError if not."""

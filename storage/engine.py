@@ -3,13 +3,18 @@
 On disk:
     <data>/.lock                        flock held while an engine has the directory open
     <data>/.clean_shutdown              present only between a clean close and the next open
-    <data>/topics/<topic>/topic.json    {"name", "partitions", "config": {overrides}, "created_ms"}; rewritten
+    <data>/topics/<topic>/topic.json    {"name", "partitions", "config": {overrides}, "created_ms", "id"}; rewritten
                                         (through topic.json.tmp, synced, renamed, the directory synced) when the
-                                        topic's config is altered or partitions are added
+                                        topic's config is altered or partitions are added. "id" is the topic's
+                                        UUID (its canonical hex form), made with the topic and never changed
+                                        (Kafka's topic id); a topic.json written before ids existed has none:
+                                        its id is derived from the name and creation time, and written with
+                                        the next rewrite
     <data>/topics/<topic>/<p>/          one partition log per partition (see logway.storage.partition)
     <data>/offsets/                     the committed-offset store (see logway.storage.offsets)
     <data>/producer_ids                 the next block of producer ids (see logway.storage.sequences)
     <data>/transactions/                the transaction coordinator's durable state (see logway.storage.transactions)
+    <data>/share_groups/                share groups' durable state (see logway.storage.share_state)
     <data>/tmp/, <data>/trash/          topics being created / deleted (cleared on open)
     <data>/quarantine/                  damage set aside on open, each with a log line naming it: topic directories
                                         that cannot be opened, segments dropped by recovery, entries of the wrong
@@ -52,6 +57,7 @@ import os
 import shutil
 import threading
 import time
+import uuid
 import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -66,6 +72,7 @@ from .files import aside_name, makedirs_durably, name_max, quarantine, rename_du
 from .formats import BatchFormat
 from .names import validate_topic_name
 from .offsets import OffsetStore
+from .share_state import ShareStateStore
 from .transactions import TransactionStore
 from .partition import PartitionLog, RecoveryReport
 from .openfiles import OpenFiles
@@ -76,7 +83,7 @@ log = logging.getLogger("logway.storage")
 
 #: Entries of a data directory that the engine owns; anything else is left alone with a warning.
 DATA_DIR_ENTRIES = frozenset({".lock", ".clean_shutdown", "topics", "tmp", "trash", "quarantine", "offsets",
-                              "producer_ids", "producer_ids.tmp", "transactions", "workers"})
+                              "producer_ids", "producer_ids.tmp", "transactions", "share_groups", "workers"})
 #: After a damaged producer-id file, ids restart at (wall-clock ms) × this: above anything handed out before
 #: (blocks of 1000 ids cost one fsync each, so no allocator gets near a million ids per millisecond).
 PRODUCER_ID_FLOOR_PER_MS = 1_000_000
@@ -84,6 +91,39 @@ PRODUCER_ID_FLOOR_PER_MS = 1_000_000
 #: each other's whatever the number of workers, and above the shared allocator (and its time-based floor).
 WORKER_PRODUCER_IDS = 1 << 62
 WORKER_PRODUCER_ID_SPAN = 1 << 55
+#: The namespace of the ids derived for topics made before topics had ids (uuid5 of "name/created_ms").
+LEGACY_TOPIC_ID_NAMESPACE = uuid.UUID("6c6f6777-6179-4000-8000-746f70696373")
+
+
+def _acceptable_topic_id(topic_id: uuid.UUID) -> bool:
+    """Kafka never hands out the zero id or 1 (both reserved), nor one whose base64 form starts with "-" (command
+    line tools would take it for an option): ids of this engine follow the same rules."""
+    return topic_id.int > 1 and topic_id.bytes[0] >> 2 != 62
+
+
+def new_topic_id() -> uuid.UUID:
+    """A random topic id (version 4) Kafka would accept."""
+    while True:
+        topic_id = uuid.uuid4()
+        if _acceptable_topic_id(topic_id):
+            return topic_id
+
+
+def legacy_topic_id(name: str, created_ms: int) -> uuid.UUID:
+    """The id of a topic whose topic.json predates ids: derived from what identifies it, so it is the same at every
+    start until a rewrite of topic.json stores it."""
+    attempt = 0
+    while True:
+        topic_id = uuid.uuid5(LEGACY_TOPIC_ID_NAMESPACE, f"{name}/{created_ms}/{attempt}")
+        if _acceptable_topic_id(topic_id):
+            return topic_id
+        attempt += 1
+
+
+def _topic_json(name: str, partitions: int, overrides: Mapping[str, Any], created_ms: int,
+                topic_id: uuid.UUID) -> bytes:
+    return json.dumps({"name": name, "partitions": partitions, "config": dict(overrides), "created_ms": created_ms,
+                       "id": str(topic_id)}).encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +201,7 @@ class Topic:
     overrides: dict[str, Any]
     partitions: list[PartitionLog]
     created_ms: int
+    topic_id: uuid.UUID  # stable for the topic's life, across restarts; another topic of the name gets another
 
     @property
     def format(self) -> str:
@@ -223,7 +264,8 @@ class LogEngine:
         previous_owner = self._claim_lock()
         self._topics_dir = os.path.join(self.data_dir, "topics")
         self.topics_by_name: dict[str, Topic] = {}
-        self.offsets = self.producer_ids = self.transactions = None
+        self._ids: tuple[dict[str, Topic], dict[uuid.UUID, Topic]] = ({}, {})  # see `topic_by_id`
+        self.offsets = self.producer_ids = self.transactions = self.share_state = None
         try:
             self._open(share, worker, own_dir, lock_path, previous_owner)
         except BaseException:  # (out of descriptors, space, ...): nothing stays open
@@ -254,6 +296,7 @@ class LogEngine:
             self.offsets = self._open_offsets(os.path.join(stores, "offsets"))
             self.producer_ids = self._open_producer_ids(os.path.join(stores, "producer_ids"), first)
             self.transactions = self._open_transactions(os.path.join(stores, "transactions"))
+            self.share_state = self._open_transactions(os.path.join(stores, "share_groups"), ShareStateStore)
         for name in sorted(os.listdir(self.data_dir)) if worker is None else ():
             if name not in DATA_DIR_ENTRIES:
                 log.warning("%s: ignoring unknown entry %s", self.data_dir, name)
@@ -263,7 +306,7 @@ class LogEngine:
         for topic in self.topics_by_name.values():
             for plog in topic.partitions:
                 plog.close()
-        for store in (self.offsets, self.transactions):
+        for store in (self.offsets, self.transactions, self.share_state):
             if store is not None:
                 try:
                     store.close()
@@ -310,10 +353,10 @@ class LogEngine:
         for name in sorted(os.listdir(self._topics_dir)):
             path = os.path.join(self._topics_dir, name)
             try:
-                partitions, overrides, created_ms = self._read_topic_json(name)
+                partitions, overrides, created_ms, topic_id = self._read_topic_json(name)
                 if not worker:  # a worker leaves the directory's entries to the supervisor
                     self._check_topic_entries(path, name, partitions)
-                topic = self._open_topic(name, partitions, overrides, created_ms, clean=self.clean_start)
+                topic = self._open_topic(name, partitions, overrides, created_ms, topic_id, clean=self.clean_start)
             except (OSError, ValueError, KeyError, TypeError, StorageError) as exc:
                 if running_out(exc):  # not damage: the start fails as what it is, the topic stays where it is
                     raise
@@ -324,9 +367,9 @@ class LogEngine:
                 continue
             self.topics_by_name[name] = topic
 
-    def _read_topic_json(self, name: str) -> tuple[int, dict, int]:
-        """(partitions, overrides, created_ms) of a topic's topic.json, checked; in share mode its identity is
-        remembered (`refresh` reads it again only once it was replaced)."""
+    def _read_topic_json(self, name: str) -> tuple[int, dict, int, uuid.UUID]:
+        """(partitions, overrides, created_ms, topic id) of a topic's topic.json, checked; in share mode its
+        identity is remembered (`refresh` reads it again only once it was replaced)."""
         validate_topic_name(name)
         path = os.path.join(self._topics_dir, name)
         if not os.path.isdir(path):
@@ -343,7 +386,10 @@ class LogEngine:
             raise InvalidPartitions(f"partition count {partitions} is not in 1..{MAX_PARTITIONS}")
         if self.share is not None:
             self._stamps[name] = (st.st_ino, st.st_mtime_ns, st.st_size)
-        return partitions, meta.get("config") or {}, int(meta.get("created_ms", 0))
+        created_ms = int(meta.get("created_ms", 0))
+        stored = meta.get("id")
+        topic_id = uuid.UUID(stored) if stored is not None else legacy_topic_id(name, created_ms)
+        return partitions, meta.get("config") or {}, created_ms, topic_id
 
     def _check_topic_entries(self, path: str, name: str, partitions: int) -> None:
         """Partition entries that are not directories are quarantined (the partition starts empty); missing
@@ -375,15 +421,16 @@ class LogEngine:
             self._set_aside(path, "offsets", f"cannot open the offset store ({exc})", "committed offsets start empty")
             return OffsetStore(path)
 
-    def _open_transactions(self, path: str) -> TransactionStore:
+    def _open_transactions(self, path: str, store: type[TransactionStore] = TransactionStore) -> TransactionStore:
+        """The transaction coordinator's store, or another of its kind (`store`: the share groups')."""
+        label = os.path.basename(path)
         if os.path.lexists(path) and not os.path.isdir(path):
-            self._set_aside(path, "transactions", "not a directory", "transaction states start empty")
+            self._set_aside(path, label, "not a directory", f"{store.what} starts empty")
         try:
-            return TransactionStore(path)
+            return store(path)
         except (StorageError, IsADirectoryError, NotADirectoryError) as exc:
-            self._set_aside(path, "transactions", f"cannot open the transaction store ({exc})",
-                            "transaction states start empty")
-            return TransactionStore(path)
+            self._set_aside(path, label, f"cannot open the {store.what} ({exc})", f"{store.what} starts empty")
+            return store(path)
 
     def _open_producer_ids(self, path: str, first: int = 0) -> IdAllocator:
         """`first`: where a new allocator starts (a worker's range, see WORKER_PRODUCER_IDS)."""
@@ -397,7 +444,8 @@ class LogEngine:
             self._set_aside(path, "producer_ids", exc, f"producer ids continue from {first}")
             return IdAllocator(path, first=first)
 
-    def _open_topic(self, name: str, partitions: int, overrides: dict, created_ms: int, *, clean: bool) -> Topic:
+    def _open_topic(self, name: str, partitions: int, overrides: dict, created_ms: int, topic_id: uuid.UUID, *,
+                    clean: bool) -> Topic:
         if not 1 <= partitions <= MAX_PARTITIONS:
             raise InvalidPartitions(f"partition count {partitions} is not in 1..{MAX_PARTITIONS}")
         overrides, fixed = clamped_overrides(overrides)
@@ -409,7 +457,8 @@ class LogEngine:
         if fmt is None:
             raise UnknownFormat(f"unknown storage format {config.format!r} (known: {sorted(self.formats)})")
         logs = self._open_partitions(name, range(partitions), fmt, config, clean)
-        return Topic(name, config, dict(overrides), logs if self.share is None else WorkerPartitions(logs), created_ms)
+        return Topic(name, config, dict(overrides), logs if self.share is None else WorkerPartitions(logs), created_ms,
+                     topic_id)
 
     def _partition_log(self, directory: str, name: str, partition: int, fmt: BatchFormat, config: TopicConfig,
                        clean: bool) -> PartitionLog:
@@ -456,13 +505,14 @@ class LogEngine:
             if validate_only:
                 return None
             created_ms = int(self.clock() * 1000)
+            topic_id = new_topic_id()
             tmp = aside_name(os.path.join(self.data_dir, "tmp"), name)
             try:
                 os.makedirs(tmp)
                 for p in range(partitions):
                     os.makedirs(os.path.join(tmp, str(p)))
-                meta = {"name": name, "partitions": partitions, "config": overrides, "created_ms": created_ms}
-                write_synced(os.path.join(tmp, "topic.json"), json.dumps(meta).encode())
+                write_synced(os.path.join(tmp, "topic.json"),
+                             _topic_json(name, partitions, overrides, created_ms, topic_id))
                 sync_names(os.path.join(tmp, "topic.json"))  # topic.json and the partition directories
             except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)
@@ -471,7 +521,7 @@ class LogEngine:
             rename_durably(tmp, path)
             # Each partition creates its first segment's files and syncs its directory before it is used.
             try:
-                topic = self._open_topic(name, partitions, overrides, created_ms, clean=True)
+                topic = self._open_topic(name, partitions, overrides, created_ms, topic_id, clean=True)
             except BaseException:  # (its partitions are closed): the topic never existed
                 self._discard(path)
                 raise
@@ -565,7 +615,7 @@ class LogEngine:
             overrides = {key: getattr(config, KAFKA_NAMES[key]) for key in sorted(overrides)}
             if validate_only:
                 return topic
-            self._write_topic_json(name, len(topic.partitions), overrides, topic.created_ms)
+            self._write_topic_json(name, len(topic.partitions), overrides, topic.created_ms, topic.topic_id)
             for plog in topic.partitions:
                 plog.apply_config(config)
             topic.config, topic.overrides = config, overrides
@@ -610,7 +660,7 @@ class LogEngine:
                         added.append(ForeignPartition(name, p, self.share.owner(name, p)))
                         continue
                     added.append(self._partition_log(directory, name, p, fmt, topic.config, True))
-                self._write_topic_json(name, count, topic.overrides, topic.created_ms)
+                self._write_topic_json(name, count, topic.overrides, topic.created_ms, topic.topic_id)
             except BaseException:  # nothing half-made: the new directories go (topic.json never named them)
                 _close_all(added)
                 for p in range(have, count):
@@ -652,12 +702,12 @@ class LogEngine:
         self.offsets.sync()
         return removed
 
-    def _write_topic_json(self, name: str, partitions: int, overrides: Mapping[str, Any], created_ms: int) -> None:
+    def _write_topic_json(self, name: str, partitions: int, overrides: Mapping[str, Any], created_ms: int,
+                          topic_id: uuid.UUID) -> None:
         """Replace a topic's metadata durably: a synced temporary file renamed over topic.json, the directory
         synced (a power cut leaves the old file or the new one, whole)."""
         path = os.path.join(self._topics_dir, name, "topic.json")
-        meta = {"name": name, "partitions": partitions, "config": dict(overrides), "created_ms": created_ms}
-        write_synced(path + ".tmp", json.dumps(meta).encode())
+        write_synced(path + ".tmp", _topic_json(name, partitions, overrides, created_ms, topic_id))
         rename_durably(path + ".tmp", path)
 
     def disk_usage(self) -> dict[tuple[str, int], int]:
@@ -673,6 +723,16 @@ class LogEngine:
         if topic is None:
             raise UnknownTopic(f"unknown topic {name!r}")
         return topic
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> Topic | None:
+        """The topic with this id, or None. (The index follows `topics_by_name`, which is replaced, never changed
+        in place, when topics come and go.)"""
+        by_name, index = self._ids
+        if by_name is not self.topics_by_name:
+            by_name = self.topics_by_name
+            index = {t.topic_id: t for t in by_name.values()}
+            self._ids = (by_name, index)
+        return index.get(topic_id)
 
     def partition(self, name: str, partition: int) -> PartitionLog:
         topic = self.topics_by_name.get(name)
@@ -742,7 +802,7 @@ class LogEngine:
                     p.close(durable=clean)
                 except (OSError, StorageError) as exc:
                     failed(exc)
-        for store in (self.offsets, self.transactions):  # (None: a supervisor's engine)
+        for store in (self.offsets, self.transactions, self.share_state):  # (None: a supervisor's engine)
             if store is not None:
                 try:
                     store.close()
@@ -822,7 +882,8 @@ class LogEngine:
             if stamp is not None and self._stamps.get(name) == stamp:
                 continue  # unchanged since this engine read it (or failed to: said once)
             try:
-                partitions, overrides, created_ms = self._read_topic_json(name) if st is not None else (0, {}, 0)
+                partitions, overrides, created_ms, topic_id = (self._read_topic_json(name) if st is not None
+                                                               else (0, {}, 0, None))
             except (OSError, ValueError, KeyError, TypeError, StorageError) as exc:
                 self._stamps[name] = stamp  # not again until topic.json is replaced
                 log.warning("%s: cannot read topic %s (%s): left as it was", self._topics_dir, name, exc)
@@ -838,7 +899,7 @@ class LogEngine:
                 continue
             try:
                 if topic is None:  # new since this engine looked: nobody wrote to its partitions before
-                    current[name] = self._open_topic(name, partitions, overrides, created_ms, clean=True)
+                    current[name] = self._open_topic(name, partitions, overrides, created_ms, topic_id, clean=True)
                     continue
                 config = self.defaults.with_overrides(overrides)
                 if overrides != topic.overrides:

@@ -350,6 +350,12 @@ class PartitionLog:
         return segments, end, active, active.size
 
     @property
+    def max_timestamp(self) -> int:
+        """The largest record timestamp in the log, as its segments know it (-1: none); `offset_for_timestamp` of it
+        is the first record that has it."""
+        return max((seg.max_timestamp for seg in self.segments), default=-1)
+
+    @property
     def size_bytes(self) -> int:
         return sum(s.size for s in self.segments)
 

@@ -33,7 +33,8 @@ parse or does not implement, and a stream with a bad frame cannot be trusted):
   answer is then sent in the v0 body layout with error 35 and the key list, and the client retries at a
   version we list (spec §2). Any ApiVersions answer with a non-zero error uses the v0 layout;
 - a malformed header v2 tag section or body (truncated, a length or count beyond the frame, invalid UTF-8, a
-  varint over 5 bytes, bytes left over after the body): `code=42` (INVALID_REQUEST).
+  varint over 5 bytes, bytes left over after a non-flexible body): `code=42` (INVALID_REQUEST). Bytes after a
+  flexible body are ignored, as Kafka's parser ignores them (librdkafka sends some).
 
 When the header could be read, the error also carries `api_key`, `api_version` and `correlation_id` attributes.
 `LocalProtocolError` means we misused the codec: a body of the wrong type, a value out of range, a response to
@@ -459,9 +460,11 @@ class KafkaServerConnection(_Receiver):
             raise self._fatal(f"malformed request body (api key {key} v{version}): {exc}",
                               ErrorCode.INVALID_REQUEST, **info) from None
         left = reader.remaining()
-        if left:
+        if left and not is_flexible(key, version):
             raise self._fatal(f"{left} bytes left over after the request body (api key {key} v{version})",
                               ErrorCode.INVALID_REQUEST, **info)
+        # (A flexible body may be followed by bytes Kafka's parser never reads, and librdkafka relies on it: its
+        # Metadata v9+ for every topic leaves a 4-byte array-count placeholder, 3 bytes too many. Ignored.)
         return KafkaRequest(key, version, cid, client_id, body)
 
 

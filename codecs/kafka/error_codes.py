@@ -96,7 +96,19 @@ class ErrorCode(IntEnum):
     UNSTABLE_OFFSET_COMMIT = 88  # pending transactional offset commits for the partition
     THROTTLING_QUOTA_EXCEEDED = 89  # a mutation quota was exceeded
     PRODUCER_FENCED = 90  # a newer producer with the same transactional id exists
+    UNKNOWN_TOPIC_ID = 100  # no topic has this topic id (KIP-516)
+    INCONSISTENT_TOPIC_ID = 103  # the topic id given does not match the topic's
+    FENCED_MEMBER_EPOCH = 110  # KIP-848: the member's epoch is fenced; it must rejoin with epoch 0
+    UNRELEASED_INSTANCE_ID = 111  # KIP-848: a static member's instance id is still used by another member
+    UNSUPPORTED_ASSIGNOR = 112  # KIP-848: the server assignor asked for is not configured
+    STALE_MEMBER_EPOCH = 113  # KIP-848: a commit or fetch with an epoch older than the member's current one
     UNSUPPORTED_ENDPOINT_TYPE = 115  # DescribeCluster v1+: an endpoint type this node does not serve
+    INVALID_RECORD_STATE = 121  # KIP-932: an acknowledgement of a record not acquired by this member
+    SHARE_SESSION_NOT_FOUND = 122  # KIP-932: no share session for this member (open one with epoch 0)
+    INVALID_SHARE_SESSION_EPOCH = 123  # KIP-932: share session epoch out of order
+    INVALID_REGULAR_EXPRESSION = 128  # KIP-848: the subscription regex cannot be compiled
+    REBOOTSTRAP_REQUIRED = 129  # KIP-1102: the client must bootstrap again
+    SHARE_SESSION_LIMIT_REACHED = 133  # KIP-932: the broker holds as many share sessions as it may
 
     @classmethod
     def name_of(cls, code: int) -> str:

@@ -54,8 +54,8 @@ Responses (client receives, server sends)::
     {"AlterTopicConfig": {"altered": bool}}                  {"DeleteGroupOffsets": {"deleted": int}}
     {"DescribeTopicConfig": {"topic", "configs": [{"name", "value": int|str, "source": "topic"|"broker"|"default",
                                                    "default": int|str, "read_only": bool}, ...]}}
-    {"ListGroups": {"groups": [{"group_id", "state", "protocol_type", "members": int}, ...]}}
-    {"DescribeGroup": {"group_id", "state", "protocol_type",
+    {"ListGroups": {"groups": [{"group_id", "state", "protocol_type", "members": int, "type"}, ...]}}
+    {"DescribeGroup": {"group_id", "state", "protocol_type", "type",
                        "members": [{"member_id", "client_id", "client_host", "partitions": [{"topic", "partition"}]}],
                        "partitions": [{"topic", "partition", "committed_offset": int|null,
                                        "log_end_offset": int|null, "metadata": str}, ...]}}
@@ -75,7 +75,8 @@ the topic's storage `format`; without it the answer is the seed's. With `"partit
 only, leaving out ones the topic lacks (with `workers: N`, how workers ask each other).
 
 The group requests are our extensions too. `ListGroups`: the groups with committed offsets (any protocol) and the
-Kafka groups the coordinator holds, with Kafka's state names ("Empty" for offsets only). `DescribeGroup`: per
+live Kafka groups of every type, with Kafka's state names ("Empty" for offsets only) and the group's `type`
+("classic", "consumer", "share"; "" for offsets only: absent from an older gateway's answer). `DescribeGroup`: per
 topic-partition the committed offset and the log end offset a committed reader sees (the last stable offset; lag
 is the difference), and a live Kafka group's members with their assigned partitions; an unknown group is answered
 with state "Dead" and no members or partitions (as Kafka's DescribeGroups). `ResetGroupOffsets` (the

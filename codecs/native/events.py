@@ -402,12 +402,14 @@ class DeleteGroupOffsetsResponse:
 @dataclass(frozen=True, slots=True)
 class GroupSummary:
     """One entry of `ListGroupsResponse`. `state` is Kafka's ("Empty", "PreparingRebalance",
-    "CompletingRebalance", "Stable"); a group with committed offsets only is "Empty" with protocol type ""."""
+    "CompletingRebalance", "Stable"; a consumer group's "Assigning", "Reconciling"); a group with committed offsets
+    only is "Empty" with protocol type "" and type ""."""
 
     group_id: str
     state: str
     protocol_type: str
     members: int
+    type: str = ""  # a live Kafka group's: "classic", "consumer" (KIP-848) or "share" (KIP-932); "" otherwise
 
 
 @dataclass(frozen=True, slots=True)
@@ -458,6 +460,7 @@ class DescribeGroupResponse:
     protocol_type: str
     members: list[GroupMember]
     partitions: list[GroupPartition]
+    type: str = ""  # as `GroupSummary.type`
 
 
 @dataclass(frozen=True, slots=True)

@@ -517,7 +517,7 @@ def _group_summary(item: Any) -> GroupSummary:
     item = _obj(item, "group")
     return GroupSummary(_str(_get(item, "group_id"), "group_id"), _str(_get(item, "state"), "state"),
                         _str(_get(item, "protocol_type"), "protocol_type"),
-                        _int(_get(item, "members"), "members", MAX_PARTITION))
+                        _int(_get(item, "members"), "members", MAX_PARTITION), _str(item.get("type", ""), "type"))
 
 
 def _group_member(item: Any) -> GroupMember:
@@ -546,6 +546,7 @@ def _describe_group_response(body: dict, _raw: bytearray) -> DescribeGroupRespon
         _str(_get(body, "protocol_type"), "protocol_type"),
         _each(_list(_get(body, "members"), "members"), "members", _group_member),
         _each(_list(_get(body, "partitions"), "partitions"), "partitions", _group_partition),
+        _str(body.get("type", ""), "type"),
     )
 
 
@@ -844,6 +845,7 @@ def _enc_describe_group_response(e: DescribeGroupResponse) -> dict:
         "protocol_type": _str(e.protocol_type, "protocol_type"),
         "members": _each(e.members, "members", _enc_group_member),
         "partitions": _each(e.partitions, "partitions", _enc_group_partition),
+        "type": _str(e.type, "type"),
     }}
 
 
@@ -926,7 +928,8 @@ _RESPONSE_ENCODERS: dict[type, Callable[[Any], dict]] = {
     DeleteGroupOffsetsResponse: lambda e: {"DeleteGroupOffsets": {"deleted": _int(e.deleted, "deleted", MAX_OFFSET)}},
     ListGroupsResponse: lambda e: {"ListGroups": {"groups": [
         {"group_id": _str(g.group_id, "group_id"), "state": _str(g.state, "state"),
-         "protocol_type": _str(g.protocol_type, "protocol_type"), "members": _int(g.members, "members", MAX_PARTITION)}
+         "protocol_type": _str(g.protocol_type, "protocol_type"), "members": _int(g.members, "members", MAX_PARTITION),
+         "type": _str(g.type, "type")}
         for g in e.groups
     ], **({} if e.next is None else {"next": _str(e.next, "next")})}},
     DescribeGroupResponse: _enc_describe_group_response,

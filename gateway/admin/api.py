@@ -7,7 +7,7 @@
 | `/health` | 200 while the process runs |
 | `/ready` | 200 once storage is open and every enabled listener is bound; 503 before, and from shutdown on |
 | `/api/topics` | topics, their format and partitions: offsets, size, segments, records appended |
-| `/api/groups` | consumer groups: committed offsets and lag per partition, members of live Kafka groups |
+| `/api/groups` | consumer groups: committed offsets and lag per partition, type and members of live Kafka groups |
 | `/api/rates` | per protocol, records and bytes per second in and out, sampled each second (the last minutes) |
 | `/api/topics/<t>/partitions/<p>/messages?…` | the message browser and search (`browse.py`) |
 | `/api/console` | what the console may do: its actions, and the login they need (`actions.py`) |
@@ -188,8 +188,8 @@ class AdminApi:
 
         def group(group_id: str) -> dict[str, Any]:
             if group_id not in groups:
-                groups[group_id] = {"group": group_id, "state": "Empty", "protocol_type": "", "members": [],
-                                    "partitions": [], "lag": 0}
+                groups[group_id] = {"group": group_id, "state": "Empty", "type": "", "protocol_type": "",
+                                    "members": [], "partitions": [], "lag": 0}
             return groups[group_id]
 
         for row in group_offsets(engine, partitions):
@@ -197,13 +197,12 @@ class AdminApi:
             g["partitions"].append({k: row[k] for k in ("topic", "partition", "committed", "end", "lag",
                                                          "metadata", "commit_time_ms")})
             g["lag"] += row["lag"] or 0
-        for d in kafka_groups(gw):
-            g = group(d.group_id)
-            g["state"], g["protocol_type"] = d.state, d.protocol_type
+        for v in kafka_groups(gw):
+            g = group(v.group_id)
+            g["state"], g["type"], g["protocol_type"] = v.state, v.type, v.protocol_type
             g["members"] = [{"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
-                             "group_instance_id": m.group_instance_id,
-                             "assignment": [[t, p] for t, p in _assignment(d.protocol_type, m.assignment)]}
-                            for m in d.members]
+                             "group_instance_id": m.instance_id, "assignment": [[t, p] for t, p in m.partitions]}
+                            for m in v.members]
         return [groups[name] for name in sorted(groups)]
 
 
@@ -220,9 +219,3 @@ def console_file(path: str) -> HttpAnswer | None:
     return 200, [("Content-Type", content_type), ("Content-Security-Policy", _CSP), _NO_STORE], body
 
 
-def _assignment(protocol_type: str, data: bytes) -> list[tuple[str, int]]:
-    if protocol_type != "consumer" or not data:
-        return []
-    from ..protocols.native.groups import consumer_assignment  # the one decoder of Kafka's consumer assignment
-
-    return consumer_assignment(data)

@@ -425,6 +425,7 @@ function renderGroups(groups) {
       rows.push(el("tr", { class: i === 0 ? "first" : "", dataset: { group: group.group } },
         td(i === 0 ? group.group : "", "group"),
         td(i === 0 ? group.state + membersText(group.members.length) : ""),
+        td(i === 0 ? group.type || "" : ""),
         td(p ? p.topic : ""), td(p ? p.partition : "", "num"), td(p ? number(p.committed) : "", "num"),
         td(p ? number(p.end) : "", "num"),
         td(p ? number(lag) : "", "num lag" + (lag > 0 ? " behind" : "")),

@@ -342,6 +342,13 @@ class GatewayCollector(Collector):
         yield accepted
         yield refused
         yield shed
+        # (bounded: one label value per open connection at most, names of at most 129 characters)
+        software = GaugeMetricFamily("logway_client_software_connections", "Client connections open now per "
+                                     "listener and client software (\"name/version\", as Kafka clients name theirs "
+                                     "in ApiVersions v3+)", labels=["listener", "software"])
+        for (name, client), count in sorted(registry.client_software().items()):
+            software.add_metric([name, client], count)
+        yield software
         if gw.worker is not None:  # the other workers' relay connections to this one (not in the gauge above)
             relays = GaugeMetricFamily("logway_relay_connections_open", "Relay connections other workers hold to "
                                        "this one now, per listener (workers: N)", labels=["listener"])
@@ -422,8 +429,9 @@ class GatewayCollector(Collector):
                                       labels=labels)
         lag = GaugeMetricFamily("logway_consumer_group_lag", "Records between a group's committed offset and the "
                                 "partition's end (last stable offset)", labels=labels)
-        members = GaugeMetricFamily("logway_consumer_group_members", "Members of a live Kafka group",
-                                    labels=["group", "state"])
+        members = GaugeMetricFamily("logway_consumer_group_members", "Members of a live Kafka group (type: "
+                                    "classic, consumer (KIP-848) or share (KIP-932))",
+                                    labels=["group", "state", "type"])
         if partitions:
             by_key = {(plog.topic, plog.partition): plog for _, plog in partitions}
             for i, row in enumerate(group_offsets(gw.engine, by_key), 1):
@@ -434,7 +442,7 @@ class GatewayCollector(Collector):
                 if row["lag"] is not None:
                     lag.add_metric(key, row["lag"])
         for group in kafka_groups(gw):
-            members.add_metric([group.group_id, group.state], len(group.members))
+            members.add_metric([group.group_id, group.state, group.type], len(group.members))
         yield committed
         yield lag
         yield members
@@ -468,13 +476,10 @@ class GatewayCollector(Collector):
 
 
 def kafka_groups(gw) -> list:
-    """Descriptions of the Kafka groups the gateway's coordinator holds (none without a Kafka listener)."""
-    kafka = gw.protocols.get("kafka")
-    coordinator = getattr(kafka, "coordinator", None)
-    if coordinator is None:
-        return []
-    ids = [group_id for group_id, _ in coordinator.list_groups()]
-    return [d for d in coordinator.describe_groups(ids) if d.state != "Dead"]
+    """The live Kafka groups of every type (`group_types.GroupView`s: classic, consumer, share; none without a
+    Kafka listener)."""
+    directory = getattr(gw.protocols.get("kafka"), "groups", None)
+    return [] if directory is None else directory.views()
 
 
 def group_offsets(engine, partitions: dict[tuple[str, int], PartitionLog]) -> Iterator[dict]:

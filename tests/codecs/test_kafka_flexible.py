@@ -394,9 +394,9 @@ def test_a_server_refuses_keys_and_versions_it_does_not_serve():
     assert server.next_event().unsupported_version
     out = server.send(KafkaResponse(1, body=None))
     keys = prim.parse_frame(api.api_versions.RESPONSE_V0, out, 8)[0].api_keys
-    assert {k.api_key: (k.min_version, k.max_version) for k in keys} == {3: (0, 8), 12: (0, 3), 18: (0, 1)}
+    assert {k.api_key: (k.min_version, k.max_version) for k in keys} == {3: (0, 13), 12: (0, 4), 18: (0, 1)}
     with pytest.raises(ValueError):
-        KafkaServerConnection(api_versions={0: (0, 9)})  # beyond what the codec implements
+        KafkaServerConnection(api_versions={0: (0, 14)})  # beyond what the codec implements
     with pytest.raises(ValueError):
         KafkaServerConnection(api_versions={4: (0, 0)})
 

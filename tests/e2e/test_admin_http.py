@@ -102,14 +102,14 @@ def test_metrics_and_endpoints_of_a_busy_gateway(busy):
                  partition="0") == 10
     assert value(samples, "logway_consumer_group_lag", group="billing", topic="orders", partition="0") == 7
     assert value(samples, "logway_consumer_group_lag", group="billing", topic="orders", partition="2") == 0
-    assert value(samples, "logway_consumer_group_members", group="billing", state="Stable") == 1
+    assert value(samples, "logway_consumer_group_members", group="billing", state="Stable", type="classic") == 1
     assert value(samples, "logway_connections_open", listener="kafka") >= 1
     assert value(samples, "logway_group_commit_batch_size_count") >= 1
 
     assert http_get(busy, "/health")[0] == 200
     assert json.loads(http_get(busy, "/ready")[2])["ready"] is True
     (billing,) = api(busy, "/api/groups")["groups"]
-    assert billing["state"] == "Stable" and billing["lag"] == 7
+    assert billing["state"] == "Stable" and billing["type"] == "classic" and billing["lag"] == 7
     (member,) = billing["members"]
     assert sorted(map(tuple, member["assignment"])) == [("orders", 0), ("orders", 1), ("orders", 2)]
     page = api(busy, "/api/topics/orders/partitions/2/messages?last=2")
@@ -153,6 +153,7 @@ def test_console_in_headless_chromium(busy, chromium, tmp_path):
                                                                 '#groups tbody tr[data-group="billing"] td.lag')])
         assert lags == ["7", "0", "0"], lags
         assert "Stable (1 member)" in chromium.find_element(By.ID, "groups").text
+        assert "classic" in chromium.find_element(By.ID, "groups").text
         wait.until(lambda d: "orders-0, orders-1, orders-2" in d.find_element(By.ID, "members").text)
         # live rates: a chart per protocol
         wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#rates .chart canvas")) == 3)

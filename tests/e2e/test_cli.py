@@ -23,7 +23,7 @@ _EXTRA = [item for item in EPHEMERAL if item.split(".")[1] not in ("native", "ka
 
 #: The header lines of `topics list` and `groups list` (every table has one).
 TOPICS = "name\tpartitions\n"
-GROUPS = "group\tstate\tmembers\n"
+GROUPS = "group\tstate\tmembers\ttype\n"
 
 
 def GatewayProcess(data_dir: str, *overrides: str, **kwargs) -> _GatewayProcess:
@@ -284,7 +284,7 @@ def test_groups_list_describe_and_reset_offsets(tmp_path):
             c.produce("ev", 1, [b"b"] * 3)
             c.commit("ev", 0, "native-g", 2)
         # a native consumer's group: offsets only, Empty, lag = log end - committed
-        assert groups("list").stdout == GROUPS + "native-g\tEmpty\t0\n"
+        assert groups("list").stdout == GROUPS + "native-g\tEmpty\t0\t-\n"
         r = groups("describe", "native-g")
         assert r.stdout.splitlines() == [
             "group\ttopic\tpartition\tcurrent_offset\tlog_end_offset\tlag\tconsumer_id\thost\tclient_id",
@@ -299,7 +299,7 @@ def test_groups_list_describe_and_reset_offsets(tmp_path):
                 c.produce("ev", 1, [b"c"] * 4)  # committed 3 below, log end 7: lag 4
             consumer.commit({TopicPartition("ev", 0): OffsetAndMetadata(5, ""),
                              TopicPartition("ev", 1): OffsetAndMetadata(3, "")})
-            assert groups("list").stdout == GROUPS + "kafka-g\tStable\t1\nnative-g\tEmpty\t0\n"
+            assert groups("list").stdout == GROUPS + "kafka-g\tStable\t1\tclassic\nnative-g\tEmpty\t0\t-\n"
             rows = _rows(groups("describe", "kafka-g").stdout)
             assert [r[:6] for r in rows] == [["kafka-g", "ev", "0", "5", "5", "0"],
                                              ["kafka-g", "ev", "1", "3", "7", "4"]]
@@ -310,7 +310,7 @@ def test_groups_list_describe_and_reset_offsets(tmp_path):
                 _one_line(r, 1, "logway: group has active members: 'kafka-g' is Stable with 1 member(s)")
         finally:
             consumer.close()
-        assert groups("list").stdout == GROUPS + "kafka-g\tEmpty\t0\nnative-g\tEmpty\t0\n"
+        assert groups("list").stdout == GROUPS + "kafka-g\tEmpty\t0\tclassic\nnative-g\tEmpty\t0\t-\n"
         # a dry run by default: the plan, nothing changed
         r = groups("reset-offsets", "kafka-g", "--all-topics", "--to-earliest")
         assert r.returncode == 0 and r.stdout.splitlines() == [
@@ -360,7 +360,7 @@ def test_groups_list_describe_and_reset_offsets(tmp_path):
     with GatewayProcess(str(tmp_path / "data"), "log_level=WARNING") as gw:  # offsets outlive a restart
         target = address(gw.native)
         assert logway("groups", "list", "--gateway", target).stdout == GROUPS + (
-            "fresh\tEmpty\t0\nkafka-g\tEmpty\t0\nnative-g\tEmpty\t0\n")
+            "fresh\tEmpty\t0\t-\nkafka-g\tEmpty\t0\t-\nnative-g\tEmpty\t0\t-\n")
 
 
 def test_bad_cli_input_is_one_line_and_options_go_either_side(tmp_path):

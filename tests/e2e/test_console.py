@@ -177,7 +177,7 @@ def test_every_action_confirmed_and_done_on_the_gateway(tmp_path, chromium, shot
         # reset a group's offsets: the plan first (a dry run), then the reset, confirmed
         c.commit("orders", partition, "billing", 2)
         page.until(lambda d: d.find_elements(By.CSS_SELECTOR, '#groups tbody tr[data-group="billing"] button'))
-        committed_at = page.texts('#groups tbody tr[data-group="billing"]')[0][7]
+        committed_at = page.texts('#groups tbody tr[data-group="billing"]')[0][8]
         assert LOCAL_TIME.match(committed_at), committed_at
         page.click('#groups tbody tr[data-group="billing"] button')
         page.choose("#reset-topic", "orders")

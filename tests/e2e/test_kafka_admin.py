@@ -437,3 +437,28 @@ def test_admin_changes_survive_a_gateway_restart(tmp_path):
             assert len(admin.describe_topics([topic])[0]["partitions"]) == 3
         finally:
             admin.close()
+
+
+def test_librdkafka_list_offsets_max_timestamp_and_topic_ids_survive_a_restart(tmp_path):
+    """OffsetSpec.max_timestamp() (ListOffsets -3, KIP-734) is the record with the largest timestamp, not a search
+    for timestamp -3; describe_topics shows the topic's id (Metadata v10+), the same after a restart."""
+    from confluent_kafka import TopicCollection
+
+    data = str(tmp_path / "data")
+    name = topic_name()
+    with GatewayProcess(data, "log_level=WARNING") as gw:
+        create(gw, name)
+        producer = Producer({"bootstrap.servers": bootstrap(gw), "linger.ms": 0})
+        for value, ts in ((b"a", 1_000), (b"b", 9_000), (b"c", 5_000)):
+            producer.produce(name, value, partition=0, timestamp=ts)
+        assert producer.flush(15) == 0
+        admin = rd_admin(gw)
+        tp = RdTopicPartition(name, 0)
+        top = admin.list_offsets({tp: OffsetSpec.max_timestamp()})[tp].result(10)
+        assert (top.offset, top.timestamp) == (1, 9_000)
+        described = admin.describe_topics(TopicCollection([name]))[name].result(10)
+        topic_id = str(described.topic_id)
+        assert topic_id and topic_id != "AAAAAAAAAAAAAAAAAAAAAA"  # (librdkafka prints ids in Kafka's base64)
+    with GatewayProcess(data, "log_level=WARNING") as gw:
+        admin = rd_admin(gw)  # (held: a collected handle fails its futures)
+        assert str(admin.describe_topics(TopicCollection([name]))[name].result(10).topic_id) == topic_id

@@ -46,6 +46,7 @@ from logway.codecs.tank import ConsumeFlags
 from logway.codecs.tank.chunk import decode_chunk
 from logway.gateway.config import load_config
 from logway.gateway.formats import STORAGE_FORMATS
+from logway.codecs.kafka.api.api_versions import ApiVersionsRequest
 from logway.gateway.workers import worker_overrides
 from logway.storage import LogEngine, StorageError, TopicExists
 from logway.storage.engine import WORKER_PRODUCER_IDS, ForeignPartition, PartitionNotOwned, Share
@@ -202,6 +203,31 @@ def test_a_group_commits_once_and_a_new_member_resumes_from_the_committed_offset
         commit = c.call(O.OFFSET_COMMIT_KEY, 2, O.OffsetCommitRequest(group_id="g-" + topic, topics=[
             O.OffsetCommitRequestTopic(topic, [O.OffsetCommitRequestPartition(0, 5)])]))
         assert commit.topics[0].partitions[0].error_code == E.NOT_COORDINATOR
+
+
+def test_a_consumer_group_of_the_consumer_protocol_spans_both_workers(gw):
+    """KIP-848 (group.protocol=consumer): worker 0 coordinates the group and assigns partitions of both workers,
+    the members fetch each partition from its owner, and a topic worker 1 created is known to worker 0 in time."""
+    topic = kafka_topic(gw, via="kafka.1")
+    produce(gw, topic, [b"cg-%d" % i for i in range(40)])
+    conf = {"bootstrap.servers": "%s:%d" % gw.addresses["kafka.1"], "group.id": "cg-" + topic,
+            "group.protocol": "consumer", "auto.offset.reset": "earliest", "fetch.queue.backoff.ms": 10}
+    members = [Consumer(conf), Consumer(conf)]
+    for m in members:
+        m.subscribe([topic])
+    got: list = []
+    deadline = time.monotonic() + 30
+    while len(got) < 40 and time.monotonic() < deadline:
+        for m in members:
+            got += [(msg.partition(), msg.value()) for msg in m.consume(100, 0.2) if not msg.error()]
+    assert sorted(v for _, v in got) == sorted(b"cg-%d" % i for i in range(40))
+    assert sorted(len(m.assignment()) for m in members) == [PARTITIONS // 2] * 2
+    for m in members:
+        m.close()
+    # share groups need one worker (their state is one store): not advertised here
+    with KafkaWireClient(*gw.addresses["kafka.1"]) as c:
+        keys = {k.api_key for k in c.call(18, 3, ApiVersionsRequest()).api_keys}
+    assert 68 in keys and not keys & {76, 77, 78, 79, 90, 91, 92}
 
 
 # -- logway's own Kafka client (what the Spark data source and the pipeline's producer run on) -----------------------

@@ -327,7 +327,7 @@ async def test_inconsistent_group_protocol(c, nursery):
     assert (await join(c, "", ptype="connect")).error_code == E.INCONSISTENT_GROUP_PROTOCOL
     assert (await join(c, "", "fresh", protocols=[])).error_code == E.INCONSISTENT_GROUP_PROTOCOL
     assert (await join(c, "", "fresh", ptype="")).error_code == E.INCONSISTENT_GROUP_PROTOCOL
-    assert "fresh" not in dict(c.list_groups())  # a failed first join leaves nothing behind
+    assert "fresh" not in {g for g, _, _ in c.summaries()}  # a failed first join leaves nothing behind
     # a known member switching to a protocol nobody else has is refused too
     assert (await join(c, a, protocols=[("sticky", b"")])).error_code == E.INCONSISTENT_GROUP_PROTOCOL
 
@@ -454,7 +454,7 @@ async def test_describe_and_list_groups_follow_the_states(nursery):
     c = GroupCoordinator(min_session_timeout_ms=10, empty_group_retention_ms=100)
     await nursery.start(c.run)
     assert c.describe_groups(["g"]) == [C.GroupDescription(E.NONE, "g", "Dead", "", "", [])]
-    assert c.list_groups() == []
+    assert c.summaries() == []
     a, b = await handshake(c, client_id="ca"), await handshake(c, client_id="cb")
     ja = Bg(nursery, join(c, a, client_id="ca"))
     await wait_all_tasks_blocked()
@@ -473,11 +473,11 @@ async def test_describe_and_list_groups_follow_the_states(nursery):
     assert [(m.member_id, m.metadata, m.assignment) for m in d.members] == [
         (a, b"range-meta", b"A"), (b, b"range-meta", b"B")]
     assert other.state == "Dead"
-    assert c.list_groups() == [("g", "consumer")]
+    assert c.summaries() == [("g", "consumer", "Stable")]
     assert c.leave_group("g", [(a, None), (b, None)]) == (E.NONE, [E.NONE, E.NONE])
-    assert state(c) == "Empty" and c.list_groups() == [("g", "consumer")]
+    assert state(c) == "Empty" and c.summaries() == [("g", "consumer", "Empty")]
     await trio.sleep(0.15)  # the empty-group retention passes: forgotten
-    assert state(c) == "Dead" and c.list_groups() == []
+    assert state(c) == "Dead" and c.summaries() == []
     c.close()
 
 
@@ -571,7 +571,7 @@ async def test_close_wakes_parked_callers_and_stops_run(nursery):
 
 # -- internals that the rest relies on ----------------------------------------------------------------------
 def test_deadline_queue_files_only_earlier_deadlines():
-    d = C._Deadlines()
+    d = C.Deadlines()
     assert d.set("a", 10.0) is True  # the earliest: the run loop must wake
     assert d.set("b", 20.0) is False
     assert d.set("a", 30.0) is False  # later: a dict write, the old entry is re-filed when due

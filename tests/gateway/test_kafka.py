@@ -70,20 +70,40 @@ def test_api_versions_advertises_every_key_from_zero(client):
     resp = client.call(18, 2, ApiVersionsRequest())
     assert resp.error_code == 0
     assert {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys} == served_versions()
-    assert all(lo == 0 for lo, _ in SUPPORTED.values())
+    # from 0, but the share-group APIs, which Kafka 4.1 serves from v1
+    assert all(lo == 0 for key, (lo, _) in served_versions().items() if key not in (76, 77, 78, 79))
 
 
-@pytest.mark.parametrize("version", [3, 4])
-def test_api_versions_flexible_request_gets_v0_error_35_and_the_key_list(gw, version):
+def _api_versions_frame(version: int, software: bytes = b"lib") -> bytes:
     # Header v2: api_key, api_version, correlation_id, client_id (int16 string), empty tagged fields; body with
     # compact strings client_software_name/version and an empty tag section, as kafka-python/librdkafka send.
-    body = b"\x00\x00\x00\x07" + b"\x00\x04test" + b"\x00" + b"\x05lib\x00" + b"\x031\x00" + b"\x00"
-    frame = struct.pack(">hhi", 18, version, 99) + body
+    header = struct.pack(">hhih", 18, version, 99, 4) + b"test" + b"\x00"
+    return header + bytes([len(software) + 1]) + software + b"\x022" + b"\x00"
+
+
+def _exchange_one(gw, frame: bytes) -> bytes:
     s = socket.create_connection(gw.addresses["kafka"], timeout=5)
     s.sendall(struct.pack(">i", len(frame)) + frame)
     size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
     payload = s.recv(size, socket.MSG_WAITALL)
     s.close()
+    return payload
+
+
+@pytest.mark.parametrize("version", [3, 4])
+def test_api_versions_flexible_requests_are_answered_in_their_layout(gw, version):
+    """KIP-511: ApiVersions v3/v4 name the client's software; the answer is the flexible layout (compact key list,
+    each key and the body with an empty tag section) after a response header v0."""
+    payload = _exchange_one(gw, _api_versions_frame(version))
+    correlation, error, count = struct.unpack_from(">ihB", payload)
+    assert (correlation, error) == (99, 0)
+    keys = [struct.unpack_from(">hhhB", payload, 7 + 7 * i) for i in range(count - 1)]
+    assert {k: (lo, hi) for k, lo, hi, tags in keys} == served_versions() and not any(k[3] for k in keys)
+    assert len(payload) == 7 + 7 * (count - 1) + 4 + 1 and payload[-1] == 0  # throttle time, empty tags
+
+
+def test_api_versions_beyond_what_we_serve_gets_v0_error_35_and_the_key_list(gw):
+    payload = _exchange_one(gw, _api_versions_frame(5))
     correlation, error, count = struct.unpack_from(">ihi", payload)
     assert (correlation, error) == (99, 35)
     keys = [struct.unpack_from(">hhh", payload, 10 + 6 * i) for i in range(count)]
@@ -368,7 +388,7 @@ def test_only_handled_keys_are_advertised_and_a_request_for_another_closes_only_
     # A key the codec can parse but no handler answers is treated as Kafka treats a key it does not implement:
     # the connection is closed, nothing is answered, other connections go on.
     for key in sorted(set(SUPPORTED) - set(advertised)):
-        frame = KafkaClientConnection().send(KafkaRequest(key, 0, body=request_type(key)()))
+        frame = KafkaClientConnection().send(KafkaRequest(key, SUPPORTED[key][0], body=request_type(key)()))
         assert raw_exchange(gw, frame) == b"", key
     assert still_serving(gw)
     assert client.call(18, 2, ApiVersionsRequest()).error_code == 0  # the first connection too

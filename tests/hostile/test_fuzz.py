@@ -390,8 +390,12 @@ def _sample(con: c.Construct, counter: list[int], records: bytes):
         return con.cls(**{name: _sample(sub, counter, records) for name, sub in con.fields})
     if isinstance(con, prim.ArrayType):
         return [_sample(con.subcon, counter, records) for _ in range(2)]
+    if isinstance(con, prim.NullableStructType):
+        return _sample(con.subcon, counter, records)
     counter[0] += 1
     n = counter[0]
+    if con is prim.Uuid:
+        return n.to_bytes(16, "big")
     if isinstance(con, c.FormatField):
         code = con.fmtstr[1]
         if code == "?":
@@ -442,6 +446,10 @@ def body_strategy(kind: str, key: int, version: int) -> st.SearchStrategy:
         if isinstance(con, prim.ArrayType):
             items = st.lists(of(con.subcon), max_size=3)
             return st.none() | items if con.nullable else items
+        if isinstance(con, prim.NullableStructType):
+            return st.none() | of(con.subcon)
+        if con is prim.Uuid:
+            return st.binary(min_size=16, max_size=16)
         if isinstance(con, c.FormatField):
             code = con.fmtstr[1]
             if code == "?":

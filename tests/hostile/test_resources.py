@@ -131,7 +131,7 @@ def test_metadata_auto_creation_stops_at_max_topics(tmp_path):
     """Kafka Metadata naming 40 unknown topics under `limits.max_topics=30`: 30 created, 10 refused with
     POLICY_VIOLATION, as Kafka answers a creation its policy refuses."""
     data = tmp_path / "data"
-    with GatewayProcess(str(data), "limits.max_topics=30") as gw:
+    with GatewayProcess(str(data), "limits.max_topics=30", "kafka.auto_create_topics=true") as gw:
         codes = auto_create_topics(gw.addresses["kafka"], 40, per_request=10)
         assert sorted(codes.values()) == [ErrorCode.NONE] * 30 + [ErrorCode.POLICY_VIOLATION] * 10
         assert len(os.listdir(data / "topics")) == 30

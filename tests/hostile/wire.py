@@ -31,17 +31,20 @@ from logway.codecs.kafka import legacy
 from logway.codecs.kafka.api import admin as KA
 from logway.codecs.kafka.api import cluster as KC
 from logway.codecs.kafka.api import configs as KCF
+from logway.codecs.kafka.api import consumer_groups as KCG
 from logway.codecs.kafka.api import fetch as KF
 from logway.codecs.kafka.api import groups as KG
 from logway.codecs.kafka.api import list_offsets as KL
 from logway.codecs.kafka.api import metadata as KM
 from logway.codecs.kafka.api import offsets as KO
 from logway.codecs.kafka.api import produce as KP
+from logway.codecs.kafka.api import share_groups as KSG
 from logway.codecs.kafka.api import transactions as KX
 from logway.codecs.kafka.api.api_versions import ApiVersionsRequest
 from logway.codecs.kafka.api.registry import API_KEYS, SUPPORTED, request_schema
 from logway.codecs.kafka.connection import KafkaClientConnection, KafkaRequest
 from logway.codecs.kafka.error_codes import ErrorCode as E
+from logway.codecs.kafka.primitives import ZERO_UUID
 from logway.codecs.kafka.records import encode_batch
 from logway.codecs.records import Record
 from logway.codecs.stream import CLOSED
@@ -322,15 +325,24 @@ def _kafka_records(version: int) -> bytes:
     return encode_batch(records, default_timestamp=TS)
 
 
-def kafka_body(key: int, version: int, topic: str = KT, group: str = GROUP):
-    """A valid request body of (key, version) that the gateway answers at once."""
+def kt_topic_id() -> bytes:
+    """The topic id of `KT` on the package's gateway (Produce and Fetch v13+ name topics by id)."""
+    with KafkaSock() as k:
+        answer = k.call(3, 12, KM.MetadataRequest(topics=[KM.MetadataRequestTopic(name=KT)],
+                                                  allow_auto_topic_creation=False))
+    return answer.body.topics[0].topic_id
+
+
+def kafka_body(key: int, version: int, topic: str = KT, group: str = GROUP, topic_id: bytes = ZERO_UUID):
+    """A valid request body of (key, version) that the gateway answers at once (Produce and Fetch v13+: given the
+    topic's id, else UNKNOWN_TOPIC_ID)."""
     if key == 0:
         return KP.ProduceRequest(transactional_id=None, acks=1, timeout_ms=5000, topic_data=[
-            KP.TopicProduceData(name=topic, partition_data=[
+            KP.TopicProduceData(name=topic, topic_id=topic_id, partition_data=[
                 KP.PartitionProduceData(index=1, records=_kafka_records(version))])])
     if key == 1:
         return KF.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, topics=[
-            KF.FetchTopic(topic=topic, partitions=[
+            KF.FetchTopic(topic=topic, topic_id=topic_id, partitions=[
                 KF.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])])
     if key == 2:
         return KL.ListOffsetsRequest(replica_id=-1, topics=[
@@ -413,6 +425,29 @@ def kafka_body(key: int, version: int, topic: str = KT, group: str = GROUP):
             KO.OffsetDeleteRequestTopic(name=topic, partitions=[KO.OffsetDeleteRequestPartition(0)])])
     if key == 60:
         return KC.DescribeClusterRequest(include_cluster_authorized_operations=False)
+    if key == 68:  # a consumer group member's first heartbeat (v1: its own member id)
+        return KCG.ConsumerGroupHeartbeatRequest(group_id=group + "-cg", member_id="hk-member", member_epoch=0,
+                                                 rebalance_timeout_ms=10000, subscribed_topic_names=[topic],
+                                                 topic_partitions=[])
+    if key == 69:
+        return KCG.ConsumerGroupDescribeRequest(group_ids=[group + "-cg", group + "-never-there"])
+    if key == 76:
+        return KSG.ShareGroupHeartbeatRequest(group_id=group + "-sg", member_id="hk-share-member", member_epoch=0,
+                                              subscribed_topic_names=[topic])
+    if key == 77:
+        return KSG.ShareGroupDescribeRequest(group_ids=[group + "-sg"])
+    if key == 78:  # a member that never joined: refused at once
+        return KSG.ShareFetchRequest(group_id=group + "-sg", member_id="nobody", share_session_epoch=0,
+                                     max_wait_ms=0, max_records=10, batch_size=10)
+    if key == 79:
+        return KSG.ShareAcknowledgeRequest(group_id=group + "-sg", member_id="nobody", share_session_epoch=1)
+    if key == 90:
+        return KSG.DescribeShareGroupOffsetsRequest(groups=[KSG.DescribeShareGroupOffsetsRequestGroup(
+            group_id=group + "-sg", topics=None)])
+    if key == 91:
+        return KSG.AlterShareGroupOffsetsRequest(group_id=group + "-never-there", topics=[])
+    if key == 92:
+        return KSG.DeleteShareGroupOffsetsRequest(group_id=group + "-never-there", topics=[])
     if key == 17:  # SaslHandshake
         return request_schema(key, version).cls(mechanism="PLAIN")
     if key == 36:  # SaslAuthenticate
@@ -423,7 +458,8 @@ def kafka_body(key: int, version: int, topic: str = KT, group: str = GROUP):
 #: Keys whose answer to `kafka_body` is known exactly (the control checks their error codes).
 KNOWN_KAFKA_KEYS = {0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 22}
 #: Keys `kafka_body` builds by hand (any other key would fall back to its dataclass defaults).
-KAFKA_BUILT_KEYS = KNOWN_KAFKA_KEYS | {17, 36} | {21, 24, 25, 26, 28, 32, 33, 35, 37, 42, 44, 47, 60}
+KAFKA_BUILT_KEYS = KNOWN_KAFKA_KEYS | {17, 36} | {21, 24, 25, 26, 28, 32, 33, 35, 37, 42, 44, 47, 60} | {
+    68, 69, 76, 77, 78, 79, 90, 91, 92}
 #: The keys the gateway serves: its broker's handlers, and SASL (the session answers it). The codec knows more
 #: (`registry.SUPPORTED`); the others are not advertised, and a request for one closes its connection.
 KAFKA_SERVED_KEYS = set(KAFKA_HANDLERS) | {17, 36}
@@ -593,7 +629,7 @@ def assert_nothing_escaped() -> None:
     parent = os.path.dirname(data)
     assert os.listdir(parent) == ["data"], os.listdir(parent)
     assert set(os.listdir(data)) <= {".lock", ".clean_shutdown", "topics", "tmp", "trash", "offsets",
-                                     "producer_ids", "quarantine", "transactions"}, os.listdir(data)
+                                     "producer_ids", "quarantine", "transactions", "share_groups"}, os.listdir(data)
     for name in os.listdir(os.path.join(data, "topics")):
         validate_topic_name(name)
     for sub in ("", "topics", "tmp", "trash", "offsets"):

@@ -3,9 +3,12 @@ per data directory."""
 
 from __future__ import annotations
 
+import json
 import os
+import uuid
 
 import pytest
+from logway.storage import engine
 from logway.storage import InvalidPartitions, InvalidTopicName, TopicExists, UnknownPartition, UnknownTopic
 
 from .helpers import batch, open_engine
@@ -64,3 +67,44 @@ def test_data_dir_is_locked(tmp_path):
         open_engine(tmp_path)
     eng.close()
     open_engine(tmp_path).close()
+
+
+def test_topic_ids_are_made_with_the_topic_and_kept_across_restarts(tmp_path):
+    eng = open_engine(tmp_path)
+    orders = eng.create_topic("orders", 2)
+    other = eng.create_topic("other", 1)
+    assert orders.topic_id != other.topic_id and orders.topic_id.version == 4
+    assert eng.topic_by_id(orders.topic_id) is orders and eng.topic_by_id(uuid.uuid4()) is None
+    stored = json.loads((tmp_path / "topics" / "orders" / "topic.json").read_bytes())
+    assert uuid.UUID(stored["id"]) == orders.topic_id  # durable with the topic's metadata
+    first = orders.topic_id
+    eng.alter_topic_config("orders", {"retention.ms": 5000})
+    eng.create_partitions("orders", 3)
+    eng.close()
+    eng = open_engine(tmp_path)
+    assert eng.topic("orders").topic_id == first and eng.topic_by_id(first).name == "orders"
+    eng.delete_topic("orders")
+    assert eng.topic_by_id(first) is None
+    again = eng.create_topic("orders", 1)
+    assert again.topic_id != first  # a new topic of the same name is another topic
+    eng.close()
+
+
+def test_topics_made_before_ids_get_a_stable_derived_id_kept_by_the_next_rewrite(tmp_path):
+    eng = open_engine(tmp_path)
+    eng.create_topic("old", 1)
+    eng.close()
+    path = tmp_path / "topics" / "old" / "topic.json"
+    meta = json.loads(path.read_bytes())
+    del meta["id"]  # as written before topic ids
+    path.write_text(json.dumps(meta))
+    eng = open_engine(tmp_path)
+    derived = eng.topic("old").topic_id
+    eng.close()
+    eng = open_engine(tmp_path)
+    assert eng.topic("old").topic_id == derived  # the same at every start
+    eng.alter_topic_config("old", {"retention.ms": 1000})
+    assert uuid.UUID(json.loads(path.read_bytes())["id"]) == derived
+    eng.close()
+    # ids Kafka would refuse are never made: not 0 or 1, no base64 form starting with "-"
+    assert all(engine.new_topic_id().bytes[0] >> 2 != 62 for _ in range(2000))

@@ -7,6 +7,7 @@ import os
 
 import pytest
 from logway.storage import StorageError, TransactionStore
+from logway.storage.share_state import ShareStateStore
 from logway.storage.transactions import COMPACT_NAME, LOG_NAME
 
 from .helpers import open_engine
@@ -94,3 +95,37 @@ def test_the_engine_keeps_states_across_restarts_and_sets_damage_aside(tmp_path)
     assert eng.transactions.items() == []
     assert any(name.startswith("transactions") for name in os.listdir(os.path.join(tmp_path, "quarantine")))
     eng.close()
+
+
+def test_the_share_state_store_is_its_own_log_of_the_same_kind(tmp_path):
+    """Share groups' state (logway.storage.share_state): the same durable map, in its own file with its own magic;
+    the engine opens it under <data>/share_groups and sets a damaged one aside."""
+    store = ShareStateStore(tmp_path / "s")
+    store.put("p\0g\0abc\0" + "0", {"start": 3, "end": 5, "batches": []}, sync=False)
+    store.put("g\0g", {"share.auto.offset.reset": "earliest"})  # synced: the write before it too
+    store.close()
+    assert os.listdir(tmp_path / "s") == ["share_groups.log"]
+    store = ShareStateStore(tmp_path / "s")
+    assert store.get("g\0g") == {"share.auto.offset.reset": "earliest"} and len(store.items()) == 2
+    store.close()
+    with pytest.raises(StorageError, match="not a share group state store log"):
+        ShareStateStore(_copy_as(tmp_path, LOG_NAME, "share_groups.log"))
+    eng = open_engine(tmp_path / "eng")
+    eng.share_state.put("k", {"v": 1})
+    eng.close()
+    with open(os.path.join(tmp_path, "eng", "share_groups", "share_groups.log"), "wb") as f:
+        f.write(b"garbage")
+    eng = open_engine(tmp_path / "eng")
+    assert eng.share_state.items() == []
+    assert any(name.startswith("share_groups") for name in os.listdir(os.path.join(tmp_path, "eng", "quarantine")))
+    eng.close()
+
+
+def _copy_as(tmp_path, source_name, name):
+    """A directory holding a transaction log under the share store's file name."""
+    store = TransactionStore(tmp_path / "t")
+    store.put("a", {"n": 1})
+    store.close()
+    os.makedirs(tmp_path / "x", exist_ok=True)
+    os.replace(tmp_path / "t" / source_name, tmp_path / "x" / name)
+    return tmp_path / "x"

@@ -1,21 +1,24 @@
 """The Kafka request/response bodies, one dataclass per message and nested struct, and their versioned schemas.
 
 Each module holds one API (or a family) with its dataclasses (named as in Apache Kafka's message JSON, fields in
-snake_case, the union of every implemented version's fields with defaults) and one schema per distinct
-(api, version) layout; `registry` maps (key, version) to schemas and lists what the gateway advertises.
-`headers` holds the request headers v1/v2 and response headers v0/v1. Flexible versions (KIP-482) are supported
-per API where declared (`registry.is_flexible`); their schemas are `primitives.flexible(...)` of the classic
-layout. Flexible versions below are marked (f).
+snake_case, the union of every implemented version's fields with defaults) and its schemas, declared once for
+every version with `message.message` (fields present from or until a version, as Kafka's JSON says);
+`registry` maps (key, version) to schemas and lists what the gateway advertises. `headers` holds the request
+headers v1/v2 and response headers v0/v1. Versions go up to Kafka 4.1's maxima; flexible versions (KIP-482) are
+those from `registry.FLEXIBLE_SINCE` on.
 
-- `api_versions` ApiVersions 0-2 · `produce` Produce 0-8 · `fetch` Fetch 0-11 · `list_offsets` ListOffsets 0-5
-- `metadata` Metadata 0-8 · `offsets` OffsetCommit 0-7, OffsetFetch 0-5, OffsetDelete 0
-- `groups` FindCoordinator 0-2, JoinGroup 0-5, Heartbeat 0-3, LeaveGroup 0-3, SyncGroup 0-3, DescribeGroups 0-4,
-  ListGroups 0-2, DeleteGroups 0-1
-- `admin` CreateTopics 0-4, DeleteTopics 0-3, DeleteRecords 0-1, InitProducerId 0-1, CreatePartitions 0-1
-- `transactions` AddPartitionsToTxn 0-2, AddOffsetsToTxn 0-2, EndTxn 0-2, TxnOffsetCommit 0-2
-- `configs` DescribeConfigs 0-3, AlterConfigs 0-1, IncrementalAlterConfigs 0-1 (v1 f)
-- `cluster` DescribeLogDirs 0-1, DescribeCluster 0 (f)
-- `sasl` SaslHandshake 0-1, SaslAuthenticate 0-1
+- `api_versions` ApiVersions 0-4 · `produce` Produce 0-13 · `fetch` Fetch 0-18 · `list_offsets` ListOffsets 0-10
+- `metadata` Metadata 0-13 · `offsets` OffsetCommit 0-9, OffsetFetch 0-9, OffsetDelete 0
+- `groups` FindCoordinator 0-6, JoinGroup 0-9, Heartbeat 0-4, LeaveGroup 0-5, SyncGroup 0-5, DescribeGroups 0-6,
+  ListGroups 0-5, DeleteGroups 0-2
+- `consumer_groups` ConsumerGroupHeartbeat 0-1, ConsumerGroupDescribe 0-1 (KIP-848)
+- `share_groups` ShareGroupHeartbeat 1, ShareGroupDescribe 1, ShareFetch 1, ShareAcknowledge 1,
+  Describe/Alter/DeleteShareGroupOffsets 0 (KIP-932)
+- `admin` CreateTopics 0-7, DeleteTopics 0-6, DeleteRecords 0-2, InitProducerId 0-5, CreatePartitions 0-3
+- `transactions` AddPartitionsToTxn 0-5, AddOffsetsToTxn 0-4, EndTxn 0-5, TxnOffsetCommit 0-5
+- `configs` DescribeConfigs 0-4, AlterConfigs 0-2, IncrementalAlterConfigs 0-1
+- `cluster` DescribeLogDirs 0-4, DescribeCluster 0-2
+- `sasl` SaslHandshake 0-1, SaslAuthenticate 0-2
 """
 
 from __future__ import annotations

@@ -1,19 +1,22 @@
-"""Topic admin and producer-setup APIs: CreateTopics (19, v0-4), DeleteTopics (20, v0-3), DeleteRecords (21, v0-1),
-InitProducerId (22, v0-1), CreatePartitions (37, v0-1).
+"""Topic admin and producer-setup APIs: CreateTopics (19, v0-7, flexible from 5), DeleteTopics (20, v0-6, from 4),
+DeleteRecords (21, v0-2, from 2), InitProducerId (22, v0-5, from 2), CreatePartitions (37, v0-3, from 2).
 
 Admin clients send CreateTopics/DeleteTopics/CreatePartitions to the controller named in Metadata, DeleteRecords
-(move a partition's log start offset forward) to each partition's leader. InitProducerId gives an idempotent (or
-transactional) producer its producer id and epoch; kafka-python's default producer is idempotent and fails
-without it. Its v2+ is flexible, v3+ lets a producer bump its own epoch (KIP-360): clients fall back to v0-1
-(librdkafka, kafka-python 3 and aiokafka all do), so v0-1 is all we implement.
+(move a partition's log start offset forward) to each partition's leader. CreateTopics v5+ answers each topic's
+partitions, replication factor and configs, v7 its topic id; DeleteTopics v6 names topics by name or id.
+InitProducerId gives an idempotent (or transactional) producer its producer id and epoch; kafka-python's default
+producer is idempotent and fails without it. v3+ carries the producer's current id and epoch, so that a
+transactional producer can have its epoch bumped after an error instead of being fenced (KIP-360); v4 may answer
+PRODUCER_FENCED, v5 is v4 (KIP-890's clients).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..primitives import (Array, Boolean, Int16, Int32, Int64, NullableArray, NullableString, String, schema,
-                          versioned)
+from ..message import message, since, struct, switch, until
+from ..primitives import (ZERO_UUID, Array, Boolean, Int8, Int16, Int32, Int64, NullableArray, NullableString, String,
+                          Uuid)
 
 __all__ = [
     "CREATE_TOPICS_KEY",
@@ -27,7 +30,9 @@ __all__ = [
     "CreatableTopicConfig",
     "CreateTopicsResponse",
     "CreatableTopicResult",
+    "CreatableTopicConfigs",
     "DeleteTopicsRequest",
+    "DeleteTopicState",
     "DeleteTopicsResponse",
     "DeletableTopicResult",
     "InitProducerIdRequest",
@@ -84,10 +89,25 @@ class CreateTopicsRequest:
 
 
 @dataclass(slots=True)
+class CreatableTopicConfigs:
+    """A created topic's config entry (CreateTopics v5+)."""
+
+    name: str = ""
+    value: str | None = None
+    read_only: bool = False
+    config_source: int = -1
+    is_sensitive: bool = False
+
+
+@dataclass(slots=True)
 class CreatableTopicResult:
     name: str = ""
     error_code: int = 0
     error_message: str | None = None  # v1+
+    topic_id: bytes = ZERO_UUID  # v7+ (after the name)
+    num_partitions: int = -1  # v5+
+    replication_factor: int = -1  # v5+
+    configs: list[CreatableTopicConfigs] | None = None  # v5+
 
 
 @dataclass(slots=True)
@@ -96,35 +116,47 @@ class CreateTopicsResponse:
     topics: list[CreatableTopicResult] = field(default_factory=list)
 
 
-_CREATABLE_V0 = schema(
-    CreatableTopic, name=String, num_partitions=Int32, replication_factor=Int16,
-    assignments=Array(schema(CreatableReplicaAssignment, partition_index=Int32, broker_ids=Array(Int32))),
-    configs=Array(schema(CreatableTopicConfig, name=String, value=NullableString)))
-CREATE_TOPICS_REQUEST_V0 = schema(CreateTopicsRequest, topics=Array(_CREATABLE_V0), timeout_ms=Int32)
-# v1 adds validate_only; v2, v3 = v1; v4 = v1 but num_partitions/replication_factor may be -1 (KIP-464).
-CREATE_TOPICS_REQUEST_V1 = schema(CreateTopicsRequest, topics=Array(_CREATABLE_V0), timeout_ms=Int32,
-                                  validate_only=Boolean)
-
-CREATE_TOPICS_RESPONSE_V0 = schema(CreateTopicsResponse, topics=Array(
-    schema(CreatableTopicResult, name=String, error_code=Int16)))
-_RESULT_V1 = schema(CreatableTopicResult, name=String, error_code=Int16, error_message=NullableString)
-CREATE_TOPICS_RESPONSE_V1 = schema(CreateTopicsResponse, topics=Array(_RESULT_V1))
-# v2 adds throttle_time_ms first; v3, v4 = v2.
-CREATE_TOPICS_RESPONSE_V2 = schema(CreateTopicsResponse, throttle_time_ms=Int32, topics=Array(_RESULT_V1))
+CREATE_TOPICS_REQUEST_SCHEMAS = message(
+    CreateTopicsRequest, 7, flexible_since=5,
+    topics=Array(struct(
+        CreatableTopic, name=String, num_partitions=Int32, replication_factor=Int16,
+        assignments=Array(struct(CreatableReplicaAssignment, partition_index=Int32, broker_ids=Array(Int32))),
+        configs=Array(struct(CreatableTopicConfig, name=String, value=NullableString)))),
+    timeout_ms=Int32,
+    validate_only=since(1, Boolean))  # v4: num_partitions/replication_factor may be -1 (KIP-464)
+CREATE_TOPICS_RESPONSE_SCHEMAS = message(
+    CreateTopicsResponse, 7, flexible_since=5,
+    throttle_time_ms=since(2, Int32),
+    topics=Array(struct(
+        CreatableTopicResult, name=String, topic_id=since(7, Uuid), error_code=Int16,
+        error_message=since(1, NullableString), num_partitions=since(5, Int32), replication_factor=since(5, Int16),
+        configs=since(5, NullableArray(struct(CreatableTopicConfigs, name=String, value=NullableString,
+                                              read_only=Boolean, config_source=Int8, is_sensitive=Boolean))))))
 
 
 # ============================================================================================= DeleteTopics
 
 @dataclass(slots=True)
+class DeleteTopicState:
+    """A topic to delete in DeleteTopics v6+: by name, or (name null) by id."""
+
+    name: str | None = None
+    topic_id: bytes = ZERO_UUID
+
+
+@dataclass(slots=True)
 class DeleteTopicsRequest:
-    topic_names: list[str] = field(default_factory=list)
+    topic_names: list[str] = field(default_factory=list)  # v0-v5
+    topics: list[DeleteTopicState] = field(default_factory=list)  # v6+
     timeout_ms: int = 0
 
 
 @dataclass(slots=True)
 class DeletableTopicResult:
-    name: str = ""
+    name: str | None = ""  # nullable from v6
     error_code: int = 0
+    error_message: str | None = None  # v5+
+    topic_id: bytes = ZERO_UUID  # v6+ (after the name)
 
 
 @dataclass(slots=True)
@@ -133,11 +165,17 @@ class DeleteTopicsResponse:
     responses: list[DeletableTopicResult] = field(default_factory=list)
 
 
-DELETE_TOPICS_REQUEST_V0 = schema(DeleteTopicsRequest, topic_names=Array(String), timeout_ms=Int32)  # v1-v3 = v0
-_DELETABLE_V0 = schema(DeletableTopicResult, name=String, error_code=Int16)
-DELETE_TOPICS_RESPONSE_V0 = schema(DeleteTopicsResponse, responses=Array(_DELETABLE_V0))
-# v1 adds throttle_time_ms first; v2 = v1; v3 = v1 but may return TOPIC_DELETION_DISABLED.
-DELETE_TOPICS_RESPONSE_V1 = schema(DeleteTopicsResponse, throttle_time_ms=Int32, responses=Array(_DELETABLE_V0))
+DELETE_TOPICS_REQUEST_SCHEMAS = message(
+    DeleteTopicsRequest, 6, flexible_since=4,
+    topic_names=until(5, Array(String)),
+    topics=since(6, Array(struct(DeleteTopicState, name=NullableString, topic_id=Uuid))),
+    timeout_ms=Int32)
+# v1 adds throttle_time_ms first; v3 may return TOPIC_DELETION_DISABLED; v5 adds error messages.
+DELETE_TOPICS_RESPONSE_SCHEMAS = message(
+    DeleteTopicsResponse, 6, flexible_since=4,
+    throttle_time_ms=since(1, Int32),
+    responses=Array(struct(DeletableTopicResult, name=switch({0: String, 6: NullableString}), topic_id=since(6, Uuid),
+                           error_code=Int16, error_message=since(5, NullableString))))
 
 
 # =========================================================================================== InitProducerId
@@ -146,6 +184,8 @@ DELETE_TOPICS_RESPONSE_V1 = schema(DeleteTopicsResponse, throttle_time_ms=Int32,
 class InitProducerIdRequest:
     transactional_id: str | None = None  # None = idempotent producer without transactions
     transaction_timeout_ms: int = 0
+    producer_id: int = -1  # v3+: the producer's current id and epoch (-1: none yet), to bump (KIP-360)
+    producer_epoch: int = -1  # v3+
 
 
 @dataclass(slots=True)
@@ -156,10 +196,13 @@ class InitProducerIdResponse:
     producer_epoch: int = 0
 
 
-INIT_PRODUCER_ID_REQUEST_V0 = schema(InitProducerIdRequest, transactional_id=NullableString,
-                                     transaction_timeout_ms=Int32)  # v1 = v0
-INIT_PRODUCER_ID_RESPONSE_V0 = schema(InitProducerIdResponse, throttle_time_ms=Int32, error_code=Int16,
-                                      producer_id=Int64, producer_epoch=Int16)  # v1 = v0 (throttling change only)
+INIT_PRODUCER_ID_REQUEST_SCHEMAS = message(
+    InitProducerIdRequest, 5, flexible_since=2,
+    transactional_id=NullableString, transaction_timeout_ms=Int32, producer_id=since(3, Int64),
+    producer_epoch=since(3, Int16))
+INIT_PRODUCER_ID_RESPONSE_SCHEMAS = message(  # a late API: throttle time from the start
+    InitProducerIdResponse, 5, flexible_since=2,
+    throttle_time_ms=Int32, error_code=Int16, producer_id=Int64, producer_epoch=Int16)
 
 
 # ============================================================================================ DeleteRecords
@@ -201,13 +244,15 @@ class DeleteRecordsResponse:
     topics: list[DeleteRecordsTopicResult] = field(default_factory=list)
 
 
-DELETE_RECORDS_REQUEST_V0 = schema(DeleteRecordsRequest, topics=Array(schema(
-    DeleteRecordsTopic, name=String, partitions=Array(schema(DeleteRecordsPartition, partition_index=Int32,
-                                                             offset=Int64)))),
-    timeout_ms=Int32)  # v1 = v0
-DELETE_RECORDS_RESPONSE_V0 = schema(DeleteRecordsResponse, throttle_time_ms=Int32, topics=Array(schema(
-    DeleteRecordsTopicResult, name=String, partitions=Array(schema(
-        DeleteRecordsPartitionResult, partition_index=Int32, low_watermark=Int64, error_code=Int16)))))  # v1 = v0
+DELETE_RECORDS_REQUEST_SCHEMAS = message(
+    DeleteRecordsRequest, 2, flexible_since=2,
+    topics=Array(struct(DeleteRecordsTopic, name=String, partitions=Array(struct(
+        DeleteRecordsPartition, partition_index=Int32, offset=Int64)))),
+    timeout_ms=Int32)
+DELETE_RECORDS_RESPONSE_SCHEMAS = message(
+    DeleteRecordsResponse, 2, flexible_since=2,
+    throttle_time_ms=Int32, topics=Array(struct(DeleteRecordsTopicResult, name=String, partitions=Array(struct(
+        DeleteRecordsPartitionResult, partition_index=Int32, low_watermark=Int64, error_code=Int16)))))
 
 
 # ========================================================================================= CreatePartitions
@@ -244,29 +289,22 @@ class CreatePartitionsResponse:
     results: list[CreatePartitionsTopicResult] = field(default_factory=list)
 
 
-CREATE_PARTITIONS_REQUEST_V0 = schema(CreatePartitionsRequest, topics=Array(schema(
-    CreatePartitionsTopic, name=String, count=Int32,
-    assignments=NullableArray(schema(CreatePartitionsAssignment, broker_ids=Array(Int32))))),
-    timeout_ms=Int32, validate_only=Boolean)  # v1 = v0
-CREATE_PARTITIONS_RESPONSE_V0 = schema(CreatePartitionsResponse, throttle_time_ms=Int32, results=Array(schema(
-    CreatePartitionsTopicResult, name=String, error_code=Int16, error_message=NullableString)))  # v1 = v0
+CREATE_PARTITIONS_REQUEST_SCHEMAS = message(  # v1 = v0; v3 = v2
+    CreatePartitionsRequest, 3, flexible_since=2,
+    topics=Array(struct(CreatePartitionsTopic, name=String, count=Int32, assignments=NullableArray(struct(
+        CreatePartitionsAssignment, broker_ids=Array(Int32))))),
+    timeout_ms=Int32, validate_only=Boolean)
+CREATE_PARTITIONS_RESPONSE_SCHEMAS = message(
+    CreatePartitionsResponse, 3, flexible_since=2,
+    throttle_time_ms=Int32, results=Array(struct(CreatePartitionsTopicResult, name=String, error_code=Int16,
+                                                 error_message=NullableString)))
 
 
 #: key -> (request schemas by version, response schemas by version)
 SCHEMAS = {
-    CREATE_TOPICS_KEY: (
-        versioned(4, {0: CREATE_TOPICS_REQUEST_V0, 1: CREATE_TOPICS_REQUEST_V1}),
-        versioned(4, {0: CREATE_TOPICS_RESPONSE_V0, 1: CREATE_TOPICS_RESPONSE_V1, 2: CREATE_TOPICS_RESPONSE_V2})),
-    DELETE_TOPICS_KEY: (
-        versioned(3, {0: DELETE_TOPICS_REQUEST_V0}),
-        versioned(3, {0: DELETE_TOPICS_RESPONSE_V0, 1: DELETE_TOPICS_RESPONSE_V1})),
-    DELETE_RECORDS_KEY: (
-        versioned(1, {0: DELETE_RECORDS_REQUEST_V0}),
-        versioned(1, {0: DELETE_RECORDS_RESPONSE_V0})),
-    INIT_PRODUCER_ID_KEY: (
-        versioned(1, {0: INIT_PRODUCER_ID_REQUEST_V0}),
-        versioned(1, {0: INIT_PRODUCER_ID_RESPONSE_V0})),
-    CREATE_PARTITIONS_KEY: (
-        versioned(1, {0: CREATE_PARTITIONS_REQUEST_V0}),
-        versioned(1, {0: CREATE_PARTITIONS_RESPONSE_V0})),
+    CREATE_TOPICS_KEY: (CREATE_TOPICS_REQUEST_SCHEMAS, CREATE_TOPICS_RESPONSE_SCHEMAS),
+    DELETE_TOPICS_KEY: (DELETE_TOPICS_REQUEST_SCHEMAS, DELETE_TOPICS_RESPONSE_SCHEMAS),
+    DELETE_RECORDS_KEY: (DELETE_RECORDS_REQUEST_SCHEMAS, DELETE_RECORDS_RESPONSE_SCHEMAS),
+    INIT_PRODUCER_ID_KEY: (INIT_PRODUCER_ID_REQUEST_SCHEMAS, INIT_PRODUCER_ID_RESPONSE_SCHEMAS),
+    CREATE_PARTITIONS_KEY: (CREATE_PARTITIONS_REQUEST_SCHEMAS, CREATE_PARTITIONS_RESPONSE_SCHEMAS),
 }

@@ -1,7 +1,8 @@
-"""Cluster-description APIs: DescribeLogDirs (35, v0-1) and DescribeCluster (60, v0-2; flexible only).
+"""Cluster-description APIs: DescribeLogDirs (35, v0-4, flexible from 2) and DescribeCluster (60, v0-2; flexible
+only).
 
 DescribeLogDirs lists each log directory of a broker with the size of every partition in it (admin tools use it
-for disk usage). DescribeCluster is the admin client's Metadata without topics (cluster id, controller, brokers);
+for disk usage); v3 adds a top-level error code, v4 each directory's total and usable bytes. DescribeCluster is the admin client's Metadata without topics (cluster id, controller, brokers);
 it has only flexible versions, so v0 is flexible (compact strings and arrays, tagged-field sections).
 """
 
@@ -9,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..primitives import (Array, Boolean, Int8, Int16, Int32, Int64, NullableArray, NullableString, String, flexible,
-                          schema, versioned)
+from ..message import message, since, struct
+from ..primitives import Array, Boolean, Int8, Int16, Int32, Int64, NullableArray, NullableString, String
 from .groups import AUTHORIZED_OPERATIONS_OMITTED
 
 __all__ = [
@@ -66,21 +67,29 @@ class DescribeLogDirsResult:
     error_code: int = 0
     log_dir: str = ""
     topics: list[DescribeLogDirsTopic] = field(default_factory=list)
+    total_bytes: int = -1  # v4+: the file system's size ...
+    usable_bytes: int = -1  # v4+: ... and what is free in it
 
 
 @dataclass(slots=True)
 class DescribeLogDirsResponse:
     throttle_time_ms: int = 0
     results: list[DescribeLogDirsResult] = field(default_factory=list)
+    error_code: int = 0  # v3+ (before the results)
 
 
-DESCRIBE_LOG_DIRS_REQUEST_V0 = schema(DescribeLogDirsRequest, topics=NullableArray(schema(
-    DescribableLogDirTopic, topic=String, partitions=Array(Int32))))  # v1 = v0
-DESCRIBE_LOG_DIRS_RESPONSE_V0 = schema(DescribeLogDirsResponse, throttle_time_ms=Int32, results=Array(schema(
-    DescribeLogDirsResult, error_code=Int16, log_dir=String, topics=Array(schema(
-        DescribeLogDirsTopic, name=String, partitions=Array(schema(
+DESCRIBE_LOG_DIRS_REQUEST_SCHEMAS = message(  # v1 = v0
+    DescribeLogDirsRequest, 4, flexible_since=2,
+    topics=NullableArray(struct(DescribableLogDirTopic, topic=String, partitions=Array(Int32))))
+DESCRIBE_LOG_DIRS_RESPONSE_SCHEMAS = message(  # v1 = v0 (throttling behaviour only)
+    DescribeLogDirsResponse, 4, flexible_since=2,
+    throttle_time_ms=Int32, error_code=since(3, Int16),
+    results=Array(struct(
+        DescribeLogDirsResult, error_code=Int16, log_dir=String,
+        topics=Array(struct(DescribeLogDirsTopic, name=String, partitions=Array(struct(
             DescribeLogDirsPartition, partition_index=Int32, partition_size=Int64, offset_lag=Int64,
-            is_future_key=Boolean)))))))  # v1 = v0 (throttling behaviour only)
+            is_future_key=Boolean)))),
+        total_bytes=since(4, Int64), usable_bytes=since(4, Int64))))
 
 
 # ========================================================================================== DescribeCluster
@@ -113,36 +122,22 @@ class DescribeClusterResponse:
     cluster_authorized_operations: int = AUTHORIZED_OPERATIONS_OMITTED
 
 
-DESCRIBE_CLUSTER_REQUEST_V0 = flexible(schema(DescribeClusterRequest, include_cluster_authorized_operations=Boolean))
 # v1 (KIP-919) adds the endpoint type; v2 (KIP-1073) fenced brokers.
-DESCRIBE_CLUSTER_REQUEST_V1 = flexible(schema(DescribeClusterRequest, include_cluster_authorized_operations=Boolean,
-                                              endpoint_type=Int8))
-DESCRIBE_CLUSTER_REQUEST_V2 = flexible(schema(DescribeClusterRequest, include_cluster_authorized_operations=Boolean,
-                                              endpoint_type=Int8, include_fenced_brokers=Boolean))
-
-
-def _describe_cluster_response(version: int):
-    head = dict(throttle_time_ms=Int32, error_code=Int16, error_message=NullableString)
-    if version >= 1:
-        head["endpoint_type"] = Int8
-    broker = dict(broker_id=Int32, host=String, port=Int32, rack=NullableString)
-    if version >= 2:
-        broker["is_fenced"] = Boolean
-    return flexible(schema(DescribeClusterResponse, **head, cluster_id=String, controller_id=Int32,
-                           brokers=Array(schema(DescribeClusterBroker, **broker)), cluster_authorized_operations=Int32))
-
-
-DESCRIBE_CLUSTER_RESPONSE_V0, DESCRIBE_CLUSTER_RESPONSE_V1, DESCRIBE_CLUSTER_RESPONSE_V2 = (
-    _describe_cluster_response(v) for v in range(3))
+DESCRIBE_CLUSTER_REQUEST_SCHEMAS = message(
+    DescribeClusterRequest, 2, flexible_since=0,
+    include_cluster_authorized_operations=Boolean, endpoint_type=since(1, Int8),
+    include_fenced_brokers=since(2, Boolean))
+DESCRIBE_CLUSTER_RESPONSE_SCHEMAS = message(
+    DescribeClusterResponse, 2, flexible_since=0,
+    throttle_time_ms=Int32, error_code=Int16, error_message=NullableString, endpoint_type=since(1, Int8),
+    cluster_id=String, controller_id=Int32,
+    brokers=Array(struct(DescribeClusterBroker, broker_id=Int32, host=String, port=Int32, rack=NullableString,
+                         is_fenced=since(2, Boolean))),
+    cluster_authorized_operations=Int32)
 
 
 #: key -> (request schemas by version, response schemas by version)
 SCHEMAS = {
-    DESCRIBE_LOG_DIRS_KEY: (
-        versioned(1, {0: DESCRIBE_LOG_DIRS_REQUEST_V0}),
-        versioned(1, {0: DESCRIBE_LOG_DIRS_RESPONSE_V0})),
-    DESCRIBE_CLUSTER_KEY: (
-        versioned(2, {0: DESCRIBE_CLUSTER_REQUEST_V0, 1: DESCRIBE_CLUSTER_REQUEST_V1, 2: DESCRIBE_CLUSTER_REQUEST_V2}),
-        versioned(2, {0: DESCRIBE_CLUSTER_RESPONSE_V0, 1: DESCRIBE_CLUSTER_RESPONSE_V1,
-                      2: DESCRIBE_CLUSTER_RESPONSE_V2})),
+    DESCRIBE_LOG_DIRS_KEY: (DESCRIBE_LOG_DIRS_REQUEST_SCHEMAS, DESCRIBE_LOG_DIRS_RESPONSE_SCHEMAS),
+    DESCRIBE_CLUSTER_KEY: (DESCRIBE_CLUSTER_REQUEST_SCHEMAS, DESCRIBE_CLUSTER_RESPONSE_SCHEMAS),
 }

@@ -1,10 +1,11 @@
-"""Configuration APIs: DescribeConfigs (32, v0-3), AlterConfigs (33, v0-1), IncrementalAlterConfigs (44, v0-1).
+"""Configuration APIs: DescribeConfigs (32, v0-4, flexible from 4), AlterConfigs (33, v0-2, from 2),
+IncrementalAlterConfigs (44, v0-1, from 1).
 
 A resource is (resource_type, resource_name): a topic by its name, a broker by its node id as a string ("" = the
 cluster-wide default). DescribeConfigs v1 replaced each entry's `is_default` by `config_source` and added the
 synonyms; v3 adds each entry's type and documentation. AlterConfigs replaces a resource's whole dynamic
-configuration; IncrementalAlterConfigs sets, deletes, appends to or subtracts from single entries (v1 is
-flexible: the Java admin client and librdkafka use it when offered).
+configuration; IncrementalAlterConfigs sets, deletes, appends to or subtracts from single entries. The flexible
+versions change nothing else.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from ..primitives import (Array, Boolean, Int8, Int16, Int32, NullableArray, NullableString, String, flexible,
-                          schema, versioned)
+from ..message import message, only, since, struct
+from ..primitives import Array, Boolean, Int8, Int16, Int32, NullableArray, NullableString, String
 
 __all__ = [
     "DESCRIBE_CONFIGS_KEY",
@@ -53,6 +54,8 @@ class ConfigResourceType(IntEnum):
     TOPIC = 2
     BROKER = 4
     BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
+    GROUP = 32  # KIP-848/KIP-932 group configs
 
 
 class ConfigSource(IntEnum):
@@ -65,6 +68,8 @@ class ConfigSource(IntEnum):
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    DYNAMIC_CLIENT_METRICS_CONFIG = 7
+    DYNAMIC_GROUP_CONFIG = 8
 
 
 class ConfigType(IntEnum):
@@ -142,33 +147,24 @@ class DescribeConfigsResponse:
     results: list[DescribeConfigsResult] = field(default_factory=list)
 
 
-_DC_RESOURCE_V0 = schema(DescribeConfigsResource, resource_type=Int8, resource_name=String,
-                         configuration_keys=NullableArray(String))
-DESCRIBE_CONFIGS_REQUEST_V0 = schema(DescribeConfigsRequest, resources=Array(_DC_RESOURCE_V0))
-DESCRIBE_CONFIGS_REQUEST_V1 = schema(DescribeConfigsRequest, resources=Array(_DC_RESOURCE_V0),
-                                     include_synonyms=Boolean)  # v2 = v1
-DESCRIBE_CONFIGS_REQUEST_V3 = schema(DescribeConfigsRequest, resources=Array(_DC_RESOURCE_V0),
-                                     include_synonyms=Boolean, include_documentation=Boolean)
-
-
-def _dc_response(entry):
-    return schema(DescribeConfigsResponse, throttle_time_ms=Int32, results=Array(schema(
+DESCRIBE_CONFIGS_REQUEST_SCHEMAS = message(
+    DescribeConfigsRequest, 4, flexible_since=4,
+    resources=Array(struct(DescribeConfigsResource, resource_type=Int8, resource_name=String,
+                           configuration_keys=NullableArray(String))),
+    include_synonyms=since(1, Boolean), include_documentation=since(3, Boolean))
+DESCRIBE_CONFIGS_RESPONSE_SCHEMAS = message(
+    DescribeConfigsResponse, 4, flexible_since=4,
+    throttle_time_ms=Int32,
+    results=Array(struct(
         DescribeConfigsResult, error_code=Int16, error_message=NullableString, resource_type=Int8,
-        resource_name=String, configs=Array(entry))))
-
-
-_DC_SYNONYM_V1 = schema(DescribeConfigsSynonym, name=String, value=NullableString, source=Int8)
-DESCRIBE_CONFIGS_RESPONSE_V0 = _dc_response(schema(
-    DescribeConfigsResourceResult, name=String, value=NullableString, read_only=Boolean, is_default=Boolean,
-    is_sensitive=Boolean))
-# v1 replaces is_default by config_source and adds the synonyms; v2 = v1.
-DESCRIBE_CONFIGS_RESPONSE_V1 = _dc_response(schema(
-    DescribeConfigsResourceResult, name=String, value=NullableString, read_only=Boolean, config_source=Int8,
-    is_sensitive=Boolean, synonyms=Array(_DC_SYNONYM_V1)))
-# v3 adds config_type and documentation.
-DESCRIBE_CONFIGS_RESPONSE_V3 = _dc_response(schema(
-    DescribeConfigsResourceResult, name=String, value=NullableString, read_only=Boolean, config_source=Int8,
-    is_sensitive=Boolean, synonyms=Array(_DC_SYNONYM_V1), config_type=Int8, documentation=NullableString))
+        resource_name=String,
+        configs=Array(struct(
+            DescribeConfigsResourceResult, name=String, value=NullableString, read_only=Boolean,
+            is_default=only(0, 0, Boolean),  # v1 replaces it by config_source and adds the synonyms
+            config_source=since(1, Int8), is_sensitive=Boolean,
+            synonyms=since(1, Array(struct(DescribeConfigsSynonym, name=String, value=NullableString,
+                                           source=Int8))),
+            config_type=since(3, Int8), documentation=since(3, NullableString))))))
 
 
 # ============================================================================================= AlterConfigs
@@ -208,15 +204,15 @@ class AlterConfigsResponse:
     responses: list[AlterConfigsResourceResponse] = field(default_factory=list)
 
 
-ALTER_CONFIGS_REQUEST_V0 = schema(
-    AlterConfigsRequest, resources=Array(schema(
-        AlterConfigsResource, resource_type=Int8, resource_name=String,
-        configs=Array(schema(AlterableConfig, name=String, value=NullableString)))),
-    validate_only=Boolean)  # v1 = v0
-_ALTER_RESULT_V0 = schema(AlterConfigsResourceResponse, error_code=Int16, error_message=NullableString,
-                          resource_type=Int8, resource_name=String)
-ALTER_CONFIGS_RESPONSE_V0 = schema(AlterConfigsResponse, throttle_time_ms=Int32,
-                                   responses=Array(_ALTER_RESULT_V0))  # v1 = v0
+ALTER_CONFIGS_REQUEST_SCHEMAS = message(  # v1 = v0
+    AlterConfigsRequest, 2, flexible_since=2,
+    resources=Array(struct(AlterConfigsResource, resource_type=Int8, resource_name=String,
+                           configs=Array(struct(AlterableConfig, name=String, value=NullableString)))),
+    validate_only=Boolean)
+_ALTER_RESULT = struct(AlterConfigsResourceResponse, error_code=Int16, error_message=NullableString,
+                       resource_type=Int8, resource_name=String)
+ALTER_CONFIGS_RESPONSE_SCHEMAS = message(
+    AlterConfigsResponse, 2, flexible_since=2, throttle_time_ms=Int32, responses=Array(_ALTER_RESULT))
 
 
 # ================================================================================= IncrementalAlterConfigs
@@ -247,30 +243,19 @@ class IncrementalAlterConfigsResponse:
     responses: list[AlterConfigsResourceResponse] = field(default_factory=list)
 
 
-INCREMENTAL_ALTER_CONFIGS_REQUEST_V0 = schema(
-    IncrementalAlterConfigsRequest, resources=Array(schema(
-        IncrementalAlterConfigsResource, resource_type=Int8, resource_name=String,
-        configs=Array(schema(IncrementalAlterableConfig, name=String, config_operation=Int8,
-                             value=NullableString)))),
+INCREMENTAL_ALTER_CONFIGS_REQUEST_SCHEMAS = message(
+    IncrementalAlterConfigsRequest, 1, flexible_since=1,
+    resources=Array(struct(IncrementalAlterConfigsResource, resource_type=Int8, resource_name=String,
+                           configs=Array(struct(IncrementalAlterableConfig, name=String, config_operation=Int8,
+                                                value=NullableString)))),
     validate_only=Boolean)
-INCREMENTAL_ALTER_CONFIGS_RESPONSE_V0 = schema(IncrementalAlterConfigsResponse, throttle_time_ms=Int32,
-                                               responses=Array(_ALTER_RESULT_V0))
-# v1: the same fields, flexible.
-INCREMENTAL_ALTER_CONFIGS_REQUEST_V1 = flexible(INCREMENTAL_ALTER_CONFIGS_REQUEST_V0)
-INCREMENTAL_ALTER_CONFIGS_RESPONSE_V1 = flexible(INCREMENTAL_ALTER_CONFIGS_RESPONSE_V0)
+INCREMENTAL_ALTER_CONFIGS_RESPONSE_SCHEMAS = message(
+    IncrementalAlterConfigsResponse, 1, flexible_since=1, throttle_time_ms=Int32, responses=Array(_ALTER_RESULT))
 
 
 #: key -> (request schemas by version, response schemas by version)
 SCHEMAS = {
-    DESCRIBE_CONFIGS_KEY: (
-        versioned(3, {0: DESCRIBE_CONFIGS_REQUEST_V0, 1: DESCRIBE_CONFIGS_REQUEST_V1,
-                      3: DESCRIBE_CONFIGS_REQUEST_V3}),
-        versioned(3, {0: DESCRIBE_CONFIGS_RESPONSE_V0, 1: DESCRIBE_CONFIGS_RESPONSE_V1,
-                      3: DESCRIBE_CONFIGS_RESPONSE_V3})),
-    ALTER_CONFIGS_KEY: (
-        versioned(1, {0: ALTER_CONFIGS_REQUEST_V0}),
-        versioned(1, {0: ALTER_CONFIGS_RESPONSE_V0})),
-    INCREMENTAL_ALTER_CONFIGS_KEY: (
-        versioned(1, {0: INCREMENTAL_ALTER_CONFIGS_REQUEST_V0, 1: INCREMENTAL_ALTER_CONFIGS_REQUEST_V1}),
-        versioned(1, {0: INCREMENTAL_ALTER_CONFIGS_RESPONSE_V0, 1: INCREMENTAL_ALTER_CONFIGS_RESPONSE_V1})),
+    DESCRIBE_CONFIGS_KEY: (DESCRIBE_CONFIGS_REQUEST_SCHEMAS, DESCRIBE_CONFIGS_RESPONSE_SCHEMAS),
+    ALTER_CONFIGS_KEY: (ALTER_CONFIGS_REQUEST_SCHEMAS, ALTER_CONFIGS_RESPONSE_SCHEMAS),
+    INCREMENTAL_ALTER_CONFIGS_KEY: (INCREMENTAL_ALTER_CONFIGS_REQUEST_SCHEMAS, INCREMENTAL_ALTER_CONFIGS_RESPONSE_SCHEMAS),
 }

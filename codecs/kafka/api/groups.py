@@ -1,18 +1,21 @@
-"""Consumer-group APIs: FindCoordinator (10, v0-2), JoinGroup (11, v0-5), Heartbeat (12, v0-3),
-LeaveGroup (13, v0-3), SyncGroup (14, v0-3), DescribeGroups (15, v0-4), ListGroups (16, v0-2),
-DeleteGroups (42, v0-1).
+"""Classic group APIs: FindCoordinator (10, v0-6, flexible from 3), JoinGroup (11, v0-9, from 6), Heartbeat
+(12, v0-4, from 4), LeaveGroup (13, v0-5, from 4), SyncGroup (14, v0-5, from 4), DescribeGroups (15, v0-6, from
+5), ListGroups (16, v0-5, from 3), DeleteGroups (42, v0-2, from 2).
 
 The member metadata (JoinGroup) and assignments (SyncGroup) are opaque bytes to the broker: the client-side
-assignor (range, roundrobin, sticky, cooperative) encodes them. Layout notes per API sit beside the schemas;
+assignor (range, roundrobin, sticky, cooperative) encodes them. Layout notes per API sit beside the declarations;
 most APIs add throttle_time_ms as their *first* response field in the version after v0 (JoinGroup in v2).
+FindCoordinator v4+ asks for several keys at once (KIP-699); v6 adds the share-group coordinator key type.
+ListGroups v4 filters by state (KIP-518) and v5 by group type (KIP-848: "classic", "consumer", "share"). The
+KIP-848 and KIP-932 group APIs are in `consumer_groups` and `share_groups`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..primitives import (Array, Boolean, Bytes, Int8, Int16, Int32, NullableString, String, schema,
-                          versioned)
+from ..message import message, only, since, struct, switch, until
+from ..primitives import Array, Boolean, Bytes, Int8, Int16, Int32, NullableString, String
 
 __all__ = [
     "FIND_COORDINATOR_KEY",
@@ -23,8 +26,12 @@ __all__ = [
     "DESCRIBE_GROUPS_KEY",
     "LIST_GROUPS_KEY",
     "DELETE_GROUPS_KEY",
+    "COORDINATOR_GROUP",
+    "COORDINATOR_TRANSACTION",
+    "COORDINATOR_SHARE",
     "FindCoordinatorRequest",
     "FindCoordinatorResponse",
+    "Coordinator",
     "JoinGroupRequest",
     "JoinGroupRequestProtocol",
     "JoinGroupResponse",
@@ -62,33 +69,52 @@ DELETE_GROUPS_KEY = 42
 
 #: Kafka's "no authorized operations were requested" marker (INT32_MIN).
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+#: FindCoordinator key types: a group, a transactional id, a share-group partition ("group:topic-id:partition").
+COORDINATOR_GROUP, COORDINATOR_TRANSACTION, COORDINATOR_SHARE = 0, 1, 2
 
 
 # ========================================================================================== FindCoordinator
 
 @dataclass(slots=True)
 class FindCoordinatorRequest:
-    key: str = ""  # the group id (key_type 0) or transactional id (key_type 1)
-    key_type: int = 0  # v1+; 0 = group, 1 = transaction
+    key: str = ""  # v0-v3: the group id (key_type 0) or transactional id (key_type 1)
+    key_type: int = COORDINATOR_GROUP  # v1+
+    coordinator_keys: list[str] = field(default_factory=list)  # v4+: several keys of that type
+
+
+@dataclass(slots=True)
+class Coordinator:
+    """One key's coordinator in FindCoordinator v4+."""
+
+    key: str = ""
+    node_id: int = 0
+    host: str = ""
+    port: int = 0
+    error_code: int = 0
+    error_message: str | None = None
 
 
 @dataclass(slots=True)
 class FindCoordinatorResponse:
     throttle_time_ms: int = 0  # v1+
-    error_code: int = 0
-    error_message: str | None = None  # v1+
-    node_id: int = 0
-    host: str = ""
-    port: int = 0
+    error_code: int = 0  # v0-v3
+    error_message: str | None = None  # v1-v3
+    node_id: int = 0  # v0-v3
+    host: str = ""  # v0-v3
+    port: int = 0  # v0-v3
+    coordinators: list[Coordinator] = field(default_factory=list)  # v4+
 
 
-FIND_COORDINATOR_REQUEST_V0 = schema(FindCoordinatorRequest, key=String)
-FIND_COORDINATOR_REQUEST_V1 = schema(FindCoordinatorRequest, key=String, key_type=Int8)  # v2 = v1
-FIND_COORDINATOR_RESPONSE_V0 = schema(FindCoordinatorResponse, error_code=Int16, node_id=Int32, host=String,
-                                      port=Int32)
-# v1 adds throttle_time_ms (first) and error_message (after error_code); v2 = v1.
-FIND_COORDINATOR_RESPONSE_V1 = schema(FindCoordinatorResponse, throttle_time_ms=Int32, error_code=Int16,
-                                      error_message=NullableString, node_id=Int32, host=String, port=Int32)
+FIND_COORDINATOR_REQUEST_SCHEMAS = message(
+    FindCoordinatorRequest, 6, flexible_since=3,
+    key=until(3, String), key_type=since(1, Int8), coordinator_keys=since(4, Array(String)))
+# v1 adds throttle_time_ms (first) and error_message (after error_code); v4 answers per key.
+FIND_COORDINATOR_RESPONSE_SCHEMAS = message(
+    FindCoordinatorResponse, 6, flexible_since=3,
+    throttle_time_ms=since(1, Int32), error_code=until(3, Int16), error_message=only(1, 3, NullableString),
+    node_id=until(3, Int32), host=until(3, String), port=until(3, Int32),
+    coordinators=since(4, Array(struct(Coordinator, key=String, node_id=Int32, host=String, port=Int32,
+                                       error_code=Int16, error_message=NullableString))))
 
 
 # ================================================================================================ JoinGroup
@@ -108,6 +134,7 @@ class JoinGroupRequest:
     group_instance_id: str | None = None  # v5+ (static membership)
     protocol_type: str = ""
     protocols: list[JoinGroupRequestProtocol] = field(default_factory=list)
+    reason: str | None = None  # v8+
 
 
 @dataclass(slots=True)
@@ -122,32 +149,31 @@ class JoinGroupResponse:
     throttle_time_ms: int = 0  # v2+
     error_code: int = 0
     generation_id: int = -1
-    protocol_name: str = ""
+    protocol_name: str | None = ""  # nullable from v7
     leader: str = ""
     member_id: str = ""
     members: list[JoinGroupResponseMember] = field(default_factory=list)  # filled for the leader only
+    protocol_type: str | None = None  # v7+ (on the wire before protocol_name)
+    skip_assignment: bool = False  # v9+ (on the wire after the leader)
 
 
-_PROTOCOL_V0 = schema(JoinGroupRequestProtocol, name=String, metadata=Bytes)
-JOIN_GROUP_REQUEST_V0 = schema(JoinGroupRequest, group_id=String, session_timeout_ms=Int32, member_id=String,
-                               protocol_type=String, protocols=Array(_PROTOCOL_V0))
-# v1 adds rebalance_timeout_ms after the session timeout (v2, v3 = v1; v4: the MEMBER_ID_REQUIRED two-step join).
-JOIN_GROUP_REQUEST_V1 = schema(JoinGroupRequest, group_id=String, session_timeout_ms=Int32,
-                               rebalance_timeout_ms=Int32, member_id=String, protocol_type=String,
-                               protocols=Array(_PROTOCOL_V0))
-JOIN_GROUP_REQUEST_V5 = schema(JoinGroupRequest, group_id=String, session_timeout_ms=Int32,
-                               rebalance_timeout_ms=Int32, member_id=String, group_instance_id=NullableString,
-                               protocol_type=String, protocols=Array(_PROTOCOL_V0))
-
-_MEMBER_V0 = schema(JoinGroupResponseMember, member_id=String, metadata=Bytes)
-_MEMBER_V5 = schema(JoinGroupResponseMember, member_id=String, group_instance_id=NullableString, metadata=Bytes)
-JOIN_GROUP_RESPONSE_V0 = schema(JoinGroupResponse, error_code=Int16, generation_id=Int32, protocol_name=String,
-                                leader=String, member_id=String, members=Array(_MEMBER_V0))  # v1 = v0
-# v2 adds throttle_time_ms (first); v3, v4 = v2. protocol_name only becomes nullable in v7 (flexible).
-JOIN_GROUP_RESPONSE_V2 = schema(JoinGroupResponse, throttle_time_ms=Int32, error_code=Int16, generation_id=Int32,
-                                protocol_name=String, leader=String, member_id=String, members=Array(_MEMBER_V0))
-JOIN_GROUP_RESPONSE_V5 = schema(JoinGroupResponse, throttle_time_ms=Int32, error_code=Int16, generation_id=Int32,
-                                protocol_name=String, leader=String, member_id=String, members=Array(_MEMBER_V5))
+JOIN_GROUP_REQUEST_SCHEMAS = message(
+    JoinGroupRequest, 9, flexible_since=6,
+    group_id=String, session_timeout_ms=Int32,
+    rebalance_timeout_ms=since(1, Int32),  # v2, v3 = v1; v4: the MEMBER_ID_REQUIRED two-step join
+    member_id=String, group_instance_id=since(5, NullableString), protocol_type=String,
+    protocols=Array(struct(JoinGroupRequestProtocol, name=String, metadata=Bytes)),
+    reason=since(8, NullableString))  # KIP-800
+JOIN_GROUP_RESPONSE_SCHEMAS = message(
+    JoinGroupResponse, 9, flexible_since=6,
+    throttle_time_ms=since(2, Int32), error_code=Int16, generation_id=Int32,
+    protocol_type=since(7, NullableString),
+    protocol_name=switch({0: String, 7: NullableString}),  # null (v7+) while no protocol was chosen
+    leader=String,
+    skip_assignment=since(9, Boolean),  # KIP-814: the leader need not compute an assignment (never set here)
+    member_id=String,
+    members=Array(struct(JoinGroupResponseMember, member_id=String, group_instance_id=since(5, NullableString),
+                         metadata=Bytes)))
 
 
 # ================================================================================================ Heartbeat
@@ -166,11 +192,11 @@ class HeartbeatResponse:
     error_code: int = 0
 
 
-HEARTBEAT_REQUEST_V0 = schema(HeartbeatRequest, group_id=String, generation_id=Int32, member_id=String)  # v1, v2
-HEARTBEAT_REQUEST_V3 = schema(HeartbeatRequest, group_id=String, generation_id=Int32, member_id=String,
-                              group_instance_id=NullableString)
-HEARTBEAT_RESPONSE_V0 = schema(HeartbeatResponse, error_code=Int16)
-HEARTBEAT_RESPONSE_V1 = schema(HeartbeatResponse, throttle_time_ms=Int32, error_code=Int16)  # v2, v3 = v1
+HEARTBEAT_REQUEST_SCHEMAS = message(
+    HeartbeatRequest, 4, flexible_since=4,
+    group_id=String, generation_id=Int32, member_id=String, group_instance_id=since(3, NullableString))
+HEARTBEAT_RESPONSE_SCHEMAS = message(
+    HeartbeatResponse, 4, flexible_since=4, throttle_time_ms=since(1, Int32), error_code=Int16)
 
 
 # =============================================================================================== LeaveGroup
@@ -179,6 +205,7 @@ HEARTBEAT_RESPONSE_V1 = schema(HeartbeatResponse, throttle_time_ms=Int32, error_
 class MemberIdentity:
     member_id: str = ""
     group_instance_id: str | None = None
+    reason: str | None = None  # v5+
 
 
 @dataclass(slots=True)
@@ -202,14 +229,17 @@ class LeaveGroupResponse:
     members: list[MemberResponse] = field(default_factory=list)  # v3+
 
 
-LEAVE_GROUP_REQUEST_V0 = schema(LeaveGroupRequest, group_id=String, member_id=String)  # v1, v2 = v0
-# v3 replaces member_id with a members array (KIP-345).
-LEAVE_GROUP_REQUEST_V3 = schema(LeaveGroupRequest, group_id=String, members=Array(
-    schema(MemberIdentity, member_id=String, group_instance_id=NullableString)))
-LEAVE_GROUP_RESPONSE_V0 = schema(LeaveGroupResponse, error_code=Int16)
-LEAVE_GROUP_RESPONSE_V1 = schema(LeaveGroupResponse, throttle_time_ms=Int32, error_code=Int16)  # v2 = v1
-LEAVE_GROUP_RESPONSE_V3 = schema(LeaveGroupResponse, throttle_time_ms=Int32, error_code=Int16, members=Array(
-    schema(MemberResponse, member_id=String, group_instance_id=NullableString, error_code=Int16)))
+LEAVE_GROUP_REQUEST_SCHEMAS = message(
+    LeaveGroupRequest, 5, flexible_since=4,
+    group_id=String,
+    member_id=until(2, String),  # v3 replaces it with a members array (KIP-345)
+    members=since(3, Array(struct(MemberIdentity, member_id=String, group_instance_id=NullableString,
+                                  reason=since(5, NullableString)))))
+LEAVE_GROUP_RESPONSE_SCHEMAS = message(
+    LeaveGroupResponse, 5, flexible_since=4,
+    throttle_time_ms=since(1, Int32), error_code=Int16,
+    members=since(3, Array(struct(MemberResponse, member_id=String, group_instance_id=NullableString,
+                                  error_code=Int16))))
 
 
 # ================================================================================================ SyncGroup
@@ -227,6 +257,8 @@ class SyncGroupRequest:
     member_id: str = ""
     group_instance_id: str | None = None  # v3+
     assignments: list[SyncGroupRequestAssignment] = field(default_factory=list)  # from the leader only
+    protocol_type: str | None = None  # v5+ (checked against the group's when given; before the assignments)
+    protocol_name: str | None = None  # v5+
 
 
 @dataclass(slots=True)
@@ -234,16 +266,19 @@ class SyncGroupResponse:
     throttle_time_ms: int = 0  # v1+
     error_code: int = 0
     assignment: bytes = b""
+    protocol_type: str | None = None  # v5+ (before the assignment)
+    protocol_name: str | None = None  # v5+
 
 
-_ASSIGNMENT_V0 = schema(SyncGroupRequestAssignment, member_id=String, assignment=Bytes)
-SYNC_GROUP_REQUEST_V0 = schema(SyncGroupRequest, group_id=String, generation_id=Int32, member_id=String,
-                               assignments=Array(_ASSIGNMENT_V0))  # v1, v2 = v0
-SYNC_GROUP_REQUEST_V3 = schema(SyncGroupRequest, group_id=String, generation_id=Int32, member_id=String,
-                               group_instance_id=NullableString, assignments=Array(_ASSIGNMENT_V0))
-SYNC_GROUP_RESPONSE_V0 = schema(SyncGroupResponse, error_code=Int16, assignment=Bytes)
-SYNC_GROUP_RESPONSE_V1 = schema(SyncGroupResponse, throttle_time_ms=Int32, error_code=Int16,
-                                assignment=Bytes)  # v2, v3 = v1
+SYNC_GROUP_REQUEST_SCHEMAS = message(
+    SyncGroupRequest, 5, flexible_since=4,
+    group_id=String, generation_id=Int32, member_id=String, group_instance_id=since(3, NullableString),
+    protocol_type=since(5, NullableString), protocol_name=since(5, NullableString),
+    assignments=Array(struct(SyncGroupRequestAssignment, member_id=String, assignment=Bytes)))
+SYNC_GROUP_RESPONSE_SCHEMAS = message(
+    SyncGroupResponse, 5, flexible_since=4,
+    throttle_time_ms=since(1, Int32), error_code=Int16, protocol_type=since(5, NullableString),
+    protocol_name=since(5, NullableString), assignment=Bytes)
 
 
 # =========================================================================================== DescribeGroups
@@ -273,6 +308,7 @@ class DescribedGroup:
     protocol_data: str = ""  # the chosen assignor, in the Stable state
     members: list[DescribedGroupMember] = field(default_factory=list)
     authorized_operations: int = AUTHORIZED_OPERATIONS_OMITTED  # v3+
+    error_message: str | None = None  # v6+ (after the error code)
 
 
 @dataclass(slots=True)
@@ -281,38 +317,38 @@ class DescribeGroupsResponse:
     groups: list[DescribedGroup] = field(default_factory=list)
 
 
-DESCRIBE_GROUPS_REQUEST_V0 = schema(DescribeGroupsRequest, groups=Array(String))  # v1, v2 = v0
-DESCRIBE_GROUPS_REQUEST_V3 = schema(DescribeGroupsRequest, groups=Array(String),
-                                    include_authorized_operations=Boolean)  # v4 = v3
-
-_DG_MEMBER_V0 = schema(DescribedGroupMember, member_id=String, client_id=String, client_host=String,
-                       member_metadata=Bytes, member_assignment=Bytes)
-_DG_MEMBER_V4 = schema(DescribedGroupMember, member_id=String, group_instance_id=NullableString,
-                       client_id=String, client_host=String, member_metadata=Bytes, member_assignment=Bytes)
-_DG_V0 = schema(DescribedGroup, error_code=Int16, group_id=String, group_state=String, protocol_type=String,
-                protocol_data=String, members=Array(_DG_MEMBER_V0))
-_DG_V3 = schema(DescribedGroup, error_code=Int16, group_id=String, group_state=String, protocol_type=String,
-                protocol_data=String, members=Array(_DG_MEMBER_V0), authorized_operations=Int32)
-_DG_V4 = schema(DescribedGroup, error_code=Int16, group_id=String, group_state=String, protocol_type=String,
-                protocol_data=String, members=Array(_DG_MEMBER_V4), authorized_operations=Int32)
-DESCRIBE_GROUPS_RESPONSE_V0 = schema(DescribeGroupsResponse, groups=Array(_DG_V0))
-DESCRIBE_GROUPS_RESPONSE_V1 = schema(DescribeGroupsResponse, throttle_time_ms=Int32,
-                                     groups=Array(_DG_V0))  # v2 = v1
-DESCRIBE_GROUPS_RESPONSE_V3 = schema(DescribeGroupsResponse, throttle_time_ms=Int32, groups=Array(_DG_V3))
-DESCRIBE_GROUPS_RESPONSE_V4 = schema(DescribeGroupsResponse, throttle_time_ms=Int32, groups=Array(_DG_V4))
+DESCRIBE_GROUPS_REQUEST_SCHEMAS = message(
+    DescribeGroupsRequest, 6, flexible_since=5,
+    groups=Array(String), include_authorized_operations=since(3, Boolean))
+DESCRIBE_GROUPS_RESPONSE_SCHEMAS = message(
+    DescribeGroupsResponse, 6, flexible_since=5,
+    throttle_time_ms=since(1, Int32),
+    groups=Array(struct(
+        DescribedGroup, error_code=Int16,
+        error_message=since(6, NullableString),  # KIP-1043: e.g. why a group of another type is not described
+        group_id=String, group_state=String, protocol_type=String, protocol_data=String,
+        members=Array(struct(DescribedGroupMember, member_id=String, group_instance_id=since(4, NullableString),
+                             client_id=String, client_host=String, member_metadata=Bytes,
+                             member_assignment=Bytes)),
+        authorized_operations=since(3, Int32))))
 
 
 # =============================================================================================== ListGroups
 
 @dataclass(slots=True)
 class ListGroupsRequest:
-    """No fields in v0-v2 (v4 adds a states filter, flexible only)."""
+    """No fields in v0-v3; empty filters list every group."""
+
+    states_filter: list[str] = field(default_factory=list)  # v4+: e.g. ["Stable", "Empty"]
+    types_filter: list[str] = field(default_factory=list)  # v5+: "classic", "consumer", "share"
 
 
 @dataclass(slots=True)
 class ListedGroup:
     group_id: str = ""
     protocol_type: str = ""
+    group_state: str = ""  # v4+
+    group_type: str = ""  # v5+
 
 
 @dataclass(slots=True)
@@ -322,11 +358,13 @@ class ListGroupsResponse:
     groups: list[ListedGroup] = field(default_factory=list)
 
 
-LIST_GROUPS_REQUEST_V0 = schema(ListGroupsRequest)  # v1, v2 = v0
-_LISTED_V0 = schema(ListedGroup, group_id=String, protocol_type=String)
-LIST_GROUPS_RESPONSE_V0 = schema(ListGroupsResponse, error_code=Int16, groups=Array(_LISTED_V0))
-LIST_GROUPS_RESPONSE_V1 = schema(ListGroupsResponse, throttle_time_ms=Int32, error_code=Int16,
-                                 groups=Array(_LISTED_V0))  # v2 = v1
+LIST_GROUPS_REQUEST_SCHEMAS = message(
+    ListGroupsRequest, 5, flexible_since=3, states_filter=since(4, Array(String)), types_filter=since(5, Array(String)))
+LIST_GROUPS_RESPONSE_SCHEMAS = message(
+    ListGroupsResponse, 5, flexible_since=3,
+    throttle_time_ms=since(1, Int32), error_code=Int16,
+    groups=Array(struct(ListedGroup, group_id=String, protocol_type=String, group_state=since(4, String),
+                        group_type=since(5, String))))
 
 
 # ============================================================================================= DeleteGroups
@@ -348,36 +386,20 @@ class DeleteGroupsResponse:
     results: list[DeletableGroupResult] = field(default_factory=list)
 
 
-DELETE_GROUPS_REQUEST_V0 = schema(DeleteGroupsRequest, groups_names=Array(String))  # v1 = v0
-DELETE_GROUPS_RESPONSE_V0 = schema(DeleteGroupsResponse, throttle_time_ms=Int32, results=Array(schema(
-    DeletableGroupResult, group_id=String, error_code=Int16)))  # v1 = v0 (throttling behaviour only)
+DELETE_GROUPS_REQUEST_SCHEMAS = message(DeleteGroupsRequest, 2, flexible_since=2, groups_names=Array(String))
+DELETE_GROUPS_RESPONSE_SCHEMAS = message(  # v1 = v0 (throttling behaviour only)
+    DeleteGroupsResponse, 2, flexible_since=2,
+    throttle_time_ms=Int32, results=Array(struct(DeletableGroupResult, group_id=String, error_code=Int16)))
 
 
 #: key -> (request schemas by version, response schemas by version)
 SCHEMAS = {
-    FIND_COORDINATOR_KEY: (
-        versioned(2, {0: FIND_COORDINATOR_REQUEST_V0, 1: FIND_COORDINATOR_REQUEST_V1}),
-        versioned(2, {0: FIND_COORDINATOR_RESPONSE_V0, 1: FIND_COORDINATOR_RESPONSE_V1})),
-    JOIN_GROUP_KEY: (
-        versioned(5, {0: JOIN_GROUP_REQUEST_V0, 1: JOIN_GROUP_REQUEST_V1, 5: JOIN_GROUP_REQUEST_V5}),
-        versioned(5, {0: JOIN_GROUP_RESPONSE_V0, 2: JOIN_GROUP_RESPONSE_V2, 5: JOIN_GROUP_RESPONSE_V5})),
-    HEARTBEAT_KEY: (
-        versioned(3, {0: HEARTBEAT_REQUEST_V0, 3: HEARTBEAT_REQUEST_V3}),
-        versioned(3, {0: HEARTBEAT_RESPONSE_V0, 1: HEARTBEAT_RESPONSE_V1})),
-    LEAVE_GROUP_KEY: (
-        versioned(3, {0: LEAVE_GROUP_REQUEST_V0, 3: LEAVE_GROUP_REQUEST_V3}),
-        versioned(3, {0: LEAVE_GROUP_RESPONSE_V0, 1: LEAVE_GROUP_RESPONSE_V1, 3: LEAVE_GROUP_RESPONSE_V3})),
-    SYNC_GROUP_KEY: (
-        versioned(3, {0: SYNC_GROUP_REQUEST_V0, 3: SYNC_GROUP_REQUEST_V3}),
-        versioned(3, {0: SYNC_GROUP_RESPONSE_V0, 1: SYNC_GROUP_RESPONSE_V1})),
-    DESCRIBE_GROUPS_KEY: (
-        versioned(4, {0: DESCRIBE_GROUPS_REQUEST_V0, 3: DESCRIBE_GROUPS_REQUEST_V3}),
-        versioned(4, {0: DESCRIBE_GROUPS_RESPONSE_V0, 1: DESCRIBE_GROUPS_RESPONSE_V1,
-                      3: DESCRIBE_GROUPS_RESPONSE_V3, 4: DESCRIBE_GROUPS_RESPONSE_V4})),
-    LIST_GROUPS_KEY: (
-        versioned(2, {0: LIST_GROUPS_REQUEST_V0}),
-        versioned(2, {0: LIST_GROUPS_RESPONSE_V0, 1: LIST_GROUPS_RESPONSE_V1})),
-    DELETE_GROUPS_KEY: (
-        versioned(1, {0: DELETE_GROUPS_REQUEST_V0}),
-        versioned(1, {0: DELETE_GROUPS_RESPONSE_V0})),
+    FIND_COORDINATOR_KEY: (FIND_COORDINATOR_REQUEST_SCHEMAS, FIND_COORDINATOR_RESPONSE_SCHEMAS),
+    JOIN_GROUP_KEY: (JOIN_GROUP_REQUEST_SCHEMAS, JOIN_GROUP_RESPONSE_SCHEMAS),
+    HEARTBEAT_KEY: (HEARTBEAT_REQUEST_SCHEMAS, HEARTBEAT_RESPONSE_SCHEMAS),
+    LEAVE_GROUP_KEY: (LEAVE_GROUP_REQUEST_SCHEMAS, LEAVE_GROUP_RESPONSE_SCHEMAS),
+    SYNC_GROUP_KEY: (SYNC_GROUP_REQUEST_SCHEMAS, SYNC_GROUP_RESPONSE_SCHEMAS),
+    DESCRIBE_GROUPS_KEY: (DESCRIBE_GROUPS_REQUEST_SCHEMAS, DESCRIBE_GROUPS_RESPONSE_SCHEMAS),
+    LIST_GROUPS_KEY: (LIST_GROUPS_REQUEST_SCHEMAS, LIST_GROUPS_RESPONSE_SCHEMAS),
+    DELETE_GROUPS_KEY: (DELETE_GROUPS_REQUEST_SCHEMAS, DELETE_GROUPS_RESPONSE_SCHEMAS),
 }

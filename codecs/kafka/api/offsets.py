@@ -1,14 +1,18 @@
-"""OffsetCommit (key 8, versions 0-7), OffsetFetch (key 9, versions 0-5) and OffsetDelete (key 47, version 0): a
-group's committed offsets.
+"""OffsetCommit (key 8, versions 0-9, flexible from 8), OffsetFetch (key 9, versions 0-9, flexible from 6) and
+OffsetDelete (key 47, version 0): a group's committed offsets.
 
 OffsetCommit request: group_id, generation_id_or_member_epoch and member_id (v1+), group_instance_id (v7+),
 retention_time_ms (v2-v4 only; ignored by the gateway), topics[name, partitions[partition_index, committed_offset,
-committed_leader_epoch (v6+), commit_timestamp (v1 only), committed_metadata]].
+committed_leader_epoch (v6+), commit_timestamp (v1 only), committed_metadata]]. v9 (KIP-848): a member of a
+consumer group sends its member epoch where a classic member sends its generation.
 Response: throttle_time_ms (v3+), topics[name, partitions[partition_index, error_code]].
 
 OffsetFetch request: group_id, topics[name, partition_indexes] (v2+: nullable, null = every partition the group
-committed). Response: throttle_time_ms (v3+), topics[name, partitions[partition_index, committed_offset,
-committed_leader_epoch (v5+), metadata, error_code]], error_code (v2+, top-level, *after* the topics).
+committed), require_stable (v7+); v8+ asks for several groups at once: groups[group_id, member_id and
+member_epoch (v9+, KIP-848: a consumer group's member checks its epoch), topics (nullable)], require_stable.
+Response: throttle_time_ms (v3+), topics[name, partitions[partition_index, committed_offset,
+committed_leader_epoch (v5+), metadata, error_code]], error_code (v2+, top-level, *after* the topics); v8+:
+groups[group_id, topics[...], error_code].
 
 OffsetDelete request: group_id, topics[name, partitions[partition_index]]. Response: error_code, throttle_time_ms,
 topics[name, partitions[partition_index, error_code]] (the group's error comes *before* the throttle time).
@@ -18,8 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..primitives import (Array, Int16, Int32, Int64, NullableArray, NullableString, String, schema,
-                          versioned)
+from ..message import message, only, since, struct, switch, until
+from ..primitives import Array, Boolean, Int16, Int32, Int64, NullableArray, NullableString, String
 
 __all__ = [
     "OFFSET_COMMIT_KEY",
@@ -33,7 +37,9 @@ __all__ = [
     "OffsetCommitResponsePartition",
     "OffsetFetchRequest",
     "OffsetFetchRequestTopic",
+    "OffsetFetchRequestGroup",
     "OffsetFetchResponse",
+    "OffsetFetchResponseGroup",
     "OffsetFetchResponseTopic",
     "OffsetFetchResponsePartition",
     "OFFSET_COMMIT_REQUEST_SCHEMAS",
@@ -51,9 +57,9 @@ __all__ = [
 ]
 
 OFFSET_COMMIT_KEY = 8
-OFFSET_COMMIT_MAX_VERSION = 7
+OFFSET_COMMIT_MAX_VERSION = 9
 OFFSET_FETCH_KEY = 9
-OFFSET_FETCH_MAX_VERSION = 5
+OFFSET_FETCH_MAX_VERSION = 9
 OFFSET_DELETE_KEY = 47
 
 
@@ -112,41 +118,26 @@ class OffsetCommitResponse:
     topics: list[OffsetCommitResponseTopic] = field(default_factory=list)
 
 
-def _commit_topics(partition):
-    return Array(schema(OffsetCommitRequestTopic, name=String, partitions=Array(partition)))
+OFFSET_COMMIT_REQUEST_SCHEMAS = message(
+    OffsetCommitRequest, OFFSET_COMMIT_MAX_VERSION, flexible_since=8,
+    group_id=String,
+    generation_id_or_member_epoch=since(1, Int32),
+    member_id=since(1, String),
+    group_instance_id=since(7, NullableString),
+    retention_time_ms=only(2, 4, Int64),  # v5 drops it: the broker's offsets.retention.minutes decides
+    topics=Array(struct(
+        OffsetCommitRequestTopic, name=String,
+        partitions=Array(struct(
+            OffsetCommitRequestPartition, partition_index=Int32, committed_offset=Int64,
+            committed_leader_epoch=since(6, Int32),
+            commit_timestamp=only(1, 1, Int64),  # v1 only: between the offset and the metadata
+            committed_metadata=NullableString)))))
 
-
-_C_PART_V0 = schema(OffsetCommitRequestPartition, partition_index=Int32, committed_offset=Int64,
-                    committed_metadata=NullableString)
-# v1 only: a per-partition commit timestamp, between the offset and the metadata (removed again in v2).
-_C_PART_V1 = schema(OffsetCommitRequestPartition, partition_index=Int32, committed_offset=Int64,
-                    commit_timestamp=Int64, committed_metadata=NullableString)
-_C_PART_V6 = schema(OffsetCommitRequestPartition, partition_index=Int32, committed_offset=Int64,
-                    committed_leader_epoch=Int32, committed_metadata=NullableString)
-
-OFFSET_COMMIT_REQUEST_V0 = schema(OffsetCommitRequest, group_id=String, topics=_commit_topics(_C_PART_V0))
-OFFSET_COMMIT_REQUEST_V1 = schema(OffsetCommitRequest, group_id=String, generation_id_or_member_epoch=Int32,
-                                  member_id=String, topics=_commit_topics(_C_PART_V1))
-# v2 adds retention_time_ms and drops commit_timestamp (v3, v4 are the same).
-OFFSET_COMMIT_REQUEST_V2 = schema(OffsetCommitRequest, group_id=String, generation_id_or_member_epoch=Int32,
-                                  member_id=String, retention_time_ms=Int64, topics=_commit_topics(_C_PART_V0))
-# v5 drops retention_time_ms (the broker's offsets.retention.minutes decides).
-OFFSET_COMMIT_REQUEST_V5 = schema(OffsetCommitRequest, group_id=String, generation_id_or_member_epoch=Int32,
-                                  member_id=String, topics=_commit_topics(_C_PART_V0))
-OFFSET_COMMIT_REQUEST_V6 = schema(OffsetCommitRequest, group_id=String, generation_id_or_member_epoch=Int32,
-                                  member_id=String, topics=_commit_topics(_C_PART_V6))
-OFFSET_COMMIT_REQUEST_V7 = schema(OffsetCommitRequest, group_id=String, generation_id_or_member_epoch=Int32,
-                                  member_id=String, group_instance_id=NullableString, topics=_commit_topics(_C_PART_V6))
-OFFSET_COMMIT_REQUEST_SCHEMAS = versioned(OFFSET_COMMIT_MAX_VERSION, {
-    0: OFFSET_COMMIT_REQUEST_V0, 1: OFFSET_COMMIT_REQUEST_V1, 2: OFFSET_COMMIT_REQUEST_V2,
-    5: OFFSET_COMMIT_REQUEST_V5, 6: OFFSET_COMMIT_REQUEST_V6, 7: OFFSET_COMMIT_REQUEST_V7})
-
-_C_TOPICS_R = Array(schema(OffsetCommitResponseTopic, name=String, partitions=Array(
-    schema(OffsetCommitResponsePartition, partition_index=Int32, error_code=Int16))))
-OFFSET_COMMIT_RESPONSE_V0 = schema(OffsetCommitResponse, topics=_C_TOPICS_R)  # v1, v2 = v0
-OFFSET_COMMIT_RESPONSE_V3 = schema(OffsetCommitResponse, throttle_time_ms=Int32, topics=_C_TOPICS_R)  # v4-v7 = v3
-OFFSET_COMMIT_RESPONSE_SCHEMAS = versioned(OFFSET_COMMIT_MAX_VERSION, {
-    0: OFFSET_COMMIT_RESPONSE_V0, 3: OFFSET_COMMIT_RESPONSE_V3})
+OFFSET_COMMIT_RESPONSE_SCHEMAS = message(
+    OffsetCommitResponse, OFFSET_COMMIT_MAX_VERSION, flexible_since=8,
+    throttle_time_ms=since(3, Int32),
+    topics=Array(struct(OffsetCommitResponseTopic, name=String, partitions=Array(struct(
+        OffsetCommitResponsePartition, partition_index=Int32, error_code=Int16)))))
 
 
 # ============================================================================================== OffsetFetch
@@ -158,9 +149,21 @@ class OffsetFetchRequestTopic:
 
 
 @dataclass(slots=True)
-class OffsetFetchRequest:
+class OffsetFetchRequestGroup:
+    """One group of an OffsetFetch v8+."""
+
     group_id: str = ""
-    topics: list[OffsetFetchRequestTopic] | None = field(default_factory=list)  # v2+: None = all committed
+    member_id: str | None = None  # v9+: a consumer group's member (KIP-848)
+    member_epoch: int = -1  # v9+
+    topics: list[OffsetFetchRequestTopic] | None = None  # None = all committed
+
+
+@dataclass(slots=True)
+class OffsetFetchRequest:
+    group_id: str = ""  # v0-v7
+    topics: list[OffsetFetchRequestTopic] | None = field(default_factory=list)  # v0-v7; v2+: None = all committed
+    groups: list[OffsetFetchRequestGroup] = field(default_factory=list)  # v8+
+    require_stable: bool = False  # v7+: wait out pending transactional commits (UNSTABLE_OFFSET_COMMIT)
 
 
 @dataclass(slots=True)
@@ -179,40 +182,42 @@ class OffsetFetchResponseTopic:
 
 
 @dataclass(slots=True)
+class OffsetFetchResponseGroup:
+    """One group's answer in OffsetFetch v8+."""
+
+    group_id: str = ""
+    topics: list[OffsetFetchResponseTopic] = field(default_factory=list)
+    error_code: int = 0
+
+
+@dataclass(slots=True)
 class OffsetFetchResponse:
     throttle_time_ms: int = 0  # v3+
-    topics: list[OffsetFetchResponseTopic] = field(default_factory=list)
-    error_code: int = 0  # v2+: group-level errors (coordinator, authorization)
+    topics: list[OffsetFetchResponseTopic] = field(default_factory=list)  # v0-v7
+    error_code: int = 0  # v2-v7: group-level errors (coordinator, authorization)
+    groups: list[OffsetFetchResponseGroup] = field(default_factory=list)  # v8+
 
 
-_F_TOPIC_V0 = schema(OffsetFetchRequestTopic, name=String, partition_indexes=Array(Int32))
-OFFSET_FETCH_REQUEST_V0 = schema(OffsetFetchRequest, group_id=String, topics=Array(_F_TOPIC_V0))  # v1 = v0
-# v2: topics become nullable (null = all topics the group committed); v3-v5 are the same.
-OFFSET_FETCH_REQUEST_V2 = schema(OffsetFetchRequest, group_id=String, topics=NullableArray(_F_TOPIC_V0))
-OFFSET_FETCH_REQUEST_SCHEMAS = versioned(OFFSET_FETCH_MAX_VERSION, {
-    0: OFFSET_FETCH_REQUEST_V0, 2: OFFSET_FETCH_REQUEST_V2})
+_F_TOPIC = struct(OffsetFetchRequestTopic, name=String, partition_indexes=Array(Int32))
+OFFSET_FETCH_REQUEST_SCHEMAS = message(
+    OffsetFetchRequest, OFFSET_FETCH_MAX_VERSION, flexible_since=6,
+    group_id=until(7, String),
+    # v2: topics become nullable (null = all topics the group committed)
+    topics=until(7, switch({0: Array(_F_TOPIC), 2: NullableArray(_F_TOPIC)})),
+    groups=since(8, Array(struct(OffsetFetchRequestGroup, group_id=String, member_id=since(9, NullableString),
+                                 member_epoch=since(9, Int32), topics=NullableArray(_F_TOPIC)))),
+    require_stable=since(7, Boolean))
 
-
-def _fetch_topics(partition):
-    return Array(schema(OffsetFetchResponseTopic, name=String, partitions=Array(partition)))
-
-
-_F_PART_V0 = schema(OffsetFetchResponsePartition, partition_index=Int32, committed_offset=Int64,
-                    metadata=NullableString, error_code=Int16)
-_F_PART_V5 = schema(OffsetFetchResponsePartition, partition_index=Int32, committed_offset=Int64,
-                    committed_leader_epoch=Int32, metadata=NullableString, error_code=Int16)
-
-OFFSET_FETCH_RESPONSE_V0 = schema(OffsetFetchResponse, topics=_fetch_topics(_F_PART_V0))  # v1 = v0
-# v2 adds the top-level error_code, after the topics.
-OFFSET_FETCH_RESPONSE_V2 = schema(OffsetFetchResponse, topics=_fetch_topics(_F_PART_V0), error_code=Int16)
-# v3 adds throttle_time_ms first (v4 is the same).
-OFFSET_FETCH_RESPONSE_V3 = schema(OffsetFetchResponse, throttle_time_ms=Int32, topics=_fetch_topics(_F_PART_V0),
-                                  error_code=Int16)
-OFFSET_FETCH_RESPONSE_V5 = schema(OffsetFetchResponse, throttle_time_ms=Int32, topics=_fetch_topics(_F_PART_V5),
-                                  error_code=Int16)
-OFFSET_FETCH_RESPONSE_SCHEMAS = versioned(OFFSET_FETCH_MAX_VERSION, {
-    0: OFFSET_FETCH_RESPONSE_V0, 2: OFFSET_FETCH_RESPONSE_V2, 3: OFFSET_FETCH_RESPONSE_V3,
-    5: OFFSET_FETCH_RESPONSE_V5})
+_F_RESPONSE_TOPICS = Array(struct(OffsetFetchResponseTopic, name=String, partitions=Array(struct(
+    OffsetFetchResponsePartition, partition_index=Int32, committed_offset=Int64,
+    committed_leader_epoch=since(5, Int32), metadata=NullableString, error_code=Int16))))
+OFFSET_FETCH_RESPONSE_SCHEMAS = message(
+    OffsetFetchResponse, OFFSET_FETCH_MAX_VERSION, flexible_since=6,
+    throttle_time_ms=since(3, Int32),
+    topics=until(7, _F_RESPONSE_TOPICS),
+    error_code=only(2, 7, Int16),  # after the topics
+    groups=since(8, Array(struct(OffsetFetchResponseGroup, group_id=String, topics=_F_RESPONSE_TOPICS,
+                                 error_code=Int16))))
 
 
 # ============================================================================================= OffsetDelete
@@ -253,11 +258,11 @@ class OffsetDeleteResponse:
     topics: list[OffsetDeleteResponseTopic] = field(default_factory=list)
 
 
-OFFSET_DELETE_REQUEST_V0 = schema(OffsetDeleteRequest, group_id=String, topics=Array(schema(
-    OffsetDeleteRequestTopic, name=String, partitions=Array(schema(OffsetDeleteRequestPartition,
-                                                                   partition_index=Int32)))))
-OFFSET_DELETE_RESPONSE_V0 = schema(OffsetDeleteResponse, error_code=Int16, throttle_time_ms=Int32, topics=Array(
-    schema(OffsetDeleteResponseTopic, name=String, partitions=Array(schema(
-        OffsetDeleteResponsePartition, partition_index=Int32, error_code=Int16)))))
-OFFSET_DELETE_REQUEST_SCHEMAS = versioned(0, {0: OFFSET_DELETE_REQUEST_V0})
-OFFSET_DELETE_RESPONSE_SCHEMAS = versioned(0, {0: OFFSET_DELETE_RESPONSE_V0})
+OFFSET_DELETE_REQUEST_SCHEMAS = message(
+    OffsetDeleteRequest, 0, flexible_since=None, group_id=String, topics=Array(struct(
+        OffsetDeleteRequestTopic, name=String, partitions=Array(struct(OffsetDeleteRequestPartition,
+                                                                       partition_index=Int32)))))
+OFFSET_DELETE_RESPONSE_SCHEMAS = message(
+    OffsetDeleteResponse, 0, flexible_since=None, error_code=Int16, throttle_time_ms=Int32, topics=Array(struct(
+        OffsetDeleteResponseTopic, name=String, partitions=Array(struct(
+            OffsetDeleteResponsePartition, partition_index=Int32, error_code=Int16)))))

@@ -1,20 +1,24 @@
-"""Produce (key 0), versions 0-8: append record sets to partitions.
+"""Produce (key 0), versions 0-13 (flexible from 9): append record sets to partitions.
 
-Request: [transactional_id (v3+)], acks, timeout_ms, topic_data[name, partition_data[index, records]].
-`records` is raw bytes (nullable): a legacy MessageSet (magic 0/1) in v0-v2, a RecordBatch v2 from v3 on
-(aiokafka sends magic 2 even in v2: read the magic byte, never trust the version). acks=0 means no response.
+Request: [transactional_id (v3+)], acks, timeout_ms, topic_data[name (v0-12) | topic_id (v13+, KIP-516),
+partition_data[index, records]]. `records` is raw bytes (nullable): a legacy MessageSet (magic 0/1) in v0-v2, a
+RecordBatch v2 from v3 on (aiokafka sends magic 2 even in v2: read the magic byte, never trust the version).
+acks=0 means no response. v4-v8 change only what the broker may answer (v7: zstd); v10, v11 only errors (the
+tagged current-leader hints of KIP-951, which a single broker never needs to give); v12 marks a client that may
+rely on transactions v2 (KIP-890: the broker adds the partition to the transaction itself) — which it does only
+when the broker advertises that feature, and we advertise no features.
 
-Response: responses[name, partition_responses[index, error_code, base_offset, log_append_time_ms (v2+),
-log_start_offset (v5+), record_errors[batch_index, batch_index_error_message] (v8+), error_message (v8+)]],
-throttle_time_ms (v1+, *after* the topic array, unlike most APIs).
+Response: responses[name (v0-12) | topic_id (v13+), partition_responses[index, error_code, base_offset,
+log_append_time_ms (v2+), log_start_offset (v5+), record_errors[batch_index, batch_index_error_message] (v8+),
+error_message (v8+)]], throttle_time_ms (v1+, *after* the topic array, unlike most APIs).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..primitives import (Array, Int16, Int32, Int64, NullableString, Records, String, schema,
-                          versioned)
+from ..message import message, since, struct, until
+from ..primitives import ZERO_UUID, Array, Int16, Int32, Int64, NullableString, Records, String, Uuid
 
 __all__ = [
     "API_KEY",
@@ -30,7 +34,8 @@ __all__ = [
 ]
 
 API_KEY = 0
-MAX_VERSION = 8
+MAX_VERSION = 13
+FLEXIBLE_SINCE = 9
 
 
 @dataclass(slots=True)
@@ -41,8 +46,9 @@ class PartitionProduceData:
 
 @dataclass(slots=True)
 class TopicProduceData:
-    name: str = ""
+    name: str = ""  # v0-v12
     partition_data: list[PartitionProduceData] = field(default_factory=list)
+    topic_id: bytes = ZERO_UUID  # v13+ (instead of the name)
 
 
 @dataclass(slots=True)
@@ -72,8 +78,9 @@ class PartitionProduceResponse:
 
 @dataclass(slots=True)
 class TopicProduceResponse:
-    name: str = ""
+    name: str = ""  # v0-v12
     partition_responses: list[PartitionProduceResponse] = field(default_factory=list)
+    topic_id: bytes = ZERO_UUID  # v13+ (instead of the name)
 
 
 @dataclass(slots=True)
@@ -84,41 +91,25 @@ class ProduceResponse:
 
 # --- request ------------------------------------------------------------------------------------------------
 
-_PARTITION_V0 = schema(PartitionProduceData, index=Int32, records=Records)
-_TOPIC_V0 = schema(TopicProduceData, name=String, partition_data=Array(_PARTITION_V0))
-
-REQUEST_V0 = schema(ProduceRequest, acks=Int16, timeout_ms=Int32, topic_data=Array(_TOPIC_V0))
-# v1, v2: same layout (v2 may carry magic-1 messages with timestamps).
-REQUEST_V3 = schema(ProduceRequest, transactional_id=NullableString, acks=Int16, timeout_ms=Int32,
-                    topic_data=Array(_TOPIC_V0))
-# v4-v8: same layout as v3 (v4 may get KAFKA_STORAGE_ERROR, v7 may carry zstd, v8 changes only the response).
-REQUEST_SCHEMAS = versioned(MAX_VERSION, {0: REQUEST_V0, 3: REQUEST_V3})
+REQUEST_SCHEMAS = message(
+    ProduceRequest, MAX_VERSION, flexible_since=FLEXIBLE_SINCE,
+    transactional_id=since(3, NullableString),
+    acks=Int16,
+    timeout_ms=Int32,
+    topic_data=Array(struct(TopicProduceData, name=until(12, String), topic_id=since(13, Uuid),
+                            partition_data=Array(struct(PartitionProduceData, index=Int32, records=Records)))))
 
 # --- response -----------------------------------------------------------------------------------------------
 
-_P_RESP_V0 = schema(PartitionProduceResponse, index=Int32, error_code=Int16, base_offset=Int64)
-_P_RESP_V2 = schema(PartitionProduceResponse, index=Int32, error_code=Int16, base_offset=Int64,
-                    log_append_time_ms=Int64)
-_P_RESP_V5 = schema(PartitionProduceResponse, index=Int32, error_code=Int16, base_offset=Int64,
-                    log_append_time_ms=Int64, log_start_offset=Int64)
-_RECORD_ERROR_V8 = schema(BatchIndexAndErrorMessage, batch_index=Int32,
-                          batch_index_error_message=NullableString)
-_P_RESP_V8 = schema(PartitionProduceResponse, index=Int32, error_code=Int16, base_offset=Int64,
-                    log_append_time_ms=Int64, log_start_offset=Int64,
-                    record_errors=Array(_RECORD_ERROR_V8), error_message=NullableString)
-
-
-def _topic(partition):
-    return schema(TopicProduceResponse, name=String, partition_responses=Array(partition))
-
-
-RESPONSE_V0 = schema(ProduceResponse, responses=Array(_topic(_P_RESP_V0)))
-# v1 adds throttle_time_ms, placed after the responses (Produce and Fetch v0 predate the "first field" habit).
-RESPONSE_V1 = schema(ProduceResponse, responses=Array(_topic(_P_RESP_V0)), throttle_time_ms=Int32)
-RESPONSE_V2 = schema(ProduceResponse, responses=Array(_topic(_P_RESP_V2)), throttle_time_ms=Int32)
-# v3, v4: same as v2.
-RESPONSE_V5 = schema(ProduceResponse, responses=Array(_topic(_P_RESP_V5)), throttle_time_ms=Int32)
-# v6, v7: same as v5.
-RESPONSE_V8 = schema(ProduceResponse, responses=Array(_topic(_P_RESP_V8)), throttle_time_ms=Int32)
-RESPONSE_SCHEMAS = versioned(MAX_VERSION, {0: RESPONSE_V0, 1: RESPONSE_V1, 2: RESPONSE_V2, 5: RESPONSE_V5,
-                                           8: RESPONSE_V8})
+RESPONSE_SCHEMAS = message(
+    ProduceResponse, MAX_VERSION, flexible_since=FLEXIBLE_SINCE,
+    responses=Array(struct(
+        TopicProduceResponse, name=until(12, String), topic_id=since(13, Uuid),
+        partition_responses=Array(struct(
+            PartitionProduceResponse, index=Int32, error_code=Int16, base_offset=Int64,
+            log_append_time_ms=since(2, Int64), log_start_offset=since(5, Int64),
+            record_errors=since(8, Array(struct(BatchIndexAndErrorMessage, batch_index=Int32,
+                                                batch_index_error_message=NullableString))),
+            error_message=since(8, NullableString))))),
+    # v1 adds throttle_time_ms, placed after the responses (Produce and Fetch v0 predate the "first field" habit).
+    throttle_time_ms=since(1, Int32))

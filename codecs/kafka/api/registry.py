@@ -1,13 +1,13 @@
 """The api keys and versions the codec speaks, which of them are flexible, and the schema of every (key, version).
 
-`SUPPORTED` is every key the codec implements, from version 0 (librdkafka before 2.11 only enables features, e.g.
-compression, when the broker's range *contains* old versions) to its highest implemented version: the highest
-non-flexible one for the keys of the spec's §2 table, and a flexible one where an API is only useful so
-(IncrementalAlterConfigs v1, DescribeCluster v0, which has no other). Flexible versions (KIP-482: compact
-strings, bytes and arrays, tagged-field sections, request header v2 and response header v1) are supported per
-API where declared: `FLEXIBLE_SINCE` gives the first flexible version of every key (as in Kafka's message JSON),
-`is_flexible(key, version)` answers for one, and the schemas of those versions are `flexible(...)` ones. We never
-write a non-empty tagged-field section. SaslHandshake (17) and SaslAuthenticate (36) are in the table for
+`SUPPORTED` is every key the codec implements, up to the highest version a Kafka 4.1 broker offers, from version
+0 (librdkafka before 2.11 only enables features, e.g. compression, when the broker's range *contains* old
+versions; Kafka 4 itself dropped some old versions, KIP-896) — except the share-group APIs, which start at v1 as
+in Kafka 4.1 (their v0 was Kafka 4.0's early access). Flexible versions (KIP-482: compact strings, bytes and
+arrays, tagged-field sections, request header v2 and response header v1): `FLEXIBLE_SINCE` gives the first
+flexible version of every key (as in Kafka's message JSON), `is_flexible(key, version)` answers for one, and the
+schemas of those versions are `flexible(...)` ones (see `message`). Tagged fields sent to us are read and skipped;
+we never write a non-empty tagged-field section. SaslHandshake (17) and SaslAuthenticate (36) are in the table for
 authenticated listeners.
 
 What a server *advertises* is its business: the gateway lists `SUPPORTED` restricted to the keys it has handlers
@@ -20,8 +20,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..primitives import Schema
-from . import (admin, api_versions, cluster, configs, fetch, groups, list_offsets, metadata, offsets, produce, sasl,
-               transactions)
+from . import (admin, api_versions, cluster, configs, consumer_groups, fetch, groups, list_offsets, metadata, offsets,
+               produce, sasl, share_groups, transactions)
 
 __all__ = [
     "API_KEYS",
@@ -71,6 +71,15 @@ API_KEYS: dict[int, str] = {
     44: "IncrementalAlterConfigs",
     47: "OffsetDelete",
     60: "DescribeCluster",
+    68: "ConsumerGroupHeartbeat",
+    69: "ConsumerGroupDescribe",
+    76: "ShareGroupHeartbeat",
+    77: "ShareGroupDescribe",
+    78: "ShareFetch",
+    79: "ShareAcknowledge",
+    90: "DescribeShareGroupOffsets",
+    91: "AlterShareGroupOffsets",
+    92: "DeleteShareGroupOffsets",
 }
 
 #: api key -> its first flexible version (Kafka's "flexibleVersions"), None when no version is flexible.
@@ -78,7 +87,7 @@ API_KEYS: dict[int, str] = {
 FLEXIBLE_SINCE: dict[int, int | None] = {
     0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3, 17: None, 18: 3,
     19: 5, 20: 4, 21: 2, 22: 2, 24: 3, 25: 3, 26: 3, 28: 3, 32: 4, 33: 2, 35: 2, 36: 2, 37: 2, 42: 2, 44: 1,
-    47: None, 60: 0,
+    47: None, 60: 0, 68: 0, 69: 0, 76: 0, 77: 0, 78: 0, 79: 0, 90: 0, 91: 0, 92: 0,
 }
 
 # key -> (request schemas by version, response schemas by version)
@@ -91,6 +100,8 @@ _SCHEMAS: dict[int, tuple[dict[int, Schema], dict[int, Schema]]] = {
     offsets.OFFSET_FETCH_KEY: (offsets.OFFSET_FETCH_REQUEST_SCHEMAS, offsets.OFFSET_FETCH_RESPONSE_SCHEMAS),
     offsets.OFFSET_DELETE_KEY: (offsets.OFFSET_DELETE_REQUEST_SCHEMAS, offsets.OFFSET_DELETE_RESPONSE_SCHEMAS),
     **groups.SCHEMAS,
+    **consumer_groups.SCHEMAS,
+    **share_groups.SCHEMAS,
     api_versions.API_KEY: (api_versions.REQUEST_SCHEMAS, api_versions.RESPONSE_SCHEMAS),
     **admin.SCHEMAS,
     **transactions.SCHEMAS,
@@ -101,7 +112,7 @@ _SCHEMAS: dict[int, tuple[dict[int, Schema], dict[int, Schema]]] = {
 
 #: api key -> (min version, max version) the codec implements.
 SUPPORTED: dict[int, tuple[int, int]] = {
-    key: (0, max(_SCHEMAS[key][0])) for key in sorted(API_KEYS)
+    key: (min(_SCHEMAS[key][0]), max(_SCHEMAS[key][0])) for key in sorted(API_KEYS)
 }
 
 
@@ -116,11 +127,13 @@ assert set(_SCHEMAS) == set(API_KEYS) == set(FLEXIBLE_SINCE)
 assert all(set(req) == set(resp) for req, resp in _SCHEMAS.values())
 assert all(sch.flexible == is_flexible(key, v) for key, (req, resp) in _SCHEMAS.items()
            for schemas in (req, resp) for v, sch in schemas.items()), "flexible schemas where FLEXIBLE_SINCE says"
-assert SUPPORTED == {0: (0, 8), 1: (0, 11), 2: (0, 5), 3: (0, 8), 8: (0, 7), 9: (0, 5), 10: (0, 2), 11: (0, 5),
-                     12: (0, 3), 13: (0, 3), 14: (0, 3), 15: (0, 4), 16: (0, 2), 17: (0, 1), 18: (0, 2),
-                     19: (0, 4), 20: (0, 3), 21: (0, 1), 22: (0, 1), 24: (0, 2), 25: (0, 2), 26: (0, 2),
-                     28: (0, 2), 32: (0, 3), 33: (0, 1), 35: (0, 1), 36: (0, 1), 37: (0, 1), 42: (0, 1),
-                     44: (0, 1), 47: (0, 0), 60: (0, 2)}, "the spec's §2 table + SASL, transactions and admin"
+assert SUPPORTED == {0: (0, 13), 1: (0, 18), 2: (0, 10), 3: (0, 13), 8: (0, 9), 9: (0, 9), 10: (0, 6), 11: (0, 9),
+                     12: (0, 4), 13: (0, 5), 14: (0, 5), 15: (0, 6), 16: (0, 5), 17: (0, 1), 18: (0, 4),
+                     19: (0, 7), 20: (0, 6), 21: (0, 2), 22: (0, 5), 24: (0, 5), 25: (0, 4), 26: (0, 5),
+                     28: (0, 5), 32: (0, 4), 33: (0, 2), 35: (0, 4), 36: (0, 2), 37: (0, 3), 42: (0, 2),
+                     44: (0, 1), 47: (0, 0), 60: (0, 2), 68: (0, 1), 69: (0, 1), 76: (1, 1), 77: (1, 1),
+                     78: (1, 1), 79: (1, 1), 90: (0, 0), 91: (0, 0), 92: (0, 0)}, \
+    "Kafka 4.1's maxima (franz-go's kversion.V4_1_0), from version 0 (share APIs: 1)"
 
 
 def advertised(keys: Iterable[int]) -> dict[int, tuple[int, int]]:
@@ -153,12 +166,12 @@ def response_schema(key: int, version: int) -> Schema:
 
 def request_type(key: int) -> type:
     """The request dataclass of `key` (the same for every version)."""
-    return request_schema(key, 0).cls
+    return request_schema(key, SUPPORTED[key][0]).cls
 
 
 def response_type(key: int) -> type:
     """The response dataclass of `key` (the same for every version)."""
-    return response_schema(key, 0).cls
+    return response_schema(key, SUPPORTED[key][0]).cls
 
 
 def api_versions_response(error_code: int = 0, throttle_time_ms: int = 0,

@@ -1,4 +1,5 @@
-"""SASL authentication APIs: SaslHandshake (17, v0-1) and SaslAuthenticate (36, v0-1).
+"""SASL authentication APIs: SaslHandshake (17, v0-1, never flexible) and SaslAuthenticate (36, v0-2, flexible
+from 2).
 
 A SASL client first sends SaslHandshake naming a mechanism; the answer lists the mechanisms the broker enables.
 After a v1 handshake the mechanism's tokens travel in SaslAuthenticate requests (KIP-152); after a v0 handshake
@@ -13,7 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..primitives import Array, Bytes, Int16, Int64, NullableString, String, schema, versioned
+from ..message import message, since
+from ..primitives import Array, Bytes, Int16, Int64, NullableString, String
 
 __all__ = [
     "SASL_HANDSHAKE_KEY",
@@ -53,18 +55,17 @@ class SaslAuthenticateResponse:
     session_lifetime_ms: int = 0  # v1+
 
 
-_HANDSHAKE_REQUEST_V0 = schema(SaslHandshakeRequest, mechanism=String)
-_HANDSHAKE_RESPONSE_V0 = schema(SaslHandshakeResponse, error_code=Int16, mechanisms=Array(String))
-_AUTHENTICATE_REQUEST_V0 = schema(SaslAuthenticateRequest, auth_bytes=Bytes)
-_AUTHENTICATE_RESPONSE_V0 = schema(SaslAuthenticateResponse, error_code=Int16, error_message=NullableString,
-                                   auth_bytes=Bytes)
-_AUTHENTICATE_RESPONSE_V1 = schema(SaslAuthenticateResponse, error_code=Int16, error_message=NullableString,
-                                   auth_bytes=Bytes, session_lifetime_ms=Int64)
+# v1 of the handshake only changes what follows it (SaslAuthenticate instead of raw tokens).
+_HANDSHAKE_REQUEST_SCHEMAS = message(SaslHandshakeRequest, 1, flexible_since=None, mechanism=String)
+_HANDSHAKE_RESPONSE_SCHEMAS = message(SaslHandshakeResponse, 1, flexible_since=None, error_code=Int16,
+                                      mechanisms=Array(String))
+_AUTHENTICATE_REQUEST_SCHEMAS = message(SaslAuthenticateRequest, 2, flexible_since=2, auth_bytes=Bytes)
+_AUTHENTICATE_RESPONSE_SCHEMAS = message(SaslAuthenticateResponse, 2, flexible_since=2, error_code=Int16,
+                                         error_message=NullableString, auth_bytes=Bytes,
+                                         session_lifetime_ms=since(1, Int64))
 
-# key -> (request schemas by version, response schemas by version); v1 of the handshake only changes what
-# follows it (SaslAuthenticate instead of raw tokens).
+#: key -> (request schemas by version, response schemas by version)
 SCHEMAS = {
-    SASL_HANDSHAKE_KEY: (versioned(1, {0: _HANDSHAKE_REQUEST_V0}), versioned(1, {0: _HANDSHAKE_RESPONSE_V0})),
-    SASL_AUTHENTICATE_KEY: (versioned(1, {0: _AUTHENTICATE_REQUEST_V0}),
-                            versioned(1, {0: _AUTHENTICATE_RESPONSE_V0, 1: _AUTHENTICATE_RESPONSE_V1})),
+    SASL_HANDSHAKE_KEY: (_HANDSHAKE_REQUEST_SCHEMAS, _HANDSHAKE_RESPONSE_SCHEMAS),
+    SASL_AUTHENTICATE_KEY: (_AUTHENTICATE_REQUEST_SCHEMAS, _AUTHENTICATE_RESPONSE_SCHEMAS),
 }

@@ -1,6 +1,8 @@
 """The Kafka wire protocol: `KafkaProtocol` for the registry, the per-connection `KafkaSession` (SASL), and the
-broker (`broker.KafkaBroker` and the API modules), the group coordinator (`coordinator`, `group_state`) and the
-idempotent producers' state (`producers`).
+broker (`broker.KafkaBroker` and the API modules), the group coordinators — classic (`coordinator`, `group_state`),
+KIP-848 consumer groups (`consumer_coordinator`, `assignors`), KIP-932 share groups (`share_coordinator`,
+`share_partitions`), every type's ids in one namespace (`group_types`) —
+and the idempotent producers' state (`producers`).
 
 Requests are served one at a time in arrival order, as Kafka brokers do (clients may pipeline several; the answers
 go out in request order): a Fetch that waits for data is a `Park` the pump awaits before the next request, and the
@@ -29,7 +31,7 @@ from logway.codecs.kafka.connection import KafkaResponse, KafkaServerConnection,
 
 from ...pump import Close, Park, Session
 from ..base import INFO, WARNING, Protocol
-from .broker import SERVED, KafkaBroker
+from .broker import SERVED_BY_WORKERS, KafkaBroker
 from .cluster import KafkaCluster
 from .coordinator import GroupCoordinator
 from .sasl import PRE_AUTH_API_KEYS, KafkaSasl
@@ -56,10 +58,13 @@ class KafkaProtocol(Protocol):
         if worker is not None:  # one of several workers: node `worker.index` of a cluster
             self.broker.cluster = KafkaCluster(worker)
             self.broker.node_id = worker.index
+            self.broker.served = SERVED_BY_WORKERS
             worker.on_topic_gone.append(self.broker.producers.forget)
+        #: Every group of every type, as the operator's tools read them (`group_types.GroupDirectory.views`).
+        self.groups = self.broker.groups
 
     def codec(self) -> KafkaServerConnection:
-        return KafkaServerConnection(self.config.kafka.max_request_bytes, api_versions=SERVED)
+        return KafkaServerConnection(self.config.kafka.max_request_bytes, api_versions=self.broker.served)
 
     def session(self, conn, codec) -> "KafkaSession":
         return KafkaSession(conn, codec, self)
@@ -67,6 +72,8 @@ class KafkaProtocol(Protocol):
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self.broker.producers.run)
+            nursery.start_soon(self.broker.consumer_groups.run)
+            nursery.start_soon(self.broker.share_groups.run)
             await self.coordinator.run()  # (until the coordinator is closed)
             nursery.cancel_scope.cancel()
 
@@ -86,6 +93,8 @@ class KafkaProtocol(Protocol):
 
     def close(self) -> None:
         self.coordinator.close()
+        self.broker.consumer_groups.close()
+        self.broker.share_groups.close()
 
 
 class KafkaSession(Session):

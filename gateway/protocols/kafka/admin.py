@@ -9,6 +9,9 @@ partitions CreatePartitions adds are visible to the next request."""
 from __future__ import annotations
 
 import functools
+import logging
+import os
+import re
 from collections import Counter
 from typing import TYPE_CHECKING
 
@@ -18,13 +21,18 @@ from logway.codecs.kafka.api import cluster as K
 from logway.codecs.kafka.api import metadata as M
 from logway.codecs.kafka.connection import EncodedBody, encode_body
 from logway.codecs.kafka.error_codes import ErrorCode as E
+from logway.codecs.kafka.primitives import ZERO_UUID
 from logway.storage import InvalidPartitions, TopicExists, UnknownTopic, validate_topic_name
 
 from ...errors import FAILURES
+from .configs import created_topic_configs
 from .errors import error_code
+from .topic_ids import topic_of, wire_id
 
 if TYPE_CHECKING:  # pragma: no cover
     from .broker import KafkaBroker
+
+log = logging.getLogger("logway.gateway.kafka")
 
 CLUSTER_ID = "logway"
 #: DeleteRecords' low watermark of a partition that answers an error (Kafka's INVALID_LOW_WATERMARK).
@@ -33,33 +41,59 @@ INVALID_LOW_WATERMARK = -1
 OPERATIONS_UNKNOWN = -2147483648
 
 
-#: The ApiVersions answer by request version, encoded once: it never changes (every client asks on every connection).
-_API_VERSIONS: dict[int, EncodedBody] = {}
+#: The ApiVersions answer by (table served, request version), encoded once: it never changes (every client asks on
+#: every connection).
+_API_VERSIONS: dict[tuple[int, int], EncodedBody] = {}
+#: What a client may call its software (KIP-511's rule, which Kafka enforces): letters, digits, "-" and ".", starting
+#: and ending with a letter or digit. 64 characters at most here: the names become metric labels.
+_SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]{0,62}[a-zA-Z0-9])?")
+
+
+def _software(name: str, version: str) -> str:
+    """"name/version" for the logs and metrics; a name or version outside KIP-511's rule is "unknown" (Kafka refuses
+    the request; we answer it, as the rule only protects the metrics)."""
+    if _SOFTWARE.fullmatch(name) and _SOFTWARE.fullmatch(version):
+        return f"{name}/{version}"
+    return "unknown"
 
 
 async def api_versions(broker: "KafkaBroker", body, version, conn):
-    answer = _API_VERSIONS.get(version)
+    if version >= 3 and conn.client_software is None:  # KIP-511: the client names its library
+        conn.client_software = _software(body.client_software_name, body.client_software_version)
+        log.debug("%s: Kafka client %s (client id %r)", conn.peer, conn.client_software, conn.client_id)
+    served = broker.served
+    answer = _API_VERSIONS.get((id(served), version))
     if answer is not None:
         return answer
-    from .broker import SERVED  # here, not at the top: broker imports this module
-
-    keys = [V.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(SERVED.items())]
+    keys = [V.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(served.items())]
     response = V.ApiVersionsResponse(error_code=E.NONE, api_keys=keys, throttle_time_ms=0)
     if version not in V.RESPONSE_SCHEMAS:  # an unsupported version: the codec answers in the v0 layout with these keys
         return response
-    answer = _API_VERSIONS[version] = encode_body(V.API_KEY, version, response)
+    answer = _API_VERSIONS[(id(served), version)] = encode_body(V.API_KEY, version, response)
     return answer
 
 
 async def metadata(broker: "KafkaBroker", body, version, conn):
+    """Brokers and topics; v10+ tell each topic's id and take topics by id (an unknown id: UNKNOWN_TOPIC_ID, with
+    no name from v12), v13 a top-level error code (always none here)."""
     engine, kafka = broker.engine, broker.config.kafka
     if body.topics is None or (version == 0 and not body.topics):
         names = [t.name for t in engine.topics()]
     else:
-        names = [t.name for t in body.topics]
+        names = []
+        for t in body.topics:
+            if t.name is None:  # by id (v10+)
+                topic = topic_of(engine, t.topic_id)
+                names.append(topic.name if topic is not None else t.topic_id)
+            else:
+                names.append(t.name)
     allow_create = kafka.auto_create_topics and (version < 4 or body.allow_auto_topic_creation)
     topics = []
     for name in names:
+        if isinstance(name, bytes):  # an id no topic has
+            topics.append(M.MetadataResponseTopic(error_code=E.UNKNOWN_TOPIC_ID, name=None if version >= 12 else "",
+                                                  topic_id=name, is_internal=False, partitions=[]))
+            continue
         topic = engine.topics_by_name.get(name)
         if topic is None:
             error = E.UNKNOWN_TOPIC_OR_PARTITION
@@ -79,28 +113,44 @@ async def metadata(broker: "KafkaBroker", body, version, conn):
         parts = [M.MetadataResponsePartition(error_code=E.NONE, partition_index=p, leader_id=node, leader_epoch=0,
                                              replica_nodes=[node], isr_nodes=[node], offline_replicas=[])
                  for p in range(len(topic.partitions))]
-        topics.append(M.MetadataResponseTopic(error_code=E.NONE, name=topic.name, is_internal=False,
-                                              partitions=parts))
+        topics.append(M.MetadataResponseTopic(error_code=E.NONE, name=topic.name, topic_id=wire_id(topic),
+                                              is_internal=False, partitions=parts))
     host, port = broker.advertised
     return M.MetadataResponse(throttle_time_ms=0, cluster_id=CLUSTER_ID, controller_id=broker.node_id,
                               brokers=[M.MetadataResponseBroker(node_id=broker.node_id, host=host, port=port,
                                                                 rack=None)],
-                              topics=topics)
+                              topics=topics, error_code=E.NONE)
 
 
 async def create_topics(broker: "KafkaBroker", body, version, conn):
+    """v5+ answer each created (or validated) topic's partitions, replication factor and settings, v7 its id."""
     results = []
+    validate_only = body.validate_only if version >= 1 else False
     for t in body.topics:
-        code, message = await _create_one(broker, t, body.validate_only if version >= 1 else False)
-        results.append(A.CreatableTopicResult(name=t.name, error_code=code, error_message=message))
+        code, message = await _create_one(broker, t, validate_only)
+        result = A.CreatableTopicResult(name=t.name, error_code=code, error_message=message)
+        if code == E.NONE and version >= 5:
+            configs = {c.name: c.value for c in t.configs}
+            topic = None if validate_only else broker.engine.topics_by_name.get(t.name)
+            result.topic_id = wire_id(topic)
+            result.num_partitions = len(topic.partitions) if topic is not None else _partitions(broker, t)
+            result.replication_factor = 1
+            result.configs = created_topic_configs(broker.engine, configs)
+        results.append(result)
     return A.CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+def _partitions(broker: "KafkaBroker", t) -> int:
+    """The partitions CreateTopics asks for: the assignments', the count given, or the default (-1)."""
+    if t.assignments:
+        return len(t.assignments)
+    return broker.config.kafka.default_partitions if t.num_partitions == -1 else t.num_partitions
 
 
 async def _create_one(broker: "KafkaBroker", t, validate_only: bool):
     node = broker.node_id
-    partitions = broker.config.kafka.default_partitions if t.num_partitions == -1 else t.num_partitions
+    partitions = _partitions(broker, t)
     if t.assignments:
-        partitions = len(t.assignments)
         if t.num_partitions != -1 or t.replication_factor != -1:
             return E.INVALID_REQUEST, "give either assignments or num_partitions/replication_factor, not both"
         if sorted(a.partition_index for a in t.assignments) != list(range(partitions)):
@@ -128,17 +178,31 @@ async def _create_one(broker: "KafkaBroker", t, validate_only: bool):
 
 
 async def delete_topics(broker: "KafkaBroker", body, version, conn):
+    """By name, or (v6+) by name or id: an id no topic has is UNKNOWN_TOPIC_ID; v5+ say why in a message."""
+    if version >= 6:
+        asked = [(t.name, t.topic_id) for t in body.topics]
+    else:
+        asked = [(name, ZERO_UUID) for name in body.topic_names]
     results = []
-    for name in body.topic_names:
-        code = E.NONE
+    for name, topic_id in asked:
+        code, message = E.NONE, None
+        if name is None:  # by id
+            topic = topic_of(broker.engine, topic_id)
+            if topic is None:
+                results.append(A.DeletableTopicResult(name=None, topic_id=topic_id, error_code=E.UNKNOWN_TOPIC_ID,
+                                                      error_message="no topic has this id"))
+                continue
+            name = topic.name
+        else:
+            topic_id = wire_id(broker.engine.topics_by_name.get(name))
         try:
             await broker.steps.in_thread(broker.engine.delete_topic, name)
             broker.producers.forget(name)
-        except UnknownTopic:
-            code = E.UNKNOWN_TOPIC_OR_PARTITION
+        except UnknownTopic as exc:
+            code, message = E.UNKNOWN_TOPIC_OR_PARTITION, str(exc)
         except FAILURES as exc:
-            code = error_code(exc)
-        results.append(A.DeletableTopicResult(name=name, error_code=code))
+            code, message = error_code(exc), str(exc)
+        results.append(A.DeletableTopicResult(name=name, topic_id=topic_id, error_code=code, error_message=message))
     return A.DeleteTopicsResponse(throttle_time_ms=0, responses=results)
 
 
@@ -205,6 +269,7 @@ async def describe_log_dirs(broker: "KafkaBroker", body, version, conn):
     partitions we do not have are left out, as Kafka does). No replicas, so no lag and no future logs."""
     engine = broker.engine
     usage = await broker.steps.in_thread(engine.disk_usage)
+    space = await broker.steps.in_thread(os.statvfs, engine.data_dir)  # v4+: the file system's total and free
     if body.topics is None:
         wanted = sorted(usage)
     else:
@@ -214,8 +279,9 @@ async def describe_log_dirs(broker: "KafkaBroker", body, version, conn):
         by_topic.setdefault(topic, []).append(K.DescribeLogDirsPartition(
             partition_index=partition, partition_size=usage[(topic, partition)], offset_lag=0, is_future_key=False))
     result = K.DescribeLogDirsResult(error_code=E.NONE, log_dir=engine.data_dir, topics=[
-        K.DescribeLogDirsTopic(name=name, partitions=parts) for name, parts in by_topic.items()])
-    return K.DescribeLogDirsResponse(throttle_time_ms=0, results=[result])
+        K.DescribeLogDirsTopic(name=name, partitions=parts) for name, parts in by_topic.items()],
+        total_bytes=space.f_blocks * space.f_frsize, usable_bytes=space.f_bavail * space.f_frsize)
+    return K.DescribeLogDirsResponse(throttle_time_ms=0, error_code=E.NONE, results=[result])
 
 
 async def describe_cluster(broker: "KafkaBroker", body, version, conn):

@@ -12,21 +12,27 @@ from logway.codecs.kafka.api import admin as A
 from logway.codecs.kafka.api import api_versions as V
 from logway.codecs.kafka.api import cluster as K
 from logway.codecs.kafka.api import configs as C
+from logway.codecs.kafka.api import consumer_groups as CG
 from logway.codecs.kafka.api import fetch as F
 from logway.codecs.kafka.api import groups as G
 from logway.codecs.kafka.api import list_offsets as L
 from logway.codecs.kafka.api import metadata as M
 from logway.codecs.kafka.api import offsets as O
 from logway.codecs.kafka.api import produce as P
+from logway.codecs.kafka.api import share_groups as S
 from logway.codecs.kafka.api.registry import advertised
 from logway.codecs.kafka.api.sasl import SASL_AUTHENTICATE_KEY, SASL_HANDSHAKE_KEY
 from logway.codecs.kafka.api import transactions as X
 
 from ...steps import Steps
 from ...transactions import TransactionCoordinator
-from . import admin, configs, group_admin, groups, offsets, records, transactions
+from . import admin, configs, consumer_groups, group_admin, groups, offsets, records, share_groups, transactions
+from .consumer_coordinator import ConsumerCoordinator
 from .coordinator import GroupCoordinator
+from .group_types import CLASSIC, CONSUMER, SHARE, GroupDirectory
+from .share_coordinator import ShareCoordinator
 from .producers import ProducerStates
+from .topic_ids import name_topics
 
 #: api key -> handler, for every API but the two SASL ones (the session answers those).
 HANDLERS = {
@@ -60,11 +66,22 @@ HANDLERS = {
     C.INCREMENTAL_ALTER_CONFIGS_KEY: configs.incremental_alter_configs,
     O.OFFSET_DELETE_KEY: group_admin.offset_delete,
     K.DESCRIBE_CLUSTER_KEY: admin.describe_cluster,
+    CG.CONSUMER_GROUP_HEARTBEAT_KEY: consumer_groups.consumer_group_heartbeat,
+    CG.CONSUMER_GROUP_DESCRIBE_KEY: consumer_groups.consumer_group_describe,
+    S.SHARE_GROUP_HEARTBEAT_KEY: share_groups.share_group_heartbeat,
+    S.SHARE_GROUP_DESCRIBE_KEY: share_groups.share_group_describe,
+    S.SHARE_FETCH_KEY: share_groups.share_fetch,
+    S.SHARE_ACKNOWLEDGE_KEY: share_groups.share_acknowledge,
+    S.DESCRIBE_SHARE_GROUP_OFFSETS_KEY: share_groups.describe_share_group_offsets,
+    S.ALTER_SHARE_GROUP_OFFSETS_KEY: share_groups.alter_share_group_offsets,
+    S.DELETE_SHARE_GROUP_OFFSETS_KEY: share_groups.delete_share_group_offsets,
 }
 
 #: What this broker advertises and its codec accepts: the codec's versions of the keys it answers — its handlers,
 #: and SASL, which the session answers (the codec knows more keys than the broker serves).
 SERVED = advertised(set(HANDLERS) | {SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY})
+#: What a broker that is one of several workers serves: share groups need one worker (their state is one store).
+SERVED_BY_WORKERS = advertised(set(SERVED) - share_groups.SHARE_KEYS)
 
 
 class KafkaBroker:
@@ -72,6 +89,8 @@ class KafkaBroker:
     node_id = 0
     #: Several workers: this broker's routing as node `cluster.node_id` (set by the Kafka protocol).
     cluster = None
+    #: The api keys and versions it advertises (`SERVED_BY_WORKERS` once it is one of several workers).
+    served = SERVED
 
     def __init__(self, steps: Steps, config, coordinator: GroupCoordinator, advertised: tuple[str, int],
                  transactions: TransactionCoordinator) -> None:
@@ -82,9 +101,31 @@ class KafkaBroker:
         self.advertised = advertised
         self.producers = ProducerStates(config.kafka.producer_id_expiration_ms)
         self.transactions = transactions
+        kc = config.kafka
+        #: KIP-848 consumer groups (the classic ones are `coordinator`'s).
+        self.consumer_groups = ConsumerCoordinator(
+            self._topic_ids, session_timeout_ms=kc.group_consumer_session_timeout_ms,
+            heartbeat_interval_ms=kc.group_consumer_heartbeat_interval_ms,
+            assignors=tuple(a.strip() for a in kc.group_consumer_assignors.split(",")))
+        #: KIP-932 share groups, their state in the engine's share-state store.
+        self.share_groups = ShareCoordinator(
+            self._topic_ids, self.engine.share_state, steps.in_thread,
+            session_timeout_ms=kc.group_share_session_timeout_ms,
+            heartbeat_interval_ms=kc.group_share_heartbeat_interval_ms,
+            lock_duration_ms=kc.group_share_record_lock_duration_ms,
+            delivery_count_limit=kc.group_share_delivery_count_limit,
+            max_record_locks=kc.group_share_partition_max_record_locks, auto_offset_reset=kc.share_auto_offset_reset)
+        #: Every group of every type (one namespace of group ids).
+        self.groups = GroupDirectory(**{CLASSIC: coordinator, CONSUMER: self.consumer_groups,
+                                        SHARE: self.share_groups})
+
+    def _topic_ids(self) -> dict:
+        """Every topic now: name -> (topic id, partition count) (what consumer group assignments are made of)."""
+        return {t.name: (t.topic_id, len(t.partitions)) for t in self.engine.topics_by_name.values()}
 
     async def handle(self, request, conn):
         """The response body for a request (None: no response, a Produce with acks=0)."""
+        name_topics(self.engine, request.api_key, request.api_version, request.body)  # (Produce, Fetch v13+)
         if self.cluster is not None:
             return await self.cluster.handle(self, request, conn, HANDLERS)
         return await HANDLERS[request.api_key](self, request.body, request.api_version, conn)

@@ -13,8 +13,9 @@ partitions — DescribeLogDirs, for instance):
   does not wait (max_wait 0) so the error goes out at once. A topic or partition this worker does not know yet is
   looked up on disk first.
 - FindCoordinator: node 0 for every group (and transactional id). The group APIs (JoinGroup, SyncGroup,
-  Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, DeleteGroups, OffsetDelete) sent to another
-  worker are NOT_COORDINATOR; ListGroups there lists nothing (each broker lists the groups it coordinates).
+  Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, DeleteGroups, OffsetDelete, and KIP-848's
+  ConsumerGroupHeartbeat and ConsumerGroupDescribe) sent to another worker are NOT_COORDINATOR; ListGroups there
+  lists nothing (each broker lists the groups it coordinates).
 - DeleteTopics goes to the controller (worker 0, which owns the offset store the topic's offsets leave):
   NOT_CONTROLLER elsewhere. CreateTopics and CreatePartitions work on every worker (the engine serializes topic
   changes across workers).
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING
 
 from logway.codecs.kafka.api import admin as A
 from logway.codecs.kafka.api import cluster as K
+from logway.codecs.kafka.api import consumer_groups as CG
 from logway.codecs.kafka.api import fetch as F
 from logway.codecs.kafka.api import groups as G
 from logway.codecs.kafka.api import list_offsets as L
@@ -42,6 +44,9 @@ from logway.codecs.kafka.api import offsets as O
 from logway.codecs.kafka.api import produce as P
 from logway.codecs.kafka.api import transactions as X
 from logway.codecs.kafka.error_codes import ErrorCode as E
+
+from .groups import coordinator_answer
+from .topic_ids import BY_ID_SINCE, UNKNOWN, name_topics
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...workers import WorkerRole
@@ -99,11 +104,14 @@ def _not_coordinator_commit(body):
 
 
 def _not_coordinator_fetch(body):
-    return O.OffsetFetchResponse(throttle_time_ms=0, error_code=_NC, topics=[
-        O.OffsetFetchResponseTopic(name=t.name, partitions=[
+    def topics(asked):
+        return [O.OffsetFetchResponseTopic(name=t.name, partitions=[
             O.OffsetFetchResponsePartition(partition_index=p, committed_offset=-1, metadata="", error_code=_NC)
-            for p in t.partition_indexes])
-        for t in body.topics or []])
+            for p in t.partition_indexes]) for t in asked or []]
+    # (v0-v7 answer one group's topics, v8+ each group's: the version's fields are the ones written)
+    return O.OffsetFetchResponse(throttle_time_ms=0, error_code=_NC, topics=topics(body.topics), groups=[
+        O.OffsetFetchResponseGroup(group_id=g.group_id, topics=topics(g.topics), error_code=_NC)
+        for g in body.groups])
 
 
 #: The group APIs, answered NOT_COORDINATOR by every worker but the coordinator.
@@ -123,6 +131,10 @@ NOT_COORDINATOR = {
     G.DELETE_GROUPS_KEY: lambda body: G.DeleteGroupsResponse(throttle_time_ms=0, results=[
         G.DeletableGroupResult(group_id=g, error_code=_NC) for g in body.groups_names]),
     O.OFFSET_DELETE_KEY: lambda body: O.OffsetDeleteResponse(error_code=_NC, throttle_time_ms=0, topics=[]),
+    CG.CONSUMER_GROUP_HEARTBEAT_KEY: lambda body: CG.ConsumerGroupHeartbeatResponse(
+        error_code=_NC, error_message="the group coordinator is node 0"),
+    CG.CONSUMER_GROUP_DESCRIBE_KEY: lambda body: CG.ConsumerGroupDescribeResponse(groups=[
+        CG.DescribedConsumerGroup(error_code=_NC, group_id=g) for g in body.group_ids]),
     # the transaction coordinator's (worker 0's too)
     X.ADD_PARTITIONS_TO_TXN_KEY: lambda body: X.AddPartitionsToTxnResponse(throttle_time_ms=0, results=[
         X.AddPartitionsToTxnTopicResult(name=t.name, results=[
@@ -158,6 +170,9 @@ class KafkaCluster:
 
     async def handle(self, broker: "KafkaBroker", request, conn, handlers):
         key, body, version = request.api_key, request.body, request.api_version
+        if key in BY_ID_SINCE and version >= BY_ID_SINCE[key] and _names_unknown_id(key, body):
+            await self.role.refresh(broker.engine)  # a topic another worker created? (its id is news here)
+            name_topics(broker.engine, key, version, body)
         if key in ROUTED:
             return await self._routed(broker, ROUTED[key], handlers[key], request, conn)
         if key in NOT_COORDINATOR and self.node_id != COORDINATOR:
@@ -179,16 +194,21 @@ class KafkaCluster:
                 return A.InitProducerIdResponse(throttle_time_ms=0,
                                                 error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1,
                                                 producer_epoch=-1)
+        if key == CG.CONSUMER_GROUP_HEARTBEAT_KEY:  # subscribed topics another worker created or grew?
+            await self.role.look_up_unknown(broker.engine, [(t, None) for t in body.subscribed_topic_names or ()])
+            await self.role.refresh(broker.engine)  # (rate-limited: partitions added, regex matches)
         if key in (X.ADD_PARTITIONS_TO_TXN_KEY, X.TXN_OFFSET_COMMIT_KEY):  # a topic another worker just created?
             await self.role.look_up_unknown(broker.engine, [(t.name, None) for t in body.topics])
         if key == M.API_KEY:
-            await self.role.look_up_unknown(broker.engine, [(t.name, None) for t in body.topics or ()])
+            await self.role.look_up_unknown(broker.engine, [(t.name, None) for t in body.topics or ()
+                                                            if t.name is not None])
+            if version >= 10 and any(t.name is None for t in body.topics or ()):
+                await self.role.refresh(broker.engine, max_age=0)  # topics asked for by id: any worker's
             await self.role.refresh(broker.engine)
             return self._metadata(broker, await handlers[key](broker, body, version, conn))
         if key == G.FIND_COORDINATOR_KEY:
-            node, host, port = self.brokers(broker)[COORDINATOR]
-            return G.FindCoordinatorResponse(throttle_time_ms=0, error_code=E.NONE, error_message=None,
-                                             node_id=node, host=host, port=port)
+            keys = body.coordinator_keys if version >= 4 else [body.key]
+            return coordinator_answer(version, body.key_type, keys, self.brokers(broker)[COORDINATOR])
         if key == K.DESCRIBE_CLUSTER_KEY:
             response = await handlers[key](broker, body, version, conn)
             if response.error_code == E.NONE:
@@ -257,7 +277,10 @@ class KafkaCluster:
                 entry = api.error(number) if (name, number) in theirs else answered.get((name, number))
                 if entry is not None:
                     parts.append(entry)
-            out.append(api.topic_cls(**{api.r_name: name, api.r_parts: parts}))
+            entry = api.topic_cls(**{api.r_name: name, api.r_parts: parts})
+            if hasattr(t, "topic_id"):  # (Produce, Fetch: v13+ name topics by id)
+                entry.topic_id = t.topic_id
+            out.append(entry)
         setattr(response, api.r_topics, out)
         return response
 
@@ -265,6 +288,12 @@ class KafkaCluster:
     def _known(engine, topic: str, partition: int) -> bool:
         t = engine.topics_by_name.get(topic)
         return t is not None and 0 <= partition < len(t.partitions)
+
+
+def _names_unknown_id(api_key: int, body) -> bool:
+    """Whether a request naming topics by id named one this worker does not know (see `topic_ids`)."""
+    topics = body.topic_data if api_key == P.API_KEY else body.topics
+    return any((t.name if api_key == P.API_KEY else t.topic) == UNKNOWN for t in topics)
 
 
 def _empty_response(api_key: int):

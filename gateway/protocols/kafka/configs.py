@@ -11,6 +11,11 @@ Resources:
   broker configs): the gateway settings Kafka clients know a name for, read-only (`STATIC_BROKER_CONFIG` when the
   gateway's configuration sets them, `DEFAULT_CONFIG` otherwise). Altering them is INVALID_REQUEST: they come from
   the gateway's configuration file and change with a restart.
+- a group (type 32): a share group's `share.auto.offset.reset` (latest, earliest) and
+  `share.record.lock.duration.ms` (1000..3600000), durable in the share-state store (`share_coordinator`);
+  described with source DYNAMIC_GROUP_CONFIG when the group sets them, DEFAULT_CONFIG (the gateway's
+  `kafka.share_auto_offset_reset` / `kafka.group_share_record_lock_duration_ms`) otherwise. Other group configs
+  are INVALID_CONFIG.
 - anything else (BROKER_LOGGER, unknown types), another broker id: INVALID_REQUEST.
 
 Errors are per resource with a message, as Kafka: a resource named twice in one request, or a key named twice
@@ -25,23 +30,27 @@ import functools
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+from logway.codecs.kafka.api import admin as A
 from logway.codecs.kafka.api import configs as C
 from logway.codecs.kafka.api.configs import AlterConfigOp, ConfigResourceType, ConfigSource, ConfigType
 from logway.codecs.kafka.error_codes import ErrorCode as E
 from logway.storage import InvalidConfig, validate_topic_name
-from logway.storage.config import BUILT_IN, KAFKA_NAMES, SOURCE_BROKER, SOURCE_DEFAULT, SOURCE_TOPIC
+from logway.storage.config import BUILT_IN, KAFKA_NAMES, SOURCE_BROKER, SOURCE_DEFAULT, SOURCE_TOPIC, describe
 
 from ...config import KafkaSettings, StorageSettings
 from ...errors import FAILURES
 from .errors import error_code
+from .share_coordinator import GROUP_CONFIGS, MAX_LOCK_MS, MIN_LOCK_MS
 
 if TYPE_CHECKING:  # pragma: no cover
     from .broker import KafkaBroker
 
-__all__ = ["describe_configs", "alter_configs", "incremental_alter_configs", "BROKER_SYNONYMS", "broker_configs"]
+__all__ = ["describe_configs", "alter_configs", "incremental_alter_configs", "BROKER_SYNONYMS", "broker_configs",
+           "created_topic_configs"]
 
 _TOPIC = ConfigResourceType.TOPIC
 _BROKER = ConfigResourceType.BROKER
+_GROUP = ConfigResourceType.GROUP
 
 #: Topic config -> the broker config Kafka names as its synonym (the default every topic inherits).
 BROKER_SYNONYMS = {
@@ -135,12 +144,58 @@ def _refuse_other(resource_type: int) -> _Refused:
         kind = ConfigResourceType(resource_type).name
     except ValueError:
         kind = str(resource_type)
-    return _Refused(E.INVALID_REQUEST, f"unsupported resource type {kind} (only TOPIC and BROKER)")
+    return _Refused(E.INVALID_REQUEST, f"unsupported resource type {kind} (only TOPIC, BROKER and GROUP)")
 
 
 def _duplicates(resources) -> set[tuple[int, str]]:
     counts = Counter((r.resource_type, r.resource_name) for r in resources)
     return {key for key, n in counts.items() if n > 1}
+
+
+# -- group configs (share groups) ---------------------------------------------------------------------------------
+
+def _check_group(name: str) -> None:
+    if not name:
+        raise _Refused(E.INVALID_REQUEST, "a group resource needs a group id")
+
+
+def _group_value(name: str, value: Any) -> Any:
+    """A share group config's value, checked (InvalidConfig: INVALID_CONFIG, as Kafka)."""
+    if name not in GROUP_CONFIGS:
+        raise InvalidConfig(f"unknown group config {name!r} (known: {', '.join(sorted(GROUP_CONFIGS))})")
+    choices = GROUP_CONFIGS[name]
+    if choices is not None:
+        if value not in choices:
+            raise InvalidConfig(f"invalid value {value!r} for {name}: one of {', '.join(choices)}")
+        return value
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise InvalidConfig(f"invalid value {value!r} for {name}: an integer") from None
+    if not MIN_LOCK_MS <= number <= MAX_LOCK_MS:
+        raise InvalidConfig(f"invalid value {value!r} for {name}: between {MIN_LOCK_MS} and {MAX_LOCK_MS}")
+    return number
+
+
+async def _alter_group(broker: "KafkaBroker", name: str, plan: dict, validate_only: bool) -> None:
+    shares = broker.share_groups
+    own = {} if plan.get("replace") else dict(shares.configs.get(name, {}))
+    for key in plan.get("delete", ()):
+        if key not in GROUP_CONFIGS:
+            raise InvalidConfig(f"unknown group config {key!r} (known: {', '.join(sorted(GROUP_CONFIGS))})")
+        own.pop(key, None)
+    for key, value in plan.get("set", {}).items():
+        own[key] = _group_value(key, value)
+    if not validate_only:
+        await shares.set_config(name, own)
+
+
+def _describe_group(broker: "KafkaBroker", name: str, keys, body) -> list[C.DescribeConfigsResourceResult]:
+    shares = broker.share_groups
+    own = shares.configs.get(name, {})
+    return [_entry(key, value, ConfigSource.DYNAMIC_GROUP_CONFIG if key in own else ConfigSource.DEFAULT_CONFIG,
+                   False, [], body)
+            for key, value in sorted(shares.config(name).items()) if keys is None or key in keys]
 
 
 # -- broker configs -----------------------------------------------------------------------------------------------
@@ -210,6 +265,14 @@ def _describe_topic(broker: "KafkaBroker", name: str, keys, body) -> list[C.Desc
     return out
 
 
+def created_topic_configs(engine, overrides) -> list:
+    """A topic's settings as CreateTopics v5+ answers them (name, value, read-only, source), for a topic made
+    with these overrides."""
+    return [A.CreatableTopicConfigs(name=e.name, value=_text(e.value), read_only=e.read_only,
+                                    config_source=_SOURCES[e.source], is_sensitive=False)
+            for e in describe(engine.defaults.with_overrides(overrides), overrides, engine.defaults)]
+
+
 # -- DescribeConfigs ------------------------------------------------------------------------------------------------
 
 async def describe_configs(broker: "KafkaBroker", body, version, conn):
@@ -228,6 +291,9 @@ async def describe_configs(broker: "KafkaBroker", body, version, conn):
             elif r.resource_type == _BROKER:
                 _check_broker(broker, r.resource_name)
                 result.configs = _describe_broker(broker, keys, body)
+            elif r.resource_type == _GROUP:
+                _check_group(r.resource_name)
+                result.configs = _describe_group(broker, r.resource_name, keys, body)
             else:
                 raise _refuse_other(r.resource_type)
         except _Refused as exc:
@@ -263,6 +329,9 @@ async def _alter(broker: "KafkaBroker", body, plan) -> list[C.AlterConfigsResour
                 _check_broker(broker, r.resource_name)
                 if r.configs:
                     raise _Refused(E.INVALID_REQUEST, _BROKER_READ_ONLY)
+            elif r.resource_type == _GROUP:
+                _check_group(r.resource_name)
+                await _alter_group(broker, r.resource_name, plan(r, group=True), body.validate_only)
             else:
                 raise _refuse_other(r.resource_type)
         except _Refused as exc:
@@ -274,13 +343,13 @@ async def _alter(broker: "KafkaBroker", body, plan) -> list[C.AlterConfigsResour
     return out
 
 
-def _replace_plan(resource) -> dict:
+def _replace_plan(resource, group: bool = False) -> dict:
     # Non-incremental: the given keys become the topic's whole set of overrides; a null value leaves its key out
     # (back to the default), as Kafka drops null entries.
     return {"set": {c.name: c.value for c in resource.configs if c.value is not None}, "replace": True}
 
 
-def _incremental_plan(resource) -> dict:
+def _incremental_plan(resource, group: bool = False) -> dict:
     set_: dict[str, str] = {}
     delete: list[str] = []
     for c in resource.configs:
@@ -293,8 +362,8 @@ def _incremental_plan(resource) -> dict:
             delete.append(c.name)
         elif op in (AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT):
             verb = AlterConfigOp(op).name.lower()
-            if c.name not in KAFKA_NAMES:
-                raise InvalidConfig(f"unknown topic config {c.name!r}")
+            if c.name not in (GROUP_CONFIGS if group else KAFKA_NAMES):
+                raise InvalidConfig(f"unknown {'group' if group else 'topic'} config {c.name!r}")
             raise InvalidConfig(f"config value {verb} is not allowed for config key {c.name!r} (not a list)")
         else:
             raise _Refused(E.INVALID_REQUEST, f"unknown alter config operation {op} for {c.name!r}")

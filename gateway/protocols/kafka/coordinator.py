@@ -52,7 +52,8 @@ from .group_state import Group, GroupState, JoinMember, Member
 
 log = logging.getLogger("logway.gateway.kafka.groups")
 
-__all__ = ["GroupCoordinator", "GroupDescription", "JoinResult", "JoinMember", "MemberDescription", "SyncResult"]
+__all__ = ["Deadlines", "Timers", "GroupCoordinator", "GroupDescription", "JoinResult", "JoinMember",
+           "MemberDescription", "SyncResult"]
 
 
 _PREPARING = GroupState.PREPARING_REBALANCE
@@ -124,8 +125,9 @@ class _Waiter:
         await self._event.wait()
 
 
-class _Deadlines:
-    """Deadlines by key, earliest first, for the `run()` loop.
+class Deadlines:
+    """Deadlines by key, earliest first, for a coordinator's `run()` loop (the consumer and share group
+    coordinators use it too).
 
     `set` moving a deadline later only rewrites the dict (heartbeats do this all the time); the heap entry
     filed earlier is re-filed when it comes due. Only a deadline earlier than the key's filed one is pushed.
@@ -178,6 +180,35 @@ class _Deadlines:
         self._heap.clear()
 
 
+class Timers(Deadlines):
+    """Deadlines on a trio clock, with the wake-up of the `run()` loop that fires them (every group
+    coordinator's): `schedule` files a deadline and wakes the loop when it is the new earliest, `sleep` waits for
+    the earliest (or a wake-up), `pop` answers the next key that came due."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        super().__init__()
+        self.clock = clock
+        self._wakeup = trio.Event()
+
+    def schedule_at(self, key: Hashable, at: float) -> None:
+        if self.set(key, at):
+            self._wakeup.set()  # a new earliest deadline: the run loop must recompute its sleep
+
+    def schedule(self, key: Hashable, delay_s: float) -> None:
+        self.schedule_at(key, self.clock() + delay_s)
+
+    def wake(self) -> None:
+        self._wakeup.set()
+
+    async def sleep(self) -> None:
+        self._wakeup = trio.Event()
+        with trio.move_on_at(self.next_at()):
+            await self._wakeup.wait()
+
+    def pop(self) -> Hashable | None:
+        return self.pop_due(self.clock())
+
+
 def _error_join(code: int, member_id: str = "") -> JoinResult:
     return JoinResult(error_code=code, member_id=member_id)
 
@@ -205,8 +236,7 @@ class GroupCoordinator:
         self.empty_group_retention_ms = empty_group_retention_ms
         self._clock = clock
         self._groups: dict[str, Group] = {}
-        self._deadlines = _Deadlines()
-        self._wakeup = trio.Event()
+        self._deadlines = Timers(clock)
         self._running = False
         self.closed = False
 
@@ -219,24 +249,15 @@ class GroupCoordinator:
         task_status.started()
         try:
             while not self.closed:
-                self._wakeup = trio.Event()
-                with trio.move_on_at(self._deadlines.next_at()):
-                    await self._wakeup.wait()
+                await self._deadlines.sleep()
                 self._fire_due()
         finally:
             self._running = False
             self.close()
 
-    def _schedule(self, key: Hashable, delay_s: float) -> None:
-        self._schedule_at(key, self._clock() + delay_s)
-
-    def _schedule_at(self, key: Hashable, at: float) -> None:
-        if self._deadlines.set(key, at):
-            self._wakeup.set()  # a new earliest deadline: the run loop must recompute its sleep
-
     def _fire_due(self) -> None:
         while not self.closed:
-            key = self._deadlines.pop_due(self._clock())
+            key = self._deadlines.pop()
             if key is None:
                 return
             kind, group_id, *rest = key
@@ -258,7 +279,7 @@ class GroupCoordinator:
 
     def _touch(self, group: Group, member: Member) -> None:
         """Restart a member's session clock (Kafka: completeAndScheduleNextHeartbeatExpiration)."""
-        self._schedule(("session", group.group_id, member.member_id), member.session_timeout_ms / 1000)
+        self._deadlines.schedule(("session", group.group_id, member.member_id), member.session_timeout_ms / 1000)
 
     def _on_session_expired(self, group: Group, member_id: str) -> None:
         member = group.members.get(member_id)
@@ -284,7 +305,7 @@ class GroupCoordinator:
         now = self._clock()
         if group.initial_delay and group.new_member_added and now < group.rebalance_deadline:
             group.new_member_added = False  # someone arrived during the delay: wait once more for company
-            self._schedule_at(("join", group.group_id),
+            self._deadlines.schedule_at(("join", group.group_id),
                               min(now + self.initial_rebalance_delay_ms / 1000, group.rebalance_deadline))
             return
         self._complete_join(group)
@@ -353,7 +374,7 @@ class GroupCoordinator:
                                                    client_host)
         elif require_known_member_id:
             group.pending_members.add(new_id)
-            self._schedule(("pending", group.group_id, new_id), session_timeout_ms / 1000)
+            self._deadlines.schedule(("pending", group.group_id, new_id), session_timeout_ms / 1000)
             return waiter.answer(_error_join(E.MEMBER_ID_REQUIRED, new_id))
         member = Member(new_id, instance_id, client_id, client_host, rebalance_timeout_ms, session_timeout_ms,
                         protocol_type, protocols)
@@ -474,10 +495,10 @@ class GroupCoordinator:
         group.new_member_added = False
         if group.initial_delay:
             group.rebalance_deadline = now + max(timeout, delay)
-            self._schedule(("join", group.group_id), delay)
+            self._deadlines.schedule(("join", group.group_id), delay)
         else:
             group.rebalance_deadline = now + timeout
-            self._schedule(("join", group.group_id), timeout)
+            self._deadlines.schedule(("join", group.group_id), timeout)
             self._try_complete_join(group)
 
     def _try_complete_join(self, group: Group) -> None:
@@ -494,7 +515,7 @@ class GroupCoordinator:
             # Only silent static members are left: give them another rebalance timeout.
             group.initial_delay = False
             group.rebalance_deadline = self._clock() + group.rebalance_timeout_ms() / 1000
-            self._schedule(("join", group.group_id), group.rebalance_timeout_ms() / 1000)
+            self._deadlines.schedule(("join", group.group_id), group.rebalance_timeout_ms() / 1000)
             return
         self._deadlines.cancel(("join", group.group_id))
         group.initial_delay = group.new_member_added = False
@@ -549,7 +570,7 @@ class GroupCoordinator:
         if group.generation_id == 0 or self.empty_group_retention_ms == 0:
             self._forget(group)
         else:
-            self._schedule(("empty", group.group_id), self.empty_group_retention_ms / 1000)
+            self._deadlines.schedule(("empty", group.group_id), self.empty_group_retention_ms / 1000)
 
     def _forget(self, group: Group) -> None:
         if self._groups.get(group.group_id) is group:
@@ -761,11 +782,22 @@ class GroupCoordinator:
         return {g.group_id for g in self._groups.values()
                 if g.members or g.pending_members or not (g.is_(GroupState.EMPTY) or g.is_(GroupState.DEAD))}
 
-    def list_groups(self) -> list[tuple[str, str]]:
-        """(group id, protocol type) of every group in memory, Empty ones included."""
+    def summaries(self) -> list[tuple[str, str, str]]:
+        """(group id, protocol type, state) of every group in memory, Empty ones included (ListGroups v4+)."""
         if self.closed:
             return []
-        return [(g.group_id, g.protocol_type or "") for g in self._groups.values()]
+        return [(g.group_id, g.protocol_type or "", g.state.value) for g in self._groups.values()]
+
+    def forget_if_empty(self, group_id: str) -> bool:
+        """Forget an Empty group (a group of another type takes its id over); False if it is in use."""
+        return self.delete_group(group_id) in (E.NONE, E.GROUP_ID_NOT_FOUND)
+
+    def holds(self, group_id: str) -> bool | None:
+        """None when no group of this id is held; else whether it is in use (members, or joining)."""
+        group = self._groups.get(group_id)
+        if group is None or group.is_(GroupState.DEAD):
+            return None
+        return bool(group.members or group.pending_members) or not group.is_(GroupState.EMPTY)
 
     # -- DeleteGroups, OffsetDelete (the admin side; offsets live in the offset store) ---------------------------
     def delete_group(self, group_id: str) -> int:
@@ -825,7 +857,7 @@ class GroupCoordinator:
             group.transition_to(GroupState.DEAD)
         self._groups.clear()
         self._deadlines.clear()
-        self._wakeup.set()
+        self._deadlines.wake()
 
 
 def consumer_subscription(metadata: bytes) -> list[str] | None:

@@ -6,12 +6,14 @@ native client committed under the same group id goes too. Deletions are durable 
 is synced under every `storage.flush`).
 
 - DeleteGroups: a group with members (or in a rebalance) is NON_EMPTY_GROUP; an Empty one loses its state and
-  every committed offset; an unknown one (no state, no offsets) is GROUP_ID_NOT_FOUND; an empty id is
-  INVALID_GROUP_ID.
+  every committed offset — a share group its share-partition state and configs; an unknown one (no state, no
+  offsets) is GROUP_ID_NOT_FOUND; an empty id is INVALID_GROUP_ID. Classic, consumer (KIP-848) and share groups
+  alike.
 - OffsetDelete: the group-level error is GROUP_ID_NOT_FOUND / INVALID_GROUP_ID / NON_EMPTY_GROUP (an active group
   of another protocol type than "consumer"), with no partitions in the answer; otherwise each partition is
   UNKNOWN_TOPIC_OR_PARTITION when it does not exist, GROUP_SUBSCRIBED_TO_TOPIC when an active consumer group's
-  members subscribe to its topic, else its offset is deleted (NONE, whether or not one was committed).
+  (classic or KIP-848) members subscribe to its topic, else its offset is deleted (NONE, whether or not one was
+  committed).
 A storage failure while deleting answers COORDINATOR_NOT_AVAILABLE (retriable; nothing is acknowledged).
 """
 
@@ -53,7 +55,20 @@ async def delete_groups(broker: "KafkaBroker", body, version, conn):
 async def _delete_group(broker: "KafkaBroker", group_id: str) -> int:
     if not group_id:
         return E.INVALID_GROUP_ID
-    code = broker.coordinator.delete_group(group_id)
+    shares = broker.share_groups
+    if group_id in shares.groups or shares.has_state(group_id):  # a share group: its state goes
+        if shares.holds(group_id):
+            return E.NON_EMPTY_GROUP
+        try:
+            await shares.delete_group(group_id)
+        except FAILURES as exc:
+            log.error("deleting the state of share group %r failed: %s", group_id, exc)
+            return E.COORDINATOR_NOT_AVAILABLE
+        return E.NONE
+    if group_id in broker.consumer_groups.groups:  # a KIP-848 group: only an empty one
+        code = E.NONE if broker.consumer_groups.forget_if_empty(group_id) else E.NON_EMPTY_GROUP
+    else:
+        code = broker.coordinator.delete_group(group_id)
     if code == E.GROUP_ID_NOT_FOUND and _has_offsets(broker, group_id):
         code = E.NONE  # a group that only ever committed offsets
     if code != E.NONE:
@@ -72,7 +87,10 @@ async def offset_delete(broker: "KafkaBroker", body, version, conn):
     group_id = body.group_id
     if not group_id:
         return O.OffsetDeleteResponse(error_code=E.INVALID_GROUP_ID, throttle_time_ms=0, topics=[])
-    code, subscribed = broker.coordinator.offset_delete_status(group_id)
+    if group_id in broker.consumer_groups.groups:  # a KIP-848 group: its members' subscriptions
+        code, subscribed = E.NONE, broker.consumer_groups.subscribed_topics(group_id)
+    else:
+        code, subscribed = broker.coordinator.offset_delete_status(group_id)
     if code == E.GROUP_ID_NOT_FOUND and _has_offsets(broker, group_id):
         code = E.NONE
     if code != E.NONE:

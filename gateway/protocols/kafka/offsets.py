@@ -1,5 +1,6 @@
-"""The Kafka APIs of committed offsets: OffsetCommit (checked against the group's generation and member, written
-to the shared offset store, synced with `flush: always`) and OffsetFetch."""
+"""The Kafka APIs of committed offsets: OffsetCommit (checked against the group's generation and member — or, for a
+KIP-848 consumer group, the member epoch —, written to the shared offset store, synced with `flush: always`) and
+OffsetFetch."""
 
 from __future__ import annotations
 
@@ -22,8 +23,7 @@ log = logging.getLogger("logway.gateway.kafka")
 
 async def offset_commit(broker: "KafkaBroker", body, version, conn):
     generation = body.generation_id_or_member_epoch if version >= 1 else -1
-    code = broker.coordinator.validate_commit(body.group_id, generation, body.member_id,
-                                              body.group_instance_id) if body.group_id else E.INVALID_GROUP_ID
+    code = broker.groups.validate_commit(body.group_id, generation, body.member_id, body.group_instance_id, version)
     offsets = broker.engine.offsets
     topics = []
     wrote = False
@@ -62,21 +62,48 @@ async def offset_commit(broker: "KafkaBroker", body, version, conn):
 
 
 async def offset_fetch(broker: "KafkaBroker", body, version, conn):
+    """One group (v0-v7) or several (v8+). With require_stable (v7+; librdkafka sets it for read_committed
+    consumers) a partition with an offset a transaction still has to commit answers UNSTABLE_OFFSET_COMMIT, which
+    the client retries, rather than an offset the transaction is about to replace."""
+    stable = version >= 7 and body.require_stable
+    if version < 8:
+        topics, code = _fetch_group(broker, body.group_id, body.topics, stable)
+        return O.OffsetFetchResponse(throttle_time_ms=0, topics=topics, error_code=code)
+    groups = []
+    for g in body.groups:
+        code = E.NONE
+        if version >= 9 and g.group_id in broker.consumer_groups.groups:  # KIP-848: a member checks its epoch
+            code = broker.consumer_groups.validate_fetch(g.group_id, g.member_id, g.member_epoch)
+        if code != E.NONE:
+            groups.append(O.OffsetFetchResponseGroup(group_id=g.group_id, error_code=code))
+            continue
+        topics, code = _fetch_group(broker, g.group_id, g.topics, stable)
+        groups.append(O.OffsetFetchResponseGroup(group_id=g.group_id, topics=topics, error_code=code))
+    return O.OffsetFetchResponse(throttle_time_ms=0, groups=groups)
+
+
+def _fetch_group(broker: "KafkaBroker", group_id: str, wanted_topics, stable: bool):
+    """(topics, group error) of one group's committed offsets: those asked for, or (None) all of the group's."""
     offsets = broker.engine.offsets
-    if body.topics is None:
+    if wanted_topics is None:
         by_topic: dict[str, list] = {}
-        for (topic, partition), c in sorted(offsets.fetch_group(body.group_id).items()):
+        for (topic, partition), c in sorted(offsets.fetch_group(group_id).items()):
             by_topic.setdefault(topic, []).append(partition)
         wanted = sorted(by_topic.items())
     else:
-        wanted = [(t.name, t.partition_indexes) for t in body.topics]
+        wanted = [(t.name, t.partition_indexes) for t in wanted_topics]
+    pending = broker.transactions.pending_offsets(group_id) if stable else frozenset()
     topics = []
     for name, partitions in wanted:
         parts = []
         for p in partitions:
-            c = offsets.fetch(body.group_id, name, p)
+            if (name, p) in pending:
+                parts.append(O.OffsetFetchResponsePartition(partition_index=p, committed_offset=NO_OFFSET,
+                                                            metadata="", error_code=E.UNSTABLE_OFFSET_COMMIT))
+                continue
+            c = offsets.fetch(group_id, name, p)
             parts.append(O.OffsetFetchResponsePartition(
                 partition_index=p, committed_offset=c.offset if c else NO_OFFSET, committed_leader_epoch=-1,
                 metadata=c.metadata if c else "", error_code=E.NONE))
         topics.append(O.OffsetFetchResponseTopic(name=name, partitions=parts))
-    return O.OffsetFetchResponse(throttle_time_ms=0, topics=topics, error_code=E.NONE)
+    return topics, E.NONE

@@ -32,6 +32,7 @@ from ...steps import Isolation
 from ...transactions import PeerUnavailable, TxnError
 from .errors import PRODUCE_ERRORS, error_code
 from .producers import BatchSeq
+from .topic_ids import unknown_id_code
 from .transactions import txn_error_code
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -39,12 +40,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger("logway.gateway.kafka")
 
-__all__ = ["produce", "fetch", "list_offsets", "NO_OFFSET", "LATEST", "EARLIEST"]
+__all__ = ["produce", "fetch", "list_offsets", "NO_OFFSET"]
 
 #: Kafka's "no offset" / "no timestamp".
 NO_OFFSET = -1
-LATEST = -1
-EARLIEST = -2
 #: Fetch bounds applied to client values (a client may ask for up to 2 GiB).
 MAX_FETCH_WAIT_MS = 60_000
 
@@ -58,8 +57,10 @@ async def produce(broker: "KafkaBroker", body, version, conn):
     for td in body.topic_data:
         parts = []
         for pd in td.partition_data:
-            parts.append(await _produce_partition(broker, td.name, pd.index, pd.records, durable))
-        responses.append(P.TopicProduceResponse(name=td.name, partition_responses=parts))
+            part = await _produce_partition(broker, td.name, pd.index, pd.records, durable)
+            part.error_code = unknown_id_code(P.API_KEY, version, td.name, part.error_code)
+            parts.append(part)
+        responses.append(P.TopicProduceResponse(name=td.name, partition_responses=parts, topic_id=td.topic_id))
     if body.acks == 0:
         return None
     return P.ProduceResponse(responses=responses, throttle_time_ms=0)
@@ -69,7 +70,7 @@ def _produce_errors(body, code):
     if body.acks == 0:
         return None
     return P.ProduceResponse(throttle_time_ms=0, responses=[
-        P.TopicProduceResponse(name=td.name, partition_responses=[
+        P.TopicProduceResponse(name=td.name, topic_id=td.topic_id, partition_responses=[
             P.PartitionProduceResponse(index=pd.index, error_code=code, base_offset=NO_OFFSET,
                                        log_append_time_ms=-1, log_start_offset=-1)
             for pd in td.partition_data])
@@ -206,7 +207,7 @@ async def _fetch_once(broker: "KafkaBroker", body, version, max_bytes, as_, comm
             try:
                 plog = broker.engine.partition(t.topic, p.partition)
             except FAILURES as exc:
-                pd.error_code = error_code(exc)
+                pd.error_code = unknown_id_code(F.API_KEY, version, t.topic, error_code(exc))
                 errors = True
                 continue
             pd.last_stable_offset, pd.high_watermark = plog.stable_bounds()
@@ -238,12 +239,18 @@ async def _fetch_once(broker: "KafkaBroker", body, version, max_bytes, as_, comm
             if isolation is Isolation.RAW_COMMITTED:
                 pd.aborted_transactions = [F.AbortedTransaction(producer_id=txn.producer_id, first_offset=txn.first)
                                            for txn in plog.aborted(p.fetch_offset, read.slice.end_offset)]
-        responses.append(F.FetchableTopicResponse(topic=t.topic, partitions=parts))
+        responses.append(F.FetchableTopicResponse(topic=t.topic, topic_id=t.topic_id, partitions=parts))
     return responses, (-1 if errors else total)
 
 
 # -- ListOffsets -----------------------------------------------------------------------------------------
 async def list_offsets(broker: "KafkaBroker", body, version, conn):
+    """Kafka's answers (as `Partition.fetchOffsetForTimestamp`): latest is the high watermark (read_committed: the
+    last stable offset); earliest and earliest-local (-4; no tiered storage, so the same) the log start offset;
+    latest-tiered (-5) offset -1 (nothing is tiered); max-timestamp (-3) the first record with the largest
+    timestamp; a timestamp the first record at or after it. A found record must lie below what the reader may
+    fetch (the high watermark or, read_committed, the last stable offset), else the answer is offset -1."""
+    committed = version >= 2 and body.isolation_level == F.READ_COMMITTED
     topics = []
     for t in body.topics:
         parts = []
@@ -254,14 +261,19 @@ async def list_offsets(broker: "KafkaBroker", body, version, conn):
             parts.append(r)
             try:
                 plog = broker.engine.partition(t.name, p.partition_index)
-                if p.timestamp == LATEST:
-                    committed = version >= 2 and body.isolation_level == F.READ_COMMITTED
-                    offset = plog.last_stable_offset if committed else plog.high_watermark
-                elif p.timestamp == EARLIEST:
+                fetchable = plog.last_stable_offset if committed else plog.high_watermark
+                if p.timestamp == L.LATEST_TIMESTAMP:
+                    offset = fetchable
+                elif p.timestamp in (L.EARLIEST_TIMESTAMP, L.EARLIEST_LOCAL_TIMESTAMP):
                     offset = plog.log_start_offset
+                elif p.timestamp == L.LATEST_TIERED_TIMESTAMP:
+                    offset, r.leader_epoch = NO_OFFSET, -1
                 else:
                     found = await broker.steps.in_thread(_record_at_timestamp, plog, p.timestamp)
-                    offset, r.timestamp = found if found is not None else (NO_OFFSET, -1)
+                    if found is not None and found[0] < fetchable:
+                        offset, r.timestamp = found
+                    else:
+                        offset = NO_OFFSET
             except FAILURES as exc:
                 if isinstance(exc, RecordFormatError):
                     log.warning("ListOffsets %s-%d: cannot decode the stored records: %s", t.name,
@@ -275,7 +287,13 @@ async def list_offsets(broker: "KafkaBroker", body, version, conn):
 
 
 def _record_at_timestamp(plog: PartitionLog, timestamp: int) -> tuple[int, int] | None:
-    """(offset, timestamp) of the first record whose timestamp is >= timestamp (runs in a worker thread)."""
+    """(offset, timestamp) of the first record whose timestamp is >= timestamp — or, for MAX_TIMESTAMP, is the
+    largest of the partition (the first record at the largest of its segments' largest timestamps) — or None
+    (runs in a worker thread)."""
+    if timestamp == L.MAX_TIMESTAMP:
+        timestamp = plog.max_timestamp
+        if timestamp < 0:  # empty, or no record with a timestamp
+            return None
     offset = plog.offset_for_timestamp(timestamp)
     if offset is None:
         return None
@@ -284,4 +302,3 @@ def _record_at_timestamp(plog: PartitionLog, timestamp: int) -> tuple[int, int] 
     for rec in records:
         return rec.offset, rec.timestamp if rec.timestamp is not None else -1
     return offset, -1
-

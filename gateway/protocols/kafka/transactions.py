@@ -48,41 +48,70 @@ async def init_producer_id(broker: "KafkaBroker", body, version, conn):
     def answer(code, pid=-1, epoch=-1):
         return A.InitProducerIdResponse(throttle_time_ms=0, error_code=code, producer_id=pid, producer_epoch=epoch)
 
-    if body.transactional_id is None:  # an idempotent producer: a fresh id, epoch 0
+    if body.transactional_id is None:
+        # An idempotent producer: a fresh id, epoch 0 — also when it names its current one (v3+): such a producer
+        # bumps its epoch itself (KIP-360), and asks for a new id only to start afresh, as Kafka answers it.
         pid = await broker.steps.in_thread(broker.engine.producer_ids.next_id)
         return answer(E.NONE, pid, 0)
     if not body.transactional_id:
         return answer(E.INVALID_REQUEST)
+    current = None
+    if version >= 3 and (body.producer_id, body.producer_epoch) != (-1, -1):  # KIP-360: bump this producer
+        current = (body.producer_id, body.producer_epoch)
     try:
-        pid, epoch = await broker.transactions.init_producer_id(body.transactional_id, body.transaction_timeout_ms)
-    except TxnError as exc:
-        return answer(txn_error_code(exc))
+        pid, epoch = await broker.transactions.init_producer_id(body.transactional_id, body.transaction_timeout_ms,
+                                                                current)
+    except TxnError as exc:  # (v4+ knows PRODUCER_FENCED)
+        return answer(txn_error_code(exc, knows_fenced=version >= 4 or current is None))
     except FAILURES as exc:
         return answer(error_code(exc))
     return answer(E.NONE, pid, epoch)
 
 
 async def add_partitions_to_txn(broker: "KafkaBroker", body, version, conn):
+    if version < 4:
+        results = await _add_partitions(broker, body.transactional_id, body.producer_id, body.producer_epoch,
+                                        body.topics, version, verify_only=False)
+        return X.AddPartitionsToTxnResponse(throttle_time_ms=0, results=results)
+    # v4+ (KIP-890 part 1: how brokers ask the coordinator): several transactions, each maybe only verified.
+    return X.AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=E.NONE, results_by_transaction=[
+        X.AddPartitionsToTxnResult(transactional_id=txn.transactional_id, topic_results=await _add_partitions(
+            broker, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics, version,
+            verify_only=txn.verify_only))
+        for txn in body.transactions])
+
+
+async def _add_partitions(broker: "KafkaBroker", tid: str, producer_id: int, epoch: int, topics_asked, version: int,
+                          *, verify_only: bool) -> list:
+    """One transaction's AddPartitionsToTxn: the results per topic. `verify_only`: answer whether each partition
+    is in the open transaction (INVALID_TXN_STATE if not) without adding anything."""
     topics = broker.engine.topics_by_name
-    missing = {(t.name, p) for t in body.topics for p in t.partitions
+    missing = {(t.name, p) for t in topics_asked for p in t.partitions
                if t.name not in topics or not 0 <= p < len(topics[t.name].partitions)}
+    wanted = [(t.name, p) for t in topics_asked for p in t.partitions]
+    codes: dict[tuple[str, int], int] = {}
     code = E.NONE
     if missing:  # nothing is added: the unknown ones say why, the others were not attempted
         code = E.OPERATION_NOT_ATTEMPTED
+    elif verify_only:
+        for topic, partition in wanted:
+            try:
+                broker.transactions.check_produce(producer_id, epoch, topic, partition)
+            except TxnError as exc:
+                codes[(topic, partition)] = txn_error_code(exc)
     else:
         try:
-            await broker.transactions.add_partitions(body.transactional_id, body.producer_id, body.producer_epoch,
-                                                     [(t.name, p) for t in body.topics for p in t.partitions])
+            await broker.transactions.add_partitions(tid, producer_id, epoch, wanted)
         except TxnError as exc:
             code = txn_error_code(exc, knows_fenced=version >= 2)
         except FAILURES as exc:
             code = error_code(exc)
-    return X.AddPartitionsToTxnResponse(throttle_time_ms=0, results=[
-        X.AddPartitionsToTxnTopicResult(name=t.name, results=[
-            X.AddPartitionsToTxnPartitionResult(
-                partition_index=p, error_code=E.UNKNOWN_TOPIC_OR_PARTITION if (t.name, p) in missing else code)
-            for p in t.partitions])
-        for t in body.topics])
+    return [X.AddPartitionsToTxnTopicResult(name=t.name, results=[
+        X.AddPartitionsToTxnPartitionResult(
+            partition_index=p, error_code=E.UNKNOWN_TOPIC_OR_PARTITION if (t.name, p) in missing
+            else codes.get((t.name, p), code))
+        for p in t.partitions])
+        for t in topics_asked]
 
 
 async def add_offsets_to_txn(broker: "KafkaBroker", body, version, conn):
@@ -109,7 +138,11 @@ async def end_txn(broker: "KafkaBroker", body, version, conn):
         code = txn_error_code(exc, knows_fenced=version >= 2)
     except FAILURES as exc:
         code = error_code(exc)
-    return X.EndTxnResponse(throttle_time_ms=0, error_code=code)
+    # v5 answers the producer's id and epoch for the next transaction: unchanged here (transactions v2, which bumps
+    # the epoch at every end, is not offered: no feature flags are advertised).
+    ok = code == E.NONE
+    return X.EndTxnResponse(throttle_time_ms=0, error_code=code, producer_id=body.producer_id if ok else -1,
+                            producer_epoch=body.producer_epoch if ok else -1)
 
 
 async def txn_offset_commit(broker: "KafkaBroker", body, version, conn):
@@ -130,7 +163,11 @@ async def txn_offset_commit(broker: "KafkaBroker", body, version, conn):
     code = E.NONE
     if not body.group_id:
         code = E.INVALID_GROUP_ID
-    elif offsets:
+    elif version >= 3 and (body.generation_id >= 0 or body.member_id or body.group_instance_id):
+        # KIP-447: the consumer committing must still be a member of its generation (a zombie is fenced)
+        code = broker.groups.validate_commit(body.group_id, body.generation_id, body.member_id,
+                                             body.group_instance_id, version, transactional=True)
+    if code == E.NONE and offsets:
         try:
             await broker.transactions.offset_commit(body.transactional_id, body.producer_id, body.producer_epoch,
                                                     body.group_id, offsets)

@@ -58,10 +58,10 @@ class NativeProtocol(Protocol):
         forward = (NativeForwarder(lambda: worker.natives, self.config.limits.max_frame_bytes,
                                    self.config.auth.native_token) if several else None)
         look_up = None if worker is None else (lambda names: worker.look_up_unknown(gateway.engine, names))
-        # The Kafka group coordinator, looked up per request (protocols are all made before any listener starts):
+        # The Kafka groups (every type), looked up per request (protocols are all made before any listener starts):
         # membership for the group admin requests, None without a Kafka listener.
         self.handler = NativeHandler(self.steps, self.config, lambda: getattr(gateway.protocols.get("kafka"),
-                                                                              "coordinator", None), forward, look_up,
+                                                                              "groups", None), forward, look_up,
                                      offsets_owner=0 if several and worker.index else None)
         self.token = self.config.auth.native_token
         if several and self.config.worker_handover:  # one-partition connections go to their owner (`handover.py`)

@@ -4,11 +4,12 @@
 Why here and not a Kafka client in the CLI: committed offsets live in the engine's one offset store, shared by
 every protocol (a native consumer's group has offsets but no Kafka membership), and the gateway's Kafka ListGroups
 knows only the groups its coordinator holds in memory. The native listener sees both: the offset store through the
-engine, and membership through the Kafka protocol's group coordinator (`gateway.protocols["kafka"].coordinator`,
-read at request time through `kafka_coordinator()`; None when the Kafka listener is disabled: every group is then
-"Empty"). Only the coordinator's read-only `list_groups` / `describe_groups` are used. A reset checks the group's
-state and commits in one step of the trio thread, so no member can join between the check and the commit (the
-same guarantee Kafka gives: its coordinator refuses a member-less OffsetCommit for a non-Empty group).
+engine, and membership through the Kafka protocol's group directory (`gateway.protocols["kafka"].groups`, every
+group type — classic, consumer (KIP-848), share (KIP-932) — read at request time through `kafka_groups()`; None
+when the Kafka listener is disabled: every group is then "Empty", of no type). Only the directory's read-only
+`views` is used. A reset checks the group's state and commits in one step of the trio thread, so no member can
+join between the check and the commit (the same guarantee Kafka gives: its coordinator refuses a member-less
+OffsetCommit for a non-Empty group).
 
 With `workers: N` (on worker 0, where the offsets live), the bounds of another worker's partitions — the log end a
 description shows, the earliest/latest a reset moves to — are asked of their owner (a DescribeTopic with
@@ -19,7 +20,6 @@ owner found for it in its segments (DescribeTopic's `at_timestamp`).
 
 from __future__ import annotations
 
-import struct
 from bisect import bisect_right
 from collections.abc import Callable
 
@@ -36,60 +36,53 @@ _GROUP_SUMMARY_BYTES = 128
 
 
 class GroupAdmin:
-    def __init__(self, steps, kafka_coordinator: Callable[[], object | None] = lambda: None, forward=None, *,
+    def __init__(self, steps, kafka_groups: Callable[[], object | None] = lambda: None, forward=None, *,
                  max_frame: int = MAX_FRAME_BYTES) -> None:
         """`forward`: a `NativeForwarder` (worker 0 of several), or None; `max_frame`: the native frame limit
         (a ListGroups page fills at most half of it)."""
         self.page_bytes = max_frame // 2
         self.steps = steps
         self.engine = steps.engine
-        self.kafka_coordinator = kafka_coordinator
+        self.kafka_groups = kafka_groups
         self.forward = forward
 
-    # -- membership, from the Kafka coordinator when there is one --------------------------------------------
-    def _descriptions(self, group_ids: list[str]) -> dict[str, object]:
-        coordinator = self.kafka_coordinator()
-        if coordinator is None or not group_ids:
+    # -- membership, from the Kafka group directory when there is one ----------------------------------------
+    def _views(self, group_ids: list[str] | None) -> dict[str, object]:
+        """group id -> `GroupView` of the live Kafka groups (those of `group_ids`; every one for None)."""
+        directory = self.kafka_groups()
+        if directory is None or group_ids == []:
             return {}
-        return {d.group_id: d for d in coordinator.describe_groups(group_ids) if d.state != "Dead"}
-
-    def _kafka_groups(self) -> list[str]:
-        coordinator = self.kafka_coordinator()
-        return [] if coordinator is None else [g for g, _ in coordinator.list_groups()]
+        return {v.group_id: v for v in directory.views(group_ids)}
 
     # -- requests --------------------------------------------------------------------------------------------
     async def list_groups(self, ev: nev.ListGroupsRequest):
         """A page of the groups after `ev.after`: as many as fit half a frame (`next` names the last when more
         follow), so that no number of groups, nor their ids' lengths, makes the answer too large to send."""
-        ids = sorted(set(self.engine.offsets.groups()) | set(self._kafka_groups()))
+        live = self._views(None)
+        ids = sorted(set(self.engine.offsets.groups()) | set(live))
         if ev.after is not None:
             ids = ids[bisect_right(ids, ev.after):]
         room = self.page_bytes
-        page = []
+        groups = []
         for group_id in ids:
             room -= len(orjson.dumps(group_id)) + _GROUP_SUMMARY_BYTES
-            if room < 0 and page:
+            if room < 0 and groups:
                 break
-            page.append(group_id)
-        described = self._descriptions(page)
-        groups = []
-        for group_id in page:
-            d = described.get(group_id)
-            groups.append(nev.GroupSummary(group_id, "Empty", "", 0) if d is None else
-                          nev.GroupSummary(group_id, d.state, d.protocol_type, len(d.members)))
-        return nev.ListGroupsResponse(groups, page[-1] if len(page) < len(ids) else None)
+            v = live.get(group_id)
+            groups.append(nev.GroupSummary(group_id, "Empty", "", 0) if v is None else
+                          nev.GroupSummary(group_id, v.state, v.protocol_type, len(v.members), v.type))
+        return nev.ListGroupsResponse(groups, groups[-1].group_id if len(groups) < len(ids) else None)
 
     async def describe_group(self, ev: nev.DescribeGroupRequest):
         committed = self.engine.offsets.fetch_group(ev.group_id)
-        d = self._descriptions([ev.group_id]).get(ev.group_id)
-        if d is None and not committed:  # as Kafka's DescribeGroups: an unknown group is "Dead", not an error
+        v = self._views([ev.group_id]).get(ev.group_id)
+        if v is None and not committed:  # as Kafka's DescribeGroups: an unknown group is "Dead", not an error
             return nev.DescribeGroupResponse(ev.group_id, "Dead", "", [], [])
         members = []
         keys = set(committed)
-        for m in (d.members if d is not None else ()):
-            assigned = consumer_assignment(m.assignment) if d.protocol_type == "consumer" else []
-            members.append(nev.GroupMember(m.member_id, m.client_id, m.client_host, assigned))
-            keys.update(assigned)
+        for m in (v.members if v is not None else ()):
+            members.append(nev.GroupMember(m.member_id, m.client_id, m.client_host, m.partitions))
+            keys.update(m.partitions)
         partitions = []
         foreign = await self._foreign_bounds(keys)
         for topic, partition in sorted(keys):
@@ -97,8 +90,9 @@ class GroupAdmin:
             end = foreign[(topic, partition)][1] if (topic, partition) in foreign else self._log_end(topic, partition)
             partitions.append(nev.GroupPartition(topic, partition, None if c is None else c.offset, end,
                                                  "" if c is None else c.metadata))
-        return nev.DescribeGroupResponse(ev.group_id, "Empty" if d is None else d.state,
-                                         "" if d is None else d.protocol_type, members, partitions)
+        if v is None:
+            return nev.DescribeGroupResponse(ev.group_id, "Empty", "", members, partitions)
+        return nev.DescribeGroupResponse(ev.group_id, v.state, v.protocol_type, members, partitions, v.type)
 
     async def reset_offsets(self, ev: nev.ResetGroupOffsetsRequest):
         refused = self._active(ev.group_id)
@@ -132,10 +126,10 @@ class GroupAdmin:
 
     # -- helpers ---------------------------------------------------------------------------------------------
     def _active(self, group_id: str) -> nev.ErrorResponse | None:
-        d = self._descriptions([group_id]).get(group_id)
-        if d is None or d.state in INACTIVE:
+        v = self._views([group_id]).get(group_id)
+        if v is None or v.state in INACTIVE:
             return None
-        return nev.ErrorResponse(f"group has active members: {group_id!r} is {d.state} with {len(d.members)} "
+        return nev.ErrorResponse(f"group has active members: {group_id!r} is {v.state} with {len(v.members)} "
                                  f"member(s); its offsets can be reset only while it is inactive (stop its consumers)")
 
     def _log_end(self, topic: str, partition: int) -> int | None:
@@ -212,27 +206,3 @@ class GroupAdmin:
             out.append(new)
         return out
 
-
-def consumer_assignment(data: bytes) -> list[tuple[str, int]]:
-    """The partitions of a "consumer" member's assignment (Kafka's ConsumerProtocolAssignment: int16 version, an
-    array of (int16-length topic, array of int32 partitions), user data); [] when it cannot be read."""
-    data = bytes(data)
-    try:
-        version, count = struct.unpack_from(">hi", data, 0)
-        if version < 0 or count < 0 or count > len(data):
-            return []
-        pos, out = 6, []
-        for _ in range(count):
-            (size,) = struct.unpack_from(">h", data, pos)
-            if size < 0:
-                return []
-            topic = data[pos + 2:pos + 2 + size].decode("utf-8")
-            pos += 2 + size
-            (n,) = struct.unpack_from(">i", data, pos)
-            if n < 0 or pos + 4 + 4 * n > len(data):
-                return []
-            out.extend((topic, p) for p in struct.unpack_from(f">{n}i", data, pos + 4))
-            pos += 4 + 4 * n
-        return out
-    except (struct.error, UnicodeDecodeError):
-        return []

@@ -82,9 +82,9 @@ _OFFSETS_OWNER_REQUESTS = (nev.OffsetCommitRequest, nev.OffsetFetchRequest, nev.
 
 
 class NativeHandler:
-    def __init__(self, steps: Steps, config, kafka_coordinator=lambda: None, forward=None, look_up=None,
+    def __init__(self, steps: Steps, config, kafka_groups=lambda: None, forward=None, look_up=None,
                  offsets_owner: int | None = None) -> None:
-        """`kafka_coordinator()`: the Kafka protocol's group coordinator, or None (membership for the group
+        """`kafka_groups()`: the Kafka protocol's group directory, or None (membership for the group
         requests, see `groups.py`). With `workers: N`: `forward`, a `NativeForwarder`, or None — a request for
         another worker's partition is then answered with the error naming that worker; `look_up(names)` reads the
         topics of the (topic, partition) pairs another worker may have just created or grown, before a request
@@ -96,7 +96,7 @@ class NativeHandler:
         self.look_up = look_up
         self.engine = steps.engine
         self.limits = config.limits
-        self.groups = GroupAdmin(steps, kafka_coordinator, forward, max_frame=config.limits.max_frame_bytes)
+        self.groups = GroupAdmin(steps, kafka_groups, forward, max_frame=config.limits.max_frame_bytes)
         self._handlers = {
             nev.ProduceRequest: self._produce,
             nev.FetchRequest: self._fetch,
