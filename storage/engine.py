@@ -65,6 +65,7 @@ from .errors import (DataDirLocked, InvalidConfig, InvalidPartitions, InvalidTop
 from .files import aside_name, makedirs_durably, name_max, quarantine, rename_durably, sync_names, write_synced
 from .formats import BatchFormat
 from .names import validate_topic_name
+from .cleaner import CleanPlan, CleanStats, CleanerSettings, Throttle, clean, plan
 from .offsets import OffsetStore
 from .transactions import TransactionStore
 from .partition import PartitionLog, RecoveryReport
@@ -523,6 +524,8 @@ class LogEngine:
         self._check_open()
         with self._lock, self._shared_change(name):
             topic = self.topic(name)
+            for plog in topic.partitions:  # (a cleaner at work on one stops before the directory goes)
+                plog.stop_cleaning()
             rest = dict(self.topics_by_name)
             del rest[name]
             self.topics_by_name = rest
@@ -700,6 +703,22 @@ class LogEngine:
         if failure is not None:
             raise failure
         return deleted
+
+    def cleaning_plans(self, now_ms: int | None = None) -> list[CleanPlan]:
+        """What the log cleaner could do (see logway.storage.cleaner.plan): a plan for every partition of a compacted
+        topic, the dirtiest first; those that are `due` are to be cleaned."""
+        now_ms = int(self.clock() * 1000) if now_ms is None else now_ms
+        plans = [p for t in self.topics() if t.config.compact for plog in t.partitions
+                 if (p := plan(plog, now_ms)) is not None]
+        return sorted(plans, key=lambda p: p.ratio, reverse=True)
+
+    def clean(self, plan_: CleanPlan, throttle: Throttle, settings: CleanerSettings | None = None,
+              now_ms: int | None = None) -> CleanStats:
+        """Clean one partition as `plan_` planned it (see logway.storage.cleaner.clean); blocking, for a worker
+        thread: raises CleaningStopped once `throttle` is stopped or the partition closes."""
+        self._check_open()
+        now_ms = int(self.clock() * 1000) if now_ms is None else now_ms
+        return clean(plan_, throttle, settings or CleanerSettings(), now_ms)
 
     def sync(self) -> None:
         """fdatasync every partition with unsynced appends, and the offset store."""

@@ -6,6 +6,10 @@ tells it where each batch ends and which offsets and timestamps it covers. Adapt
 
 An adapter raises `ValueError` (codecs raise `RecordFormatError`, a subclass) for garbage; the engine turns that
 into `CorruptBatch` on append and into a truncation during recovery.
+
+A format whose topics may be compacted (`cleanup.policy=compact`) also implements `CompactionFormat`: the log
+cleaner (`logway.storage.cleaner`) reads each batch's records and producer through it, and has it write a batch
+again with fewer records — still without knowing the format.
 """
 
 from __future__ import annotations
@@ -57,6 +61,43 @@ class BatchFormat(Protocol):
 
     # Optional: refine a timestamp lookup inside one batch.
     # def offset_for_timestamp(self, batch: memoryview, base_offset: int, timestamp: int) -> int | None
+
+
+class BatchRecords(NamedTuple):
+    """What `CompactionFormat.batch_records` reports about one stored batch.
+
+    records: its records in offset order, each with `offset`, `key` (None: no key), `value` (None: a tombstone, the
+        deletion of its key) and `timestamp` (ms); none for a transaction marker.
+    producer_id: the idempotent or transactional producer that wrote it (its last batch keeps the producer's
+        sequence numbers), -1 for none.
+    transactional: written inside a transaction.
+    marker: a transaction marker (a batch with no records): True when it commits, False when it aborts; None for
+        data.
+    """
+
+    records: Sequence
+    producer_id: int
+    transactional: bool
+    marker: bool | None
+
+
+class CompactionFormat(Protocol):
+    """What the log cleaner needs of a format, besides `BatchFormat`."""
+
+    def batch_records(self, batch: memoryview, base_offset: int) -> BatchRecords:
+        """The records of one whole stored batch whose first offset is `base_offset`; ValueError for garbage."""
+
+    def retained_batch(self, batch: memoryview, base_offset: int, records: Sequence) -> bytes:
+        """The batch as stored with only `records` (some of `batch_records`', in order) — the same offsets,
+        producer, sequence numbers and compression; with no records (asked only of a batch with a producer) a batch
+        that keeps the producer's offsets and sequence numbers and holds nothing."""
+
+    def validate_cleaned(self, batch: memoryview) -> None:
+        """`validate` for a batch the cleaner wrote (it may hold fewer records than the offsets it covers)."""
+
+    def all_keyed(self, batch: memoryview) -> bool:
+        """Whether every record of a whole batch has a key (what a compacted topic requires of an append);
+        ValueError for garbage."""
 
 
 FormatRegistry = dict[str, BatchFormat]

@@ -211,11 +211,15 @@ def encode_batch(
     timestamp_type: int = TIMESTAMP_CREATE_TIME,
     transactional: bool = False,
     control: bool = False,
+    offset_deltas: Sequence[int] | None = None,
+    last_offset_delta: int | None = None,
 ) -> bytes:
     """Encode `records` as one RecordBatch v2 and return its bytes.
 
     Records whose timestamp is None get `default_timestamp` (the caller's "now"). Offset deltas are the
-    positions in `records` (their `offset` fields are ignored). Header keys are str (UTF-8 on the wire).
+    positions in `records` (their `offset` fields are ignored), or `offset_deltas` when given, and the batch's
+    lastOffsetDelta the last of them unless `last_offset_delta` says more (a batch the log cleaner rewrote keeps
+    its offsets). Header keys are str (UTF-8 on the wire).
     Raises ValueError for an empty or oversized sequence or an unknown codec.
     """
     n = len(records)
@@ -232,7 +236,8 @@ def encode_batch(
     table, small, null, zero = _VARINT, _SMALL, _NULL, _ZERO
     parts: list = []
     extend = parts.extend
-    for i, (r, ts) in enumerate(zip(records, timestamps)):
+    deltas = range(n) if offset_deltas is None else offset_deltas
+    for r, ts, i in zip(records, timestamps, deltas):
         d = ts - base_ts  # >= 0
         tsb = table[d << 1] if d < small else encode_varlong(d)
         ob = table[i << 1] if i < small else encode_varint(i)
@@ -265,11 +270,17 @@ def encode_batch(
     attributes = compression | (_TIMESTAMP_TYPE_BIT if timestamp_type else 0)
     attributes |= _TRANSACTIONAL_BIT if transactional else 0
     attributes |= _CONTROL_BIT if control else 0
+    last = deltas[-1] if last_offset_delta is None else last_offset_delta
+    return _framed(payload, base_offset, partition_leader_epoch, attributes, last, base_ts, max_ts, producer_id,
+                   producer_epoch, base_sequence, n)
+
+
+def _framed(payload: bytes, *fields) -> bytes:
+    """A batch of the header `fields` (`BatchHeader`'s after batchLength, magic and crc, in order) over the record
+    bytes `payload`, with its batchLength and CRC-32C set."""
+    base_offset, leader_epoch, *rest = fields
     try:
-        header = BATCH_HEADER.pack(
-            base_offset, BATCH_OVERHEAD + len(payload), partition_leader_epoch, MAGIC_V2, 0, attributes,
-            n - 1, base_ts, max_ts, producer_id, producer_epoch, base_sequence, n,
-        )  # fmt: skip
+        header = BATCH_HEADER.pack(base_offset, BATCH_OVERHEAD + len(payload), leader_epoch, MAGIC_V2, 0, *rest)
     except struct.error as exc:
         raise ValueError(f"batch header field out of range: {exc}") from None
     crc = crc32c(payload, crc32c(header[CRC_START:]))
@@ -584,6 +595,15 @@ class KafkaFormat:
 
     def validate(self, batch: memoryview) -> None:
         """Check one whole batch: size, magic, CRC-32C, codec, and recordsCount against lastOffsetDelta."""
+        self._validate(batch, exact=True)
+
+    def validate_cleaned(self, batch: memoryview) -> None:
+        """`validate` for a batch the log cleaner wrote: it may hold fewer records than the offsets it covers
+        (Kafka's cleaner keeps a batch's offsets, and an emptied batch of a producer, as its sequence numbers
+        follow them)."""
+        self._validate(batch, exact=False)
+
+    def _validate(self, batch: memoryview, *, exact: bool) -> None:
         if not isinstance(batch, memoryview):
             batch = memoryview(batch)
         n = len(batch)
@@ -604,12 +624,48 @@ class KafkaFormat:
             raise RecordFormatError(f"unknown compression codec {codec}")
         # The engine hands out offsets base..base+lastOffsetDelta, and decoders number records by offsetDelta:
         # like Kafka's LogValidator for client batches, require exactly one offset per record.
-        if last_offset_delta < 0 or count != last_offset_delta + 1:
+        if last_offset_delta < 0 or (count != last_offset_delta + 1 if exact else not
+                                     0 <= count <= last_offset_delta + 1):
             raise RecordFormatError(f"recordsCount {count} does not match lastOffsetDelta {last_offset_delta}")
         if count > MAX_RECORDS_PER_BATCH:
             raise RecordFormatError(f"recordsCount {count} exceeds {MAX_RECORDS_PER_BATCH}")
         if codec == 0 and count * MIN_RECORD_SIZE > n - BATCH_HEADER_SIZE:
             raise RecordFormatError(f"recordsCount {count} cannot fit in {n - BATCH_HEADER_SIZE} bytes")
+
+    # -- compaction (`storage.formats.CompactionFormat`) --------------------------------------------------------
+    def batch_records(self, batch: memoryview, base_offset: int) -> tuple[list[Record], int, bool, bool | None]:
+        """(records, producer id, transactional, marker) of one stored batch (CRC checked): for a control batch,
+        whether it commits or aborts (one that is no transaction marker counts as data without records)."""
+        header, records = decode_batch(batch)
+        marker = None
+        if header.is_control:
+            try:
+                marker = parse_control_marker(batch)
+            except RecordFormatError:
+                pass
+        return records, header.producer_id, header.is_transactional, marker
+
+    def retained_batch(self, batch: memoryview, base_offset: int, records: Sequence[Record]) -> bytes:
+        """The batch with only `records`, as Kafka's cleaner writes it: the same base offset and lastOffsetDelta
+        (the producer's last sequence number is baseSequence + lastOffsetDelta), producer, sequence, leader epoch,
+        timestamp type, transactional flag and codec; with no records, an empty batch of no codec whose
+        timestamps are the original's newest."""
+        h = parse_header(batch)
+        attributes = h.attributes & ~_CODEC_MASK
+        if not records:
+            return _framed(b"", h.base_offset, h.partition_leader_epoch, attributes, h.last_offset_delta,
+                           h.max_timestamp, h.max_timestamp, h.producer_id, h.producer_epoch, h.base_sequence, 0)
+        base = h.base_offset
+        return encode_batch(records, base_offset=base, default_timestamp=h.max_timestamp, compression=h.compression,
+                            producer_id=h.producer_id, producer_epoch=h.producer_epoch, base_sequence=h.base_sequence,
+                            partition_leader_epoch=h.partition_leader_epoch, timestamp_type=h.timestamp_type,
+                            transactional=h.is_transactional, control=h.is_control,
+                            offset_deltas=[r.offset - base for r in records], last_offset_delta=h.last_offset_delta)
+
+    def all_keyed(self, batch: memoryview) -> bool:
+        """Whether every record of a data batch has a key (a control batch: True)."""
+        header, records = decode_batch(batch, verify_crc=False)  # (an append validates the CRC first)
+        return header.is_control or all(r.key is not None for r in records)
 
     def stamp(self, batch: memoryview, base_offset: int) -> list[bytes | memoryview]:
         """Pieces for os.writev: the new 8-byte baseOffset, then batch[8:] (a view, not a copy)."""

@@ -398,14 +398,49 @@ class TankFormat:
         """TANK offsets are implicit: the entry is stored unchanged."""
         return [entry]
 
+    # -- compaction (`storage.formats.CompactionFormat`) --------------------------------------------------------
+    # TANK messages carry no null content: in a compacted `tank` topic a keyed message with empty content is a
+    # tombstone (what a TANK reader sees of a Kafka tombstone), and bundles name no producer and no transaction.
+
+    def batch_records(self, entry, base_offset: int) -> tuple[list[Record], int, bool, None]:
+        """(records, -1, False, None) of one stored entry whose first message has offset `base_offset` (a
+        sparse bundle names its own); a keyed empty message is a tombstone (value None)."""
+        records = _entry_records(entry, base_offset)
+        for r in records:
+            if r.key and not r.value:
+                r.value = None
+        return records, -1, False, None
+
+    def retained_batch(self, entry, base_offset: int, records: Sequence[Record]) -> bytes:
+        """The entry with only `records` (at least one): a sparse bundle naming their seqs, in the original's
+        codec (tombstones as empty messages)."""
+        view = memoryview(entry)
+        _, p = decode_varint(view, 0, len(view))
+        codec = view[p] & CODEC_MASK
+        kept = [r if r.value is not None else Record(b"", r.key, r.timestamp, (), r.offset) for r in records]
+        return wrap(encode_bundle(kept, codec=codec, sparse_seqs=[r.offset + 1 for r in kept]))
+
+    def validate_cleaned(self, entry) -> None:
+        """The cleaner writes whole bundles like any other: `validate`."""
+        self.validate(entry)
+
+    def all_keyed(self, entry) -> bool:
+        """Whether every message of the entry has a (non-empty) key."""
+        return all(r.key for r in _entry_records(entry, 0))
+
     wrap = staticmethod(wrap)
 
     def offset_for_timestamp(self, entry, base_offset: int, timestamp: int) -> int | None:
         """Offset of the first message (in offset order) with a timestamp >= `timestamp`, or None."""
-        view = memoryview(entry)
-        blen, p = decode_varint(view, 0, len(view))
-        records, _ = decode_bundle(view[p:p + blen], base_offset + 1)
-        for r in records:
+        for r in _entry_records(entry, base_offset):
             if r.timestamp >= timestamp:
                 return r.offset
         return None
+
+
+def _entry_records(entry, base_offset: int) -> list[Record]:
+    """The records of one whole `varint len | bundle` entry whose first message has offset `base_offset` (unless
+    the bundle is sparse and names its own)."""
+    view = memoryview(entry)
+    blen, p = decode_varint(view, 0, len(view))
+    return decode_bundle(view[p:p + blen], base_offset + 1)[0]
