@@ -452,8 +452,10 @@ def clean(plan_: CleanPlan, throttle: Throttle, settings: CleanerSettings, now_m
             check()
             if not _clean_group(plog, group, state, throttle, check, stats):
                 stats.groups_skipped += 1
-        plog.set_cleaned_upto(map_end)
-        stats.cleaned_upto = map_end
+        stats.cleaned_upto = plan_.first_dirty
+        if not stats.groups_skipped:  # (else the next pass maps these keys again)
+            plog.set_cleaned_upto(map_end)
+            stats.cleaned_upto = map_end
     return stats
 
 

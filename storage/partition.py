@@ -918,8 +918,9 @@ class PartitionLog:
         return self._retiring or self._swap_incomplete
 
     def cleaning_view(self) -> tuple[list[Segment], list[Segment], int]:
-        """(segments, those not synced yet, log start offset) of one instant."""
-        with self.lock:
+        """(segments, those not synced yet, log start offset) of one instant between syncs (a sync under way takes
+        the segments it syncs out of the unsynced ones before it has synced them)."""
+        with self._sync_lock, self.lock:
             return self.segments, list(self._unsynced), self.log_start_offset
 
     @contextmanager

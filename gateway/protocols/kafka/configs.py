@@ -5,8 +5,9 @@ Resources:
 - a topic (type 2): its storage settings under their Kafka names (`logway.storage.config`), from
   `engine.topic_config`; alterations go to `engine.alter_topic_config` (validated as a whole, applied live,
   durable when answered). AlterConfigs replaces the topic's overrides (what it leaves out falls back to the
-  gateway's `storage.*` value); IncrementalAlterConfigs sets or deletes single keys (APPEND/SUBTRACT apply to list
-  configs only, and none of ours is one: INVALID_CONFIG). `storage.format` is shown read-only and cannot change.
+  gateway's `storage.*` value); IncrementalAlterConfigs sets or deletes single keys, and APPENDs to or SUBTRACTs
+  from a list config (`cleanup.policy`; on any other: INVALID_CONFIG). `storage.format` is shown read-only and
+  cannot change.
 - the broker (type 4, name "0" — this node — or "" — the cluster default; the same answer: there are no dynamic
   broker configs): the gateway settings Kafka clients know a name for, read-only (`STATIC_BROKER_CONFIG` when the
   gateway's configuration sets them, `DEFAULT_CONFIG` otherwise). Altering them is INVALID_REQUEST: they come from
@@ -51,7 +52,14 @@ BROKER_SYNONYMS = {
     "segment.ms": "log.roll.ms",
     "index.interval.bytes": "log.index.interval.bytes",
     "max.message.bytes": "message.max.bytes",
+    "cleanup.policy": "log.cleanup.policy",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
 }
+#: Topic configs whose value is a list (IncrementalAlterConfigs may APPEND to it and SUBTRACT from it).
+LIST_CONFIGS = frozenset({"cleanup.policy"})
 
 #: Kafka name -> (type, documentation) of every config we describe.
 _DOCS: dict[str, tuple[int, str]] = {
@@ -63,6 +71,30 @@ _DOCS: dict[str, tuple[int, str]] = {
     "index.interval.bytes": (ConfigType.INT, "one sparse index entry per this many bytes of batches"),
     "max.message.bytes": (ConfigType.INT, "the largest record batch an append accepts"),
     "storage.format": (ConfigType.STRING, "logway's segment format of the topic (kafka or tank); fixed at creation"),
+    "cleanup.policy": (ConfigType.LIST, ("delete: retention deletes old segments; compact: the log cleaner keeps the "
+                                        "last record of each key; compact,delete: both")),
+    "min.cleanable.dirty.ratio": (ConfigType.DOUBLE, ("clean a compacted partition once this share of its cleanable "
+                                                     "part was written since its last cleaning")),
+    "min.compaction.lag.ms": (ConfigType.LONG, "a segment is cleaned only once its newest record is this old"),
+    "max.compaction.lag.ms": (ConfigType.LONG, ("a segment is cleaned, whatever the ratio, once its newest record "
+                                               "is this old (and the active segment rolls at this age)")),
+    "delete.retention.ms": (ConfigType.LONG, ("tombstones and transaction markers stay this long after their "
+                                             "segment was last written")),
+    "log.cleanup.policy": (ConfigType.LIST, "the default cleanup.policy of topics (storage.cleanup_policy)"),
+    "log.cleaner.min.cleanable.ratio": (ConfigType.DOUBLE, ("the default min.cleanable.dirty.ratio of topics "
+                                                           "(storage.min_cleanable_dirty_ratio)")),
+    "log.cleaner.min.compaction.lag.ms": (ConfigType.LONG, ("the default min.compaction.lag.ms of topics "
+                                                           "(storage.min_compaction_lag_ms)")),
+    "log.cleaner.max.compaction.lag.ms": (ConfigType.LONG, ("the default max.compaction.lag.ms of topics "
+                                                           "(storage.max_compaction_lag_ms)")),
+    "log.cleaner.delete.retention.ms": (ConfigType.LONG, ("the default delete.retention.ms of topics "
+                                                         "(storage.delete_retention_ms)")),
+    "log.cleaner.backoff.ms": (ConfigType.LONG, ("how often the log cleaner looks for partitions to clean "
+                                                "(storage.cleaner_check_interval_ms)")),
+    "log.cleaner.io.max.bytes.per.second": (ConfigType.DOUBLE, ("bytes the log cleaner reads and writes per second "
+                                                               "(storage.cleaner_io_bytes_per_second; 0: no limit)")),
+    "log.cleaner.dedupe.buffer.size": (ConfigType.LONG, ("memory for the keys one cleaning pass maps "
+                                                        "(storage.cleaner_dedupe_buffer_bytes)")),
     "broker.id": (ConfigType.INT, "this broker's node id (logway is a single broker)"),
     "log.dirs": (ConfigType.LIST, "the gateway's data directory"),
     "log.retention.ms": (ConfigType.LONG, "the default retention.ms of topics (storage.retention_ms)"),
@@ -156,8 +188,12 @@ def broker_configs(broker: "KafkaBroker") -> list[tuple[str, Any, bool]]:
         field = KAFKA_NAMES[topic_name]
         value = getattr(defaults, field)
         entries.append((name, value, value == getattr(BUILT_IN, field)))
-    entries.append(("log.retention.check.interval.ms", cfg.storage.retention_check_interval_ms,
-                    cfg.storage.retention_check_interval_ms == storage_built_in.retention_check_interval_ms))
+    for name, field in (("log.retention.check.interval.ms", "retention_check_interval_ms"),
+                        ("log.cleaner.backoff.ms", "cleaner_check_interval_ms"),
+                        ("log.cleaner.io.max.bytes.per.second", "cleaner_io_bytes_per_second"),
+                        ("log.cleaner.dedupe.buffer.size", "cleaner_dedupe_buffer_bytes")):
+        value = getattr(cfg.storage, field)
+        entries.append((name, value, value == getattr(storage_built_in, field)))
     for name, field in (("auto.create.topics.enable", "auto_create_topics"), ("num.partitions", "default_partitions"),
                         ("socket.request.max.bytes", "max_request_bytes"),
                         ("group.initial.rebalance.delay.ms", "group_initial_rebalance_delay_ms"),
@@ -241,7 +277,8 @@ async def describe_configs(broker: "KafkaBroker", body, version, conn):
 # -- AlterConfigs, IncrementalAlterConfigs --------------------------------------------------------------------------
 
 async def _alter(broker: "KafkaBroker", body, plan) -> list[C.AlterConfigsResourceResponse]:
-    """Each resource's answer; `plan(resource)` -> keyword arguments of `engine.alter_topic_config` (or raises)."""
+    """Each resource's answer; `plan(resource, topic)` -> keyword arguments of `engine.alter_topic_config` (or
+    raises)."""
     out = []
     duplicated = _duplicates(body.resources)
     for r in body.resources:
@@ -255,8 +292,8 @@ async def _alter(broker: "KafkaBroker", body, plan) -> list[C.AlterConfigsResour
                 raise _Refused(E.INVALID_REQUEST, f"duplicate config keys: {', '.join(twice)}")
             if r.resource_type == _TOPIC:
                 _check_topic(r.resource_name)
-                broker.engine.topic(r.resource_name)  # UnknownTopic before any complaint about its keys
-                kwargs = plan(r)
+                topic = broker.engine.topic(r.resource_name)  # UnknownTopic before any complaint about its keys
+                kwargs = plan(r, topic)
                 await broker.steps.in_thread(functools.partial(
                     broker.engine.alter_topic_config, r.resource_name, validate_only=body.validate_only, **kwargs))
             elif r.resource_type == _BROKER:
@@ -274,13 +311,13 @@ async def _alter(broker: "KafkaBroker", body, plan) -> list[C.AlterConfigsResour
     return out
 
 
-def _replace_plan(resource) -> dict:
+def _replace_plan(resource, topic) -> dict:
     # Non-incremental: the given keys become the topic's whole set of overrides; a null value leaves its key out
     # (back to the default), as Kafka drops null entries.
     return {"set": {c.name: c.value for c in resource.configs if c.value is not None}, "replace": True}
 
 
-def _incremental_plan(resource) -> dict:
+def _incremental_plan(resource, topic) -> dict:
     set_: dict[str, str] = {}
     delete: list[str] = []
     for c in resource.configs:
@@ -295,7 +332,14 @@ def _incremental_plan(resource) -> dict:
             verb = AlterConfigOp(op).name.lower()
             if c.name not in KAFKA_NAMES:
                 raise InvalidConfig(f"unknown topic config {c.name!r}")
-            raise InvalidConfig(f"config value {verb} is not allowed for config key {c.name!r} (not a list)")
+            if c.name not in LIST_CONFIGS:
+                raise InvalidConfig(f"config value {verb} is not allowed for config key {c.name!r} (not a list)")
+            # Kafka's list semantics over the topic's value: the storage engine validates the result (a policy left
+            # empty is INVALID_CONFIG).
+            items = set(str(getattr(topic.config, KAFKA_NAMES[c.name])).split(","))
+            given = {item.strip() for item in (c.value or "").split(",") if item.strip()}
+            items = items | given if op == AlterConfigOp.APPEND else items - given
+            set_[c.name] = ",".join(sorted(items))
         else:
             raise _Refused(E.INVALID_REQUEST, f"unknown alter config operation {op} for {c.name!r}")
     return {"set": set_, "delete": delete}
