@@ -11,7 +11,7 @@ from .errors import (BatchTooLarge, CleaningStopped, CorruptBatch, DataDirLocked
                      InvalidPartitions, InvalidRecord, InvalidTopicName, LimitReached, NotAnOffsetLog,
                      OffsetOutOfRange, StorageClosed, StorageError, StorageIOError, TopicExists, UnknownFormat,
                      UnknownPartition, UnknownTopic, running_out)
-from .formats import BatchFormat, BatchInfo, BatchRecords, CompactionFormat
+from .formats import BatchFormat, BatchInfo, BatchKeys, CompactionFormat
 from .names import validate_topic_name
 from .offsets import CommittedOffset, OffsetStore
 from .partition import AppendResult, PartitionLog, ReadSlice, RecoveryReport
@@ -20,7 +20,7 @@ from .transactions import TransactionStore
 from .txnindex import AbortedTxn, TxnIndex
 
 __all__ = [
-    "AppendResult", "BatchFormat", "BatchInfo", "BatchRecords", "BatchTooLarge", "CleanPlan", "CleanStats",
+    "AppendResult", "BatchFormat", "BatchInfo", "BatchKeys", "BatchTooLarge", "CleanPlan", "CleanStats",
     "CleanerSettings", "CleaningStopped", "CommittedOffset", "CompactionFormat", "CorruptBatch", "DataDirLocked",
     "EngineLimits", "IdAllocator", "InvalidBatchOffset", "InvalidConfig", "InvalidPartitions", "InvalidRecord",
     "InvalidTopicName", "Throttle",

@@ -67,7 +67,7 @@ from .segment import CLEANED, MAX_RELATIVE_OFFSET, Segment, segment_name
 if TYPE_CHECKING:  # pragma: no cover
     from .partition import PartitionLog
 
-__all__ = ["CleanPlan", "CleanStats", "CleanerSettings", "KeyMap", "Throttle", "plan", "clean", "SWAP"]
+__all__ = ["CleanPlan", "CleanStats", "CleanerSettings", "KeyMap", "Throttle", "plan", "clean", "digest", "SWAP"]
 
 log = logging.getLogger("logway.storage.cleaner")
 
@@ -135,31 +135,30 @@ class Throttle:
         return self._stopped.is_set()
 
 
-class KeyMap:
-    """Each key of a dirty part -> the offset of its last record, for at most `capacity` keys."""
+def digest(key: bytes) -> bytes:
+    """What the key map holds for a key: itself when short, else its BLAKE2b digest (see `DIGEST_BYTES`)."""
+    return key if len(key) < DIGEST_BYTES else hashlib.blake2b(key, digest_size=DIGEST_BYTES).digest()
 
-    __slots__ = ("capacity", "_offsets")
+
+class KeyMap:
+    """Each key of a dirty part (`digest`) -> the offset of its last record, for about `capacity` keys (`offsets`
+    is the dict itself: the cleaner's loops use it directly)."""
+
+    __slots__ = ("capacity", "offsets")
 
     def __init__(self, capacity: int) -> None:
         self.capacity = max(capacity, 1)
-        self._offsets: dict[bytes, int] = {}
-
-    @staticmethod
-    def digest(key: bytes) -> bytes:
-        return key if len(key) < DIGEST_BYTES else hashlib.blake2b(key, digest_size=DIGEST_BYTES).digest()
+        self.offsets: dict[bytes, int] = {}
 
     def room_for(self, n: int) -> bool:
         """Whether `n` more keys surely fit."""
-        return len(self._offsets) + n <= self.capacity
-
-    def put(self, key: bytes, offset: int) -> None:
-        self._offsets[self.digest(key)] = offset
+        return len(self.offsets) + n <= self.capacity
 
     def get(self, key: bytes) -> int | None:
-        return self._offsets.get(self.digest(key))
+        return self.offsets.get(digest(key))
 
     def __len__(self) -> int:
-        return len(self._offsets)
+        return len(self.offsets)
 
 
 @dataclass(slots=True)
@@ -270,19 +269,20 @@ def _map_keys(plan_: CleanPlan, keys: KeyMap, throttle: Throttle, check: Callabl
     first_dirty = plan_.first_dirty
     end = first_dirty
     producers: dict[int, int] = {}
+    offsets_of = keys.offsets
     for seg in plan_.segments:
         if seg.next_offset <= first_dirty:
             continue
         for view, first, last, _ts, _named in _batches(seg, throttle, check, stats):
             if last < first_dirty:
                 continue
-            records, producer, _txn, marker = fmt.batch_records(view, first)
-            if not keys.room_for(len(records)) and end > first_dirty:
+            offsets, batch_keys, _, producer, _txn, marker = fmt.batch_keys(view, first)
+            if not keys.room_for(len(offsets)) and end > first_dirty:
                 return end, producers  # full: this batch and what follows are cleaned by a later pass
             if marker is None:
-                for r in records:
-                    if r.key is not None and r.offset >= first_dirty and not _covered(aborted, r.offset):
-                        keys.put(r.key, r.offset)
+                for offset, key in zip(offsets, batch_keys):
+                    if key is not None and offset >= first_dirty and not (aborted and _covered(aborted, offset)):
+                        offsets_of[key if len(key) < DIGEST_BYTES else digest(key)] = offset
                 if producer >= 0:
                     producers[producer] = last
             end = last + 1
@@ -489,7 +489,7 @@ def _clean_group(plog: "PartitionLog", group: list[Segment], state: _Pass, throt
             past_horizon = mtime <= state.now_ms - state.delete_retention_ms
             producer_expired = mtime <= state.now_ms - state.producer_expiration_ms
             for view, first, last, max_ts, named in _batches(seg, throttle, check, stats):
-                records, producer, transactional, marker = fmt.batch_records(view, first)
+                offsets, keys, tombstones, producer, transactional, marker = fmt.batch_keys(view, first)
                 if marker is not None:
                     if _marker_goes(state, producer, marker, first, past_horizon, seen, forget):
                         removed += 1
@@ -497,16 +497,16 @@ def _clean_group(plog: "PartitionLog", group: list[Segment], state: _Pass, throt
                         new.add(view, first, last, max_ts)
                     state.txn_kept.discard(producer)
                     continue
-                kept = [r for r in records if _keeps(state, r, past_horizon, seen)]
-                removed += len(records) - len(kept)
+                kept = _kept(state, offsets, keys, tombstones, past_horizon, seen)
+                removed += len(offsets) - len(kept)
                 if kept:
                     # Unchanged, a batch is written as it is — unless its offsets are implicit (they follow the batch
                     # before) and it no longer follows what was written: then it names them (a sparse bundle).
-                    same = len(kept) == len(records) and (named or first == new.next_offset)
+                    same = len(kept) == len(offsets) and (named or first == new.next_offset)
                     new.add(view if same else fmt.retained_batch(view, first, kept), first, last, max_ts)
                 elif producer >= 0 and not producer_expired and state.last_of_producer.get(producer, last) == last:
                     # (possibly this producer's last batch: emptied, it keeps the producer's sequence numbers)
-                    new.add(fmt.retained_batch(view, first, []) if records else view, first, last, max_ts)
+                    new.add(fmt.retained_batch(view, first, []) if offsets else view, first, last, max_ts)
                 else:
                     continue
                 if transactional:
@@ -526,22 +526,24 @@ def _clean_group(plog: "PartitionLog", group: list[Segment], state: _Pass, throt
     return True
 
 
-def _keeps(state: _Pass, r, past_horizon: bool, seen: set) -> bool:
-    """Whether the cleaned segment keeps the data record `r` (see the module docstring)."""
-    if state.aborted:
-        txn = _covered(state.aborted, r.offset)
-        if txn is not None:
-            seen.add((txn.producer_id, txn.first))
-            return False
-    if r.offset >= state.map_end:
-        return True
-    key = r.key
-    if key is None:
-        return False
-    last = state.keys.get(key)
-    if last is not None and last > r.offset:
-        return False
-    return r.value is not None or not past_horizon
+def _kept(state: _Pass, offsets, keys, tombstones, past_horizon: bool, seen: set) -> list[int]:
+    """The offsets of the data records of one batch the cleaned segment keeps (see the module docstring)."""
+    kept = []
+    latest = state.keys.offsets
+    map_end, aborted = state.map_end, state.aborted
+    for offset, key, tombstone in zip(offsets, keys, tombstones):
+        if aborted:
+            txn = _covered(aborted, offset)
+            if txn is not None:
+                seen.add((txn.producer_id, txn.first))
+                continue
+        if offset >= map_end:
+            kept.append(offset)
+        elif key is not None:
+            last = latest.get(key if len(key) < DIGEST_BYTES else digest(key))
+            if (last is None or last <= offset) and not (tombstone and past_horizon):
+                kept.append(offset)
+    return kept
 
 
 def _marker_goes(state: _Pass, producer: int, commit: bool, offset: int, past_horizon: bool, seen: set,

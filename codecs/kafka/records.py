@@ -498,6 +498,85 @@ def _decode_record_blob(
     return records
 
 
+def _record_keys(data: bytes, count: int, base_offset: int) -> tuple[list[int], list, list[bool]]:
+    """(offsets, keys, whether each value is null) of `count` records in the (uncompressed) record bytes of one
+    batch: what the log cleaner needs of a record, without building it (no value copied, headers skipped)."""
+    end = len(data)
+    if count * MIN_RECORD_SIZE > end:
+        raise RecordFormatError(f"recordsCount {count} cannot fit in {end} bytes of records")
+    zz1 = _ZZ1
+    offsets: list[int] = []
+    keys: list = []
+    nulls: list[bool] = []
+    pos = 0
+    try:
+        for _ in range(count):  # (varints of one and two bytes inline, as in `_decode_record_blob`)
+            b = data[pos]
+            if b < 0x80:
+                length = zz1[b]
+                pos += 1
+            elif (c := data[pos + 1]) < 0x80:
+                u = (b & 0x7F) | (c << 7)
+                length = (u >> 1) ^ -(u & 1)
+                pos += 2
+            else:
+                length, pos = decode_varint(data, pos)
+            rec_end = pos + length
+            if length < MIN_RECORD_SIZE - 1 or rec_end > end:
+                raise RecordFormatError(f"record length {length} at {pos} does not fit the batch")
+            p = pos + 1  # attributes
+            if data[p] < 0x80:  # timestampDelta (varlong): skipped
+                p += 1
+            elif data[p + 1] < 0x80:
+                p += 2
+            else:
+                _, p = decode_varlong(data, p)
+            b = data[p]
+            if b < 0x80:
+                delta = zz1[b]
+                p += 1
+            elif (c := data[p + 1]) < 0x80:
+                u = (b & 0x7F) | (c << 7)
+                delta = (u >> 1) ^ -(u & 1)
+                p += 2
+            else:
+                delta, p = decode_varint(data, p)
+            b = data[p]
+            if b < 0x80:
+                n = zz1[b]
+                p += 1
+            elif (c := data[p + 1]) < 0x80:
+                u = (b & 0x7F) | (c << 7)
+                n = (u >> 1) ^ -(u & 1)
+                p += 2
+            else:
+                n, p = decode_varint(data, p)
+            if n < 0:
+                if n != -1:
+                    raise RecordFormatError(f"bad key length {n}")
+                key = None
+            else:
+                if p + n > rec_end:
+                    raise RecordFormatError(f"key of {n} bytes overruns its record")
+                key = data[p:p + n]
+                p += n
+            nulls.append(data[p] == 1)  # (a value length of -1 is zigzag 1, one byte; any other is no null)
+            offsets.append(base_offset + delta)
+            keys.append(key)
+            pos = rec_end
+    except IndexError:
+        raise RecordFormatError("truncated record") from None
+    if pos != end:
+        raise RecordFormatError(f"{end - pos} bytes left after the batch's {count} records")
+    return offsets, keys, nulls
+
+
+def _record_bytes(header: BatchHeader, mv: memoryview) -> bytes:
+    """The (decompressed) record bytes of a whole batch."""
+    codec = header.attributes & _CODEC_MASK
+    return bytes(mv[BATCH_HEADER_SIZE:]) if codec == 0 else decompress(codec, mv[BATCH_HEADER_SIZE:])
+
+
 def decode_batch(
     batch: bytes | bytearray | memoryview, *, verify_crc: bool = True
 ) -> tuple[BatchHeader, list[Record]]:
@@ -633,39 +712,49 @@ class KafkaFormat:
             raise RecordFormatError(f"recordsCount {count} cannot fit in {n - BATCH_HEADER_SIZE} bytes")
 
     # -- compaction (`storage.formats.CompactionFormat`) --------------------------------------------------------
-    def batch_records(self, batch: memoryview, base_offset: int) -> tuple[list[Record], int, bool, bool | None]:
-        """(records, producer id, transactional, marker) of one stored batch (CRC checked): for a control batch,
-        whether it commits or aborts (one that is no transaction marker counts as data without records)."""
-        header, records = decode_batch(batch)
-        marker = None
+    def batch_keys(self, batch: memoryview, base_offset: int) -> tuple:
+        """(offsets, keys, null values, producer id, transactional, marker) of one stored batch, its CRC checked:
+        for a control batch, whether it commits or aborts (one that is no transaction marker counts as data
+        without records)."""
+        header = parse_header(batch)
+        mv = memoryview(batch)
+        if len(mv) != header.size or crc32c(mv[CRC_START:]) != header.crc:
+            raise RecordFormatError(f"the batch at offset {header.base_offset} is cut short or fails its CRC-32C")
         if header.is_control:
             try:
                 marker = parse_control_marker(batch)
             except RecordFormatError:
-                pass
-        return records, header.producer_id, header.is_transactional, marker
+                marker = None
+            return [], [], [], header.producer_id, header.is_transactional, marker
+        offsets, keys, nulls = _record_keys(_record_bytes(header, mv), header.records_count, header.base_offset)
+        return offsets, keys, nulls, header.producer_id, header.is_transactional, None
 
-    def retained_batch(self, batch: memoryview, base_offset: int, records: Sequence[Record]) -> bytes:
-        """The batch with only `records`, as Kafka's cleaner writes it: the same base offset and lastOffsetDelta
-        (the producer's last sequence number is baseSequence + lastOffsetDelta), producer, sequence, leader epoch,
-        timestamp type, transactional flag and codec; with no records, an empty batch of no codec whose
-        timestamps are the original's newest."""
-        h = parse_header(batch)
-        attributes = h.attributes & ~_CODEC_MASK
-        if not records:
-            return _framed(b"", h.base_offset, h.partition_leader_epoch, attributes, h.last_offset_delta,
-                           h.max_timestamp, h.max_timestamp, h.producer_id, h.producer_epoch, h.base_sequence, 0)
+    def retained_batch(self, batch: memoryview, base_offset: int, keep) -> bytes:
+        """The batch with only the records at the offsets `keep` (in order), as Kafka's cleaner writes it: the same
+        base offset and lastOffsetDelta (the producer's last sequence number is baseSequence + lastOffsetDelta),
+        producer, sequence, leader epoch, timestamp type, transactional flag and codec; with none, an empty batch
+        of no codec whose timestamps are the original's newest."""
+        h, records = decode_batch(batch, verify_crc=False)  # (`batch_keys` checked it)
+        if not keep:
+            return _framed(b"", h.base_offset, h.partition_leader_epoch, h.attributes & ~_CODEC_MASK,
+                           h.last_offset_delta, h.max_timestamp, h.max_timestamp, h.producer_id, h.producer_epoch,
+                           h.base_sequence, 0)
+        wanted = set(keep)
+        records = [r for r in records if r.offset in wanted]
         base = h.base_offset
         return encode_batch(records, base_offset=base, default_timestamp=h.max_timestamp, compression=h.compression,
                             producer_id=h.producer_id, producer_epoch=h.producer_epoch, base_sequence=h.base_sequence,
                             partition_leader_epoch=h.partition_leader_epoch, timestamp_type=h.timestamp_type,
-                            transactional=h.is_transactional, control=h.is_control,
-                            offset_deltas=[r.offset - base for r in records], last_offset_delta=h.last_offset_delta)
+                            transactional=h.is_transactional, offset_deltas=[r.offset - base for r in records],
+                            last_offset_delta=h.last_offset_delta)
 
     def all_keyed(self, batch: memoryview) -> bool:
         """Whether every record of a data batch has a key (a control batch: True)."""
-        header, records = decode_batch(batch, verify_crc=False)  # (an append validates the CRC first)
-        return header.is_control or all(r.key is not None for r in records)
+        header = parse_header(batch)
+        if header.is_control:
+            return True
+        _, keys, _ = _record_keys(_record_bytes(header, memoryview(batch)), header.records_count, 0)
+        return None not in keys
 
     def stamp(self, batch: memoryview, base_offset: int) -> list[bytes | memoryview]:
         """Pieces for os.writev: the new 8-byte baseOffset, then batch[8:] (a view, not a copy)."""

@@ -461,18 +461,29 @@ def test_a_kill_at_any_step_of_a_cleaning_leaves_the_old_segments_or_the_new_one
     """Each file-system call of a cleaning (writes, syncs, renames, removals) in turn is where the process dies:
     reopened, the log holds every record it held before or exactly the cleaned ones, group by group — never a
     record lost that the cleaning keeps, nor one it never held — and a second cleaning finishes the job."""
+    import shutil
+
     calls = ("write", "replace", "unlink", "fsync", "utime", "open")
-    reference = None
+    template = tmp_path / "template"
+    eng = open_engine(template, segment_bytes=1024)
+    plog = eng.create_topic("t", 1, COMPACT).partitions[0]
+    fill(plog, 80, 7, per_batch=2)
+    plog.append(kbatch([(b"k1", None)]))
+    before = records(plog)
+    plog.roll()
+    plog.sync()
+    eng.close()
+    shutil.copytree(template, tmp_path / "reference")
+    eng = open_engine(tmp_path / "reference", segment_bytes=1024)
+    compact(eng, eng.partition("t", 0))
+    reference = records(eng.partition("t", 0))
+    eng.close()
+    assert len(reference) < len(before)
     step = 0
     while True:
         directory = tmp_path / f"run{step}"
+        shutil.copytree(template, directory)
         eng = open_engine(directory, segment_bytes=1024)
-        plog = eng.create_topic("t", 1, COMPACT).partitions[0]
-        fill(plog, 120, 7, per_batch=2)
-        plog.append(kbatch([(b"k1", None)]))
-        before = records(plog)
-        plog.roll()
-        plog.sync()
         [plan] = eng.cleaning_plans(now_ms())
         count = [0]
         originals = {name: getattr(os, name) for name in calls}
@@ -495,25 +506,18 @@ def test_a_kill_at_any_step_of_a_cleaning_leaves_the_old_segments_or_the_new_one
         finally:
             monkeypatch.undo()
         if finished:
-            assert reference is not None and step > 20
+            assert step > 20
             break
         eng.close(clean=False)  # (what the process left: the files as they are)
         eng = open_engine(directory, segment_bytes=1024)
         plog = eng.partition("t", 0)
         after = records(plog)
         assert plog.recovery.segments_dropped == 0 and plog.recovery.truncated_bytes == 0, step
-        if reference is None:  # the cleaning's own result, from a run that is not killed
-            ref_eng = open_engine(tmp_path / "reference", segment_bytes=1024)
-            ref = ref_eng.create_topic("t", 1, COMPACT).partitions[0]
-            fill(ref, 120, 7, per_batch=2)
-            ref.append(kbatch([(b"k1", None)]))
-            compact(ref_eng, ref)
-            reference = records(ref)
-            ref_eng.close()
         assert set(reference) <= set(after) <= set(before), step
         assert [r[0] for r in after] == sorted({r[0] for r in after}), step  # each offset once, in order
         assert not [n for n in os.listdir(plog.directory) if n.endswith((".tmp", ".swap"))], step
         compact(eng, plog)
         assert records(plog) == reference, step
         eng.close()
+        shutil.rmtree(directory)
         step += 1
