@@ -149,7 +149,7 @@ class StorageSettings:
                                                     "for cleaning", more="(Kafka's log.cleaner.backoff.ms)",
                                              minimum=1)
     cleaner_io_bytes_per_second: int = setting(
-        16 * MiB, "bytes the log cleaner reads and writes per second at most", more="(Kafka's "
+        8 * MiB, "bytes the log cleaner reads and writes per second at most", more="(Kafka's "
         "log.cleaner.io.max.bytes.per.second; it runs in a worker thread, and this also bounds the CPU it takes "
         "from the event loop; 0 = no limit)", minimum=0)
     cleaner_dedupe_buffer_bytes: int = setting(
