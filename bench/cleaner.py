@@ -83,9 +83,9 @@ def run_cleaner(args: argparse.Namespace) -> int:
         started = time.perf_counter()
         stats = eng.clean(plan, Throttle(0), CleanerSettings(dedupe_buffer_bytes=256 * MiB))
         elapsed = time.perf_counter() - started
-        print(f"cleaner ({args.format}): {stats.segments_before} segment(s), {stats.bytes_before / MiB:.0f} MiB, "
+        print(f"cleaner ({args.format}): {stats.segments_before} segment(s), {plan.cleanable_bytes / MiB:.0f} MiB, "
               f"{plog.log_end_offset:,} records over {args.keys:,} keys, cleaned in {elapsed:.2f} s")
-        print(f"  throughput: {stats.bytes_before / elapsed / 1e6:.1f} MB/s of log cleaned "
+        print(f"  throughput: {plan.cleanable_bytes / elapsed / 1e6:.1f} MB/s of log cleaned "
               f"({stats.bytes_read / elapsed / 1e6:.1f} MB/s read: the keys mapped, then every segment rewritten)")
         print(f"  left: {stats.segments_after} segment(s), {stats.bytes_after / MiB:.1f} MiB; "
               f"{stats.records_removed:,} records removed")

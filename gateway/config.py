@@ -153,7 +153,7 @@ class StorageSettings:
         "log.cleaner.io.max.bytes.per.second; it runs in a worker thread, and this also bounds the CPU it takes "
         "from the event loop; 0 = no limit)", minimum=0)
     cleaner_dedupe_buffer_bytes: int = setting(
-        64 * MiB, "memory for the keys one cleaning pass maps (about 128 bytes a key)", more="(Kafka's "
+        64 * MiB, "memory for the keys one cleaning pass maps (about 140 bytes a key)", more="(Kafka's "
         "log.cleaner.dedupe.buffer.size; a partition with more keys written since its last cleaning is cleaned "
         "in several passes)", minimum=1024 * 1024)
 

@@ -75,15 +75,16 @@ log = logging.getLogger("logway.storage.cleaner")
 SWAP = ".swap"
 #: Suffix of a cleaned segment's files while they are written (removed on open if a cleaning was cut short).
 TMP = ".tmp"
-#: The partition file holding the first dirty offset.
+#: The partition file holding the first dirty offset (`PartitionLog.set_cleaned_upto`).
 CLEANER_OFFSET = "cleaner-offset"
 #: Bytes read from a segment at a time (and the most the cleaner holds of one beside the batch it works on).
 READ_CHUNK = 1 * MiB
 #: Written to a new segment in pieces of about this many bytes (each through the throttle).
 WRITE_CHUNK = 1 * MiB
-#: What one key costs the key map, estimated: a 16-byte bytes object (49 bytes), an int (32), the dict's entry and
-#: index slots (about 40 at its usual fill). `dedupe_buffer_bytes` / this = the keys one pass maps.
-KEY_ENTRY_BYTES = 128
+#: What one key costs the key map: a bytes object of up to 16 bytes, an int, the dict's entry and index slots —
+#: measured with tracemalloc, 128 bytes a key for short keys and 137 for digests. `dedupe_buffer_bytes` / this = the
+#: keys one pass maps.
+KEY_ENTRY_BYTES = 144
 #: Keys shorter than this are their own map key; longer ones are replaced by a BLAKE2b digest of this many bytes
 #: (so the two never collide; two digests collide with probability 2^-128 per pair — Kafka uses MD5 so).
 DIGEST_BYTES = 16
@@ -183,7 +184,7 @@ class CleanStats:
     """What one `clean` did."""
 
     bytes_read: int = 0  # of segments read (mapping the keys and rewriting)
-    bytes_before: int = 0  # the segments rewritten, before ...
+    bytes_before: int = 0  # the segments rewritten (not those found unchanged), before ...
     bytes_after: int = 0  # ... and after
     segments_before: int = 0
     segments_after: int = 0
@@ -262,7 +263,7 @@ def _batches(seg: Segment, throttle: Throttle, check: Callable[[], None],
 
 
 def _map_keys(plan_: CleanPlan, keys: KeyMap, throttle: Throttle, check: Callable[[], None],
-              stats: CleanStats, aborted) -> tuple[int, dict[int, int]]:
+              stats: CleanStats, aborted: _Aborted) -> tuple[int, dict[int, int]]:
     """Put every key of the dirty part in `keys` (the last offset of each) until it is full; returns where the
     mapped part ends (the first offset not mapped) and each producer's last batch in it (its last offset)."""
     fmt = plan_.plog.fmt
@@ -280,8 +281,9 @@ def _map_keys(plan_: CleanPlan, keys: KeyMap, throttle: Throttle, check: Callabl
             if not keys.room_for(len(offsets)) and end > first_dirty:
                 return end, producers  # full: this batch and what follows are cleaned by a later pass
             if marker is None:
+                txns = aborted.at(first, last)
                 for offset, key in zip(offsets, batch_keys):
-                    if key is not None and offset >= first_dirty and not (aborted and _covered(aborted, offset)):
+                    if key is not None and offset >= first_dirty and not (txns and _covered(txns, offset)):
                         offsets_of[key if len(key) < DIGEST_BYTES else digest(key)] = offset
                 if producer >= 0:
                     producers[producer] = last
@@ -290,8 +292,31 @@ def _map_keys(plan_: CleanPlan, keys: KeyMap, throttle: Throttle, check: Callabl
     return end, producers
 
 
+class _Aborted:
+    """The aborted transactions of the part being cleaned (`TxnIndex.aborted`, by first offset), looked up in one
+    sweep of increasing offsets — a pass walks the log in order: `at(first, last)` gives those that may hold data in
+    first..last (a transaction's data lies between its first offset and its end), in time linear in the batches
+    and the transactions together."""
+
+    __slots__ = ("_txns", "_next", "_active")
+
+    def __init__(self, txns) -> None:
+        self._txns = txns
+        self._next = 0
+        self._active: list = []
+
+    def at(self, first: int, last: int) -> list:
+        txns = self._txns
+        while self._next < len(txns) and txns[self._next].first <= last:
+            self._active.append(txns[self._next])
+            self._next += 1
+        if self._active:
+            self._active = [t for t in self._active if t.end >= first]
+        return self._active
+
+
 def _covered(aborted, offset: int):
-    """The aborted transaction holding `offset`, or None."""
+    """The aborted transaction (of `aborted`) holding `offset`, or None."""
     for txn in aborted:
         if txn.covers(offset):
             return txn
@@ -427,7 +452,7 @@ class _Pass:
     keys: KeyMap
     map_end: int
     last_of_producer: dict[int, int]
-    aborted: list
+    aborted: _Aborted
     now_ms: int
     delete_retention_ms: int
     producer_expiration_ms: int
@@ -445,8 +470,8 @@ def clean(plan_: CleanPlan, throttle: Throttle, settings: CleanerSettings, now_m
         aborted = plog.txns.aborted(plan_.segments[0].base_offset, plan_.segments[-1].next_offset) \
             if plan_.segments else []
         keys = KeyMap(settings.dedupe_buffer_bytes // KEY_ENTRY_BYTES)
-        map_end, producers = _map_keys(plan_, keys, throttle, check, stats, aborted)
-        state = _Pass(keys, map_end, producers, aborted, now_ms, plog.config.delete_retention_ms,
+        map_end, producers = _map_keys(plan_, keys, throttle, check, stats, _Aborted(aborted))
+        state = _Pass(keys, map_end, producers, _Aborted(aborted), now_ms, plog.config.delete_retention_ms,
                       settings.producer_expiration_ms)
         for group in _groups([s for s in plan_.segments if s.base_offset < map_end], plog.config.segment_bytes):
             check()
@@ -484,33 +509,42 @@ def _clean_group(plog: "PartitionLog", group: list[Segment], state: _Pass, throt
         forget = []  # aborted transactions whose abort marker goes with this group
         seen = set()  # aborted transactions with a record in this group
         removed = 0
+        changed = len(group) > 1  # (one segment whose batches all stay as they are is left as it is)
         for seg in group:
             mtime = segment_mtime_ms(seg)
             past_horizon = mtime <= state.now_ms - state.delete_retention_ms
             producer_expired = mtime <= state.now_ms - state.producer_expiration_ms
             for view, first, last, max_ts, named in _batches(seg, throttle, check, stats):
                 offsets, keys, tombstones, producer, transactional, marker = fmt.batch_keys(view, first)
+                txns = state.aborted.at(first, last)
                 if marker is not None:
-                    if _marker_goes(state, producer, marker, first, past_horizon, seen, forget):
+                    if _marker_goes(state, txns, producer, marker, first, past_horizon, seen, forget):
                         removed += 1
+                        changed = True
                     else:
                         new.add(view, first, last, max_ts)
                     state.txn_kept.discard(producer)
                     continue
-                kept = _kept(state, offsets, keys, tombstones, past_horizon, seen)
+                kept = _kept(state, txns, offsets, keys, tombstones, past_horizon, seen)
                 removed += len(offsets) - len(kept)
                 if kept:
                     # Unchanged, a batch is written as it is — unless its offsets are implicit (they follow the batch
                     # before) and it no longer follows what was written: then it names them (a sparse bundle).
                     same = len(kept) == len(offsets) and (named or first == new.next_offset)
                     new.add(view if same else fmt.retained_batch(view, first, kept), first, last, max_ts)
+                    changed = changed or not same
                 elif producer >= 0 and not producer_expired and state.last_of_producer.get(producer, last) == last:
                     # (possibly this producer's last batch: emptied, it keeps the producer's sequence numbers)
                     new.add(fmt.retained_batch(view, first, []) if offsets else view, first, last, max_ts)
+                    changed = changed or bool(offsets)
                 else:
+                    changed = True
                     continue
                 if transactional:
                     state.txn_kept.add(producer)
+        if not changed:  # (not rewritten: not counted)
+            new.discard()
+            return True
         new.finish(group[-1].next_offset, max(segment_mtime_ms(s) for s in group))
         check()
         if not plog.install_cleaned(group, new, forget):
@@ -526,11 +560,12 @@ def _clean_group(plog: "PartitionLog", group: list[Segment], state: _Pass, throt
     return True
 
 
-def _kept(state: _Pass, offsets, keys, tombstones, past_horizon: bool, seen: set) -> list[int]:
-    """The offsets of the data records of one batch the cleaned segment keeps (see the module docstring)."""
+def _kept(state: _Pass, aborted: list, offsets, keys, tombstones, past_horizon: bool, seen: set) -> list[int]:
+    """The offsets of the data records of one batch the cleaned segment keeps (see the module docstring);
+    `aborted`: the aborted transactions that may hold some of them."""
     kept = []
     latest = state.keys.offsets
-    map_end, aborted = state.map_end, state.aborted
+    map_end = state.map_end
     for offset, key, tombstone in zip(offsets, keys, tombstones):
         if aborted:
             txn = _covered(aborted, offset)
@@ -546,8 +581,8 @@ def _kept(state: _Pass, offsets, keys, tombstones, past_horizon: bool, seen: set
     return kept
 
 
-def _marker_goes(state: _Pass, producer: int, commit: bool, offset: int, past_horizon: bool, seen: set,
-                 forget: list) -> bool:
+def _marker_goes(state: _Pass, aborted: list, producer: int, commit: bool, offset: int, past_horizon: bool,
+                 seen: set, forget: list) -> bool:
     """Whether a transaction marker at `offset` is removed: its transaction kept no record (an abort's records
     gone in an earlier pass or group, never in this group: its index entry is forgotten before the swap) and its
     segment is past the delete horizon."""
@@ -555,7 +590,7 @@ def _marker_goes(state: _Pass, producer: int, commit: bool, offset: int, past_ho
         return False
     if commit:
         return producer not in state.txn_kept
-    txn = next((t for t in state.aborted if t.producer_id == producer and t.end == offset), None)
+    txn = next((t for t in aborted if t.producer_id == producer and t.end == offset), None)
     if txn is None or (txn.producer_id, txn.first) in seen:
         return False
     forget.append(txn)

@@ -36,7 +36,7 @@ import time
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, NamedTuple
+from typing import Callable, NamedTuple
 
 from .config import TopicConfig
 from .errors import (BatchTooLarge, CleaningStopped, CorruptBatch, InvalidBatchOffset, InvalidRecord,
@@ -47,20 +47,14 @@ from .openfiles import FileHandle, OpenFiles
 from .segment import (CLEANED, MAX_JUMP_OFFSET, MAX_OFFSET, MAX_RELATIVE_OFFSET, Lookups, Segment, read_cleaned_end,
                       segment_name)
 from .txnindex import INDEX_NAME as TXN_INDEX, TxnIndex
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .cleaner import CleanedSegment
+from .cleaner import CLEANER_OFFSET, SWAP, CleanedSegment
 
 log = logging.getLogger("logway.storage")
 
 RECOVERY_POINT = "recovery-point"
 LOG_START = "log-start-offset"
-#: Where the part of the log the cleaner has not cleaned yet begins (see logway.storage.cleaner).
-CLEANER_OFFSET = "cleaner-offset"
 #: The files of a segment, by extension (`<base>.<ext>`).
 SEGMENT_FILES = ("log", "index", "timeindex", "checksums", CLEANED[1:])
-#: The suffix of a cleaned segment's files between the cleaner's commit point and their final names.
-SWAP = ".swap"
 #: An empty file in a partition of a format with side checksums: every segment of it has its `.checksums` file, so
 #: one without is unverifiable (emptied), never a partition of an older logway (rebuilt from its data).
 CHECKSUMMED = "checksummed"
@@ -950,7 +944,7 @@ class PartitionLog:
         os.replace(path + ".tmp", path)
         self.cleaned_upto = offset
 
-    def install_cleaned(self, old: list[Segment], new: "CleanedSegment", forget=()) -> bool:
+    def install_cleaned(self, old: list[Segment], new: CleanedSegment, forget=()) -> bool:
         """Swap the cleaned segment `new` (written and synced, see `logway.storage.cleaner.CleanedSegment`) in for
         the consecutive frozen segments `old`, durably; first forget, durably, the aborted transactions in `forget`
         (their abort markers are not in `new`). False (nothing done, `new` discarded) when the log no longer holds
