@@ -526,12 +526,17 @@ class LogEngine:
             topic = self.topic(name)
             for plog in topic.partitions:  # (a cleaner at work on one stops before the directory goes)
                 plog.stop_cleaning()
+            trash = aside_name(os.path.join(self.data_dir, "trash"), name)
+            try:
+                rename_durably(os.path.join(self._topics_dir, name), trash)
+            except BaseException:  # the topic stays: so does its cleaning
+                for plog in topic.partitions:
+                    plog.resume_cleaning()
+                raise
             rest = dict(self.topics_by_name)
             del rest[name]
             self.topics_by_name = rest
             self._stamps.pop(name, None)
-            trash = aside_name(os.path.join(self.data_dir, "trash"), name)
-            rename_durably(os.path.join(self._topics_dir, name), trash)
         for plog in topic.partitions:
             plog.close()
         shutil.rmtree(trash, ignore_errors=True)

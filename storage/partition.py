@@ -936,6 +936,10 @@ class PartitionLog:
         with self._clean_lock:
             pass
 
+    def resume_cleaning(self) -> None:
+        """Undo `stop_cleaning` (the partition was not closed or deleted after all)."""
+        self._retiring = False
+
     def set_cleaned_upto(self, offset: int) -> None:
         """Record where the part not cleaned yet begins (`cleaner-offset`: a hint, written whole, not synced with
         the directory — without it the whole log counts as dirty once)."""
