@@ -140,10 +140,10 @@ def _ratio(key: str, value: Any) -> float:
 def _policy(key: str, value: Any) -> str:
     """`delete`, `compact` or both, as Kafka's list config: "compact,delete", "delete, compact", or a list of the
     words (the native protocol's JSON); written back as one of `POLICIES`."""
-    words = value.split(",") if isinstance(value, str) else value
-    if not isinstance(words, (list, tuple)) or not all(isinstance(w, str) for w in words):
-        raise InvalidConfig(f"topic config {key!r}: {value!r} is not a list of cleanup policies")
-    chosen = {w.strip().lower() for w in words}
+    try:
+        chosen = {w.lower() for w in list_words(value)}
+    except InvalidConfig:
+        raise InvalidConfig(f"topic config {key!r}: {value!r} is not a list of cleanup policies") from None
     if not chosen or not chosen <= {DELETE, COMPACT}:
         raise InvalidConfig(f"topic config {key!r}: {value!r} is not a cleanup policy (delete, compact or "
                             f"compact,delete)")
@@ -185,6 +185,8 @@ KAFKA_NAMES = {
 NAME_OF_FIELD = {field: kafka for kafka, field in KAFKA_NAMES.items()}
 #: The settings that cannot change once the topic exists (its segment files are in that format).
 READ_ONLY = frozenset({"storage.format"})
+#: The settings whose value is a list (of comma-separated words): an alteration may add words or take some away.
+LIST_CONFIGS = frozenset({"cleanup.policy"})
 
 
 def clamped_overrides(overrides: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -213,6 +215,15 @@ def canonical_name(key: str) -> str:
     if kafka is None:
         raise InvalidConfig(f"unknown topic config {key!r}")
     return kafka
+
+
+def list_words(value: Any) -> frozenset[str]:
+    """The words of a list setting's value (`LIST_CONFIGS`): text split at its commas, or a list of texts; blanks
+    left out. InvalidConfig for anything else."""
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple, frozenset, set)) or not all(isinstance(w, str) for w in items):
+        raise InvalidConfig(f"{value!r} is not a list of words")
+    return frozenset(w.strip() for w in items if w.strip())
 
 
 def canonical_overrides(overrides: Mapping[str, Any] | None) -> dict[str, Any]:

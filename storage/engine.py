@@ -57,8 +57,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
-from .config import (KAFKA_NAMES, MAX_PARTITIONS, READ_ONLY, ConfigEntry, EngineLimits, TopicConfig, canonical_name,
-                     canonical_overrides, clamped_overrides, describe)
+from .config import (KAFKA_NAMES, LIST_CONFIGS, MAX_PARTITIONS, READ_ONLY, ConfigEntry, EngineLimits, TopicConfig,
+                     canonical_name, canonical_overrides, clamped_overrides, describe, list_words)
 from .errors import (DataDirLocked, InvalidConfig, InvalidPartitions, InvalidTopicName, LimitReached, NotAnOffsetLog,
                      StorageClosed, StorageError, TopicExists, UnknownFormat, UnknownPartition, UnknownTopic,
                      running_out)
@@ -545,14 +545,18 @@ class LogEngine:
         log.info("deleted topic %s", name)
 
     def alter_topic_config(self, name: str, set: Mapping[str, Any] | None = None, delete: Iterable[str] = (), *,
-                           replace: bool = False, validate_only: bool = False) -> Topic:
+                           append: Mapping[str, Iterable[str]] | None = None,
+                           subtract: Mapping[str, Iterable[str]] | None = None, replace: bool = False,
+                           validate_only: bool = False) -> Topic:
         """Change a topic's config overrides and apply them live to every partition (the next append, roll and
         retention run use them).
 
         `set` gives settings by Kafka-style or field name (as `TopicConfig.with_overrides`; values may be ints or
         their decimal strings), `delete` names the ones that fall back to the engine's defaults (deleting one
-        that is not overridden is a no-op); `replace` makes `set` the whole set of overrides (Kafka's
-        non-incremental AlterConfigs) — except `storage.format`, which is kept. The result is validated as a
+        that is not overridden is a no-op); `append` and `subtract` add words to and take words from a list setting
+        (`LIST_CONFIGS`: Kafka's IncrementalAlterConfigs APPEND and SUBTRACT), over its value after `set` and
+        `delete`; `replace` makes `set` the whole set of overrides (Kafka's non-incremental AlterConfigs) — except
+        `storage.format`, which is kept. The result is validated as a
         whole before anything is written: UnknownTopic, InvalidConfig (an unknown key, a bad value, a changed
         storage format). With `validate_only` nothing is written. The overrides are stored by their Kafka-style
         names with typed values; topic.json is rewritten durably (see the module docstring) before this
@@ -567,6 +571,14 @@ class LogEngine:
             for key in delete:
                 overrides.pop(key, None)
             overrides.update(canonical_overrides(set))
+            for words, add in ((append or {}, True), (subtract or {}, False)):
+                for key, given in words.items():
+                    key = canonical_name(key)
+                    if key not in LIST_CONFIGS:
+                        raise InvalidConfig(f"config {key!r} is not a list: words cannot be added or taken away")
+                    value = list_words(getattr(self.defaults.with_overrides(overrides), KAFKA_NAMES[key]))
+                    given = list_words(given)
+                    overrides[key] = ",".join(sorted(value | given if add else value - given))
             config = self.defaults.with_overrides(overrides)
             if config.format != topic.config.format:
                 raise InvalidConfig(f"storage.format of topic {name!r} is {topic.config.format!r} and cannot change")

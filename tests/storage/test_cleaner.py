@@ -371,6 +371,21 @@ def test_topic_configs_of_compaction():
             TopicConfig().with_overrides(bad)
 
 
+def test_cleanup_policy_is_a_list_words_are_added_and_taken_away(tmp_path):
+    eng = open_engine(tmp_path)
+    topic = eng.create_topic("t", 1)
+    eng.alter_topic_config("t", append={"cleanup.policy": ["compact"]})
+    assert topic.config.cleanup_policy == "compact,delete" and topic.overrides == {"cleanup.policy": "compact,delete"}
+    eng.alter_topic_config("t", subtract={"cleanup.policy": "delete"})
+    assert topic.config.cleanup_policy == "compact"
+    for bad in ({"subtract": {"cleanup.policy": ["compact"]}}, {"append": {"retention.ms": ["1"]}},
+                {"append": {"cleanup.policy": ["shred"]}}, {"append": {"cleanup.policy": [1]}}):
+        with pytest.raises(InvalidConfig):
+            eng.alter_topic_config("t", **bad)
+    assert topic.config.cleanup_policy == "compact"
+    eng.close()
+
+
 # -- readers, retention and stopping meanwhile ----------------------------------------------------------------
 
 def test_a_reader_holding_an_old_segment_keeps_reading_it(tmp_path):

@@ -30,7 +30,7 @@ from logway.codecs.kafka.api import configs as C
 from logway.codecs.kafka.api.configs import AlterConfigOp, ConfigResourceType, ConfigSource, ConfigType
 from logway.codecs.kafka.error_codes import ErrorCode as E
 from logway.storage import InvalidConfig, validate_topic_name
-from logway.storage.config import BUILT_IN, KAFKA_NAMES, SOURCE_BROKER, SOURCE_DEFAULT, SOURCE_TOPIC
+from logway.storage.config import BUILT_IN, KAFKA_NAMES, LIST_CONFIGS, SOURCE_BROKER, SOURCE_DEFAULT, SOURCE_TOPIC
 
 from ...config import KafkaSettings, StorageSettings
 from ...errors import FAILURES
@@ -58,8 +58,6 @@ BROKER_SYNONYMS = {
     "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
     "delete.retention.ms": "log.cleaner.delete.retention.ms",
 }
-#: Topic configs whose value is a list (IncrementalAlterConfigs may APPEND to it and SUBTRACT from it).
-LIST_CONFIGS = frozenset({"cleanup.policy"})
 
 #: Kafka name -> (type, documentation) of every config we describe.
 _DOCS: dict[str, tuple[int, str]] = {
@@ -277,8 +275,7 @@ async def describe_configs(broker: "KafkaBroker", body, version, conn):
 # -- AlterConfigs, IncrementalAlterConfigs --------------------------------------------------------------------------
 
 async def _alter(broker: "KafkaBroker", body, plan) -> list[C.AlterConfigsResourceResponse]:
-    """Each resource's answer; `plan(resource, topic)` -> keyword arguments of `engine.alter_topic_config` (or
-    raises)."""
+    """Each resource's answer; `plan(resource)` -> keyword arguments of `engine.alter_topic_config` (or raises)."""
     out = []
     duplicated = _duplicates(body.resources)
     for r in body.resources:
@@ -292,8 +289,8 @@ async def _alter(broker: "KafkaBroker", body, plan) -> list[C.AlterConfigsResour
                 raise _Refused(E.INVALID_REQUEST, f"duplicate config keys: {', '.join(twice)}")
             if r.resource_type == _TOPIC:
                 _check_topic(r.resource_name)
-                topic = broker.engine.topic(r.resource_name)  # UnknownTopic before any complaint about its keys
-                kwargs = plan(r, topic)
+                broker.engine.topic(r.resource_name)  # UnknownTopic before any complaint about its keys
+                kwargs = plan(r)
                 await broker.steps.in_thread(functools.partial(
                     broker.engine.alter_topic_config, r.resource_name, validate_only=body.validate_only, **kwargs))
             elif r.resource_type == _BROKER:
@@ -311,15 +308,16 @@ async def _alter(broker: "KafkaBroker", body, plan) -> list[C.AlterConfigsResour
     return out
 
 
-def _replace_plan(resource, topic) -> dict:
+def _replace_plan(resource) -> dict:
     # Non-incremental: the given keys become the topic's whole set of overrides; a null value leaves its key out
     # (back to the default), as Kafka drops null entries.
     return {"set": {c.name: c.value for c in resource.configs if c.value is not None}, "replace": True}
 
 
-def _incremental_plan(resource, topic) -> dict:
+def _incremental_plan(resource) -> dict:
     set_: dict[str, str] = {}
     delete: list[str] = []
+    lists: dict[int, dict[str, list[str]]] = {AlterConfigOp.APPEND: {}, AlterConfigOp.SUBTRACT: {}}
     for c in resource.configs:
         op = c.config_operation
         if op == AlterConfigOp.SET:
@@ -334,15 +332,11 @@ def _incremental_plan(resource, topic) -> dict:
                 raise InvalidConfig(f"unknown topic config {c.name!r}")
             if c.name not in LIST_CONFIGS:
                 raise InvalidConfig(f"config value {verb} is not allowed for config key {c.name!r} (not a list)")
-            # Kafka's list semantics over the topic's value: the storage engine validates the result (a policy left
-            # empty is INVALID_CONFIG).
-            items = set(str(getattr(topic.config, KAFKA_NAMES[c.name])).split(","))
-            given = {item.strip() for item in (c.value or "").split(",") if item.strip()}
-            items = items | given if op == AlterConfigOp.APPEND else items - given
-            set_[c.name] = ",".join(sorted(items))
+            lists[op][c.name] = (c.value or "").split(",")
         else:
             raise _Refused(E.INVALID_REQUEST, f"unknown alter config operation {op} for {c.name!r}")
-    return {"set": set_, "delete": delete}
+    return {"set": set_, "delete": delete, "append": lists[AlterConfigOp.APPEND],
+            "subtract": lists[AlterConfigOp.SUBTRACT]}
 
 
 async def alter_configs(broker: "KafkaBroker", body, version, conn):
