@@ -450,6 +450,7 @@ class LogEngine:
         cfg = self.defaults.with_overrides(overrides)
         if cfg.format not in self.formats:
             raise UnknownFormat(f"unknown storage format {cfg.format!r} (known: {sorted(self.formats)})")
+        self._check_compactable(cfg)
         with self._lock, self._shared_change(name):
             if name in self.topics_by_name:
                 raise TopicExists(f"topic {name!r} already exists")
@@ -480,6 +481,12 @@ class LogEngine:
             self._stamp(name)
         log.info("created topic %s with %d partition(s), format %s", name, partitions, cfg.format)
         return topic
+
+    def _check_compactable(self, config: TopicConfig) -> None:
+        """InvalidConfig for a compacted topic whose storage format the cleaner cannot read (no `CompactionFormat`)."""
+        if config.compact and not hasattr(self.formats[config.format], "batch_keys"):
+            raise InvalidConfig(f"topics of storage format {config.format!r} cannot be compacted "
+                                f"(cleanup.policy {config.cleanup_policy})")
 
     def _check_name(self, name: str) -> None:
         """InvalidTopicName unless `name` is a legal topic name the file system takes as a name."""
@@ -582,6 +589,7 @@ class LogEngine:
             config = self.defaults.with_overrides(overrides)
             if config.format != topic.config.format:
                 raise InvalidConfig(f"storage.format of topic {name!r} is {topic.config.format!r} and cannot change")
+            self._check_compactable(config)
             overrides = {key: getattr(config, KAFKA_NAMES[key]) for key in sorted(overrides)}
             if validate_only:
                 return topic

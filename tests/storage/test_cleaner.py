@@ -371,6 +371,25 @@ def test_topic_configs_of_compaction():
             TopicConfig().with_overrides(bad)
 
 
+def test_a_format_the_cleaner_cannot_read_cannot_be_compacted(tmp_path):
+    from logway.codecs.kafka.records import KafkaFormat
+    from logway.storage import LogEngine
+
+    class Plain:  # a storage format without the cleaner's side (BatchFormat, no CompactionFormat)
+        name = "plain"
+        header_size = KafkaFormat.header_size
+        scan, validate, stamp = KafkaFormat.scan, KafkaFormat.validate, KafkaFormat.stamp
+        _validate = KafkaFormat._validate
+
+    eng = LogEngine(tmp_path, {"kafka": KafkaFormat(), "plain": Plain()})
+    with pytest.raises(InvalidConfig, match="cannot be compacted"):
+        eng.create_topic("t", 1, {"format": "plain", **COMPACT})
+    eng.create_topic("t", 1, {"format": "plain"})
+    with pytest.raises(InvalidConfig, match="cannot be compacted"):
+        eng.alter_topic_config("t", COMPACT)
+    eng.close()
+
+
 def test_cleanup_policy_is_a_list_words_are_added_and_taken_away(tmp_path):
     eng = open_engine(tmp_path)
     topic = eng.create_topic("t", 1)
