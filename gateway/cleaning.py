@@ -57,9 +57,10 @@ class LogCleaner:
         """Plan, and clean every partition due; how many were cleaned."""
         try:
             plans = await self._in_thread(self.engine.cleaning_plans)
-        except OSError as exc:
+        except (OSError, StorageError) as exc:
             self.errors += 1
-            log.error("log cleaner: planning failed: %s", running_out_line(exc, self.engine.data_dir))
+            what = running_out_line(exc, self.engine.data_dir) if isinstance(exc, OSError) else exc
+            log.error("log cleaner: planning failed (tried again at the next check): %s", what)
             return 0
         self.cleanable_bytes = sum(p.dirty_bytes for p in plans)
         cleaned = 0

@@ -198,11 +198,12 @@ class CleanStats:
 
 
 def segment_mtime_ms(seg: Segment) -> int:
-    """When the segment's data was last written (a cleaned segment: the newest of those it replaced), in ms."""
+    """When the segment's data was last written (a cleaned segment: the newest of those it replaced), in ms; now
+    for one taken out meanwhile (its group is not swapped in: what is decided for it does not matter)."""
     try:
         return int(os.path.getmtime(seg.log_path) * 1000)
-    except FileNotFoundError:  # (taken out meanwhile: never old enough to drop anything for)
-        return MAX_LONG
+    except FileNotFoundError:
+        return int(time.time() * 1000)
 
 
 def plan(plog: "PartitionLog", now_ms: int) -> CleanPlan | None:

@@ -965,16 +965,18 @@ class PartitionLog:
             if forget:
                 with self.lock:  # (durable with the directory sync of the commit, before the commit point)
                     self.txns.forget_aborted(forget)
-            new.commit()
             try:
+                new.commit()
                 for seg in old:
                     seg.delete()  # (its data file stays open for its readers)
                 new.install()
                 cleaned = self._segment(new.base, active=False, created_ms=self._now_ms())
             except BaseException:
+                # Committed or not, the disk may now hold what the next open finishes or drops: until then, no
+                # segment of this partition is taken out (it could be one the swap would bring back).
                 self._swap_incomplete = True
-                log.error("%s-%d: the cleaned segment %s was committed but could not be put in place; nothing more is "
-                          "cleaned or deleted in this partition until the gateway restarts (which finishes it)",
+                log.error("%s-%d: the cleaned segment %s could not be swapped in; nothing more is cleaned or deleted "
+                          "in this partition until the gateway restarts (which finishes or drops the swap)",
                           self.topic, self.partition, segment_name(new.base))
                 raise
             cleaned.next_offset = old[-1].next_offset
