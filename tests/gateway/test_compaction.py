@@ -7,11 +7,13 @@ metrics."""
 from __future__ import annotations
 
 import json
+import os
 import time
 import urllib.request
 import uuid
 
 import pytest
+import trio
 
 from logway.bench.launcher import GatewayProcess
 from logway.clients.errors import NativeError
@@ -240,3 +242,56 @@ def test_tombstones_go_once_past_delete_retention_and_the_browser_steps_over_the
     cleanings = next(line for line in metrics.splitlines() if line.startswith("logway_cleaner_cleanings_total"))
     assert float(cleanings.split()[-1]) >= 1
     assert "logway_cleaner_errors_total 0.0" in metrics
+
+
+# -- the gateway's cleaner task, in this process ------------------------------------------------------------------
+
+def _compacted_partition(path, segments: int = 6):
+    """An engine with one compacted partition of `segments` synced, cleanable segments of keyed records."""
+    from logway.gateway.formats import STORAGE_FORMATS
+    from logway.storage import LogEngine, TopicConfig
+
+    eng = LogEngine(path, STORAGE_FORMATS, TopicConfig(segment_bytes=4096))
+    plog = eng.create_topic("t", 1, {"cleanup.policy": "compact"}).partitions[0]
+    i = 0
+    while len(plog.segments) <= segments:
+        plog.append(encode_batch([Record(b"v%d" % i + b"." * 100, key=b"k%d" % (i % 5))], default_timestamp=1))
+        i += 1
+    plog.roll()
+    plog.sync()
+    return eng, plog
+
+
+def _cleaner(eng, bytes_per_second: int = 0):
+    from logway.gateway.cleaning import LogCleaner
+    from logway.storage import CleanerSettings
+
+    return LogCleaner(eng, interval_ms=3600_000, bytes_per_second=bytes_per_second, settings=CleanerSettings())
+
+
+async def test_a_cleaning_that_fails_is_counted_and_leaves_the_log_as_it_was(tmp_path):
+    eng, plog = _compacted_partition(tmp_path)
+    seg = plog.segments[2]
+    with open(seg.log_path, "r+b") as f:  # a flipped byte in a frozen batch: its CRC fails
+        f.seek(seg.size // 2)
+        byte = f.read(1)
+        f.seek(seg.size // 2)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    before = {name: os.path.getsize(os.path.join(plog.directory, name)) for name in os.listdir(plog.directory)}
+    cleaner = _cleaner(eng)
+    assert await cleaner.check() == 0
+    assert (cleaner.errors, cleaner.cleanings, cleaner.cleaned_bytes) == (1, 0, 0)
+    assert {name: os.path.getsize(os.path.join(plog.directory, name)) for name in os.listdir(plog.directory)} == before
+    eng.close()
+
+
+async def test_the_cleaner_task_cancelled_stops_its_thread_within_a_read(tmp_path):
+    eng, plog = _compacted_partition(tmp_path, segments=40)
+    cleaner = _cleaner(eng, bytes_per_second=2000)  # a pass would take a minute
+    started = trio.current_time()
+    with trio.move_on_after(0.5):
+        await cleaner.check()
+    assert trio.current_time() - started < 5 and cleaner.throttle.stopped
+    assert not [n for n in os.listdir(plog.directory) if n.endswith((".tmp", ".swap"))]
+    assert cleaner.cleanings == 0 and cleaner.errors == 0
+    eng.close()  # (the partition's cleaning is over: closing does not wait)
