@@ -17,7 +17,7 @@ from typing import Callable
 __all__ = ["Benchmark", "MODULES", "benchmarks", "add_subcommands", "run"]
 
 #: The modules of logway.bench that declare benchmarks, in the order `logway bench --help` lists them.
-MODULES = ("storage", "native", "tank", "floor", "kafka", "spark", "load", "requests", "workers", "handover", "chaos",
+MODULES = ("storage", "cleaner", "native", "tank", "floor", "kafka", "spark", "load", "requests", "workers", "handover", "chaos",
            "powerloss", "abuse")
 
 

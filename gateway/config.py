@@ -105,8 +105,8 @@ class ListenerConfig:
 
 
 def _valid_topic_defaults(value: TopicConfig, where: str) -> TopicConfig:
-    try:
-        return value.validate()
+    try:  # (the policy in any order and spacing, as a topic's own: "delete, compact" is compact,delete)
+        return value.with_overrides({"cleanup_policy": value.cleanup_policy})
     except InvalidConfig as exc:
         raise ConfigError(f"{where}: {exc}") from None
 
@@ -136,7 +136,26 @@ class StorageSettings:
         "retention_ms": "delete whole segments older than this (never the active one); -1 = forever",
         "index_interval_bytes": "one sparse index entry per this many bytes of batches",
         "max_batch_bytes": "the largest batch an append accepts",
+        "cleanup_policy": "delete (retention deletes old segments), compact (the cleaner keeps the last record of "
+                          "each key) or compact,delete (both)",
+        "min_cleanable_dirty_ratio": "a compacted partition is cleaned once this share of its cleanable part was "
+                                     "written since its last cleaning",
+        "min_compaction_lag_ms": "a segment is cleaned only once its newest record is this old",
+        "max_compaction_lag_ms": "a segment is cleaned (whatever the ratio) once its newest record is this old",
+        "delete_retention_ms": "tombstones and transaction markers of compacted topics stay this long after their "
+                               "segment was last written",
     }, check=_valid_topic_defaults)
+    cleaner_check_interval_ms: int = setting(15000, "how often the log cleaner looks for compacted partitions due "
+                                                    "for cleaning", more="(Kafka's log.cleaner.backoff.ms)",
+                                             minimum=1)
+    cleaner_io_bytes_per_second: int = setting(
+        8 * MiB, "bytes the log cleaner reads and writes per second at most", more="(Kafka's "
+        "log.cleaner.io.max.bytes.per.second; it runs in a worker thread, and this also bounds the CPU it takes "
+        "from the event loop; 0 = no limit)", minimum=0)
+    cleaner_dedupe_buffer_bytes: int = setting(
+        64 * MiB, "memory for the keys one cleaning pass maps (about 140 bytes a key)", more="(Kafka's "
+        "log.cleaner.dedupe.buffer.size; a partition with more keys written since its last cleaning is cleaned "
+        "in several passes)", minimum=1024 * 1024)
 
 
 @dataclass(frozen=True, slots=True)
@@ -420,7 +439,7 @@ def yaml_value(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, enum.Enum):
         value = value.value
-    if isinstance(value, int):
+    if isinstance(value, (int, float)):
         return str(value)
     if isinstance(value, str):
         plain = value and "#" not in value and ": " not in value and yaml.safe_load(value) == value
@@ -611,6 +630,10 @@ def _value(hint: Any, meta: Mapping[str, Any], given: Any, path: str) -> Any:
     elif hint is bool:
         if not isinstance(value, bool):
             raise ConfigError(f"{path} must be {expects or 'true or false'}")
+    elif hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{path} must be a number, got {given!r}")
+        value = float(value)
     elif hint is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(f"{path} must be an integer, got {given!r}")

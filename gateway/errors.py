@@ -14,8 +14,8 @@ from enum import Enum
 
 from logway.codecs.errors import RecordFormatError
 from logway.storage import (BatchTooLarge, CorruptBatch, InvalidBatchOffset, InvalidConfig, InvalidPartitions,
-                            InvalidTopicName, LimitReached, OffsetOutOfRange, StorageClosed, StorageError,
-                            TopicExists, UnknownFormat, UnknownPartition, UnknownTopic)
+                            InvalidRecord, InvalidTopicName, LimitReached, OffsetOutOfRange, StorageClosed,
+                            StorageError, TopicExists, UnknownFormat, UnknownPartition, UnknownTopic)
 
 __all__ = ["ErrorKind", "kind_of", "FAILURES", "ListenerError", "running_out_line"]
 
@@ -32,7 +32,8 @@ class ErrorKind(Enum):
     CORRUPT_BATCH = "corrupt batch"
     BATCH_TOO_LARGE = "batch too large"
     INVALID_OFFSET = "invalid batch offset"
-    UNSUPPORTED_RECORD = "record the format cannot carry"  # e.g. Kafka headers into a TANK topic: refused
+    #: e.g. Kafka headers into a TANK topic, a record without a key into a compacted topic: refused
+    UNSUPPORTED_RECORD = "record the topic cannot take"
     STORAGE_FAILURE = "storage failure"  # an I/O error (disk full, EIO): nothing was acknowledged, retry later
     UNAVAILABLE = "storage closed"
     OTHER = "storage error"
@@ -52,6 +53,7 @@ _KINDS: dict[type, ErrorKind] = {
     BatchTooLarge: ErrorKind.BATCH_TOO_LARGE,
     InvalidBatchOffset: ErrorKind.INVALID_OFFSET,
     RecordFormatError: ErrorKind.UNSUPPORTED_RECORD,
+    InvalidRecord: ErrorKind.UNSUPPORTED_RECORD,
     StorageClosed: ErrorKind.UNAVAILABLE,
     StorageError: ErrorKind.OTHER,
     OSError: ErrorKind.STORAGE_FAILURE,

@@ -1,6 +1,6 @@
 """The gateway process: opens storage, starts one listener per enabled protocol of `protocols.REGISTRY` and the
-background tasks (group commit, interval flush, retention of segments and of committed offsets, the data requests'
-turns, each protocol's own), and shuts down gracefully.
+background tasks (group commit, interval flush, retention of segments and of committed offsets, the log cleaner of
+compacted topics, the data requests' turns, each protocol's own), and shuts down gracefully.
 
 `Gateway(config, listen=False)` binds no socket: `connect(protocol)` then hands out in-memory connections served
 by the same pump (trio memory streams), for fast protocol tests and in-process tools.
@@ -34,12 +34,13 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from logway.storage import EngineLimits, LogEngine
+from logway.storage import CleanerSettings, EngineLimits, LogEngine
 from logway.storage.openfiles import MIN_OPEN_FILES
 
 from .admin.calls import CallCounter
 from .admin.metrics import GatewayMetrics, RecoverySnapshot
 from .admin.server import AdminServer
+from .cleaning import LogCleaner
 from .config import Config
 from .connections import ConnectionRegistry
 from .durability import Flush, GroupCommitter
@@ -113,6 +114,7 @@ class Gateway:
         self.steps: Steps | None = None
         self.transactions: TransactionCoordinator | None = None
         self.offset_retention: OffsetRetention | None = None  # (where the offsets live)
+        self.cleaner: LogCleaner | None = None
         self.protocols: dict[str, Protocol] = {}
         self.notifier = AppendNotifier(config.limits.max_waiters)
         per_pass = config.limits.data_requests_per_pass
@@ -220,6 +222,12 @@ class Gateway:
                 if flush == Flush.INTERVAL:
                     background.start_soon(self._flush_loop)
                 background.start_soon(self._retention_loop)
+                storage = cfg.storage
+                self.cleaner = LogCleaner(self.engine, interval_ms=storage.cleaner_check_interval_ms,
+                                          bytes_per_second=storage.cleaner_io_bytes_per_second,
+                                          settings=CleanerSettings(storage.cleaner_dedupe_buffer_bytes,
+                                                                   cfg.kafka.producer_id_expiration_ms))
+                background.start_soon(self.cleaner.run)
                 if self.engine.offsets is not None and (self.worker is None or self.worker.index == 0):
                     self.offset_retention = OffsetRetention(self.engine.offsets, cfg.storage.offsets_retention_ms,
                                                             self._kafka_active_groups)

@@ -160,8 +160,10 @@ class Steps:
         """Whole batches from `offset` (at least one when there is one) in format `as_`; None when nothing is
         visible there. Raises OffsetOutOfRange, and RecordFormatError when stored records cannot be converted.
 
-        With `Isolation.COMMITTED`, a slice that held aborted records only is skipped: the answer holds the next
-        committed records (or None up to the last stable offset).
+        A transcoded read (and with `Isolation.COMMITTED` any read) skips a slice that holds nothing for the reader
+        — aborted records, markers, offsets a compacted topic's cleaner emptied — and answers with the next records
+        (or None up to the last stable offset). A read of the stored format hands out the slice as it is: its
+        protocol's readers step over such batches themselves.
 
         `at_once`: never wait — raise `NotNow` instead of reading more than `INLINE_READ_BYTES` in a worker thread
         — so that the caller's coroutine can be run to its end by `run_now` (an answer built by the appending
@@ -171,28 +173,27 @@ class Steps:
         rng = plog.read(offset, max_bytes, until=until)
         if rng is None:
             return None
-        if isolation is not Isolation.COMMITTED or not plog.txns.has_aborted:
-            if as_ is stored:
-                return self._done(Read(rng, rng), offset)
-            return self._done(await self._transcode(rng, offset, stored, as_, at_once), offset)
+        filtering = isolation is Isolation.COMMITTED and plog.txns.has_aborted
+        if as_ is stored and not filtering:
+            return self._done(Read(rng, rng), offset)
         asked = offset
-        while True:  # committed records only: drop what aborted transactions wrote
-            aborted = plog.aborted(rng.first_offset, rng.end_offset)
+        while True:
+            aborted = plog.aborted(rng.first_offset, rng.end_offset) if filtering else ()
             if not aborted:
                 if as_ is stored:
                     return self._done(Read(rng, rng), asked)
                 read = await self._transcode(rng, offset, stored, as_, at_once)
-                if read.count:
-                    return self._done(read, asked)
-            else:
+            else:  # committed records only: drop what aborted transactions wrote
                 async with _holding(rng, as_, at_once):
                     data = await self._bytes(rng, at_once)
                     read = await self._in_thread_if_large(rng, at_once, _transcoded, rng, data, offset, stored, as_,
                                                           aborted)
-                if read.count:
-                    return self._done(read, asked)
-            # Nothing committed in this slice (only markers or aborted records): the next one, up to the LSO.
-            if rng.end_offset >= until:
+            if read.count:
+                return self._done(read, asked)
+            # Nothing in this slice for the reader — only markers, aborted records, or offsets the log cleaner left
+            # empty (a compacted topic's batch keeps its offsets when its last records go): the next one.
+            end = plog.high_watermark if until is None else until
+            if rng.end_offset >= end:
                 return None
             offset = rng.end_offset
             rng = plog.read(offset, max_bytes, until=until)

@@ -5,7 +5,8 @@ decoded, the fetch for the next range is already on its way (the gateway, anothe
 meantime). Fetches are read_committed: the answer stops at the last stable offset (planning never goes past it)
 and lists the aborted transactions in it, whose batches are dropped — a Spark job never sees what an aborted or
 unfinished transaction wrote (a failed write attempt, for one). Offsets the log no longer holds (retention) raise
-`DataLossError`, or are skipped with `fail_on_data_loss=False`. `ReadStats` counts what was fetched (tests and
+`DataLossError`, or are skipped with `fail_on_data_loss=False`; offsets a compacted topic's cleaner left empty are
+simply stepped over (a range may hold no record at all). `ReadStats` counts what was fetched (tests and
 diagnostics read it).
 """
 
@@ -81,6 +82,8 @@ def read_range(client: KafkaClient, rng: OffsetRange, *, max_bytes: int, fail_on
         stats.fetches += 1
         stats.bytes_fetched += len(result.records)
         batches, next_offset, done = walk(result.records, offset, rng.end, result.aborted_transactions)
+        if done and next_offset <= offset:  # the first batch is past the range (a compacted topic's gap): no rows
+            break
         if next_offset <= offset:  # no whole batch at or after `offset`
             if offset >= result.high_watermark:
                 offset = _data_lost(rng, offset, result.log_start_offset, result.high_watermark, fail_on_data_loss)

@@ -4,12 +4,14 @@ Synchronous and format-agnostic: it knows files, offsets, batches and bytes, nev
 codec. Storage formats plug in through `BatchFormat` adapters (see `formats`).
 """
 
+from .cleaner import CleanPlan, CleanStats, CleanerSettings, Throttle
 from .config import MAX_PARTITIONS, EngineLimits, TopicConfig
 from .engine import LogEngine, Topic
-from .errors import (BatchTooLarge, CorruptBatch, DataDirLocked, InvalidBatchOffset, InvalidConfig, InvalidPartitions,
-                     InvalidTopicName, LimitReached, NotAnOffsetLog, OffsetOutOfRange, StorageClosed, StorageError,
-                     StorageIOError, TopicExists, UnknownFormat, UnknownPartition, UnknownTopic, running_out)
-from .formats import BatchFormat, BatchInfo
+from .errors import (BatchTooLarge, CleaningStopped, CorruptBatch, DataDirLocked, InvalidBatchOffset, InvalidConfig,
+                     InvalidPartitions, InvalidRecord, InvalidTopicName, LimitReached, NotAnOffsetLog,
+                     OffsetOutOfRange, StorageClosed, StorageError, StorageIOError, TopicExists, UnknownFormat,
+                     UnknownPartition, UnknownTopic, running_out)
+from .formats import BatchFormat, BatchInfo, BatchKeys, CompactionFormat
 from .names import validate_topic_name
 from .offsets import CommittedOffset, OffsetStore
 from .partition import AppendResult, PartitionLog, ReadSlice, RecoveryReport
@@ -18,8 +20,10 @@ from .transactions import TransactionStore
 from .txnindex import AbortedTxn, TxnIndex
 
 __all__ = [
-    "AppendResult", "BatchFormat", "BatchInfo", "BatchTooLarge", "CommittedOffset", "CorruptBatch", "DataDirLocked",
-    "EngineLimits", "IdAllocator", "InvalidBatchOffset", "InvalidConfig", "InvalidPartitions", "InvalidTopicName",
+    "AppendResult", "BatchFormat", "BatchInfo", "BatchKeys", "BatchTooLarge", "CleanPlan", "CleanStats",
+    "CleanerSettings", "CleaningStopped", "CommittedOffset", "CompactionFormat", "CorruptBatch", "DataDirLocked",
+    "EngineLimits", "IdAllocator", "InvalidBatchOffset", "InvalidConfig", "InvalidPartitions", "InvalidRecord",
+    "InvalidTopicName", "Throttle",
     "LimitReached", "LogEngine", "MAX_PARTITIONS",
     "NotAnOffsetLog", "OffsetOutOfRange", "OffsetStore", "PartitionLog", "ReadSlice", "RecoveryReport",
     "StorageClosed", "StorageError", "StorageIOError", "Topic", "TopicConfig", "TopicExists", "TransactionStore",

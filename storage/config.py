@@ -2,7 +2,9 @@
 
 A topic's overrides (in its topic.json) may name a setting by its field name or its Kafka-style name;
 `canonical_overrides` maps them to the Kafka-style names, which is how altered configurations are written back.
-Every setting but `format` (`storage.format`) may change after creation. `describe` lists a topic's settings
+Every setting but `format` (`storage.format`) may change after creation. Values are numbers of bytes or
+milliseconds (Java longs), except `storage.format` (text), `cleanup.policy` (`delete`, `compact` or both, written
+`compact,delete`) and `min.cleanable.dirty.ratio` (a fraction). `describe` lists a topic's settings
 with where each value comes from (DescribeConfigs): the topic's override, the engine's defaults (the gateway's
 `storage.*` configuration: "broker"), or the built-in default.
 """
@@ -17,6 +19,10 @@ from .errors import InvalidConfig
 GiB = 1024 * 1024 * 1024
 MiB = 1024 * 1024
 DAY_MS = 24 * 3600 * 1000
+
+#: `cleanup.policy` values, indexed by (compact) + 2 * (delete) - 1 (`_policy`).
+DELETE, COMPACT = "delete", "compact"
+POLICIES = (COMPACT, DELETE, "compact,delete")
 
 #: A segment's index stores file positions as u32, so a segment can never exceed 4 GiB; keep a margin.
 MAX_SEGMENT_BYTES = 2 * GiB
@@ -51,13 +57,41 @@ class TopicConfig:
     retention_ms: int = 7 * DAY_MS  # -1 = keep forever
     index_interval_bytes: int = 4096  # one sparse index entry per this many bytes of batches
     max_batch_bytes: int = 10 * MiB  # the largest single batch an append accepts
+    #: "delete" (retention deletes whole old segments), "compact" (the cleaner keeps the last record of each key;
+    #: see logway.storage.cleaner) or "compact,delete" (both)
+    cleanup_policy: str = DELETE
+    min_cleanable_dirty_ratio: float = 0.5  # clean once this share of the cleanable log was written since last time
+    min_compaction_lag_ms: int = 0  # a segment is cleaned only once its newest record is this old
+    max_compaction_lag_ms: int = MAX_LONG  # ... and at the latest (whatever the ratio) once it is this old
+    delete_retention_ms: int = DAY_MS  # tombstones and transaction markers outlive their segment's last write so long
 
     def validate(self) -> "TopicConfig":
         for name, (low, high) in RANGES.items():
             value = getattr(self, name)
             if not low <= value <= high:
                 raise InvalidConfig(f"{name} must be between {low} and {high}, got {value}")
+        if self.cleanup_policy not in POLICIES:
+            raise InvalidConfig(f"cleanup_policy must be one of {', '.join(POLICIES)}, got {self.cleanup_policy!r}")
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms:
+            raise InvalidConfig(f"min.compaction.lag.ms ({self.min_compaction_lag_ms}) must not be greater than "
+                                f"max.compaction.lag.ms ({self.max_compaction_lag_ms})")
         return self
+
+    @property
+    def compact(self) -> bool:
+        """The cleaner compacts the topic's partitions (`cleanup.policy` compact or compact,delete)."""
+        return self.cleanup_policy != DELETE
+
+    @property
+    def delete(self) -> bool:
+        """Retention deletes the topic's old segments (`cleanup.policy` delete or compact,delete)."""
+        return self.cleanup_policy != COMPACT
+
+    @property
+    def roll_ms(self) -> int:
+        """The age at which the active segment rolls: `segment.ms`, and for a compacted topic at most
+        `max.compaction.lag.ms` (as Kafka: the active segment is never cleaned, so it must not outlive the lag)."""
+        return min(self.segment_ms, self.max_compaction_lag_ms) if self.compact else self.segment_ms
 
     def with_overrides(self, overrides: Mapping[str, Any] | None) -> "TopicConfig":
         """Apply overrides given by field name or Kafka-style name ("retention.ms"); reject unknown keys."""
@@ -68,20 +102,56 @@ class TopicConfig:
             name = KAFKA_NAMES.get(key, key)
             if name not in FIELD_NAMES:
                 raise InvalidConfig(f"unknown topic config {key!r}")
-            expected = str if name == "format" else int
-            # bool is an int and a float converts, silently truncated: neither is a number of bytes or ms here
-            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-                raise InvalidConfig(f"topic config {key!r}: {value!r} is not a valid {expected.__name__}")
-            try:
-                value = expected(value)
-            except (TypeError, ValueError):
-                raise InvalidConfig(f"topic config {key!r}: {value!r} is not a valid {expected.__name__}") from None
-            changes[name] = value
+            changes[name] = PARSERS.get(name, _long)(key, value)
         return replace(self, **changes).validate()
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
+
+def _long(key: str, value: Any) -> int:
+    """A number of bytes or milliseconds: an int or its decimal text (a bool is an int and a float converts,
+    silently truncated: neither is a number of bytes or ms here)."""
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise InvalidConfig(f"topic config {key!r}: {value!r} is not a valid int")
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise InvalidConfig(f"topic config {key!r}: {value!r} is not a valid int") from None
+
+
+def _text(key: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise InvalidConfig(f"topic config {key!r}: {value!r} is not text")
+    return value
+
+
+def _ratio(key: str, value: Any) -> float:
+    """A fraction in [0, 1]: a number or its text ("0.5")."""
+    try:
+        ratio = float(value) if not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        ratio = None
+    if ratio is None or not 0 <= ratio <= 1:  # (NaN fails the comparison too)
+        raise InvalidConfig(f"topic config {key!r}: {value!r} is not a number between 0 and 1")
+    return ratio
+
+
+def _policy(key: str, value: Any) -> str:
+    """`delete`, `compact` or both, as Kafka's list config: "compact,delete", "delete, compact", or a list of the
+    words (the native protocol's JSON); written back as one of `POLICIES`."""
+    try:
+        chosen = {w.lower() for w in list_words(value)}
+    except InvalidConfig:
+        raise InvalidConfig(f"topic config {key!r}: {value!r} is not a list of cleanup policies") from None
+    if not chosen or not chosen <= {DELETE, COMPACT}:
+        raise InvalidConfig(f"topic config {key!r}: {value!r} is not a cleanup policy (delete, compact or "
+                            f"compact,delete)")
+    return POLICIES[(COMPACT in chosen) + 2 * (DELETE in chosen) - 1]
+
+
+#: How each setting that is not a number of bytes or ms is read from an override (the rest: `_long`).
+PARSERS = {"format": _text, "cleanup_policy": _policy, "min_cleanable_dirty_ratio": _ratio}
 
 #: The values each numeric setting may take (`validate`): -1 is "unlimited" for retention.
 RANGES = {
@@ -91,6 +161,9 @@ RANGES = {
     "retention_ms": (-1, MAX_LONG),
     "index_interval_bytes": (1, 64 * MiB),
     "max_batch_bytes": (64, MAX_SEGMENT_BYTES),  # (a batch must fit in a segment)
+    "min_compaction_lag_ms": (0, MAX_LONG),
+    "max_compaction_lag_ms": (1, MAX_LONG),
+    "delete_retention_ms": (0, MAX_LONG),
 }
 FIELD_NAMES = frozenset(f.name for f in fields(TopicConfig))
 #: The Kafka topic-config names users know, mapped to our field names.
@@ -102,11 +175,18 @@ KAFKA_NAMES = {
     "index.interval.bytes": "index_interval_bytes",
     "max.message.bytes": "max_batch_bytes",
     "storage.format": "format",
+    "cleanup.policy": "cleanup_policy",
+    "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "max.compaction.lag.ms": "max_compaction_lag_ms",
+    "delete.retention.ms": "delete_retention_ms",
 }
 #: Field name -> its Kafka-style name (what DescribeConfigs shows and altered configurations are written as).
 NAME_OF_FIELD = {field: kafka for kafka, field in KAFKA_NAMES.items()}
 #: The settings that cannot change once the topic exists (its segment files are in that format).
 READ_ONLY = frozenset({"storage.format"})
+#: The settings whose value is a list (of comma-separated words): an alteration may add words or take some away.
+LIST_CONFIGS = frozenset({"cleanup.policy"})
 
 
 def clamped_overrides(overrides: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -137,6 +217,15 @@ def canonical_name(key: str) -> str:
     return kafka
 
 
+def list_words(value: Any) -> frozenset[str]:
+    """The words of a list setting's value (`LIST_CONFIGS`): text split at its commas, or a list of texts; blanks
+    left out. InvalidConfig for anything else."""
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple, frozenset, set)) or not all(isinstance(w, str) for w in items):
+        raise InvalidConfig(f"{value!r} is not a list of words")
+    return frozenset(w.strip() for w in items if w.strip())
+
+
 def canonical_overrides(overrides: Mapping[str, Any] | None) -> dict[str, Any]:
     """A topic's overrides keyed by Kafka-style names (a later spelling of the same setting wins)."""
     return {canonical_name(key): value for key, value in (overrides or {}).items()}
@@ -154,9 +243,9 @@ class ConfigEntry:
     """One setting of a topic, as DescribeConfigs shows it."""
 
     name: str  # the Kafka-style name
-    value: int | str  # what the topic uses
+    value: int | float | str  # what the topic uses
     source: str  # SOURCE_TOPIC, SOURCE_BROKER or SOURCE_DEFAULT
-    default: int | str  # what the topic would use without its override (the engine's default)
+    default: int | float | str  # what the topic would use without its override (the engine's default)
     read_only: bool  # cannot change once the topic exists (storage.format)
 
 

@@ -63,14 +63,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
-from .config import (KAFKA_NAMES, MAX_PARTITIONS, READ_ONLY, ConfigEntry, EngineLimits, TopicConfig, canonical_name,
-                     canonical_overrides, clamped_overrides, describe)
+from .config import (KAFKA_NAMES, LIST_CONFIGS, MAX_PARTITIONS, READ_ONLY, ConfigEntry, EngineLimits, TopicConfig,
+                     canonical_name, canonical_overrides, clamped_overrides, describe, list_words)
 from .errors import (DataDirLocked, InvalidConfig, InvalidPartitions, InvalidTopicName, LimitReached, NotAnOffsetLog,
                      StorageClosed, StorageError, TopicExists, UnknownFormat, UnknownPartition, UnknownTopic,
                      running_out)
 from .files import aside_name, makedirs_durably, name_max, quarantine, rename_durably, sync_names, write_synced
 from .formats import BatchFormat
 from .names import validate_topic_name
+from .cleaner import CleanPlan, CleanStats, CleanerSettings, Throttle, clean, plan
 from .offsets import OffsetStore
 from .share_state import ShareStateStore
 from .transactions import TransactionStore
@@ -498,6 +499,7 @@ class LogEngine:
         cfg = self.defaults.with_overrides(overrides)
         if cfg.format not in self.formats:
             raise UnknownFormat(f"unknown storage format {cfg.format!r} (known: {sorted(self.formats)})")
+        self._check_compactable(cfg)
         with self._lock, self._shared_change(name):
             if name in self.topics_by_name:
                 raise TopicExists(f"topic {name!r} already exists")
@@ -529,6 +531,12 @@ class LogEngine:
             self._stamp(name)
         log.info("created topic %s with %d partition(s), format %s", name, partitions, cfg.format)
         return topic
+
+    def _check_compactable(self, config: TopicConfig) -> None:
+        """InvalidConfig for a compacted topic whose storage format the cleaner cannot read (no `CompactionFormat`)."""
+        if config.compact and not hasattr(self.formats[config.format], "batch_keys"):
+            raise InvalidConfig(f"topics of storage format {config.format!r} cannot be compacted "
+                                f"(cleanup.policy {config.cleanup_policy})")
 
     def _check_name(self, name: str) -> None:
         """InvalidTopicName unless `name` is a legal topic name the file system takes as a name."""
@@ -573,12 +581,19 @@ class LogEngine:
         self._check_open()
         with self._lock, self._shared_change(name):
             topic = self.topic(name)
+            for plog in topic.partitions:  # (a cleaner at work on one stops before the directory goes)
+                plog.stop_cleaning()
+            trash = aside_name(os.path.join(self.data_dir, "trash"), name)
+            try:
+                rename_durably(os.path.join(self._topics_dir, name), trash)
+            except BaseException:  # the topic stays: so does its cleaning
+                for plog in topic.partitions:
+                    plog.resume_cleaning()
+                raise
             rest = dict(self.topics_by_name)
             del rest[name]
             self.topics_by_name = rest
             self._stamps.pop(name, None)
-            trash = aside_name(os.path.join(self.data_dir, "trash"), name)
-            rename_durably(os.path.join(self._topics_dir, name), trash)
         for plog in topic.partitions:
             plog.close()
         shutil.rmtree(trash, ignore_errors=True)
@@ -587,14 +602,18 @@ class LogEngine:
         log.info("deleted topic %s", name)
 
     def alter_topic_config(self, name: str, set: Mapping[str, Any] | None = None, delete: Iterable[str] = (), *,
-                           replace: bool = False, validate_only: bool = False) -> Topic:
+                           append: Mapping[str, Iterable[str]] | None = None,
+                           subtract: Mapping[str, Iterable[str]] | None = None, replace: bool = False,
+                           validate_only: bool = False) -> Topic:
         """Change a topic's config overrides and apply them live to every partition (the next append, roll and
         retention run use them).
 
         `set` gives settings by Kafka-style or field name (as `TopicConfig.with_overrides`; values may be ints or
         their decimal strings), `delete` names the ones that fall back to the engine's defaults (deleting one
-        that is not overridden is a no-op); `replace` makes `set` the whole set of overrides (Kafka's
-        non-incremental AlterConfigs) — except `storage.format`, which is kept. The result is validated as a
+        that is not overridden is a no-op); `append` and `subtract` add words to and take words from a list setting
+        (`LIST_CONFIGS`: Kafka's IncrementalAlterConfigs APPEND and SUBTRACT), over its value after `set` and
+        `delete`; `replace` makes `set` the whole set of overrides (Kafka's non-incremental AlterConfigs) — except
+        `storage.format`, which is kept. The result is validated as a
         whole before anything is written: UnknownTopic, InvalidConfig (an unknown key, a bad value, a changed
         storage format). With `validate_only` nothing is written. The overrides are stored by their Kafka-style
         names with typed values; topic.json is rewritten durably (see the module docstring) before this
@@ -609,9 +628,18 @@ class LogEngine:
             for key in delete:
                 overrides.pop(key, None)
             overrides.update(canonical_overrides(set))
+            for words, add in ((append or {}, True), (subtract or {}, False)):
+                for key, given in words.items():
+                    key = canonical_name(key)
+                    if key not in LIST_CONFIGS:
+                        raise InvalidConfig(f"config {key!r} is not a list: words cannot be added or taken away")
+                    value = list_words(getattr(self.defaults.with_overrides(overrides), KAFKA_NAMES[key]))
+                    given = list_words(given)
+                    overrides[key] = ",".join(sorted(value | given if add else value - given))
             config = self.defaults.with_overrides(overrides)
             if config.format != topic.config.format:
                 raise InvalidConfig(f"storage.format of topic {name!r} is {topic.config.format!r} and cannot change")
+            self._check_compactable(config)
             overrides = {key: getattr(config, KAFKA_NAMES[key]) for key in sorted(overrides)}
             if validate_only:
                 return topic
@@ -760,6 +788,22 @@ class LogEngine:
         if failure is not None:
             raise failure
         return deleted
+
+    def cleaning_plans(self, now_ms: int | None = None) -> list[CleanPlan]:
+        """What the log cleaner could do (see logway.storage.cleaner.plan): a plan for every partition of a compacted
+        topic, the dirtiest first; those that are `due` are to be cleaned."""
+        now_ms = int(self.clock() * 1000) if now_ms is None else now_ms
+        plans = [p for t in self.topics() if t.config.compact for plog in t.partitions
+                 if (p := plan(plog, now_ms)) is not None]
+        return sorted(plans, key=lambda p: p.ratio, reverse=True)
+
+    def clean(self, plan_: CleanPlan, throttle: Throttle, settings: CleanerSettings | None = None,
+              now_ms: int | None = None) -> CleanStats:
+        """Clean one partition as `plan_` planned it (see logway.storage.cleaner.clean); blocking, for a worker
+        thread: raises CleaningStopped once `throttle` is stopped or the partition closes."""
+        self._check_open()
+        now_ms = int(self.clock() * 1000) if now_ms is None else now_ms
+        return clean(plan_, throttle, settings or CleanerSettings(), now_ms)
 
     def sync(self) -> None:
         """fdatasync every partition with unsynced appends, and the offset store."""

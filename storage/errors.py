@@ -67,6 +67,16 @@ class InvalidBatchOffset(StorageError):
     (2^63 - 1)."""
 
 
+class InvalidRecord(StorageError):
+    """A record the topic refuses whatever its format: one without a key in a compacted topic (the cleaner keeps
+    the last record of each key, and a record without one has none to keep)."""
+
+
+class CleaningStopped(StorageError):
+    """The log cleaner was told to stop (the gateway shuts down, the partition is closed or deleted): the segments
+    it was writing are discarded, the log is as before them."""
+
+
 class BatchTooLarge(StorageError):
     """A batch larger than the topic's max_batch_bytes (or than a segment can hold)."""
 

@@ -6,6 +6,10 @@ tells it where each batch ends and which offsets and timestamps it covers. Adapt
 
 An adapter raises `ValueError` (codecs raise `RecordFormatError`, a subclass) for garbage; the engine turns that
 into `CorruptBatch` on append and into a truncation during recovery.
+
+A format whose topics may be compacted (`cleanup.policy=compact`) also implements `CompactionFormat`: the log
+cleaner (`logway.storage.cleaner`) reads each batch's keys and producer through it, and has it write a batch again
+with fewer records — still without knowing the format.
 """
 
 from __future__ import annotations
@@ -57,6 +61,41 @@ class BatchFormat(Protocol):
 
     # Optional: refine a timestamp lookup inside one batch.
     # def offset_for_timestamp(self, batch: memoryview, base_offset: int, timestamp: int) -> int | None
+
+
+class BatchKeys(NamedTuple):
+    """What `CompactionFormat.batch_keys` reports about one stored batch: of each record (in offset order) its
+    offset, its key (None: no key) and whether it is a tombstone (a null value: the deletion of its key); and of
+    the batch, the idempotent or transactional producer that wrote it (-1 for none: its last batch keeps the
+    producer's sequence numbers), whether it was written in a transaction, and for a transaction marker (a batch
+    with no records) True when it commits, False when it aborts (None for data)."""
+
+    offsets: Sequence[int]
+    keys: Sequence[bytes | None]
+    tombstones: Sequence[bool]
+    producer_id: int
+    transactional: bool
+    marker: bool | None
+
+
+class CompactionFormat(Protocol):
+    """What the log cleaner needs of a format, besides `BatchFormat`."""
+
+    def batch_keys(self, batch: memoryview, base_offset: int) -> BatchKeys | tuple:
+        """The records of one whole stored batch whose first offset is `base_offset`, as far as the cleaner looks
+        at them (no value is decoded); ValueError for garbage."""
+
+    def retained_batch(self, batch: memoryview, base_offset: int, keep: Sequence[int]) -> bytes:
+        """The batch as stored with only the records at the offsets `keep` (in order) — the same offsets,
+        producer, sequence numbers and compression; with none (asked only of a batch with a producer) a batch
+        that keeps the producer's offsets and sequence numbers and holds nothing."""
+
+    def validate_cleaned(self, batch: memoryview) -> None:
+        """`validate` for a batch the cleaner wrote (it may hold fewer records than the offsets it covers)."""
+
+    def all_keyed(self, batch: memoryview) -> bool:
+        """Whether every record of a whole batch has a key (what a compacted topic requires of an append);
+        ValueError for garbage."""
 
 
 FormatRegistry = dict[str, BatchFormat]

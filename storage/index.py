@@ -196,19 +196,23 @@ class OffsetIndex:
         self._release()
 
     def delete(self) -> None:
+        """Remove the file. A reader still holding the segment finds no entry from now on (it walks its data file
+        from the start), never the file that may take the name next (a segment the log cleaner wrote)."""
         self._pending.clear()
         self._release()
         _unlink(self.path)
+        self._entries = array("I")
 
 
 class TimeIndex:
     """Sparse timestamp index of one segment; lookups read the (small) file, appends keep only the last entry."""
 
-    __slots__ = ("path", "_file", "last_timestamp", "frozen", "_pending")
+    __slots__ = ("path", "_file", "last_timestamp", "frozen", "_pending", "_deleted")
 
     def __init__(self, path: str, *, frozen: bool, files: OpenFiles) -> None:
         self.path = path
         self.frozen = frozen
+        self._deleted = False
         self._file = PooledFile(files, path, os.O_RDWR | os.O_APPEND, create=not frozen)
         self._pending = bytearray()
         self.last_timestamp = self._read_last()
@@ -226,6 +230,8 @@ class TimeIndex:
             return -1
 
     def entries(self) -> list[tuple[int, int]]:
+        if self._deleted:  # (the name may be another segment's by now: see `OffsetIndex.delete`)
+            return []
         write_behind(self)
         try:
             with open(self.path, "rb") as f:
@@ -301,6 +307,7 @@ class TimeIndex:
         self._pending.clear()
         self._file.close()
         _unlink(self.path)
+        self._deleted = True
 
 
 def _last_timestamp(fd: int) -> int:

@@ -16,8 +16,15 @@ Visibility: readers see every append, or — with `reads_need_sync`, which the g
 only what `sync()` made durable (the *high watermark*, Kafka's name for the end of what consumers may read). Then
 no consumer reads, and commits an offset past, a record that a power cut could still take back.
 
+Compaction (topics with `cleanup.policy` compact): the log cleaner (`logway.storage.cleaner`) replaces runs of
+frozen segments with cleaned ones (`install_cleaned`); a swap it committed but did not finish before a crash is
+finished when the partition is opened (`_finish_cleaning`). `cleaner-offset` holds where the part not yet cleaned
+begins.
+
 Thread-safety: appends, rolls, retention and sync bookkeeping hold `lock`; reads work on a snapshot of the
-segment list and of the visible end, so a reader in a worker thread never blocks an append.
+segment list and of the visible end, so a reader in a worker thread never blocks an append. What takes segments out
+of the log — retention, `delete_records`, the cleaner's swap — also holds `_trim_lock` meanwhile (it removes files
+outside `lock`), and the cleaner holds `_clean_lock` while it cleans the partition (`stop_cleaning` waits for it).
 """
 
 from __future__ import annotations
@@ -27,21 +34,27 @@ import os
 import threading
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
 from .config import TopicConfig
-from .errors import BatchTooLarge, CorruptBatch, OffsetOutOfRange, InvalidBatchOffset
+from .errors import (BatchTooLarge, CleaningStopped, CorruptBatch, InvalidBatchOffset, InvalidRecord,
+                     OffsetOutOfRange, StorageError)
 from .files import fsync_dir, makedirs_durably, quarantine, write_synced
 from .formats import BatchFormat
 from .openfiles import FileHandle, OpenFiles
-from .segment import MAX_JUMP_OFFSET, MAX_OFFSET, MAX_RELATIVE_OFFSET, Lookups, Segment, segment_name
+from .segment import (CLEANED, MAX_JUMP_OFFSET, MAX_OFFSET, MAX_RELATIVE_OFFSET, Lookups, Segment, read_cleaned_end,
+                      segment_name)
 from .txnindex import INDEX_NAME as TXN_INDEX, TxnIndex
+from .cleaner import CLEANER_OFFSET, SWAP, CleanedSegment
 
 log = logging.getLogger("logway.storage")
 
 RECOVERY_POINT = "recovery-point"
 LOG_START = "log-start-offset"
+#: The files of a segment, by extension (`<base>.<ext>`).
+SEGMENT_FILES = ("log", "index", "timeindex", "checksums", CLEANED[1:])
 #: An empty file in a partition of a format with side checksums: every segment of it has its `.checksums` file, so
 #: one without is unverifiable (emptied), never a partition of an older logway (rebuilt from its data).
 CHECKSUMMED = "checksummed"
@@ -122,6 +135,12 @@ class PartitionLog:
         # (end offset, its segment, that segment's size then): everything before it is on stable storage.
         self._durable: tuple[int, Segment | None, int] = (0, None, 0)
         self._log_start = 0  # records below this were deleted (`delete_records`); see `log_start_offset`
+        self._trim_lock = threading.Lock()  # held while segments are taken out (retention, delete_records, cleaning)
+        self._clean_lock = threading.Lock()  # held by the cleaner while it cleans this partition
+        self._retiring = False  # closing or deleted: the cleaner stops (`stop_cleaning`)
+        #: A cleaned segment's swap committed but could not be finished (an I/O error): the next open finishes it;
+        #: until then nothing more is taken out of the log.
+        self._swap_incomplete = False
         makedirs_durably(directory)
         self.segments: list[Segment] = self._load(clean_shutdown)
         try:
@@ -167,11 +186,13 @@ class PartitionLog:
 
     def _load(self, clean: bool) -> list[Segment]:
         self._recovery_point = self._read_recovery_point()
+        self._finish_cleaning()
+        self.cleaned_upto = self._read_offset_file(CLEANER_OFFSET)
         bases = []
         for name in sorted(os.listdir(self.directory)):
             path = os.path.join(self.directory, name)
             stem, dot, ext = name.partition(".")
-            if ext in ("log", "index", "timeindex", "checksums") and len(stem) == 20 and stem.isdigit():
+            if ext in SEGMENT_FILES and len(stem) == 20 and stem.isdigit():
                 if not os.path.isfile(path):
                     self._set_aside(path, "not a regular file")
                 elif int(stem) > MAX_JUMP_OFFSET:
@@ -181,7 +202,7 @@ class PartitionLog:
                     bases.append(int(stem))
             elif name.endswith((".tmp", ".deleted")) and os.path.isfile(path):
                 os.unlink(path)
-            elif name not in (RECOVERY_POINT, LOG_START, TXN_INDEX, CHECKSUMMED):
+            elif name not in (RECOVERY_POINT, LOG_START, TXN_INDEX, CHECKSUMMED, CLEANER_OFFSET):
                 log.warning("%s: ignoring unknown file %s", self.directory, name)
         bases.sort()
         now = self._now_ms()
@@ -189,7 +210,7 @@ class PartitionLog:
         for name in os.listdir(self.directory):
             stem, _, ext = name.partition(".")
             path = os.path.join(self.directory, name)
-            if (ext in ("index", "timeindex", "checksums") and stem.isdigit() and int(stem) not in bases
+            if (ext in SEGMENT_FILES[1:] and stem.isdigit() and int(stem) not in bases
                     and os.path.isfile(path)):
                 os.unlink(path)
         marked = os.path.exists(os.path.join(self.directory, CHECKSUMMED))
@@ -248,8 +269,7 @@ class PartitionLog:
                     if self.quarantine_dir is None:
                         other.delete()
                     else:
-                        side = (other.checksums.path,) if other.checksums is not None else ()
-                        for path in (other.log_path, other.index.path, other.timeindex.path, *side):
+                        for path in (other.log_path, *other.side_paths()):
                             if os.path.lexists(path):
                                 self._set_aside(path, f"dropped after the hole at offset {seg.next_offset}")
                 self.recovery.segments_dropped += len(later)
@@ -271,6 +291,39 @@ class PartitionLog:
         if first.checksums is not None and not marked:
             write_synced(os.path.join(self.directory, CHECKSUMMED), b"")
             self._dir_dirty = True
+
+    def _finish_cleaning(self) -> None:
+        """Finish what a cleaning left when the process stopped (see logway.storage.cleaner): a swap that reached its
+        commit point (`<base>.log.swap` exists) is completed — the segments it replaces, based in (base, its end),
+        are removed and its files renamed into place, the data file last — and the files of one that did not are
+        removed (those still `*.tmp` go with the other leftovers in `_load`)."""
+        names = os.listdir(self.directory)
+        swaps = [n for n in names if n.endswith(SWAP) and n[:20].isdigit() and n[20:21] == "."]
+        if not swaps:
+            return
+        committed = {n[:20] for n in swaps if n == n[:20] + ".log" + SWAP}
+        for stem in sorted(committed):
+            marker = os.path.join(self.directory, stem + CLEANED)
+            end = read_cleaned_end(marker + SWAP if os.path.exists(marker + SWAP) else marker)
+            if end is None:  # (written synced before the commit point: only damage gets here)
+                log.error("%s: the cleaned segment %s names no end: it is discarded", self.directory, stem)
+                committed.discard(stem)
+                continue
+            base = int(stem)
+            for name in names:  # the segments it replaces
+                other, _, ext = name.partition(".")
+                if ext in SEGMENT_FILES and other.isdigit() and len(other) == 20 and base < int(other) < end:
+                    os.unlink(os.path.join(self.directory, name))
+            for ext in SEGMENT_FILES[1:] + SEGMENT_FILES[:1]:  # the data file last
+                path = os.path.join(self.directory, f"{stem}.{ext}")
+                if os.path.exists(path + SWAP):
+                    os.replace(path + SWAP, path)
+            log.warning("%s: finished swapping in the cleaned segment %s (the process stopped during the swap)",
+                        self.directory, stem)
+        for name in swaps:
+            if name[:20] not in committed and os.path.exists(os.path.join(self.directory, name)):
+                os.unlink(os.path.join(self.directory, name))  # never committed: the old segments stand
+        fsync_dir(self.directory)
 
     def _set_aside(self, path: str, why: str) -> None:
         """Move one file (or an entry of the wrong kind) out of the partition directory, with an error log line."""
@@ -386,6 +439,11 @@ class PartitionLog:
                 batches = ((view, total, info[1], info[2], info[3]),)
             else:
                 batches = self._split(view, max_batch)
+            if self.config.compact:
+                for batch in batches:
+                    if not fmt.all_keyed(batch[0]):
+                        raise InvalidRecord(f"topic {self.topic!r} is compacted (cleanup.policy "
+                                            f"{self.config.cleanup_policy}): every record needs a key")
         except ValueError as exc:
             raise CorruptBatch(str(exc)) from None
         if not batches:
@@ -421,7 +479,7 @@ class PartitionLog:
                     raise InvalidBatchOffset(f"batch reaches offset {offset + delta}, beyond {MAX_OFFSET - 1}")
                 if offset + delta - seg.base_offset > MAX_RELATIVE_OFFSET:
                     seg = self._roll(now, offset)  # a far jump: a new segment based where the batch starts
-                elif seg.size and (seg.size + size > cfg.segment_bytes or now - seg.created_ms >= cfg.segment_ms):
+                elif seg.size and (seg.size + size > cfg.segment_bytes or now - seg.created_ms >= cfg.roll_ms):
                     seg = self._roll(now)
                 seg.append(fmt.stamp(batch, offset), size, offset, offset + delta, max_ts)
                 offset += delta + 1
@@ -688,18 +746,19 @@ class PartitionLog:
         return target
 
     # -- deleting records (the log start offset) -----------------------------------------------------------
-    def _read_log_start(self) -> int:
+    def _read_offset_file(self, name: str) -> int:
+        """The offset a small file of the partition holds (`log-start-offset`, `cleaner-offset`); 0 when there is
+        none, or — with an error line — when it holds no offset."""
         try:
-            with open(os.path.join(self.directory, LOG_START), "rb") as f:
+            with open(os.path.join(self.directory, name), "rb") as f:
                 text = f.read(32).strip()
         except FileNotFoundError:
             return 0
         except OSError as exc:
-            log.error("%s: cannot read %s (%s): the log starts at its first segment", self.directory, LOG_START, exc)
+            log.error("%s: cannot read %s (%s): taken as 0", self.directory, name, exc)
             return 0
         if not text.isdigit() or int(text) > MAX_JUMP_OFFSET:
-            log.error("%s: %s holds %r, not an offset: the log starts at its first segment", self.directory,
-                      LOG_START, text[:32])
+            log.error("%s: %s holds %r, not an offset: taken as 0", self.directory, name, text[:32])
             return 0
         return int(text)
 
@@ -707,7 +766,7 @@ class PartitionLog:
         """At open: honour `log-start-offset` — drop segments wholly below it (a crash may have come between the
         file and their deletion) and, when the whole log lies below it (records a power cut took back, or an
         empty log), start an empty log there, so an offset below the start is never handed out again."""
-        start = self._log_start = self._read_log_start()
+        start = self._log_start = self._read_offset_file(LOG_START)
         segments = self.segments
         if start <= segments[0].base_offset:
             return
@@ -737,7 +796,11 @@ class PartitionLog:
         it). OffsetOutOfRange for an offset past the high watermark or negative (other than -1)."""
         if isinstance(offset, bool) or not isinstance(offset, int):
             raise TypeError(f"offset must be an int, not {type(offset).__name__}")
-        with self._sync_lock:  # no sync meanwhile: the active segment may be rolled and deleted here
+        # No sync meanwhile (the active segment may be rolled and deleted here), nor a cleaner's swap.
+        with self._sync_lock, self._trim_lock:
+            if self._swap_incomplete:
+                raise StorageError(f"{self.topic}-{self.partition}: a cleaned segment could not be swapped in; "
+                                   f"records can be deleted again once the gateway restarted")
             end = self.high_watermark
             if offset == -1:
                 offset = end
@@ -804,7 +867,14 @@ class PartitionLog:
 
     # -- retention ---------------------------------------------------------------------------------------
     def enforce_retention(self, now_ms: int | None = None) -> int:
-        """Delete whole old segments beyond retention_ms / retention_bytes; never the active one."""
+        """Delete whole old segments beyond retention_ms / retention_bytes; never the active one (nor any of a topic
+        whose cleanup.policy is compact alone)."""
+        if not self.config.delete:
+            return 0
+        with self._trim_lock:
+            return 0 if self._swap_incomplete else self._retain(now_ms)
+
+    def _retain(self, now_ms: int | None) -> int:
         now_ms = self._now_ms() if now_ms is None else now_ms
         cfg = self.config
         doomed: list[Segment] = []
@@ -813,7 +883,7 @@ class PartitionLog:
             total = sum(s.size for s in segments)
             keep_from = 0
             for seg in segments[:-1]:
-                expired = cfg.retention_ms >= 0 and now_ms - self._segment_time(seg) > cfg.retention_ms
+                expired = cfg.retention_ms >= 0 and now_ms - self.segment_time(seg) > cfg.retention_ms
                 oversize = (cfg.retention_bytes >= 0 and total - seg.size >= cfg.retention_bytes
                             and total > cfg.retention_bytes)
                 if not (expired or oversize):
@@ -831,7 +901,9 @@ class PartitionLog:
         return len(doomed)
 
     @staticmethod
-    def _segment_time(seg: Segment) -> int:
+    def segment_time(seg: Segment) -> int:
+        """The newest record timestamp of the segment (its file's modification time when none is known), in ms:
+        what retention.ms and the compaction lags measure."""
         if seg.max_timestamp >= 0:
             return seg.max_timestamp
         try:
@@ -839,11 +911,95 @@ class PartitionLog:
         except FileNotFoundError:
             return 0
 
+    # -- compaction (the log cleaner's side: see logway.storage.cleaner) ------------------------------------
+    @property
+    def cleaning_stopped(self) -> bool:
+        """Closing or deleted (`stop_cleaning`), or a swap is left unfinished: nothing is cleaned any more."""
+        return self._retiring or self._swap_incomplete
+
+    def cleaning_view(self) -> tuple[list[Segment], list[Segment], int]:
+        """(segments, those not synced yet, log start offset) of one instant between syncs (a sync under way takes
+        the segments it syncs out of the unsynced ones before it has synced them)."""
+        with self._sync_lock, self.lock:
+            return self.segments, list(self._unsynced), self.log_start_offset
+
+    @contextmanager
+    def cleaning(self):
+        """Held by the cleaner while it cleans this partition; yields the check it calls between batches, which
+        raises CleaningStopped once the partition is closing or deleted."""
+        with self._clean_lock:
+            self._check_cleaning()
+            yield self._check_cleaning
+
+    def _check_cleaning(self) -> None:
+        if self._retiring:
+            raise CleaningStopped(f"{self.topic}-{self.partition} is closing")
+
+    def stop_cleaning(self) -> None:
+        """Tell a cleaner at work on this partition to stop, and wait until it has (it discards what it was
+        writing); none starts again. Called before the partition is closed or deleted."""
+        self._retiring = True
+        with self._clean_lock:
+            pass
+
+    def resume_cleaning(self) -> None:
+        """Undo `stop_cleaning` (the partition was not closed or deleted after all)."""
+        self._retiring = False
+
+    def set_cleaned_upto(self, offset: int) -> None:
+        """Record where the part not cleaned yet begins (`cleaner-offset`: a hint, written whole, not synced with
+        the directory — without it the whole log counts as dirty once)."""
+        path = os.path.join(self.directory, CLEANER_OFFSET)
+        write_synced(path + ".tmp", b"%d\n" % offset)
+        os.replace(path + ".tmp", path)
+        self.cleaned_upto = offset
+
+    def install_cleaned(self, old: list[Segment], new: CleanedSegment, forget=()) -> bool:
+        """Swap the cleaned segment `new` (written and synced, see `logway.storage.cleaner.CleanedSegment`) in for
+        the consecutive frozen segments `old`, durably; first forget, durably, the aborted transactions in `forget`
+        (their abort markers are not in `new`). False (nothing done, `new` discarded) when the log no longer holds
+        `old` as they were — retention or `delete_records` took some out — or is closing. Readers holding an old
+        segment keep reading it."""
+        with self._trim_lock:
+            segments = self.segments
+            i = next((k for k, seg in enumerate(segments) if seg is old[0]), None)
+            if (self.cleaning_stopped or i is None or i + len(old) >= len(segments)
+                    or any(a is not b for a, b in zip(segments[i:i + len(old)], old))
+                    or any(self._durable[1] is seg for seg in old)):
+                new.discard()
+                return False
+            if forget:
+                with self.lock:  # (durable with the directory sync of the commit, before the commit point)
+                    self.txns.forget_aborted(forget)
+            try:
+                new.commit()
+                for seg in old:
+                    seg.delete()  # (its data file stays open for its readers)
+                new.install()
+                cleaned = self._segment(new.base, active=False, created_ms=self._now_ms())
+            except BaseException:
+                # Committed or not, the disk may now hold what the next open finishes or drops: until then, no
+                # segment of this partition is taken out (it could be one the swap would bring back).
+                self._swap_incomplete = True
+                log.error("%s-%d: the cleaned segment %s could not be swapped in; nothing more is cleaned or deleted "
+                          "in this partition until the gateway restarts (which finishes or drops the swap)",
+                          self.topic, self.partition, segment_name(new.base))
+                raise
+            cleaned.next_offset = old[-1].next_offset
+            with self.lock:
+                current = self.segments
+                i = next(k for k, seg in enumerate(current) if seg is old[0])
+                self.segments = current[:i] + [cleaned] + current[i + len(old):]
+                self._first_offset = None
+        return True
+
     # -- lifecycle ---------------------------------------------------------------------------------------
     def close(self, *, durable: bool = False) -> None:
         """Close every segment; with `durable` (a clean shutdown, which recovery will trust), the active segment's
         data, its indexes (as far as the disk has room: see `Segment.sync_indexes_if_room`) and the transaction
-        index are synced first. Every segment is closed even when that sync fails (the OSError is raised after)."""
+        index are synced first. Every segment is closed even when that sync fails (the OSError is raised after).
+        A cleaner at work on it stops first."""
+        self.stop_cleaning()
         with self.lock:
             try:
                 if durable:
@@ -857,6 +1013,7 @@ class PartitionLog:
                 self.txns.close()
 
     def delete(self) -> None:
+        self.stop_cleaning()
         with self.lock:
             for seg in self.segments:
                 seg.close()

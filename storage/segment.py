@@ -6,6 +6,10 @@ On disk, in the partition directory, with `<base>` the segment's base offset as 
 - `<base>.index` and `<base>.timeindex`: see `logway.storage.index`.
 - `<base>.checksums`, only for formats whose batches carry no checksum of their own (TANK): see
   `logway.storage.checksums`.
+- `<base>.cleaned`, only for a segment the log cleaner wrote (`logway.storage.cleaner`): the offset just after the
+  segment (decimal text). The cleaner leaves gaps where it removed records — between batches, before the first one,
+  after the last — so such a segment's batches may skip ahead, hold fewer records than the offsets they cover
+  (`validate_cleaned`), and end before the segment does.
 A segment covers offsets [base_offset, next_offset). Only the partition's last segment (the active one) is
 appended to; older ones are frozen and only read or deleted whole. In memory, the active segment keeps where its
 last appended batches lie (`RecentBatches`) and the last one's bytes, for the readers near its end. Its files are
@@ -71,8 +75,27 @@ REMEMBERED_LOOKUPS = 16 * 1024
 RECENT_BATCHES = 256
 
 
+#: The suffix of the file that marks a segment the log cleaner wrote, holding the offset just after it.
+CLEANED = ".cleaned"
+
+
 def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}"
+
+
+def read_cleaned_end(path: str) -> int | None:
+    """The offset a `.cleaned` file holds, None when there is none (a segment the cleaner never wrote). The file is
+    written synced before the segment's data takes its name, so anything but an offset is damage: the segment's
+    own batches tell where it ends then (an error line says so)."""
+    try:
+        with open(path, "rb") as f:
+            text = f.read(32).strip()
+    except FileNotFoundError:
+        return None
+    if not text.isdigit() or int(text) > MAX_OFFSET:
+        log.error("%s holds %r, not an offset: the segment ends after its last batch", path, text[:32])
+        return None
+    return int(text)
 
 
 @dataclass(slots=True)
@@ -173,7 +196,7 @@ class Segment:
         "directory", "base_offset", "fmt", "log_path", "index", "timeindex", "size", "next_offset",
         "max_timestamp", "created_ms", "bytes_since_index", "index_interval", "_data", "active", "_reserved",
         "checksums", "indexes_rebuilt", "last_batch", "recent", "generation", "uid", "_located", "_ranges",
-        "_lookups", "__weakref__",
+        "_lookups", "cleaned_end", "__weakref__",
     )
 
     def __init__(self, directory: str, base_offset: int, fmt: BatchFormat, *, active: bool,
@@ -202,6 +225,8 @@ class Segment:
                     part.close()
             raise
         self._reserved = self.size  # blocks reserved up to here (only the active segment reserves)
+        #: A segment the log cleaner wrote: the offset just after it, as its `.cleaned` file says (None otherwise).
+        self.cleaned_end = None if active else read_cleaned_end(stem + CLEANED)
         self.next_offset = base_offset
         self.max_timestamp = self.timeindex.last_timestamp
         self.created_ms = created_ms
@@ -463,7 +488,9 @@ class Segment:
         if validate and self.checksums is not None:
             side = self.checksums.entries_from(position) if check_side else iter(())
             expected = next(side, None)
-        explicit = bool(getattr(fmt, "explicit_offsets", False))
+        cleaned = self.cleaned_end is not None
+        explicit = cleaned or bool(getattr(fmt, "explicit_offsets", False))  # (what may skip ahead)
+        check = fmt.validate_cleaned if cleaned else fmt.validate
         handle = self._data.handle()  # (held while the walk lasts)
         fd = handle.fd
         file_size = os.fstat(fd).st_size
@@ -507,7 +534,7 @@ class Segment:
                     buf = memoryview(os.pread(fd, max(RECOVERY_CHUNK, size), position))
                     buf_start, rel = position, 0
                 try:
-                    fmt.validate(buf[rel:rel + size])
+                    check(buf[rel:rel + size])
                 except ValueError as exc:
                     problem = f"corrupt batch at position {position}: {exc}"
                     break
@@ -616,6 +643,8 @@ class Segment:
             self.checksums.cut(result.end_position)
         self.size = result.end_position
         self.next_offset = result.end_offset
+        if self.cleaned_end is not None and not truncated:  # (its last records may have been cleaned away)
+            self.next_offset = max(self.next_offset, self.cleaned_end)
         self.max_timestamp = max(self.timeindex.last_timestamp, result.max_timestamp)
         self.bytes_since_index = result.bytes_since_index
         return truncated
@@ -664,7 +693,16 @@ class Segment:
         self.timeindex.delete()
         if self.checksums is not None:
             self.checksums.delete()
-        try:
-            os.unlink(self.log_path)
-        except FileNotFoundError:
-            pass
+        for path in (self.log_path, self.log_path[:-len(".log")] + CLEANED):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+
+    def side_paths(self) -> list[str]:
+        """The paths of the files beside the data file that exist: indexes, checksums, the cleaner's end."""
+        stem = self.log_path[:-len(".log")]
+        paths = [self.index.path, self.timeindex.path, stem + CLEANED]
+        if self.checksums is not None:
+            paths.append(self.checksums.path)
+        return [p for p in paths if os.path.lexists(p)]

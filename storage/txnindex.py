@@ -206,6 +206,14 @@ class TxnIndex:
     def has_aborted(self) -> bool:
         return bool(self._aborted)
 
+    def forget_aborted(self, txns) -> None:
+        """Forget these aborted transactions (the log cleaner removed their records and is about to remove their
+        abort markers): the file is rewritten without them and synced before this returns (its name is durable
+        with the next sync of the directory)."""
+        gone = {(t.producer_id, t.first) for t in txns}
+        self._aborted = [t for t in self._aborted if (t.producer_id, t.first) not in gone]
+        self._rewrite()
+
     def prune(self, log_start: int) -> None:
         """Forget aborted transactions entirely below the log start; rewrite the file when it is mostly history."""
         self._aborted = [t for t in self._aborted if t.end >= log_start]

@@ -211,11 +211,15 @@ def encode_batch(
     timestamp_type: int = TIMESTAMP_CREATE_TIME,
     transactional: bool = False,
     control: bool = False,
+    offset_deltas: Sequence[int] | None = None,
+    last_offset_delta: int | None = None,
 ) -> bytes:
     """Encode `records` as one RecordBatch v2 and return its bytes.
 
     Records whose timestamp is None get `default_timestamp` (the caller's "now"). Offset deltas are the
-    positions in `records` (their `offset` fields are ignored). Header keys are str (UTF-8 on the wire).
+    positions in `records` (their `offset` fields are ignored), or `offset_deltas` when given, and the batch's
+    lastOffsetDelta the last of them unless `last_offset_delta` says more (a batch the log cleaner rewrote keeps
+    its offsets). Header keys are str (UTF-8 on the wire).
     Raises ValueError for an empty or oversized sequence or an unknown codec.
     """
     n = len(records)
@@ -232,7 +236,8 @@ def encode_batch(
     table, small, null, zero = _VARINT, _SMALL, _NULL, _ZERO
     parts: list = []
     extend = parts.extend
-    for i, (r, ts) in enumerate(zip(records, timestamps)):
+    deltas = range(n) if offset_deltas is None else offset_deltas
+    for r, ts, i in zip(records, timestamps, deltas):
         d = ts - base_ts  # >= 0
         tsb = table[d << 1] if d < small else encode_varlong(d)
         ob = table[i << 1] if i < small else encode_varint(i)
@@ -265,11 +270,17 @@ def encode_batch(
     attributes = compression | (_TIMESTAMP_TYPE_BIT if timestamp_type else 0)
     attributes |= _TRANSACTIONAL_BIT if transactional else 0
     attributes |= _CONTROL_BIT if control else 0
+    last = deltas[-1] if last_offset_delta is None else last_offset_delta
+    return _framed(payload, base_offset, partition_leader_epoch, attributes, last, base_ts, max_ts, producer_id,
+                   producer_epoch, base_sequence, n)
+
+
+def _framed(payload: bytes, *fields) -> bytes:
+    """A batch of the header `fields` (`BatchHeader`'s after batchLength, magic and crc, in order) over the record
+    bytes `payload`, with its batchLength and CRC-32C set."""
+    base_offset, leader_epoch, *rest = fields
     try:
-        header = BATCH_HEADER.pack(
-            base_offset, BATCH_OVERHEAD + len(payload), partition_leader_epoch, MAGIC_V2, 0, attributes,
-            n - 1, base_ts, max_ts, producer_id, producer_epoch, base_sequence, n,
-        )  # fmt: skip
+        header = BATCH_HEADER.pack(base_offset, BATCH_OVERHEAD + len(payload), leader_epoch, MAGIC_V2, 0, *rest)
     except struct.error as exc:
         raise ValueError(f"batch header field out of range: {exc}") from None
     crc = crc32c(payload, crc32c(header[CRC_START:]))
@@ -487,6 +498,87 @@ def _decode_record_blob(
     return records
 
 
+def _record_keys(data: bytes, count: int, base_offset: int) -> tuple[list[int], list, list[bool]]:
+    """(offsets, keys, whether each value is null) of `count` records in the (uncompressed) record bytes of one
+    batch: what the log cleaner (and a compacted topic's append check) needs of a record, without building it (no
+    value copied, headers skipped). The walk of `_decode_record_blob`, cut down and kept apart on purpose: it is
+    twice as fast (measured: 95 µs against 193 µs for a batch of 136 keyed 100-byte records)."""
+    end = len(data)
+    if count * MIN_RECORD_SIZE > end:
+        raise RecordFormatError(f"recordsCount {count} cannot fit in {end} bytes of records")
+    zz1 = _ZZ1
+    offsets: list[int] = []
+    keys: list = []
+    nulls: list[bool] = []
+    pos = 0
+    try:
+        for _ in range(count):  # (varints of one and two bytes inline, as in `_decode_record_blob`)
+            b = data[pos]
+            if b < 0x80:
+                length = zz1[b]
+                pos += 1
+            elif (c := data[pos + 1]) < 0x80:
+                u = (b & 0x7F) | (c << 7)
+                length = (u >> 1) ^ -(u & 1)
+                pos += 2
+            else:
+                length, pos = decode_varint(data, pos)
+            rec_end = pos + length
+            if length < MIN_RECORD_SIZE - 1 or rec_end > end:
+                raise RecordFormatError(f"record length {length} at {pos} does not fit the batch")
+            p = pos + 1  # attributes
+            if data[p] < 0x80:  # timestampDelta (varlong): skipped
+                p += 1
+            elif data[p + 1] < 0x80:
+                p += 2
+            else:
+                _, p = decode_varlong(data, p)
+            b = data[p]
+            if b < 0x80:
+                delta = zz1[b]
+                p += 1
+            elif (c := data[p + 1]) < 0x80:
+                u = (b & 0x7F) | (c << 7)
+                delta = (u >> 1) ^ -(u & 1)
+                p += 2
+            else:
+                delta, p = decode_varint(data, p)
+            b = data[p]
+            if b < 0x80:
+                n = zz1[b]
+                p += 1
+            elif (c := data[p + 1]) < 0x80:
+                u = (b & 0x7F) | (c << 7)
+                n = (u >> 1) ^ -(u & 1)
+                p += 2
+            else:
+                n, p = decode_varint(data, p)
+            if n < 0:
+                if n != -1:
+                    raise RecordFormatError(f"bad key length {n}")
+                key = None
+            else:
+                if p + n > rec_end:
+                    raise RecordFormatError(f"key of {n} bytes overruns its record")
+                key = data[p:p + n]
+                p += n
+            nulls.append(data[p] == 1)  # (a value length of -1 is zigzag 1, one byte; any other is no null)
+            offsets.append(base_offset + delta)
+            keys.append(key)
+            pos = rec_end
+    except IndexError:
+        raise RecordFormatError("truncated record") from None
+    if pos != end:
+        raise RecordFormatError(f"{end - pos} bytes left after the batch's {count} records")
+    return offsets, keys, nulls
+
+
+def _record_bytes(header: BatchHeader, mv: memoryview) -> bytes:
+    """The (decompressed) record bytes of a whole batch."""
+    codec = header.attributes & _CODEC_MASK
+    return bytes(mv[BATCH_HEADER_SIZE:]) if codec == 0 else decompress(codec, mv[BATCH_HEADER_SIZE:])
+
+
 def decode_batch(
     batch: bytes | bytearray | memoryview, *, verify_crc: bool = True
 ) -> tuple[BatchHeader, list[Record]]:
@@ -584,6 +676,15 @@ class KafkaFormat:
 
     def validate(self, batch: memoryview) -> None:
         """Check one whole batch: size, magic, CRC-32C, codec, and recordsCount against lastOffsetDelta."""
+        self._validate(batch, exact=True)
+
+    def validate_cleaned(self, batch: memoryview) -> None:
+        """`validate` for a batch the log cleaner wrote: it may hold fewer records than the offsets it covers
+        (Kafka's cleaner keeps a batch's offsets, and an emptied batch of a producer, as its sequence numbers
+        follow them)."""
+        self._validate(batch, exact=False)
+
+    def _validate(self, batch: memoryview, *, exact: bool) -> None:
         if not isinstance(batch, memoryview):
             batch = memoryview(batch)
         n = len(batch)
@@ -604,12 +705,58 @@ class KafkaFormat:
             raise RecordFormatError(f"unknown compression codec {codec}")
         # The engine hands out offsets base..base+lastOffsetDelta, and decoders number records by offsetDelta:
         # like Kafka's LogValidator for client batches, require exactly one offset per record.
-        if last_offset_delta < 0 or count != last_offset_delta + 1:
+        if last_offset_delta < 0 or (count != last_offset_delta + 1 if exact else not
+                                     0 <= count <= last_offset_delta + 1):
             raise RecordFormatError(f"recordsCount {count} does not match lastOffsetDelta {last_offset_delta}")
         if count > MAX_RECORDS_PER_BATCH:
             raise RecordFormatError(f"recordsCount {count} exceeds {MAX_RECORDS_PER_BATCH}")
         if codec == 0 and count * MIN_RECORD_SIZE > n - BATCH_HEADER_SIZE:
             raise RecordFormatError(f"recordsCount {count} cannot fit in {n - BATCH_HEADER_SIZE} bytes")
+
+    # -- compaction (`storage.formats.CompactionFormat`) --------------------------------------------------------
+    def batch_keys(self, batch: memoryview, base_offset: int) -> tuple:
+        """(offsets, keys, null values, producer id, transactional, marker) of one stored batch, its CRC checked:
+        for a control batch, whether it commits or aborts (one that is no transaction marker counts as data
+        without records)."""
+        header = parse_header(batch)
+        mv = memoryview(batch)
+        if len(mv) != header.size or crc32c(mv[CRC_START:]) != header.crc:
+            raise RecordFormatError(f"the batch at offset {header.base_offset} is cut short or fails its CRC-32C")
+        if header.is_control:
+            try:
+                marker = parse_control_marker(batch)
+            except RecordFormatError:
+                marker = None
+            return [], [], [], header.producer_id, header.is_transactional, marker
+        offsets, keys, nulls = _record_keys(_record_bytes(header, mv), header.records_count, header.base_offset)
+        return offsets, keys, nulls, header.producer_id, header.is_transactional, None
+
+    def retained_batch(self, batch: memoryview, base_offset: int, keep) -> bytes:
+        """The batch with only the records at the offsets `keep` (in order), as Kafka's cleaner writes it: the same
+        base offset and lastOffsetDelta (the producer's last sequence number is baseSequence + lastOffsetDelta),
+        producer, sequence, leader epoch, timestamp type, transactional flag and codec; with none, an empty batch
+        of no codec whose timestamps are the original's newest."""
+        h, records = decode_batch(batch, verify_crc=False)  # (`batch_keys` checked it)
+        if not keep:
+            return _framed(b"", h.base_offset, h.partition_leader_epoch, h.attributes & ~_CODEC_MASK,
+                           h.last_offset_delta, h.max_timestamp, h.max_timestamp, h.producer_id, h.producer_epoch,
+                           h.base_sequence, 0)
+        wanted = set(keep)
+        records = [r for r in records if r.offset in wanted]
+        base = h.base_offset
+        return encode_batch(records, base_offset=base, default_timestamp=h.max_timestamp, compression=h.compression,
+                            producer_id=h.producer_id, producer_epoch=h.producer_epoch, base_sequence=h.base_sequence,
+                            partition_leader_epoch=h.partition_leader_epoch, timestamp_type=h.timestamp_type,
+                            transactional=h.is_transactional, offset_deltas=[r.offset - base for r in records],
+                            last_offset_delta=h.last_offset_delta)
+
+    def all_keyed(self, batch: memoryview) -> bool:
+        """Whether every record of a data batch has a key (a control batch: True)."""
+        header = parse_header(batch)
+        if header.is_control:
+            return True
+        _, keys, _ = _record_keys(_record_bytes(header, memoryview(batch)), header.records_count, 0)
+        return None not in keys
 
     def stamp(self, batch: memoryview, base_offset: int) -> list[bytes | memoryview]:
         """Pieces for os.writev: the new 8-byte baseOffset, then batch[8:] (a view, not a copy)."""

@@ -116,7 +116,7 @@ class AlterTopicConfigRequest:
     `topic`, validated as a whole; `validate_only` checks only."""
 
     topic: str
-    set: dict[str, int | str] = field(default_factory=dict)
+    set: dict[str, int | float | str] = field(default_factory=dict)
     delete: list[str] = field(default_factory=list)
     validate_only: bool = False
 
@@ -380,9 +380,9 @@ class TopicConfigEntry:
     the topic's override, and whether it can change."""
 
     name: str
-    value: int | str
+    value: int | float | str
     source: str
-    default: int | str
+    default: int | float | str
     read_only: bool
 
 

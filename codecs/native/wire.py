@@ -9,6 +9,8 @@ The tables `_REQUEST_DECODERS`, `_RESPONSE_DECODERS`, `_REQUEST_ENCODERS` and `_
 
 from __future__ import annotations
 
+import math
+
 from typing import Any, Callable
 
 import orjson
@@ -140,12 +142,15 @@ def _offset_or_end(value: Any, name: str) -> int:
     return _int(value, name, MAX_OFFSET)
 
 
-def _config_value(value: Any, name: str) -> int | str:
-    """A topic config value: an int64 or a string (Kafka sends every value as a string)."""
+def _config_value(value: Any, name: str) -> int | float | str:
+    """A topic config value: an int64, a finite number (min.cleanable.dirty.ratio) or a string (Kafka sends every
+    value as a string)."""
     if type(value) is str:
         return value
-    if type(value) is not int:
-        raise _Invalid(f"`{name}` must be an integer or a string, got {_kind(value)}")
+    if type(value) is float and not math.isfinite(value):
+        raise _Invalid(f"`{name}` = {value} is not a finite number")
+    if type(value) not in (int, float):
+        raise _Invalid(f"`{name}` must be an integer, a number or a string, got {_kind(value)}")
     if not MIN_CONFIG_INT <= value <= MAX_CONFIG_INT:
         raise _Invalid(f"`{name}` = {value} is out of range {MIN_CONFIG_INT}..{MAX_CONFIG_INT}")
     return value
@@ -254,7 +259,7 @@ def _produce_record(item: Any, mb: bool) -> Record:
     elif "value" in item:
         raise _Invalid("both `payload` and its alias `value` are present")
     return Record(
-        _bytes(payload, "payload", mb),
+        _opt_bytes(payload, "payload", mb),  # (null: a record without a value, a compacted topic's tombstone)
         key=_opt_bytes(item.get("key"), "key", mb),
         timestamp=_opt_int(item.get("timestamp"), "timestamp", MAX_TIMESTAMP),
     )
@@ -627,8 +632,8 @@ def _enc_bytes(value: Any, name: str) -> list[int]:
 def _enc_produce_record(r: Record) -> Any:
     if r.headers:
         raise _Invalid("record headers cannot be carried by the native protocol")
-    payload = _enc_bytes(r.value, "value")
-    if r.key is None and r.timestamp is None:
+    payload = None if r.value is None else _enc_bytes(r.value, "value")
+    if r.key is None and r.timestamp is None and payload is not None:
         return payload  # the seed's form, understood by every native broker
     item: dict[str, Any] = {"payload": payload}
     if r.key is not None:

@@ -398,14 +398,59 @@ class TankFormat:
         """TANK offsets are implicit: the entry is stored unchanged."""
         return [entry]
 
+    # -- compaction (`storage.formats.CompactionFormat`) --------------------------------------------------------
+    # TANK messages carry no null content: in a compacted `tank` topic a keyed message with empty content is a
+    # tombstone (what a TANK reader sees of a Kafka tombstone), and bundles name no producer and no transaction.
+
+    def batch_keys(self, entry, base_offset: int) -> tuple:
+        """(offsets, keys, tombstones, -1, False, None) of one stored entry whose first message has offset
+        `base_offset` (a sparse bundle names its own); a keyed empty message is a tombstone."""
+        msgs = _entry_messages(entry, base_offset)
+        return ([seq - 1 for seq, _, _, _ in msgs], [key or None for _, _, key, _ in msgs],
+                [bool(key) and not value for _, _, key, value in msgs], -1, False, None)
+
+    def retained_batch(self, entry, base_offset: int, keep) -> bytes:
+        """The entry with only the messages at the offsets `keep` (at least one): a sparse bundle naming their seqs,
+        in the original's codec."""
+        view = memoryview(entry)
+        _, p = decode_varint(view, 0, len(view))
+        wanted = set(keep)
+        kept = [Record(value, key, ts, (), seq - 1) for seq, ts, key, value in _entry_messages(entry, base_offset)
+                if seq - 1 in wanted]
+        return wrap(encode_bundle(kept, codec=view[p] & CODEC_MASK, sparse_seqs=[r.offset + 1 for r in kept]))
+
+    def validate_cleaned(self, entry) -> None:
+        """The cleaner writes whole bundles like any other: `validate`."""
+        self.validate(entry)
+
+    def all_keyed(self, entry) -> bool:
+        """Whether every message of the entry has a (non-empty) key."""
+        return all(key for _, _, key, _ in _entry_messages(entry, 0))
+
     wrap = staticmethod(wrap)
 
     def offset_for_timestamp(self, entry, base_offset: int, timestamp: int) -> int | None:
         """Offset of the first message (in offset order) with a timestamp >= `timestamp`, or None."""
-        view = memoryview(entry)
-        blen, p = decode_varint(view, 0, len(view))
-        records, _ = decode_bundle(view[p:p + blen], base_offset + 1)
-        for r in records:
-            if r.timestamp >= timestamp:
-                return r.offset
+        for seq, ts, _, _ in _entry_messages(entry, base_offset):
+            if ts >= timestamp:
+                return seq - 1
         return None
+
+
+def _entry_messages(entry, base_offset: int) -> list[tuple[int, int, bytes | None, bytes]]:
+    """(seq, timestamp, key, value) of every message of one whole `varint len | bundle` entry whose first message
+    has offset `base_offset` (unless the bundle is sparse and names its own)."""
+    buf = bytes(entry)
+    blen, p = decode_varint(buf, 0, len(buf))
+    end = p + blen
+    try:
+        hdr = parse_bundle_header(buf, p, end)
+    except Truncated as exc:
+        raise RecordFormatError(f"entry of {len(buf)} bytes is shorter than its bundle header: {exc}") from None
+    start = p + hdr.size
+    if hdr.codec != CODEC_NONE:
+        buf, start, end = message_set_bytes(buf, hdr, start, end), 0, None
+        end = len(buf)
+    out: list = []
+    walk_messages(buf, start, end, hdr, base_offset + 1, out)
+    return out

@@ -221,6 +221,7 @@ class GatewayCollector(Collector):
                                   value=cache.batches_shared if cache is not None else 0)
         yield from self._relays(gw)
         yield from self._expired(gw)
+        yield from self._cleaner(gw.cleaner)
         yield from self._durability(gw.committer.stats)
         partitions = m.live_partitions()
         yield from self._partitions(m, partitions)
@@ -256,6 +257,29 @@ class GatewayCollector(Collector):
         retention = gw.offset_retention
         expired.add_metric(["committed_offsets"], retention.expired if retention is not None else 0)
         yield expired
+
+    @staticmethod
+    def _cleaner(cleaner) -> Iterator[Metric]:
+        """The log cleaner of compacted topics (`gateway.cleaning`)."""
+        def value(name: str):
+            return getattr(cleaner, name) if cleaner is not None else 0
+
+        yield GaugeMetricFamily("logway_cleaner_cleanable_bytes", "Bytes written to compacted partitions since they "
+                                "were last cleaned, in what may be cleaned (durable frozen segments), at the cleaner's "
+                                "last check", value=value("cleanable_bytes"))
+        yield CounterMetricFamily("logway_cleaner_cleaned_bytes", "Bytes of segments the log cleaner rewrote",
+                                  value=value("cleaned_bytes"))
+        yield CounterMetricFamily("logway_cleaner_reclaimed_bytes", "Bytes the rewritten segments no longer take",
+                                  value=value("reclaimed_bytes"))
+        yield CounterMetricFamily("logway_cleaner_records_removed", "Records the log cleaner removed (superseded, "
+                                  "tombstones past delete.retention.ms, aborted, without a key, markers)",
+                                  value=value("records_removed"))
+        yield CounterMetricFamily("logway_cleaner_cleanings", "Partitions the log cleaner cleaned",
+                                  value=value("cleanings"))
+        yield CounterMetricFamily("logway_cleaner_errors", "Cleanings (or checks) that failed: logged, the log left "
+                                  "as it was, tried again at the next check", value=value("errors"))
+        yield GaugeMetricFamily("logway_cleaner_last_run_timestamp_seconds", "When the log cleaner last finished "
+                                "cleaning a partition (Unix time; 0: never since the start)", value=value("last_run"))
 
     @staticmethod
     def _relays(gw) -> Iterator[Metric]:

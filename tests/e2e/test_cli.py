@@ -166,6 +166,15 @@ def test_topics_alter_config_add_partitions_and_delete_records(tmp_path):
         assert "retention.ms\t3600000\ttopic\t604800000" in lines
         assert "segment.bytes\t1073741824\tdefault\t1073741824" in lines
         assert "storage.format\tkafka\tdefault (read-only)\tkafka" in lines
+        r = topics("alter", "events", "--config", "cleanup.policy=delete,compact", "--config",
+                   "min.cleanable.dirty.ratio=0.2")
+        assert r.returncode == 0, r.stderr
+        lines = topics("config", "events").stdout.splitlines()
+        assert "cleanup.policy\tcompact,delete\ttopic\tdelete" in lines
+        assert "min.cleanable.dirty.ratio\t0.2\ttopic\t0.5" in lines
+        r = topics("alter", "events", "--delete-config", "cleanup.policy", "--delete-config",
+                   "min.cleanable.dirty.ratio")
+        assert r.returncode == 0, r.stderr
         # add-partitions
         r = topics("add-partitions", "events", "--count", "4")
         assert r.returncode == 0 and r.stdout == "topic events has 4 partition(s)\n", r.stderr

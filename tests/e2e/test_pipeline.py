@@ -17,6 +17,7 @@ import random
 import socket
 import struct
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -439,6 +440,50 @@ def test_batch_read_equals_what_the_native_protocol_produced(spark, logway_gatew
            for r in rows]
     assert [g[:4] + g[5:] for g in got] == [e[:4] + e[5:] for e in expected]
     assert [g[4] for g in got if g[1] < 25] == [e[4] for e in expected if e[1] < 25]
+
+
+def test_batch_read_of_a_compacted_topic_steps_over_the_gaps(spark, tmp_path):
+    """A compacted topic (cleanup.policy=compact, its cleaner eager): the rows are the last record of each key at
+    its offset, whatever the tasks' ranges (some hold only offsets the cleaner emptied)."""
+    from logway.bench.launcher import GatewayProcess
+
+    with GatewayProcess(str(tmp_path / "data"), "log_level=WARNING", "storage.flush_interval_ms=50",
+                        "storage.cleaner_check_interval_ms=50", "storage.cleaner_io_bytes_per_second=0") as gw:
+        topic = new_topic("compacted")
+        with NativeClient(*gw.native) as native:
+            native.create_topic(topic, 1)
+            native.alter_topic_config(topic, {"cleanup.policy": "compact", "segment.bytes": 1024,
+                                              "min.cleanable.dirty.ratio": 0.01})
+            rows = []
+            for i in range(0, 120, 4):  # keys 0..6 written throughout, 7..9 only at first: gaps in the middle
+                recs = [Record(b"v%d" % j, key=b"k%d" % (j % (10 if j < 40 else 7))) for j in range(i, i + 4)]
+                rows += list(zip(native.produce(topic, 0, recs), (r.key for r in recs), (r.value for r in recs)))
+            for i in range(3):  # roll the active segment past them: all of them can be cleaned
+                rows += [(native.produce(topic, 0, [Record(b"r" * 700, key=b"roll%d" % i)])[0], b"roll%d" % i,
+                          b"r" * 700)]
+            latest = {}
+            for row in rows:
+                latest[row[1]] = row
+            expected = sorted(latest.values())
+            deadline = time.monotonic() + 30
+            while len(_native_rows(native, topic)) != len(expected):
+                assert time.monotonic() < deadline, "not compacted in time"
+                time.sleep(0.05)
+        address = "%s:%d" % gw.addresses["kafka"]
+        for per_task in (None, 5):
+            options = {} if per_task is None else {"maxRecordsPerPartition": per_task}
+            got = [(r.offset, r.key, r.value) for r in read_rows(spark, address, subscribe=topic, **options)]
+            assert got == expected, per_task
+
+
+def _native_rows(native, topic) -> list:
+    out, offset = [], 0
+    while True:
+        resp = native.fetch(topic, 0, offset)
+        out += resp.records
+        if not resp.records:
+            return out
+        offset = resp.next_offset
 
 
 def test_batch_offsets_and_timestamps(spark, kafka_address):

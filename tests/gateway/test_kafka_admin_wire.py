@@ -104,7 +104,9 @@ def test_describe_topic_configs_every_version(gw, client):
         assert (r.error_code, r.error_message, r.resource_type, r.resource_name) == (NONE, None, TOPIC, topic)
         cfg = _configs(r)
         assert set(cfg) == {"retention.ms", "retention.bytes", "segment.bytes", "segment.ms", "index.interval.bytes",
-                            "max.message.bytes", "storage.format"}
+                            "max.message.bytes", "storage.format", "cleanup.policy", "min.cleanable.dirty.ratio",
+                            "min.compaction.lag.ms", "max.compaction.lag.ms", "delete.retention.ms"}
+        assert (cfg["cleanup.policy"].value, cfg["min.cleanable.dirty.ratio"].value) == ("delete", "0.5")
         assert cfg["segment.ms"].value == "3600000" and cfg["retention.ms"].value == "86400000"
         assert cfg["storage.format"].value == "kafka" and cfg["storage.format"].read_only
         assert not cfg["retention.ms"].read_only and not any(c.is_sensitive for c in cfg.values())
@@ -119,9 +121,13 @@ def test_describe_topic_configs_every_version(gw, client):
             ("segment.ms", "3600000", 1), ("log.roll.ms", "604800000", 5)]
         assert [(s.name, s.value, s.source) for s in cfg["retention.ms"].synonyms] == [
             ("log.retention.ms", "86400000", 4), ("log.retention.ms", "604800000", 5)]
+        assert [(s.name, s.value, s.source) for s in cfg["cleanup.policy"].synonyms] == [
+            ("log.cleanup.policy", "delete", 5)]
         if version == 3:
             assert cfg["retention.ms"].config_type == C.ConfigType.LONG and cfg["retention.ms"].documentation
             assert cfg["storage.format"].config_type == C.ConfigType.STRING
+            assert cfg["cleanup.policy"].config_type == C.ConfigType.LIST
+            assert cfg["min.cleanable.dirty.ratio"].config_type == C.ConfigType.DOUBLE
     [r] = _describe(client, (TOPIC, topic, None), version=1)  # without synonyms or documentation
     assert all(c.synonyms == [] for c in r.configs)
     [r] = _describe(client, (TOPIC, topic, None), version=3)
@@ -133,7 +139,7 @@ def test_describe_configs_keys_and_errors(gw, client):
     [r] = _describe(client, (TOPIC, topic, ["retention.ms", "no.such.key", "segment.bytes"]))
     assert r.error_code == NONE and sorted(_configs(r)) == ["retention.ms", "segment.bytes"]  # unknown keys left out
     [r] = _describe(client, (TOPIC, topic, []))  # an empty list: every key, as a null one
-    assert len(r.configs) == 7
+    assert len(r.configs) == 12
     unknown, invalid, dup1, dup2, logger, other = _describe(
         client, (TOPIC, "missing-" + topic, None), (TOPIC, "bad name!", None), (TOPIC, topic, None),
         (TOPIC, topic, None), (BROKER_LOGGER, "0", None), (99, "x", None))
@@ -151,7 +157,9 @@ def test_describe_broker_configs(gw, client):
     cfg = _configs(node)
     assert {"log.retention.ms", "log.segment.bytes", "message.max.bytes", "auto.create.topics.enable",
             "num.partitions", "group.min.session.timeout.ms", "group.max.session.timeout.ms",
-            "transaction.max.timeout.ms", "log.dirs"} <= set(cfg)
+            "transaction.max.timeout.ms", "log.dirs", "log.cleanup.policy", "log.cleaner.min.cleanable.ratio",
+            "log.cleaner.delete.retention.ms", "log.cleaner.io.max.bytes.per.second",
+            "log.cleaner.dedupe.buffer.size", "log.cleaner.backoff.ms"} <= set(cfg)
     assert all(c.read_only for c in cfg.values())
     assert (cfg["log.retention.ms"].value, cfg["log.retention.ms"].config_source) == ("86400000", 4)
     assert (cfg["num.partitions"].value, cfg["num.partitions"].config_source) == ("2", 4)
@@ -254,7 +262,10 @@ def test_incremental_alter_configs_errors(gw, client):
         ((TOPIC, "missing-" + topic, [("retention.ms", SET, "1")]), UNKNOWN_TOPIC_OR_PARTITION),
         ((TOPIC, topic, [("retention.ms", APPEND, "1")]), INVALID_CONFIG),  # not a list config
         ((TOPIC, topic, [("retention.ms", SUBTRACT, "1")]), INVALID_CONFIG),
-        ((TOPIC, topic, [("cleanup.policy", APPEND, "compact")]), INVALID_CONFIG),
+        ((TOPIC, topic, [("cleanup.policy", APPEND, "shred")]), INVALID_CONFIG),  # no such policy
+        ((TOPIC, topic, [("cleanup.policy", SUBTRACT, "delete")]), INVALID_CONFIG),  # none left
+        ((TOPIC, topic, [("min.compaction.lag.ms", SET, "10"), ("max.compaction.lag.ms", SET, "5")]),
+         INVALID_CONFIG),
         ((TOPIC, topic, [("retention.ms", 9, "1")]), INVALID_REQUEST),  # no such operation
         ((TOPIC, topic, [("retention.ms", SET, None)]), INVALID_REQUEST),  # SET null
         ((TOPIC, topic, [("retention.ms", SET, "1"), ("retention.ms", DELETE, None)]), INVALID_REQUEST),
@@ -275,6 +286,24 @@ def test_incremental_alter_configs_errors(gw, client):
         assert (ok.error_code, bad.error_code) == (NONE, UNKNOWN_TOPIC_OR_PARTITION)
     assert _value(client, topic, "segment.ms") == ("120000", 1)
     assert _value(client, topic, "retention.ms") == ("86400000", 4)
+
+
+def test_compaction_configs(gw, client):
+    """cleanup.policy is a list config (APPEND, SUBTRACT); the compaction settings alter and describe as Kafka's."""
+    topic = new_topic(gw)
+    [r] = _incremental(client, (TOPIC, topic, [("cleanup.policy", APPEND, "compact")]))
+    assert r.error_code == NONE and _value(client, topic, "cleanup.policy") == ("compact,delete", 1)
+    [r] = _incremental(client, (TOPIC, topic, [("cleanup.policy", SUBTRACT, "delete"),
+                                               ("min.cleanable.dirty.ratio", SET, "0.1"),
+                                               ("delete.retention.ms", SET, "1000")]))
+    assert r.error_code == NONE and _value(client, topic, "cleanup.policy") == ("compact", 1)
+    assert _value(client, topic, "min.cleanable.dirty.ratio") == ("0.1", 1)
+    [r] = _alter(client, (TOPIC, topic, [("cleanup.policy", "delete,compact"), ("min.compaction.lag.ms", "60000")]))
+    assert r.error_code == NONE and _value(client, topic, "cleanup.policy") == ("compact,delete", 1)
+    assert _value(client, topic, "delete.retention.ms") == ("86400000", 5)  # replaced: back to the default
+    for bad in ([("min.cleanable.dirty.ratio", "2")], [("cleanup.policy", "")], [("max.compaction.lag.ms", "0")]):
+        [r] = _alter(client, (TOPIC, topic, bad))
+        assert r.error_code == INVALID_CONFIG and r.error_message, bad
 
 
 # -- CreatePartitions ----------------------------------------------------------------------------------------------

@@ -456,7 +456,7 @@ async def test_malformed_admin_requests_are_answered_and_the_connection_stays(cl
                 {"DeleteRecords": {"topic": 1, "partition": 0, "offset": 0}},
                 {"AlterTopicConfig": {"set": {}}},
                 {"AlterTopicConfig": {"topic": "m", "set": [["retention.ms", 1]]}},
-                {"AlterTopicConfig": {"topic": "m", "set": {"retention.ms": 1.5}}},
+                {"AlterTopicConfig": {"topic": "m", "set": {"retention.ms": float("inf")}}},
                 {"AlterTopicConfig": {"topic": "m", "set": {"retention.ms": None}}},
                 {"AlterTopicConfig": {"topic": "m", "set": {"retention.ms": True}}},
                 {"AlterTopicConfig": {"topic": "m", "set": {"retention.ms": 2 ** 64}}},
@@ -471,6 +471,10 @@ async def test_malformed_admin_requests_are_answered_and_the_connection_stays(cl
         await client.send_raw(frame(json.dumps(bad).encode()))  # (json: orjson refuses integers past 64 bits)
         resp = await client.receive()
         assert isinstance(resp, nv.ErrorResponse) and resp.message.startswith("failed to parse request: "), (bad, resp)
+    # A number is a config value the wire carries (min.cleanable.dirty.ratio): refused by the topic, not the parse.
+    resp = await client.request(nv.AlterTopicConfigRequest("m", {"retention.ms": 1.5}))
+    assert resp.message == "invalid request: topic config 'retention.ms': 1.5 is not a valid int"
+    assert await client.request(nv.AlterTopicConfigRequest("m", {"min.cleanable.dirty.ratio": 0.25}))
     assert await client.request(nv.PingRequest()) == nv.PongResponse()
     assert await client.request(nv.DescribeTopicRequest("m")) == nv.DescribeTopicResponse(
         "m", [nv.PartitionSummary(0, 0, 0)])
@@ -485,8 +489,9 @@ def test_admin_requests_round_trip_through_the_codec():
         server.receive_data(client.send(request))
         assert server.next_event() == request
     entry = nv.TopicConfigEntry("storage.format", "tank", "topic", "kafka", True)
+    ratio = nv.TopicConfigEntry("min.cleanable.dirty.ratio", 0.25, "topic", 0.5, False)
     for response in (nv.CreatePartitionsResponse("t", 4), nv.DeleteRecordsResponse(7),
-                     nv.AlterTopicConfigResponse(True), nv.DescribeTopicConfigResponse("t", [entry]),
+                     nv.AlterTopicConfigResponse(True), nv.DescribeTopicConfigResponse("t", [entry, ratio]),
                      nv.DeleteGroupOffsetsResponse(3)):
         client.receive_data(server.send(response))
         assert client.next_event() == response

@@ -149,12 +149,17 @@ def test_describe_sources_defaults_and_keys(tmp_path):
     eng = open_engine(tmp_path, retention_ms=1000)  # the engine's defaults: a "broker" setting
     eng.create_topic("t", 1, {"segment_bytes": 4096})
     entries = {e.name: e for e in eng.topic_config("t")}
-    assert sorted(entries) == ["index.interval.bytes", "max.message.bytes", "retention.bytes", "retention.ms",
-                               "segment.bytes", "segment.ms", "storage.format"]
+    assert sorted(entries) == ["cleanup.policy", "delete.retention.ms", "index.interval.bytes",
+                               "max.compaction.lag.ms", "max.message.bytes", "min.cleanable.dirty.ratio",
+                               "min.compaction.lag.ms", "retention.bytes", "retention.ms", "segment.bytes",
+                               "segment.ms", "storage.format"]
     assert entries["segment.bytes"] == ConfigEntry("segment.bytes", 4096, SOURCE_TOPIC, 2**30, False)
     assert entries["retention.ms"] == ConfigEntry("retention.ms", 1000, SOURCE_BROKER, 1000, False)
     assert entries["retention.bytes"] == ConfigEntry("retention.bytes", -1, SOURCE_DEFAULT, -1, False)
     assert entries["storage.format"] == ConfigEntry("storage.format", "kafka", SOURCE_DEFAULT, "kafka", True)
+    assert entries["cleanup.policy"] == ConfigEntry("cleanup.policy", "delete", SOURCE_DEFAULT, "delete", False)
+    assert entries["min.cleanable.dirty.ratio"] == ConfigEntry("min.cleanable.dirty.ratio", 0.5, SOURCE_DEFAULT, 0.5,
+                                                               False)
     eng.alter_topic_config("t", {"retention.ms": 7})
     assert eng.topic_config("t", ["retention_ms", "segment.ms"]) == [
         ConfigEntry("retention.ms", 7, SOURCE_TOPIC, 1000, False),

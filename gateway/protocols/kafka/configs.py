@@ -5,8 +5,9 @@ Resources:
 - a topic (type 2): its storage settings under their Kafka names (`logway.storage.config`), from
   `engine.topic_config`; alterations go to `engine.alter_topic_config` (validated as a whole, applied live,
   durable when answered). AlterConfigs replaces the topic's overrides (what it leaves out falls back to the
-  gateway's `storage.*` value); IncrementalAlterConfigs sets or deletes single keys (APPEND/SUBTRACT apply to list
-  configs only, and none of ours is one: INVALID_CONFIG). `storage.format` is shown read-only and cannot change.
+  gateway's `storage.*` value); IncrementalAlterConfigs sets or deletes single keys, and APPENDs to or SUBTRACTs
+  from a list config (`cleanup.policy`; on any other: INVALID_CONFIG). `storage.format` is shown read-only and
+  cannot change.
 - the broker (type 4, name "0" — this node — or "" — the cluster default; the same answer: there are no dynamic
   broker configs): the gateway settings Kafka clients know a name for, read-only (`STATIC_BROKER_CONFIG` when the
   gateway's configuration sets them, `DEFAULT_CONFIG` otherwise). Altering them is INVALID_REQUEST: they come from
@@ -35,7 +36,8 @@ from logway.codecs.kafka.api import configs as C
 from logway.codecs.kafka.api.configs import AlterConfigOp, ConfigResourceType, ConfigSource, ConfigType
 from logway.codecs.kafka.error_codes import ErrorCode as E
 from logway.storage import InvalidConfig, validate_topic_name
-from logway.storage.config import BUILT_IN, KAFKA_NAMES, SOURCE_BROKER, SOURCE_DEFAULT, SOURCE_TOPIC, describe
+from logway.storage.config import (BUILT_IN, KAFKA_NAMES, LIST_CONFIGS, SOURCE_BROKER, SOURCE_DEFAULT, SOURCE_TOPIC,
+                                   describe)
 
 from ...config import KafkaSettings, StorageSettings
 from ...errors import FAILURES
@@ -60,6 +62,11 @@ BROKER_SYNONYMS = {
     "segment.ms": "log.roll.ms",
     "index.interval.bytes": "log.index.interval.bytes",
     "max.message.bytes": "message.max.bytes",
+    "cleanup.policy": "log.cleanup.policy",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
 }
 
 #: Kafka name -> (type, documentation) of every config we describe.
@@ -72,6 +79,30 @@ _DOCS: dict[str, tuple[int, str]] = {
     "index.interval.bytes": (ConfigType.INT, "one sparse index entry per this many bytes of batches"),
     "max.message.bytes": (ConfigType.INT, "the largest record batch an append accepts"),
     "storage.format": (ConfigType.STRING, "logway's segment format of the topic (kafka or tank); fixed at creation"),
+    "cleanup.policy": (ConfigType.LIST, ("delete: retention deletes old segments; compact: the log cleaner keeps the "
+                                        "last record of each key; compact,delete: both")),
+    "min.cleanable.dirty.ratio": (ConfigType.DOUBLE, ("clean a compacted partition once this share of its cleanable "
+                                                     "part was written since its last cleaning")),
+    "min.compaction.lag.ms": (ConfigType.LONG, "a segment is cleaned only once its newest record is this old"),
+    "max.compaction.lag.ms": (ConfigType.LONG, ("a segment is cleaned, whatever the ratio, once its newest record "
+                                               "is this old (and the active segment rolls at this age)")),
+    "delete.retention.ms": (ConfigType.LONG, ("tombstones and transaction markers stay this long after their "
+                                             "segment was last written")),
+    "log.cleanup.policy": (ConfigType.LIST, "the default cleanup.policy of topics (storage.cleanup_policy)"),
+    "log.cleaner.min.cleanable.ratio": (ConfigType.DOUBLE, ("the default min.cleanable.dirty.ratio of topics "
+                                                           "(storage.min_cleanable_dirty_ratio)")),
+    "log.cleaner.min.compaction.lag.ms": (ConfigType.LONG, ("the default min.compaction.lag.ms of topics "
+                                                           "(storage.min_compaction_lag_ms)")),
+    "log.cleaner.max.compaction.lag.ms": (ConfigType.LONG, ("the default max.compaction.lag.ms of topics "
+                                                           "(storage.max_compaction_lag_ms)")),
+    "log.cleaner.delete.retention.ms": (ConfigType.LONG, ("the default delete.retention.ms of topics "
+                                                         "(storage.delete_retention_ms)")),
+    "log.cleaner.backoff.ms": (ConfigType.LONG, ("how often the log cleaner looks for partitions to clean "
+                                                "(storage.cleaner_check_interval_ms)")),
+    "log.cleaner.io.max.bytes.per.second": (ConfigType.DOUBLE, ("bytes the log cleaner reads and writes per second "
+                                                               "(storage.cleaner_io_bytes_per_second; 0: no limit)")),
+    "log.cleaner.dedupe.buffer.size": (ConfigType.LONG, ("memory for the keys one cleaning pass maps "
+                                                        "(storage.cleaner_dedupe_buffer_bytes)")),
     "broker.id": (ConfigType.INT, "this broker's node id (logway is a single broker)"),
     "log.dirs": (ConfigType.LIST, "the gateway's data directory"),
     "log.retention.ms": (ConfigType.LONG, "the default retention.ms of topics (storage.retention_ms)"),
@@ -211,8 +242,12 @@ def broker_configs(broker: "KafkaBroker") -> list[tuple[str, Any, bool]]:
         field = KAFKA_NAMES[topic_name]
         value = getattr(defaults, field)
         entries.append((name, value, value == getattr(BUILT_IN, field)))
-    entries.append(("log.retention.check.interval.ms", cfg.storage.retention_check_interval_ms,
-                    cfg.storage.retention_check_interval_ms == storage_built_in.retention_check_interval_ms))
+    for name, field in (("log.retention.check.interval.ms", "retention_check_interval_ms"),
+                        ("log.cleaner.backoff.ms", "cleaner_check_interval_ms"),
+                        ("log.cleaner.io.max.bytes.per.second", "cleaner_io_bytes_per_second"),
+                        ("log.cleaner.dedupe.buffer.size", "cleaner_dedupe_buffer_bytes")):
+        value = getattr(cfg.storage, field)
+        entries.append((name, value, value == getattr(storage_built_in, field)))
     for name, field in (("auto.create.topics.enable", "auto_create_topics"), ("num.partitions", "default_partitions"),
                         ("socket.request.max.bytes", "max_request_bytes"),
                         ("group.initial.rebalance.delay.ms", "group_initial_rebalance_delay_ms"),
@@ -352,6 +387,7 @@ def _replace_plan(resource, group: bool = False) -> dict:
 def _incremental_plan(resource, group: bool = False) -> dict:
     set_: dict[str, str] = {}
     delete: list[str] = []
+    lists: dict[int, dict[str, list[str]]] = {AlterConfigOp.APPEND: {}, AlterConfigOp.SUBTRACT: {}}
     for c in resource.configs:
         op = c.config_operation
         if op == AlterConfigOp.SET:
@@ -364,10 +400,13 @@ def _incremental_plan(resource, group: bool = False) -> dict:
             verb = AlterConfigOp(op).name.lower()
             if c.name not in (GROUP_CONFIGS if group else KAFKA_NAMES):
                 raise InvalidConfig(f"unknown {'group' if group else 'topic'} config {c.name!r}")
-            raise InvalidConfig(f"config value {verb} is not allowed for config key {c.name!r} (not a list)")
+            if group or c.name not in LIST_CONFIGS:
+                raise InvalidConfig(f"config value {verb} is not allowed for config key {c.name!r} (not a list)")
+            lists[op][c.name] = (c.value or "").split(",")
         else:
             raise _Refused(E.INVALID_REQUEST, f"unknown alter config operation {op} for {c.name!r}")
-    return {"set": set_, "delete": delete}
+    return {"set": set_, "delete": delete, "append": lists[AlterConfigOp.APPEND],
+            "subtract": lists[AlterConfigOp.SUBTRACT]}
 
 
 async def alter_configs(broker: "KafkaBroker", body, version, conn):

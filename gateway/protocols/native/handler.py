@@ -214,8 +214,11 @@ class NativeHandler:
         read = await self.steps.read(plog, start, max_bytes, NATIVE, at_once=at_once)
         if read is None:
             return NO_RECORDS, max(start, end)
-        records = read.data.head(read.data.fitting(max_bytes))  # (shared with other readers: never changed)
-        return records, records.offsets[-1] + 1 if records else read.slice.end_offset
+        fitting = read.data.fitting(max_bytes)
+        records = read.data.head(fitting)  # (shared with other readers: never changed)
+        # All of the slice's records: the next fetch starts after the slice (past offsets a compacted topic's cleaner
+        # left empty at its end), else after the last record sent.
+        return records, read.slice.end_offset if fitting == len(read.data) else records.offsets[-1] + 1
 
     async def _commit(self, ev: nev.OffsetCommitRequest):
         self.engine.partition(ev.topic, ev.partition)

@@ -51,11 +51,20 @@ MAX_FETCH = 64 * 1024 * 1024
 #: TANK's long-poll timer: capped at one hour, rounded up to 64 ms with a 320 ms floor, expiry on 128 ms steps.
 MAX_WAIT_MS, WAIT_STEP_MS, MIN_WAIT_MS, EXPIRY_STEP_MS = 3_600_000, 64, 320, 128
 VERSION = 400
-#: TANK config keys we honour, with the factor to our units; the others are accepted and ignored (TANK-only
-#: features such as compaction or per-message flushing), as TANK ignores keys it does not know.
-_CONFIG = {"log.retention.bytes": ("retention_bytes", 1), "log.retention.secs": ("retention_ms", 1000),
-           "log.segment.bytes": ("segment_bytes", 1), "log.index.interval.bytes": ("index_interval_bytes", 1),
-           "log.roll.secs": ("segment_ms", 1000), "log.roll.jitter.secs": ("segment_ms", 1000)}
+def _seconds(text: str) -> int:
+    return int(text) * 1000
+
+
+#: TANK's `log.cleanup.policy` values (`cleanup` is key-based compaction) as `cleanup.policy`.
+_POLICIES = {"delete": "delete", "cleanup": "compact"}
+#: TANK config keys we honour: the setting each sets and how its text becomes the value (ValueError, KeyError: an
+#: invalid config; the storage engine checks the ranges); the others are accepted and ignored (TANK-only features
+#: such as per-message flushing), as TANK ignores keys it does not know.
+_CONFIG = {"log.retention.bytes": ("retention_bytes", int), "log.retention.secs": ("retention_ms", _seconds),
+           "log.segment.bytes": ("segment_bytes", int), "log.index.interval.bytes": ("index_interval_bytes", int),
+           "log.roll.secs": ("segment_ms", _seconds), "log.roll.jitter.secs": ("segment_ms", _seconds),
+           "log.cleanup.policy": ("cleanup_policy", lambda text: _POLICIES[text.lower()]),
+           "log.cleaner.min.cleanable.ratio": ("min_cleanable_dirty_ratio", str)}
 #: ErrorKind -> Produce answer (anything else: SYSTEM_ERROR).
 _PRODUCE_ERRORS = {ErrorKind.INVALID_OFFSET: ProduceError.INVALID_SEQNUM}
 #: ErrorKind -> CreateTopic answer (anything else: INVALID_REQUEST).
@@ -485,10 +494,10 @@ class TankHandler:
         overrides: dict = {"format": TANK.name}
         for key, value in req.config.items():
             if key in _CONFIG:
-                name, factor = _CONFIG[key]
+                name, convert = _CONFIG[key]
                 try:
-                    overrides[name] = int(value) * factor
-                except ValueError:
+                    overrides[name] = convert(value)
+                except (ValueError, KeyError):
                     return answer(CreateTopicError.INVALID_CONFIG)
         try:
             await self.steps.in_thread(self.engine.create_topic, req.topic, req.partitions, overrides)
