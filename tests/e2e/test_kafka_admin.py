@@ -302,7 +302,7 @@ def test_kafka_python_describe_alter_and_reset_configs(gateway, kp_admin):
     answer = kp_admin.alter_configs([KpConfigResource(KpConfigResourceType.TOPIC, topic, {"retention.ms": "x"})])
     assert "InvalidConfig" in answer["topic"][topic]
     with pytest.raises(ValueError):  # kafka-python checks the keys against DescribeConfigs first
-        kp_admin.alter_configs([KpConfigResource(KpConfigResourceType.TOPIC, topic, {"cleanup.policy": "compact"})])
+        kp_admin.alter_configs([KpConfigResource(KpConfigResourceType.TOPIC, topic, {"no.such.config": "1"})])
     assert kp_admin.reset_configs([KpConfigResource(KpConfigResourceType.TOPIC, topic, ["retention.ms"])]) == {
         "topic": {topic: "OK"}}
     assert native_config(gateway, topic)["retention.ms"] == (DAY_MS, "broker")
