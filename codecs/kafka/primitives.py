@@ -9,6 +9,7 @@ name                   wire form                                                
 =====================  =======================================================  ==========
 Int8/16/32/64          signed integer                                           1/2/4/8
 UInt32                 unsigned 32-bit integer                                  4
+Uuid                   16 bytes (a topic id; all zero = none), parsed as bytes  16
 Boolean                int8, 0 = false, anything else = true (Kafka: `!= 0`)    1
 UnsignedVarint         base-128 unsigned 32-bit integer, at most 5 bytes        1
 String                 int16 length + UTF-8; a negative length is refused       2
@@ -25,6 +26,7 @@ CompactNullableBytes   uvarint length + 1 (0 = null) + bytes                    
 CompactRecords         CompactNullableBytes holding a record set                1
 CompactArray(T)        uvarint count + 1 + items; null is refused               1
 CompactNullableArray   uvarint count + 1 (0 = null) + items                     1
+NullableStruct(S)      int8 -1 (null) or 1, then the struct S                   1
 TaggedFields           uvarint count, then (uvarint tag, uvarint size, bytes)*  1
 =====================  =======================================================  ==========
 
@@ -84,6 +86,8 @@ __all__ = [
     "Int32",
     "Int64",
     "UInt32",
+    "Uuid",
+    "ZERO_UUID",
     "Boolean",
     "String",
     "NullableString",
@@ -100,6 +104,8 @@ __all__ = [
     "CompactRecords",
     "CompactArray",
     "CompactNullableArray",
+    "NullableStruct",
+    "NullableStructType",
     "TaggedFields",
     "EMPTY_TAGGED_FIELDS",
     "MAX_STRING_BYTES",
@@ -246,6 +252,24 @@ Int16 = c.Int16sb
 Int32 = c.Int32sb
 Int64 = c.Int64sb
 UInt32 = c.Int32ub
+
+
+class UuidType(c.FormatField):
+    """A UUID (Kafka's topic ids): 16 bytes, parsed as `bytes`. A FormatField (construct's own constructor takes
+    one-letter formats only), so it fuses into the fixed-size runs of `Schema`; struct's "16s" pads a shorter value
+    with zeros, so builders give 16 bytes (`ZERO_UUID`: none)."""
+
+    def __init__(self) -> None:
+        c.Construct.__init__(self)
+        self.fmtstr = ">16s"
+        self.length = 16
+
+    def __repr__(self) -> str:
+        return "Uuid"
+
+
+Uuid = UuidType()
+ZERO_UUID = bytes(16)
 #: struct's "?" reads any non-zero byte as True (as Kafka does) and writes 0/1; being a FormatField, a boolean
 #: fuses into the fixed-size runs of `Schema`.
 Boolean = c.FormatField(">", "?")
@@ -482,7 +506,8 @@ class ArrayType(c.Subconstruct):
         self.min_size = self._len.min_size
         # At least one byte per item even for a hypothetical zero-size item, as Kafka bounds counts too.
         self.item_min_size = max(1, min_size(subcon))
-        self._fmt = subcon.fmtstr[1:] if isinstance(subcon, c.FormatField) else None
+        # (one-letter formats only: ">{n}16s" would read one string of n*16 bytes)
+        self._fmt = subcon.fmtstr[1:] if isinstance(subcon, c.FormatField) and len(subcon.fmtstr) == 2 else None
 
     def _parse(self, stream, context, path):
         n = self._len.read(stream, path)
@@ -544,6 +569,46 @@ def CompactArray(item: c.Construct) -> ArrayType:  # noqa: N802
 def CompactNullableArray(item: c.Construct) -> ArrayType:  # noqa: N802
     """A nullable compact array of `item` (uvarint count + 1, 0 = null)."""
     return ArrayType(item, nullable=True, compact=True)
+
+
+# --------------------------------------------------------------------------------------- nullable structs
+
+_NULL_STRUCT, _PRESENT_STRUCT = b"\xff", b"\x01"
+
+
+class NullableStructType(c.Subconstruct):
+    """A struct that may be null (Kafka's nullable struct fields, e.g. ConsumerGroupHeartbeat's assignment): an
+    int8 marker, -1 for null (nothing follows) or 1, then the struct. Kafka reads any negative marker as null."""
+
+    min_size = 1
+
+    def _parse(self, stream, context, path):
+        (marker,) = _unpack(_MARKER, stream, path)
+        if marker < 0:
+            return None
+        return self.subcon._parse(stream, context, path)
+
+    def _build(self, obj, stream, context, path):
+        if obj is None:
+            stream.write(_NULL_STRUCT)
+            return obj
+        stream.write(_PRESENT_STRUCT)
+        self.subcon._build(obj, stream, context, path)
+        return obj
+
+    def _sizeof(self, context, path):
+        raise c.SizeofError("variable length", path=path)
+
+    def __repr__(self) -> str:
+        return f"NullableStruct({self.subcon!r})"
+
+
+_MARKER = struct.Struct(">b")
+
+
+def NullableStruct(item: c.Construct) -> NullableStructType:  # noqa: N802 - reads like a type in declarations
+    """A nullable struct of layout `item` (an int8 presence marker, then the struct)."""
+    return NullableStructType(item)
 
 
 # ------------------------------------------------------------------------------------------ tagged fields
@@ -694,10 +759,14 @@ def flexible(con: c.Construct) -> c.Construct:
         return Schema(con.cls, ((name, flexible(sub)) for name, sub in con.fields), flexible=True)
     if isinstance(con, ArrayType):
         return ArrayType(flexible(con.subcon), nullable=con.nullable, compact=True)
+    if isinstance(con, NullableStructType):
+        return NullableStructType(flexible(con.subcon))
     if isinstance(con, StringType):
-        return StringType(nullable=con.nullable, compact=True)
+        return CompactNullableString if con.nullable else CompactString
     if isinstance(con, BytesType):
-        return BytesType(nullable=con.nullable, records=con.records, compact=True)
+        if con.records:
+            return CompactRecords
+        return CompactNullableBytes if con.nullable else CompactBytes
     if isinstance(con, (TaggedFieldsType, UnsignedVarintType, c.FormatField)):
         return con
     raise TypeError(f"no flexible form of {con!r}")
