@@ -49,6 +49,7 @@ from .notify import AppendNotifier
 from .offset_retention import OffsetRetention
 from .protocols import REGISTRY, Protocol
 from .relays import HANDOVER
+from .security import Security
 from .steps import Steps
 from .tls import server_ssl_context
 from .transactions import TransactionCoordinator
@@ -81,6 +82,7 @@ class Gateway:
         self.steps: Steps | None = None
         self.transactions: TransactionCoordinator | None = None
         self.offset_retention: OffsetRetention | None = None  # (where the offsets live)
+        self.security: Security | None = None  # users, ACLs and quotas, once storage is open
         self.protocols: dict[str, Protocol] = {}
         self.notifier = AppendNotifier(config.limits.max_waiters)
         per_pass = config.limits.data_requests_per_pass
@@ -90,13 +92,18 @@ class Gateway:
         self.connections = ConnectionRegistry(config.limits.max_connections, config.limits.max_connections_per_ip)
         self.addresses: dict[str, tuple[str, int]] = {}
         self._shutdown = trio.Event()
-        uses_tls = any(lc.enabled and lc.tls for lc in config.listeners.values())
-        self.ssl_context = server_ssl_context(config.tls) if uses_tls else None  # ConfigError before any I/O
+        # One TLS context per client-certificate policy the listeners ask for (ConfigError before any I/O).
+        self._ssl_contexts = {lc.tls_client_auth: server_ssl_context(config.tls, lc.tls_client_auth)
+                              for lc in config.listeners.values() if lc.enabled and lc.tls}
         self.state = "starting"  # → "ready" → "stopping" → "stopped" (see the module docstring)
         self.storage_open = False
         self.metrics = GatewayMetrics(self)
         admin = config.listeners.get(ADMIN)
         self.admin = AdminServer(self) if admin is not None and admin.enabled else None
+
+    def ssl_context_for(self, lc):
+        """The TLS context of the listener configured as `lc` (None: it serves plain TCP)."""
+        return self._ssl_contexts[lc.tls_client_auth] if lc.enabled and lc.tls else None
 
     @property
     def ready(self) -> bool:
@@ -152,6 +159,9 @@ class Gateway:
         self._log_recovery()
         self.steps = Steps(self.engine, self.notifier, self.committer, flush,
                            transcode_cache_bytes=cfg.storage.transcode_cache_bytes)
+        self.security = Security(cfg, self.engine.security, self.steps.in_thread)
+        for note in self.security.notes():
+            log.info("%s", note)
         self.steps.on_append = self.metrics.on_append
         self.steps.on_read = self.metrics.on_read
         kc = cfg.kafka
@@ -244,7 +254,7 @@ class Gateway:
 
     async def _start_listener(self, listeners: trio.Nursery, conn_nursery: trio.Nursery, protocol: Protocol,
                               lc) -> None:
-        ssl_context = self.ssl_context if lc.tls else None
+        ssl_context = self.ssl_context_for(lc)
         addr = await listeners.start(listen, protocol, lc, self.connections, self.config.limits, ssl_context,
                                      conn_nursery)
         self.addresses[protocol.name] = addr
@@ -258,7 +268,7 @@ class Gateway:
                            fd: int) -> None:
         """(workers: N) Serve this worker's socket on the port every worker shares (`workers.entry_sockets`): the
         same protocol as the worker's own listener, which relays what other workers own."""
-        ssl_context = self.ssl_context if lc.tls else None
+        ssl_context = self.ssl_context_for(lc)
         addr = await listeners.start(partial(listen, bound=socket.socket(fileno=fd)), protocol, lc, self.connections,
                                      self.config.limits, ssl_context, conn_nursery)
         log.info("%s protocol also serves the workers' shared port %s:%d", protocol.name, addr[0], addr[1])

@@ -10,6 +10,7 @@ On disk:
     <data>/offsets/                     the committed-offset store (see logway.storage.offsets)
     <data>/producer_ids                 the next block of producer ids (see logway.storage.sequences)
     <data>/transactions/                the transaction coordinator's durable state (see logway.storage.transactions)
+    <data>/security/                    ACLs, SCRAM credentials and client quotas (see logway.storage.security)
     <data>/tmp/, <data>/trash/          topics being created / deleted (cleared on open)
     <data>/quarantine/                  damage set aside on open, each with a log line naming it: topic directories
                                         that cannot be opened, segments dropped by recovery, entries of the wrong
@@ -66,6 +67,7 @@ from .files import aside_name, makedirs_durably, name_max, quarantine, rename_du
 from .formats import BatchFormat
 from .names import validate_topic_name
 from .offsets import OffsetStore
+from .security import SecurityStore
 from .transactions import TransactionStore
 from .partition import PartitionLog, RecoveryReport
 from .openfiles import OpenFiles
@@ -76,7 +78,8 @@ log = logging.getLogger("logway.storage")
 
 #: Entries of a data directory that the engine owns; anything else is left alone with a warning.
 DATA_DIR_ENTRIES = frozenset({".lock", ".clean_shutdown", "topics", "tmp", "trash", "quarantine", "offsets",
-                              "producer_ids", "producer_ids.tmp", "transactions", "workers"})
+                              "producer_ids", "producer_ids.tmp", "transactions", "workers",
+                              "security"})
 #: After a damaged producer-id file, ids restart at (wall-clock ms) × this: above anything handed out before
 #: (blocks of 1000 ids cost one fsync each, so no allocator gets near a million ids per millisecond).
 PRODUCER_ID_FLOOR_PER_MS = 1_000_000
@@ -223,7 +226,7 @@ class LogEngine:
         previous_owner = self._claim_lock()
         self._topics_dir = os.path.join(self.data_dir, "topics")
         self.topics_by_name: dict[str, Topic] = {}
-        self.offsets = self.producer_ids = self.transactions = None
+        self.offsets = self.producer_ids = self.transactions = self.security = None
         try:
             self._open(share, worker, own_dir, lock_path, previous_owner)
         except BaseException:  # (out of descriptors, space, ...): nothing stays open
@@ -254,6 +257,8 @@ class LogEngine:
             self.offsets = self._open_offsets(os.path.join(stores, "offsets"))
             self.producer_ids = self._open_producer_ids(os.path.join(stores, "producer_ids"), first)
             self.transactions = self._open_transactions(os.path.join(stores, "transactions"))
+            self.security = self._open_keyed(SecurityStore, os.path.join(stores, "security"), "security",
+                                             "ACLs, SCRAM credentials and client quotas start empty")
         for name in sorted(os.listdir(self.data_dir)) if worker is None else ():
             if name not in DATA_DIR_ENTRIES:
                 log.warning("%s: ignoring unknown entry %s", self.data_dir, name)
@@ -263,7 +268,7 @@ class LogEngine:
         for topic in self.topics_by_name.values():
             for plog in topic.partitions:
                 plog.close()
-        for store in (self.offsets, self.transactions):
+        for store in (self.offsets, self.transactions, self.security):
             if store is not None:
                 try:
                     store.close()
@@ -376,14 +381,17 @@ class LogEngine:
             return OffsetStore(path)
 
     def _open_transactions(self, path: str) -> TransactionStore:
+        return self._open_keyed(TransactionStore, path, "transactions", "transaction states start empty")
+
+    def _open_keyed(self, cls: type[TransactionStore], path: str, name: str, consequence: str):
+        """A store of keyed JSON states (`TransactionStore` or a subclass) in `path`, set aside when damaged."""
         if os.path.lexists(path) and not os.path.isdir(path):
-            self._set_aside(path, "transactions", "not a directory", "transaction states start empty")
+            self._set_aside(path, name, "not a directory", consequence)
         try:
-            return TransactionStore(path)
+            return cls(path)
         except (StorageError, IsADirectoryError, NotADirectoryError) as exc:
-            self._set_aside(path, "transactions", f"cannot open the transaction store ({exc})",
-                            "transaction states start empty")
-            return TransactionStore(path)
+            self._set_aside(path, name, f"cannot open the {cls.what} ({exc})", consequence)
+            return cls(path)
 
     def _open_producer_ids(self, path: str, first: int = 0) -> IdAllocator:
         """`first`: where a new allocator starts (a worker's range, see WORKER_PRODUCER_IDS)."""
@@ -742,7 +750,7 @@ class LogEngine:
                     p.close(durable=clean)
                 except (OSError, StorageError) as exc:
                     failed(exc)
-        for store in (self.offsets, self.transactions):  # (None: a supervisor's engine)
+        for store in (self.offsets, self.transactions, self.security):  # (None: a supervisor's engine)
             if store is not None:
                 try:
                     store.close()

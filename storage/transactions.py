@@ -37,7 +37,7 @@ from .framing import Frames, frame
 log = logging.getLogger("logway.storage")
 
 LOG_NAME = "transactions.log"
-COMPACT_NAME = "transactions.log.compact"
+COMPACT_NAME = LOG_NAME + ".compact"
 _HEADER = struct.Struct(">8sI")
 FILE_HEADER = _HEADER.pack(b"LOGWAYTX", 1)
 #: A state names its partitions and pending offsets: a few thousand at most in any real transaction.
@@ -46,7 +46,14 @@ MIN_RECORD_BYTES = 2
 
 
 class TransactionStore:
-    """transactional id -> state (a JSON-able dict); thread-safe (one lock), every `put` durable on return."""
+    """transactional id -> state (a JSON-able dict); thread-safe (one lock), every `put` durable on return.
+
+    The same durable map of keys to JSON states serves other coordinators (`share_state.ShareStateStore`): a subclass
+    names its files (`log_name`, `file_header`) and itself in messages (`what`)."""
+
+    log_name = LOG_NAME
+    file_header = FILE_HEADER
+    what = "transaction store"
 
     def __init__(self, directory: str | os.PathLike, *, compact_after: int = 10_000) -> None:
         self.directory = os.fspath(directory)
@@ -55,13 +62,13 @@ class TransactionStore:
         self._states: dict[str, dict[str, Any]] = {}
         self._records = 0
         makedirs_durably(self.directory)
-        self._path = os.path.join(self.directory, LOG_NAME)
-        compact = os.path.join(self.directory, COMPACT_NAME)
+        self._path = os.path.join(self.directory, self.log_name)
+        compact = self._path + ".compact"
         if os.path.exists(compact):
             os.unlink(compact)  # an interrupted compaction: the log is still whole
             sync_names(compact)
         if not os.path.exists(self._path):
-            write_synced(self._path, FILE_HEADER)
+            write_synced(self._path, self.file_header)
             sync_names(self._path)
         self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND)
         self.dropped_bytes = self._replay()
@@ -70,8 +77,8 @@ class TransactionStore:
         size = os.fstat(self._fd).st_size
         with open(self._path, "rb") as f:
             head = f.read(_HEADER.size)
-            if head != FILE_HEADER:
-                raise StorageError(f"{self._path} is not a transaction log (header {head[:12]!r})")
+            if head != self.file_header:
+                raise StorageError(f"{self._path} is not a {self.what} log (header {head[:12]!r})")
             frames = Frames(f, _HEADER.size, size, min_payload=MIN_RECORD_BYTES, max_payload=MAX_RECORD_BYTES)
             for payload in frames:
                 try:
@@ -86,7 +93,7 @@ class TransactionStore:
                 self._records += 1
         dropped = size - frames.end
         if dropped:
-            log.warning("transaction store %s: dropped %d bytes at position %d (%s)", self.directory, dropped,
+            log.warning("%s %s: dropped %d bytes at position %d (%s)", self.what, self.directory, dropped,
                         frames.end, frames.reason)
             os.ftruncate(self._fd, frames.end)
         os.fsync(self._fd)  # what a killed process wrote and recovery keeps is served from now on
@@ -114,7 +121,8 @@ class TransactionStore:
         the caller can rebuild after a crash: the next synced put makes it durable too). Raises StorageIOError."""
         record = frame(orjson.dumps({"id": tid, "state": state}))
         if len(record) > MAX_RECORD_BYTES:
-            raise ValueError(f"transaction state of {tid!r} is {len(record)} bytes; the limit is {MAX_RECORD_BYTES}")
+            raise ValueError(f"{self.what}: the state of {tid!r} is {len(record)} bytes; the limit is "
+                             f"{MAX_RECORD_BYTES}")
         with self._lock:
             size = os.fstat(self._fd).st_size
             try:
@@ -128,7 +136,7 @@ class TransactionStore:
                     os.ftruncate(self._fd, size)  # never leave half a record in front of the next one
                 except OSError:
                     pass
-                err = StorageIOError(f"transaction store {self.directory}: {exc}")
+                err = StorageIOError(f"{self.what} {self.directory}: {exc}")
                 err.errno = getattr(exc, "errno", None)
                 raise err from exc
             self._apply(tid, state)
@@ -138,14 +146,14 @@ class TransactionStore:
 
     def _compact(self) -> None:
         """Rewrite the log as one record per live id (the caller holds the lock)."""
-        compact = os.path.join(self.directory, COMPACT_NAME)
-        data = FILE_HEADER + b"".join(frame(orjson.dumps({"id": tid, "state": state}))
+        compact = self._path + ".compact"
+        data = self.file_header + b"".join(frame(orjson.dumps({"id": tid, "state": state}))
                                       for tid, state in self._states.items())
         try:
             write_synced(compact, data)
             rename_durably(compact, self._path)
         except OSError as exc:  # the old log is still whole and in use: try again after more records
-            log.warning("transaction store %s: compaction failed: %s", self.directory, exc)
+            log.warning("%s %s: compaction failed: %s", self.what, self.directory, exc)
             self.compact_after += self._records
             return
         os.close(self._fd)

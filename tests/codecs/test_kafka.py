@@ -67,6 +67,7 @@ _INT = {
     "q": lambda n: ((n * 11400714819323198485) % 2**64) - 2**63,
     "L": lambda n: (n * 2654435761) % 2**32,
     "?": lambda n: n % 2 == 1,
+    "d": lambda n: n + 0.25,  # float64 (client quotas)
 }
 
 
@@ -216,14 +217,17 @@ def test_registry_supports_the_spec_table_transactions_and_admin():
                          18: (0, 2), 19: (0, 4), 20: (0, 3), 22: (0, 1), 36: (0, 1),  # the spec's table + SASL
                          24: (0, 2), 25: (0, 2), 26: (0, 2), 28: (0, 2),  # transactions
                          21: (0, 1), 32: (0, 3), 33: (0, 1), 35: (0, 1), 37: (0, 1), 42: (0, 1), 44: (0, 1),
-                         47: (0, 0), 60: (0, 2)}  # admin
+                         47: (0, 0), 60: (0, 2),  # admin
+                         29: (0, 3), 30: (0, 3), 31: (0, 3), 48: (0, 1), 49: (0, 1), 50: (0, 0), 51: (0, 0)}  # security
     assert registry.API_KEYS[22] == "InitProducerId" and registry.API_KEYS[60] == "DescribeCluster"
     with pytest.raises(KeyError):
         request_schema(0, 9)
     with pytest.raises(KeyError):
         response_schema(23, 0)
-    # the only flexible versions implemented: IncrementalAlterConfigs v1 and DescribeCluster v0-2
-    assert [(k, v) for k, v in ALL if registry.is_flexible(k, v)] == [(44, 1), (60, 0), (60, 1), (60, 2)]
+    # the only flexible versions implemented: IncrementalAlterConfigs v1, DescribeCluster v0-2 and the security APIs'
+    assert [(k, v) for k, v in ALL if registry.is_flexible(k, v)] == [
+        (29, 2), (29, 3), (30, 2), (30, 3), (31, 2), (31, 3), (44, 1), (48, 1), (49, 1), (50, 0), (51, 0), (60, 0),
+        (60, 1), (60, 2)]
     assert registry.advertised([60, 0, 999, 18]) == {0: (0, 8), 18: (0, 2), 60: (0, 2)}
     # unchanged versions reuse the previous schema object (one schema per distinct layout)
     assert request_schema(0, 1) is request_schema(0, 0) and request_schema(0, 8) is request_schema(0, 3)
@@ -385,9 +389,10 @@ def _old_classes():
 
 OLD = _old_classes()
 # Old schemas that do not describe the wire layout: DescribeLogDirs v0 declares each topic's partitions as one
-# int32 (an array in Kafka), CreatePartitions nests count/assignments in a struct of its own. (The JSON-driven
-# messages above check those layouts.)
-OLD_WRONG = {(35, 0, "request"), (37, 0, "request"), (37, 1, "request")}
+# int32 (an array in Kafka), CreatePartitions nests count/assignments in a struct of its own, DescribeAcls v2 is
+# declared with the classic types (Kafka's JSON: flexible from v2). (The JSON-driven messages above check those
+# layouts.)
+OLD_WRONG = {(35, 0, "request"), (37, 0, "request"), (37, 1, "request"), (29, 2, "request"), (29, 2, "response")}
 OLD_CASES = [(k, v, kind) for k, v in ALL for kind in ("request", "response")
              if (k, v, kind) in OLD and (k, v, kind) not in OLD_WRONG]
 

@@ -16,6 +16,8 @@ layout. Flexible versions below are marked (f).
 - `configs` DescribeConfigs 0-3, AlterConfigs 0-1, IncrementalAlterConfigs 0-1 (v1 f)
 - `cluster` DescribeLogDirs 0-1, DescribeCluster 0 (f)
 - `sasl` SaslHandshake 0-1, SaslAuthenticate 0-1
+- `acls` DescribeAcls 0-3, CreateAcls 0-3, DeleteAcls 0-3 (v2+ f) · `quotas` DescribeClientQuotas 0-1,
+  AlterClientQuotas 0-1 (v1 f) · `scram_credentials` DescribeUserScramCredentials 0 (f), AlterUserScramCredentials 0 (f)
 """
 
 from __future__ import annotations

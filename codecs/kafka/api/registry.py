@@ -20,8 +20,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..primitives import Schema
-from . import (admin, api_versions, cluster, configs, fetch, groups, list_offsets, metadata, offsets, produce, sasl,
-               transactions)
+from . import (acls, admin, api_versions, cluster, configs, fetch, groups, list_offsets, metadata, offsets, produce,
+               quotas, sasl, scram_credentials, transactions)
 
 __all__ = [
     "API_KEYS",
@@ -62,6 +62,9 @@ API_KEYS: dict[int, str] = {
     25: "AddOffsetsToTxn",
     26: "EndTxn",
     28: "TxnOffsetCommit",
+    29: "DescribeAcls",
+    30: "CreateAcls",
+    31: "DeleteAcls",
     32: "DescribeConfigs",
     33: "AlterConfigs",
     35: "DescribeLogDirs",
@@ -70,6 +73,10 @@ API_KEYS: dict[int, str] = {
     42: "DeleteGroups",
     44: "IncrementalAlterConfigs",
     47: "OffsetDelete",
+    48: "DescribeClientQuotas",
+    49: "AlterClientQuotas",
+    50: "DescribeUserScramCredentials",
+    51: "AlterUserScramCredentials",
     60: "DescribeCluster",
 }
 
@@ -79,6 +86,7 @@ FLEXIBLE_SINCE: dict[int, int | None] = {
     0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3, 17: None, 18: 3,
     19: 5, 20: 4, 21: 2, 22: 2, 24: 3, 25: 3, 26: 3, 28: 3, 32: 4, 33: 2, 35: 2, 36: 2, 37: 2, 42: 2, 44: 1,
     47: None, 60: 0,
+    29: 2, 30: 2, 31: 2, 48: 1, 49: 1, 50: 0, 51: 0,  # (security: acls, quotas, scram_credentials)
 }
 
 # key -> (request schemas by version, response schemas by version)
@@ -97,6 +105,9 @@ _SCHEMAS: dict[int, tuple[dict[int, Schema], dict[int, Schema]]] = {
     **configs.SCHEMAS,
     **cluster.SCHEMAS,
     **sasl.SCHEMAS,
+    **acls.SCHEMAS,
+    **quotas.SCHEMAS,
+    **scram_credentials.SCHEMAS,
 }
 
 #: api key -> (min version, max version) the codec implements.
@@ -120,7 +131,9 @@ assert SUPPORTED == {0: (0, 8), 1: (0, 11), 2: (0, 5), 3: (0, 8), 8: (0, 7), 9: 
                      12: (0, 3), 13: (0, 3), 14: (0, 3), 15: (0, 4), 16: (0, 2), 17: (0, 1), 18: (0, 2),
                      19: (0, 4), 20: (0, 3), 21: (0, 1), 22: (0, 1), 24: (0, 2), 25: (0, 2), 26: (0, 2),
                      28: (0, 2), 32: (0, 3), 33: (0, 1), 35: (0, 1), 36: (0, 1), 37: (0, 1), 42: (0, 1),
-                     44: (0, 1), 47: (0, 0), 60: (0, 2)}, "the spec's §2 table + SASL, transactions and admin"
+                     44: (0, 1), 47: (0, 0), 60: (0, 2),
+                     29: (0, 3), 30: (0, 3), 31: (0, 3), 48: (0, 1), 49: (0, 1), 50: (0, 0), 51: (0, 0)}, \
+    "the spec's §2 table + SASL, transactions and admin; ACLs, client quotas and SCRAM credentials"
 
 
 def advertised(keys: Iterable[int]) -> dict[int, tuple[int, int]]:

@@ -8,8 +8,10 @@ append that brings the data writes its answer. A Produce with acks=0 gets no ans
 ranges that the pump sends between the bytes the codec built. A request that cannot be parsed, is too large or
 uses an unsupported API/version closes the connection (Kafka's behaviour); other connections are unaffected.
 
-With `auth.kafka_sasl_plain` a connection must authenticate first (`sasl.KafkaSasl`): SaslHandshake and
-SaslAuthenticate are answered by the session, not the broker, since they concern this connection only. Until it
+With `auth.kafka_sasl_plain` or `auth.kafka_sasl_scram` a connection must authenticate first (`sasl.KafkaSasl`:
+PLAIN, SCRAM-SHA-256/512): SaslHandshake and SaslAuthenticate are answered by the session, not the broker, since
+they concern this connection only; the user it logged in as is the connection's principal (else its client
+certificate's, or the listener's), which the broker's authorization layer (`authz.py`) checks every request against. Until it
 has, the codec reads only requests of those keys (and ApiVersions) of at most `limits.auth_max_frame_bytes` — any
 other key or a larger frame closes the connection before its body is read — and the connection must have
 authenticated within `limits.auth_timeout_ms` of its accept.
@@ -32,7 +34,8 @@ from ..base import INFO, WARNING, Protocol
 from .broker import SERVED, KafkaBroker
 from .cluster import KafkaCluster
 from .coordinator import GroupCoordinator
-from .sasl import PRE_AUTH_API_KEYS, KafkaSasl
+from ...security import user_principal
+from .sasl import PRE_AUTH_API_KEYS, KafkaSasl, mechanisms
 
 log = logging.getLogger("logway.gateway.kafka")
 
@@ -51,7 +54,7 @@ class KafkaProtocol(Protocol):
                                             max_session_timeout_ms=kc.group_max_session_timeout_ms)
         listener = self.config.listeners[self.name]
         self.broker = KafkaBroker(self.steps, self.config, self.coordinator, (listener.host, listener.port),
-                                  gateway.transactions)
+                                  gateway.transactions, gateway.security)
         worker = getattr(gateway, "worker", None)
         if worker is not None:  # one of several workers: node `worker.index` of a cluster
             self.broker.cluster = KafkaCluster(worker)
@@ -76,10 +79,11 @@ class KafkaProtocol(Protocol):
 
     def security_notes(self):
         auth = self.config.auth
-        if not auth.kafka_sasl_plain:
+        enabled = mechanisms(auth)
+        if not enabled:
             return []
-        notes = [(INFO, f"kafka listener requires SASL/PLAIN ({len(auth.users)} user(s))")]
-        if not self.config.listeners[self.name].tls:
+        notes = [(INFO, f"kafka listener requires SASL ({', '.join(enabled)}; {len(auth.users)} configured user(s))")]
+        if auth.kafka_sasl_plain and not self.config.listeners[self.name].tls:
             notes.append((WARNING, "kafka listener takes SASL/PLAIN passwords without TLS: they cross the network "
                                    "in clear text"))
         return notes
@@ -92,7 +96,8 @@ class KafkaSession(Session):
     def __init__(self, conn, codec: KafkaServerConnection, protocol: KafkaProtocol) -> None:
         super().__init__(conn, codec)
         self.broker = protocol.broker
-        self.sasl = KafkaSasl(protocol.config.auth, conn.peer)
+        self.sasl = KafkaSasl(protocol.config.auth, protocol.gateway.security.users, conn.peer)
+        conn.principal = conn.principal or protocol.config.listeners[protocol.name].principal
         self._max_frame = codec.max_frame
         if not self.sasl.authenticated:  # nothing but small SASL requests until it has
             limits = protocol.config.limits
@@ -105,15 +110,20 @@ class KafkaSession(Session):
         codec.max_frame = self._max_frame
         codec.allowed_keys = None
         self.conn.auth_deadline = math.inf
+        self.conn.principal = user_principal(self.sasl.user)
 
     async def handle(self, request):
         sasl = self.sasl
-        if isinstance(request, SaslToken):  # the raw token after a v0 handshake: success = an empty token back
+        if isinstance(request, SaslToken):  # a raw token after a v0 handshake, answered by a raw token
             # Kafka closes the connection on a failed v0 login.
-            if not sasl.authenticate(request.data):
+            answer = await sasl.authenticate(request.data)
+            if answer is None:
                 return Close()
-            self._authenticated()
-            return SaslToken(b"")
+            if sasl.authenticated:
+                self._authenticated()
+            else:  # (SCRAM: the client-final token comes next)
+                self.codec.expect_sasl_token()
+            return SaslToken(answer)
         if not sasl.allows(request.api_key):
             log.info("%s: closing: api key %d before SASL authentication", self.conn.peer, request.api_key)
             return Close()
@@ -124,8 +134,8 @@ class KafkaSession(Session):
             if not close and request.api_version == 0:
                 self.codec.expect_sasl_token()
         elif request.api_key == SASL_AUTHENTICATE_KEY:
-            body, close = sasl.authenticate_request(request.body)
-            if sasl.authenticated:
+            body, close = await sasl.authenticate_request(request.body)
+            if sasl.authenticated and not close:
                 self._authenticated()
         else:
             body = await self.broker.handle(request, self.conn)

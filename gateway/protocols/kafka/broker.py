@@ -1,5 +1,6 @@
 """`KafkaBroker`: the Kafka API table and what every API handler works with — the storage steps, the group
-coordinator, the transaction coordinator, the idempotent producers' state and this node's advertised address.
+coordinator, the transaction coordinator, the idempotent producers' state, the gateway's security (whose
+authorization layer, `authz.KafkaAuthz`, every request goes through first) and this node's advertised address.
 Each API lives in the module of its family (`records`, `offsets`, `groups`, `admin`, `transactions`) as
 `async def api(broker, body, version, conn)`.
 
@@ -22,9 +23,11 @@ from logway.codecs.kafka.api.registry import advertised
 from logway.codecs.kafka.api.sasl import SASL_AUTHENTICATE_KEY, SASL_HANDSHAKE_KEY
 from logway.codecs.kafka.api import transactions as X
 
+from ...security import Security
 from ...steps import Steps
 from ...transactions import TransactionCoordinator
-from . import admin, configs, group_admin, groups, offsets, records, transactions
+from . import admin, configs, group_admin, groups, offsets, records, security, transactions
+from .authz import KafkaAuthz
 from .coordinator import GroupCoordinator
 from .producers import ProducerStates
 
@@ -60,6 +63,7 @@ HANDLERS = {
     C.INCREMENTAL_ALTER_CONFIGS_KEY: configs.incremental_alter_configs,
     O.OFFSET_DELETE_KEY: group_admin.offset_delete,
     K.DESCRIBE_CLUSTER_KEY: admin.describe_cluster,
+    **security.HANDLERS,
 }
 
 #: What this broker advertises and its codec accepts: the codec's versions of the keys it answers — its handlers,
@@ -74,7 +78,7 @@ class KafkaBroker:
     cluster = None
 
     def __init__(self, steps: Steps, config, coordinator: GroupCoordinator, advertised: tuple[str, int],
-                 transactions: TransactionCoordinator) -> None:
+                 transactions: TransactionCoordinator, security: Security) -> None:
         self.steps = steps
         self.engine = steps.engine
         self.config = config
@@ -82,9 +86,15 @@ class KafkaBroker:
         self.advertised = advertised
         self.producers = ProducerStates(config.kafka.producer_id_expiration_ms)
         self.transactions = transactions
+        self.security = security
+        self.authz = KafkaAuthz(security.authorizer, self.engine)
 
     async def handle(self, request, conn):
-        """The response body for a request (None: no response, a Produce with acks=0)."""
+        """The response body for a request (None: no response, a Produce with acks=0): what the connection's
+        principal may do of it (`authz.py`), served."""
+        return await self.authz.handle(request, conn, self._serve)
+
+    async def _serve(self, request, conn):
         if self.cluster is not None:
             return await self.cluster.handle(self, request, conn, HANDLERS)
         return await HANDLERS[request.api_key](self, request.body, request.api_version, conn)
