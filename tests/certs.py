@@ -1,4 +1,5 @@
-"""Self-signed certificates made at test time (for the TLS listeners), with the `cryptography` package."""
+"""Certificates made at test time, with the `cryptography` package: self-signed ones for the TLS listeners, and an
+authority with the client certificates it signs (mutual TLS)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,42 @@ def self_signed(directory, name: str) -> tuple[str, str]:
                            critical=False)
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
             .sign(key, hashes.SHA256()))
+    cert_path, key_path = directory / f"{name}.pem", directory / f"{name}.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    key_path.chmod(0o600)
+    return str(cert_path), str(key_path)
+
+
+def authority(directory, name: str) -> tuple[str, object, object]:
+    """(certificate path, certificate, key) of a new certificate authority (it signs client certificates)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{name} CA")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .sign(key, hashes.SHA256()))
+    path = directory / f"{name}-ca.pem"
+    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return str(path), cert, key
+
+
+def client_certificate(directory, ca, name: str, subject: list[tuple]) -> tuple[str, str]:
+    """(certificate path, key path) of a client certificate `ca` (from `authority`) signs for `subject`, a list of
+    (NameOID, value) in the certificate's order (e.g. [(NameOID.ORGANIZATION_NAME, "Acme"), (NameOID.COMMON_NAME,
+    "alice")])."""
+    _, ca_cert, ca_key = ca
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(oid, value) for oid, value in subject]))
+            .issuer_name(ca_cert.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .sign(ca_key, hashes.SHA256()))
     cert_path, key_path = directory / f"{name}.pem", directory / f"{name}.key"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,

@@ -33,7 +33,8 @@ parse or does not implement, and a stream with a bad frame cannot be trusted):
   answer is then sent in the v0 body layout with error 35 and the key list, and the client retries at a
   version we list (spec §2). Any ApiVersions answer with a non-zero error uses the v0 layout;
 - a malformed header v2 tag section or body (truncated, a length or count beyond the frame, invalid UTF-8, a
-  varint over 5 bytes, bytes left over after the body): `code=42` (INVALID_REQUEST).
+  varint over 5 bytes, bytes left over after the body — but a client's known quirk, `registry.TOLERATED_TRAILERS`):
+  `code=42` (INVALID_REQUEST).
 
 When the header could be read, the error also carries `api_key`, `api_version` and `correlation_id` attributes.
 `LocalProtocolError` means we misused the codec: a body of the wrong type, a value out of range, a response to
@@ -53,7 +54,8 @@ from ..errors import LocalProtocolError
 from ..stream import CLOSED, NEED_DATA, ReceiveBuffer
 from .api import api_versions
 from .api.headers import REQUEST_HEADER_PREFIX_SIZE, REQUEST_HEADER_V1, REQUEST_HEADER_V2, RequestHeader
-from .api.registry import SUPPORTED, api_versions_response, is_flexible, request_schema, response_schema
+from .api.registry import (SUPPORTED, TOLERATED_TRAILERS, api_versions_response, is_flexible, request_schema,
+                           response_schema)
 from .error_codes import ErrorCode
 from .primitives import (EMPTY_TAGGED_FIELDS, FrameReader, FrameWriter, NullableString, TaggedFields, build_bytes,
                          build_chunks, build_into, parse_from, piece_length)
@@ -459,7 +461,7 @@ class KafkaServerConnection(_Receiver):
             raise self._fatal(f"malformed request body (api key {key} v{version}): {exc}",
                               ErrorCode.INVALID_REQUEST, **info) from None
         left = reader.remaining()
-        if left:
+        if left and frame[len(frame) - left:] != TOLERATED_TRAILERS.get(key):
             raise self._fatal(f"{left} bytes left over after the request body (api key {key} v{version})",
                               ErrorCode.INVALID_REQUEST, **info)
         return KafkaRequest(key, version, cid, client_id, body)

@@ -27,6 +27,7 @@ __all__ = [
     "API_KEYS",
     "SUPPORTED",
     "FLEXIBLE_SINCE",
+    "TOLERATED_TRAILERS",
     "advertised",
     "is_flexible",
     "request_schema",
@@ -108,6 +109,12 @@ _SCHEMAS: dict[int, tuple[dict[int, Schema], dict[int, Schema]]] = {
     **acls.SCHEMAS,
     **quotas.SCHEMAS,
     **scram_credentials.SCHEMAS,
+}
+
+#: api key -> the bytes a client may leave after that request's body (a client's quirk, explained in its module);
+#: any other bytes left over make the request malformed.
+TOLERATED_TRAILERS: dict[int, bytes] = {
+    scram_credentials.ALTER_USER_SCRAM_CREDENTIALS_KEY: scram_credentials.TRAILER,
 }
 
 #: api key -> (min version, max version) the codec implements.

@@ -5,6 +5,10 @@ Mechanisms are Kafka's `ScramMechanism` codes: 1 = SCRAM-SHA-256, 2 = SCRAM-SHA-
 carries the salt and the salted password (the client salts: the password never reaches the broker), from which
 the broker keeps StoredKey and ServerKey (`codecs.scram`). A null user list describes every user.
 
+Quirk: librdkafka (2.x) ends its AlterUserScramCredentials request with one more empty tagged-field section than
+the layout has (it writes the body's own, then its request finalizer writes another); Kafka's brokers ignore bytes
+left after a body, the codec refuses them — except this one byte (`TRAILER`, which the registry lists).
+
 Bounds: every array, string and bytes field is bounded by the frame (`primitives`).
 """
 
@@ -13,13 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..message import message, struct
-from ..primitives import Array, Bytes, Int8, Int16, Int32, NullableArray, NullableString, String
+from ..primitives import EMPTY_TAGGED_FIELDS, Array, Bytes, Int8, Int16, Int32, NullableArray, NullableString, String
 
 __all__ = ["DESCRIBE_USER_SCRAM_CREDENTIALS_KEY", "ALTER_USER_SCRAM_CREDENTIALS_KEY", "MECHANISM_CODES",
            "AlterUserScramCredentialsRequest", "AlterUserScramCredentialsResponse", "AlterUserScramCredentialsResult",
            "CredentialInfo", "DescribeUserScramCredentialsRequest", "DescribeUserScramCredentialsResponse",
            "DescribeUserScramCredentialsResult", "ScramCredentialDeletion", "ScramCredentialUpsertion", "UserName",
-           "SCHEMAS"]
+           "SCHEMAS", "TRAILER"]
 
 DESCRIBE_USER_SCRAM_CREDENTIALS_KEY, ALTER_USER_SCRAM_CREDENTIALS_KEY = 50, 51
 #: Kafka's ScramMechanism code -> mechanism name.
@@ -77,6 +81,10 @@ class ScramCredentialUpsertion:
 class AlterUserScramCredentialsRequest:
     deletions: list[ScramCredentialDeletion] = field(default_factory=list)
     upsertions: list[ScramCredentialUpsertion] = field(default_factory=list)
+
+
+#: What may follow an AlterUserScramCredentials request's body: librdkafka's extra empty tag section.
+TRAILER = EMPTY_TAGGED_FIELDS
 
 
 @dataclass(slots=True)

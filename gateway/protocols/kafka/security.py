@@ -81,7 +81,7 @@ async def delete_acls(broker: "KafkaBroker", body, version, conn):
 
 
 async def describe_user_scram_credentials(broker: "KafkaBroker", body, version, conn):
-    names = None if body.users is None else [u.name for u in body.users]
+    names = [u.name for u in body.users] if body.users else None  # (no list, or an empty one: every user, as Kafka)
     results = []
     for user, found in broker.security.admin.describe_users(names):
         if isinstance(found, Refusal):

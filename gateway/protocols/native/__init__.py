@@ -14,7 +14,8 @@ password (`security.Users`), a SCRAM exchange (two `Auth` requests, `codecs.scra
 super user, `security.TOKEN_PRINCIPAL`); any other request first, or a failed login, is answered with an `Error` and
 the connection is closed. Until then the codec takes frames of at most `limits.auth_max_frame_bytes` (a larger one
 is answered `max frame size exceeded` and closed before its body is read), and the connection must have
-authenticated within `limits.auth_timeout_ms` of its accept. Where no login is required, `Auth` with a user may
+authenticated within `limits.auth_timeout_ms` of its accept — unless it presented a client certificate its TLS
+listener verified (mutual TLS): that authenticates it as its subject. Where no login is required, `Auth` with a user may
 still change who the connection is, and a token `Auth` succeeds without (as before tokens were required).
 
 Every request is authorized (`authz.NativeAuthz`: an `Error` "not authorized: …" and the connection goes on) for
@@ -112,7 +113,8 @@ class NativeSession(Session):
         super().__init__(conn, codec)
         self.protocol = protocol
         self.token = protocol.token
-        self.authenticated = not protocol.login_required
+        # A verified client certificate (mutual TLS) authenticates the connection as its subject.
+        self.authenticated = not protocol.login_required or bool(conn.principal)
         self.logged_in = False  # as a user or with the token (not merely the listener's principal)
         self._scram = None  # a SCRAM login under way
         conn.principal = conn.principal or protocol.config.listeners[protocol.name].principal
