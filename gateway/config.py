@@ -514,10 +514,12 @@ FREE_FORM = frozenset(path for path, hint, _ in settings() if typing.get_origin(
 TEXT_KEYS = frozenset(path for path, hint, _ in settings() if isinstance(hint, type) and issubclass(hint, str))
 
 
-#: `LOGWAY_*` environment variables that are not settings: scripts/dev's venv, where the tests keep artifacts, and
-#: what a supervisor tells the worker processes it starts (`logway.gateway.workers`).
+#: `LOGWAY_*` environment variables that are not settings: scripts/dev's venv, where the tests keep artifacts, what a
+#: supervisor tells the worker processes it starts (`logway.gateway.workers`), and the passwords and token the
+#: `logway` commands that talk to a gateway read (`cli/connect.py`).
 NOT_SETTINGS = frozenset({"LOGWAY_VENV", "LOGWAY_ARTIFACTS", "LOGWAY_WORKER", "LOGWAY_WORKER_FD",
-                          "LOGWAY_WORKER_ENTRIES", "LOGWAY_WORKER_RELAYS"})
+                          "LOGWAY_WORKER_ENTRIES", "LOGWAY_WORKER_RELAYS",
+                          "LOGWAY_PASSWORD", "LOGWAY_TOKEN", "LOGWAY_NEW_PASSWORD"})  # (the CLI's secrets)
 
 
 def defaults() -> dict[str, Any]:

@@ -183,15 +183,19 @@ def is_loopback(host: str) -> bool:
         return host == "localhost"
 
 
-def warn_if_exposed(name: str, host: str) -> None:
+def warn_if_exposed(name: str, host: str, *, logins: bool = False, tls: bool = False) -> None:
     """Log a warning when listener `name` is bound to `host` reachable from other hosts (the gateway's own
-    listeners, and a `workers: N` supervisor's admin listener)."""
+    listeners, and a `workers: N` supervisor's admin listener); for the admin listener, `logins`: it asks who you
+    are (the gateway requires logins), `tls`: it serves HTTPS."""
     if is_loopback(host):
         return
-    if name == "admin":
+    if name == "admin" and not logins:
         log.warning("admin listener is bound to %s: its metrics and console (topics, groups, record contents, and "
-                    "actions that change them) are reachable from other hosts without authentication (see "
-                    "docs/security.md)", host)
+                    "actions that change them) are reachable from other hosts, held only to the ACLs of "
+                    "listeners.admin.principal (no login is required: see docs/security.md)", host)
+    elif name == "admin" and not tls:
+        log.warning("admin listener is bound to %s without TLS: its logins (HTTP Basic passwords, the access "
+                    "token) cross the network in clear text (set listeners.admin.tls)", host)
     else:
         log.warning("%s listener is bound to %s: reachable from other hosts (an explicit config choice; see the "
                     "threat model in docs/security.md)", name, host)

@@ -49,7 +49,7 @@ from .notify import AppendNotifier
 from .offset_retention import OffsetRetention
 from .protocols import REGISTRY, Protocol
 from .relays import HANDOVER
-from .security import Security
+from .security import Security, authentication_required
 from .steps import Steps
 from .tls import server_ssl_context
 from .transactions import TransactionCoordinator
@@ -130,7 +130,7 @@ class Gateway:
                 lc = self.config.listeners[ADMIN]
                 log.info("admin listening on http%s://%s:%d (/metrics, /health, /ready, the console at /)",
                          "s" if lc.tls else "", addr[0], addr[1])
-                warn_if_exposed(ADMIN, lc.host)
+                warn_if_exposed(ADMIN, lc.host, logins=authentication_required(self.config), tls=lc.tls)
             elif self.admin is not None:
                 admin.start_soon(self.admin.sampler.run)
             try:

@@ -154,6 +154,11 @@ from logway.codecs.native.security import (AclEntry, AclsResponse, AlterUserRequ
                                            UserCredentials, UsersResponse)
 from logway.codecs.native.wire import encode_fetched
 
+#: Every request and response event: the log's (`events`) and the security administration's (`security`).
+Request = (Request | DescribeAclsRequest | CreateAclsRequest | DeleteAclsRequest | DescribeUsersRequest
+           | AlterUserRequest)
+Response = (Response | AclsResponse | CreateAclsResponse | DeleteAclsResponse | UsersResponse | AlterUserResponse)
+
 __all__ = [
     "AclEntry", "AclsResponse", "AlterUserRequest", "AlterUserResponse", "CreateAclsRequest", "CreateAclsResponse",
     "DeleteAclsRequest", "DeleteAclsResponse", "DescribeAclsRequest", "DescribeUsersRequest", "UserCredentials",

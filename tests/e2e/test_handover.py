@@ -63,10 +63,12 @@ def _topic(client, name: str) -> tuple[int, int]:
     return owners.index(0), owners.index(1)
 
 
-def _metrics(gw, worker: int) -> dict[str, float]:
-    """Worker `worker`'s hand-over, relay and connection figures, by sample name."""
-    text = urllib.request.urlopen("http://%s:%d/metrics" % tuple(gw.addresses[f"admin.{worker}"]),
-                                  timeout=10).read().decode()
+def _metrics(gw, worker: int, token: str = "s3cret") -> dict[str, float]:
+    """Worker `worker`'s hand-over, relay and connection figures, by sample name (asked with the access token: a
+    gateway that requires logins wants one for its metrics too; another ignores it)."""
+    request = urllib.request.Request("http://%s:%d/metrics" % tuple(gw.addresses[f"admin.{worker}"]),
+                                     headers={"Authorization": f"Bearer {token}"})
+    text = urllib.request.urlopen(request, timeout=10).read().decode()
     return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
             if line.startswith(("logway_connections_handed_over", "logway_relayed_requests",
                                 "logway_connections_open"))}

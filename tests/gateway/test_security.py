@@ -487,11 +487,18 @@ def test_a_listener_reachable_from_other_hosts_is_warned_about(caplog):
             warn_if_exposed("kafka", host)
         assert caplog.records == []
         warn_if_exposed("admin", "0.0.0.0")
+        warn_if_exposed("admin", "0.0.0.0", logins=True)
+        warn_if_exposed("admin", "0.0.0.0", logins=True, tls=True)  # (it asks who you are, over TLS: as the others)
         warn_if_exposed("native", "192.0.2.7")
         warn_if_exposed("tank", "gateway.example")
     assert [r.getMessage() for r in caplog.records] == [
         "admin listener is bound to 0.0.0.0: its metrics and console (topics, groups, record contents, and actions "
-        "that change them) are reachable from other hosts without authentication (see docs/security.md)",
+        "that change them) are reachable from other hosts, held only to the ACLs of listeners.admin.principal (no "
+        "login is required: see docs/security.md)",
+        "admin listener is bound to 0.0.0.0 without TLS: its logins (HTTP Basic passwords, the access token) cross "
+        "the network in clear text (set listeners.admin.tls)",
+        "admin listener is bound to 0.0.0.0: reachable from other hosts (an explicit config choice; see the threat "
+        "model in docs/security.md)",
         "native listener is bound to 192.0.2.7: reachable from other hosts (an explicit config choice; see the "
         "threat model in docs/security.md)",
         "tank listener is bound to gateway.example: reachable from other hosts (an explicit config choice; see the "
