@@ -20,6 +20,7 @@ from .admin import SecurityAdmin
 from .acls import Acl, AclFilter, AclInvalid, Operation, PatternType, Permission, ResourceType
 from .authorizer import CLUSTER, Authorizer
 from .principals import ANONYMOUS, user_principal
+from .quotas import Quotas
 from .users import Users
 
 log = logging.getLogger("logway.gateway.security")
@@ -57,7 +58,7 @@ def super_users(config) -> frozenset[str]:
 
 
 class Security:
-    """A gateway's users, authorizer and their administration, over the storage backend's `SecurityState`
+    """A gateway's users, authorizer, quotas and their administration, over the storage backend's `SecurityState`
     (`state`; None: a gateway without one, e.g. a supervisor's)."""
 
     def __init__(self, config, state, in_thread) -> None:
@@ -67,6 +68,7 @@ class Security:
         self.users = Users(config.auth.users, state)
         allow = config.auth.allow_everyone_if_no_acl_found and not self.required
         self.authorizer = Authorizer(state, super_users(config), allow)
+        self.quotas = Quotas(state)
         self.admin = SecurityAdmin(self, in_thread)
 
     def notes(self) -> list[str]:

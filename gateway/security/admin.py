@@ -1,6 +1,6 @@
-"""`SecurityAdmin`: the administration of ACLs and users' SCRAM credentials, once for every protocol — Kafka's
-CreateAcls / DescribeAcls / DeleteAcls and Describe/AlterUserScramCredentials, the native protocol's ACL and user
-requests (`logway acls`, `logway users`) — with Kafka's checks. Each protocol maps requests to these calls and a
+"""`SecurityAdmin`: the administration of ACLs, users' SCRAM credentials and client quotas, once for every protocol —
+Kafka's CreateAcls / DescribeAcls / DeleteAcls, Describe/AlterUserScramCredentials and Describe/AlterClientQuotas,
+the native protocol's ACL and user requests (`logway acls`, `logway users`) — with Kafka's checks. Each protocol maps requests to these calls and a
 `Refusal` to its own answer (its `kind` names Kafka's error: INVALID_REQUEST, RESOURCE_NOT_FOUND,
 DUPLICATE_RESOURCE, UNACCEPTABLE_CREDENTIAL, UNSUPPORTED_SASL_MECHANISM).
 
@@ -15,6 +15,7 @@ from typing import Awaitable, Callable
 from logway.codecs.scram import MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS, credential_from_salted
 
 from .acls import Acl, AclFilter, AclInvalid
+from .quotas import ENTITY_TYPES, QuotaRefusal, Quotas
 
 __all__ = ["Refusal", "SecurityAdmin", "CredentialChange"]
 
@@ -162,3 +163,46 @@ class SecurityAdmin:
             put[key] = credential_from_salted(change.mechanism, change.salted_password, change.salt,
                                               change.iterations)
         return put, deleted
+
+    # -- client quotas ---------------------------------------------------------------------------------------
+    def describe_quotas(self, components: list[tuple[str, int, str | None]], strict: bool) -> list[tuple]:
+        """(entity, {key: value}) of the entities the components match (KIP-546: per component an entity type and
+        a match — 0 this name, 1 the default, 2 any —; `strict`: entities with no other type)."""
+        for entity_type, match_type, match in components:
+            if entity_type not in ENTITY_TYPES:
+                raise Refusal("INVALID_REQUEST", f"unknown entity type {entity_type!r} (user, client-id)")
+            if match_type not in (0, 1, 2) or (match_type == 0 and match is None):
+                raise Refusal("INVALID_REQUEST", f"bad match of {entity_type}: type {match_type}, {match!r}")
+        if len({c[0] for c in components}) != len(components):
+            raise Refusal("INVALID_REQUEST", "an entity type is named twice")
+        wanted = {c[0] for c in components}
+        out = []
+        for entity, values in sorted(self.security.quotas.entries().items(), key=lambda item: str(item[0])):
+            names = dict(entity)
+            if strict and set(names) != wanted:
+                continue
+            if all(entity_type in names and (match_type == 2 or (match_type == 1 and names[entity_type] is None)
+                                             or (match_type == 0 and names[entity_type] == match))
+                   for entity_type, match_type, match in components):
+                out.append((entity, values))
+        return out
+
+    async def alter_quotas(self, entries: list[tuple[list, list[tuple[str, float, bool]]]],
+                           validate_only: bool) -> list[Refusal | None]:
+        """Per entry (entity pairs, [(key, value, remove)]), its refusal or None; the valid ones are made (unless
+        `validate_only`) together."""
+        results: list[Refusal | None] = []
+        changes = []
+        for entity, ops in entries:
+            try:
+                normalized = Quotas.normalized(entity)
+                keys = [key for key, _, _ in ops]
+                if len(set(keys)) != len(keys):
+                    raise QuotaRefusal("a quota key is altered twice for one entity")
+                changes.append((normalized, {key: Quotas.checked(key, value, remove) for key, value, remove in ops}))
+                results.append(None)
+            except QuotaRefusal as exc:
+                results.append(Refusal("INVALID_REQUEST", str(exc)))
+        if changes and not validate_only:
+            await self.in_thread(self.security.quotas.change, changes)
+        return results

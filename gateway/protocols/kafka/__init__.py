@@ -16,6 +16,9 @@ has, the codec reads only requests of those keys (and ApiVersions) of at most `l
 other key or a larger frame closes the connection before its body is read — and the connection must have
 authenticated within `limits.auth_timeout_ms` of its accept.
 
+Client quotas (`quotas.KafkaQuotas`): each answer is charged to the connection's user and client id; one past a
+quota carries `throttle_time_ms`, and the connection's next request waits that long.
+
 In a worker process (`workers: N` > 1) the broker is node i of N brokers (`cluster.KafkaCluster`).
 """
 
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import math
+from time import perf_counter
 
 import trio
 
@@ -35,6 +39,7 @@ from .broker import SERVED, KafkaBroker
 from .cluster import KafkaCluster
 from .coordinator import GroupCoordinator
 from ...security import user_principal
+from .quotas import KafkaQuotas
 from .sasl import PRE_AUTH_API_KEYS, KafkaSasl, mechanisms
 
 log = logging.getLogger("logway.gateway.kafka")
@@ -96,7 +101,9 @@ class KafkaSession(Session):
     def __init__(self, conn, codec: KafkaServerConnection, protocol: KafkaProtocol) -> None:
         super().__init__(conn, codec)
         self.broker = protocol.broker
-        self.sasl = KafkaSasl(protocol.config.auth, protocol.gateway.security.users, conn.peer)
+        security = protocol.gateway.security
+        self.sasl = KafkaSasl(protocol.config.auth, security.users, conn.peer)
+        self.quota = KafkaQuotas(security.quotas, conn)
         conn.principal = conn.principal or protocol.config.listeners[protocol.name].principal
         self._max_frame = codec.max_frame
         if not self.sasl.authenticated:  # nothing but small SASL requests until it has
@@ -138,16 +145,23 @@ class KafkaSession(Session):
             if sasl.authenticated and not close:
                 self._authenticated()
         else:
+            quota = self.quota
+            await quota.wait()  # (muted while the throttle time of its last answer runs)
+            started = perf_counter()
             body = await self.broker.handle(request, self.conn)
             if type(body) is Park:  # a Fetch that may wait: its answer, whoever writes it, gets our header
-                return _answering(request.correlation_id, body)
+                spent = perf_counter() - started
+                return _answering(request.correlation_id, body, lambda answer: quota.charged(request, answer, spent))
+            body = quota.charged(request, body, perf_counter() - started)
         reply = None if body is None else KafkaResponse(correlation_id=request.correlation_id, body=body)
         return Close(reply) if close else reply
 
 
-def _answering(correlation_id: int, park: Park) -> Park:
-    """`park`, whose answer is a response body, made to produce the `KafkaResponse` to `correlation_id`."""
+def _answering(correlation_id: int, park: Park, charged) -> Park:
+    """`park`, whose answer is a response body, made to produce the `KafkaResponse` to `correlation_id` (the body
+    `charged` to the connection's quotas first)."""
     async def wait(deliver):
-        body = await park.wait(lambda body: deliver(KafkaResponse(correlation_id=correlation_id, body=body)))
-        return None if body is None else KafkaResponse(correlation_id=correlation_id, body=body)
+        body = await park.wait(lambda body: deliver(KafkaResponse(correlation_id=correlation_id,
+                                                                  body=charged(body))))
+        return None if body is None else KafkaResponse(correlation_id=correlation_id, body=charged(body))
     return Park(wait)

@@ -1,6 +1,7 @@
 """The Kafka APIs of the security administration, on the gateway's one `security.SecurityAdmin`: DescribeAcls,
-CreateAcls, DeleteAcls (what kafka-acls and the Admin API's describe_acls / create_acls / delete_acls send) and
-DescribeUserScramCredentials, AlterUserScramCredentials (kafka-configs --alter --add-config 'SCRAM-SHA-256=…').
+CreateAcls, DeleteAcls (what kafka-acls and the Admin API's describe_acls / create_acls / delete_acls send),
+DescribeUserScramCredentials, AlterUserScramCredentials (kafka-configs --alter --add-config 'SCRAM-SHA-256=…') and
+DescribeClientQuotas, AlterClientQuotas (kafka-configs --entity-type users --add-config producer_byte_rate=…).
 Who may call them is `authz.py`'s business (Describe / Alter on the cluster).
 
 A refusal carries Kafka's error (`admin.Refusal.kind`) and message; CreateAcls answers each creation on its own,
@@ -13,6 +14,7 @@ from enum import IntEnum
 from typing import TYPE_CHECKING
 
 from logway.codecs.kafka.api import acls as ACL
+from logway.codecs.kafka.api import quotas as Q
 from logway.codecs.kafka.api import scram_credentials as S
 from logway.codecs.kafka.error_codes import ErrorCode as E
 
@@ -105,6 +107,26 @@ async def alter_user_scram_credentials(broker: "KafkaBroker", body, version, con
         else S.AlterUserScramCredentialsResult(user, _code(refusal), refusal.message) for user, refusal in results])
 
 
+async def describe_client_quotas(broker: "KafkaBroker", body, version, conn):
+    components = [(c.entity_type, c.match_type, c.match) for c in body.components]
+    try:
+        found = broker.security.admin.describe_quotas(components, body.strict)
+    except Refusal as refusal:
+        return Q.DescribeClientQuotasResponse(error_code=_code(refusal), error_message=refusal.message, entries=None)
+    return Q.DescribeClientQuotasResponse(entries=[
+        Q.EntryData([Q.EntityData(t, n) for t, n in entity], [Q.ValueData(k, v) for k, v in sorted(values.items())])
+        for entity, values in found])
+
+
+async def alter_client_quotas(broker: "KafkaBroker", body, version, conn):
+    entries = [([(e.entity_type, e.entity_name) for e in entry.entity], [(o.key, o.value, o.remove) for o in entry.ops])
+               for entry in body.entries]
+    results = await broker.security.admin.alter_quotas(entries, body.validate_only)
+    return Q.AlterClientQuotasResponse(entries=[
+        Q.AlterEntryResult(0 if r is None else _code(r), None if r is None else r.message, entry.entity)
+        for entry, r in zip(body.entries, results)])
+
+
 #: api key -> handler (the broker's table takes them in).
 HANDLERS = {
     ACL.DESCRIBE_ACLS_KEY: describe_acls,
@@ -112,4 +134,6 @@ HANDLERS = {
     ACL.DELETE_ACLS_KEY: delete_acls,
     S.DESCRIBE_USER_SCRAM_CREDENTIALS_KEY: describe_user_scram_credentials,
     S.ALTER_USER_SCRAM_CREDENTIALS_KEY: alter_user_scram_credentials,
+    Q.DESCRIBE_CLIENT_QUOTAS_KEY: describe_client_quotas,
+    Q.ALTER_CLIENT_QUOTAS_KEY: alter_client_quotas,
 }

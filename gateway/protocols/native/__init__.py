@@ -19,7 +19,8 @@ listener verified (mutual TLS): that authenticates it as its subject. Where no l
 still change who the connection is, and a token `Auth` succeeds without (as before tokens were required).
 
 Every request is authorized (`authz.NativeAuthz`: an `Error` "not authorized: …" and the connection goes on) for
-the connection's principal — its login, else its client certificate's, else the listener's.
+the connection's principal — its login, else its client certificate's, else the listener's — and charged to its
+client quotas (`security.quotas`: an answer past one is delayed by its throttle time).
 """
 
 from __future__ import annotations
@@ -27,10 +28,12 @@ from __future__ import annotations
 import hmac
 import logging
 import math
+from time import perf_counter
 
 import trio
 
-from logway.codecs.native import AuthRequest, AuthResponse, ErrorResponse, NativeConnection
+from logway.codecs.native import (AuthRequest, AuthResponse, ErrorResponse, FetchResponse, NativeConnection,
+                                  ProduceRequest)
 from logway.codecs.scram import MECHANISMS as SCRAM_MECHANISMS
 from logway.codecs.scram import ScramError
 
@@ -38,6 +41,7 @@ from ...forwarding import NativeForwarder
 from ...handover import HandOvers
 from ...pump import Close, Park, Session
 from ...security import TOKEN_PRINCIPAL, listener_requires_login, user_principal
+from ...security.quotas import ConnectionQuota
 from ...txn_peers import INTERNAL_REQUESTS
 from ...txn_peers import serve as serve_internal
 from ..base import INFO, Protocol
@@ -117,6 +121,7 @@ class NativeSession(Session):
         self.authenticated = not protocol.login_required or bool(conn.principal)
         self.logged_in = False  # as a user or with the token (not merely the listener's principal)
         self._scram = None  # a SCRAM login under way
+        self.quota = ConnectionQuota(protocol.gateway.security.quotas, conn)
         conn.principal = conn.principal or protocol.config.listeners[protocol.name].principal
         self._max_frame = codec.max_frame
         if not self.authenticated:  # nothing but a small Auth until it has
@@ -195,4 +200,15 @@ class NativeSession(Session):
             if not self.conn.internal:
                 return ErrorResponse(f"unknown request type: {INTERNAL_REQUESTS[type(event)]}")
             return await serve_internal(self.protocol.gateway.transactions, event)
-        return await self.protocol.handle_as(event, self.conn)
+        quota = self.quota
+        await quota.wait()
+        started = perf_counter()
+        reply = await self.protocol.handle_as(event, self.conn)
+        produced = sum(len(r.value or b"") + len(r.key or b"") for r in event.records) \
+            if type(event) is ProduceRequest else 0
+        return await quota.answered(reply, perf_counter() - started, produced, _fetched)
+
+
+def _fetched(answer) -> int:
+    """The bytes of records a native answer carries (a Fetch's values)."""
+    return answer.records.value_bytes if type(answer) is FetchResponse else 0

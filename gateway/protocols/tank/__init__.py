@@ -6,15 +6,18 @@ consume whose partitions are all at EOF is parked (answered later by the pump, s
 `MAX_PARKED_PER_CONNECTION`) while later requests are answered. Malformed frames, 0x04 and unknown message types
 close the connection, as TANK does. TANK has no authentication request: a connection's principal is its client
 certificate's (mutual TLS) or its listener's (`listeners.tank.principal`), and every request is authorized for it
-(`authz.TankAuthz`). With `workers: N`, a Produce or Consume wholly for another worker's partitions is answered
+(`authz.TankAuthz`) and charged to its client quotas (`security.quotas`: an answer past one is delayed). With
+`workers: N`, a Produce or Consume wholly for another worker's partitions is answered
 `pump.HandOver`: the pump gives that worker the connection when it can (`handover.py`), else relays.
 """
 
 from __future__ import annotations
 
 from functools import partial
+from time import perf_counter
 
-from logway.codecs.tank import ConsumeRequest, TankClientConnection, TankServerConnection
+from logway.codecs.tank import (ConsumeRequest, ConsumeResponse, ProduceRequest, TankClientConnection,
+                                TankServerConnection)
 from logway.codecs.tank.connection import MAX_FRAME_BYTES
 from logway.codecs.tank.wire import FRAME_HEADER
 from logway.codecs.tank.messages import PingEvent
@@ -22,6 +25,7 @@ from logway.codecs.tank.messages import PingEvent
 from ...forwarding import TankForwarder
 from ...handover import HandOvers
 from ...pump import HandOver, Park, Session
+from ...security.quotas import ConnectionQuota
 from ..base import INFO, Protocol
 from .authz import TankAuthz
 from .handler import TankHandler
@@ -64,6 +68,14 @@ class TankProtocol(Protocol):
         return []
 
 
+def _consumed(answer) -> int:
+    """The bytes of bundles a TANK answer carries (a Consume's chunks)."""
+    if type(answer) is not ConsumeResponse:
+        return 0
+    return sum(len(p.chunk) if isinstance(p.chunk, (bytes, bytearray, memoryview)) else p.chunk.length
+               for t in answer.topics for p in t.partitions if p.chunk is not None)
+
+
 def _encoded(request) -> bytes:
     """A request's frame as a client sends it (`handover.py`)."""
     return TankClientConnection().send(request)
@@ -74,6 +86,7 @@ class TankSession(Session):
         super().__init__(conn, codec)
         self.handler = protocol.handler
         self.authz = protocol.authz
+        self.quota = ConnectionQuota(protocol.gateway.security.quotas, conn)
         conn.principal = conn.principal or protocol.config.listeners[protocol.name].principal
 
     def greeting(self) -> list:
@@ -92,10 +105,18 @@ class TankSession(Session):
         served, refused = self.authz.split(event, self.conn)
         if served is None:
             return refused
+        quota = self.quota
+        await quota.wait()
+        started = perf_counter()
         reply = await self._serve(served)
         if refused is None:
-            return self.authz.visible(reply, self.conn)
-        return await self._with_refused(event, reply, refused)
+            reply = self.authz.visible(reply, self.conn)
+        else:
+            reply = await self._with_refused(event, reply, refused)
+        produced = sum(len(e.bundle) for e in served.entries) if type(served) is ProduceRequest else 0
+        if type(reply) is HandOver:  # (answered by another worker, whose quotas it is charged to)
+            return reply
+        return await quota.answered(reply, perf_counter() - started, produced, _consumed)
 
     async def _with_refused(self, event, reply, refused):
         """`reply` to the served part of `event` (an answer, a `Park` or a `HandOver`), with the refused part's
