@@ -210,6 +210,9 @@ class Gateway:
                     background.start_soon(self._signal_loop)
                 if self.worker is not None:
                     background.start_soon(self.worker.run, self)
+                    if self.engine.security is not None and self.engine.security.read_only:  # (worker 0 writes it)
+                        background.start_soon(self.security.follow, cfg.worker_refresh_ms / 1000,
+                                              self.steps.in_thread)
                 async with trio.open_nursery() as conn_nursery:
                     self._conn_nursery = conn_nursery
                     async with trio.open_nursery() as listeners:

@@ -20,7 +20,8 @@ On disk:
     <data>/workers/<i>/.lock            flock held by worker i while it runs (the supervisor holds <data>/.lock)
     <data>/workers/<i>/producer_ids     worker i's own block of producer ids (i >= 1; worker 0 uses the shared one)
     <data>/workers/<i>/offsets/, transactions/   private stores of workers i >= 1, kept empty (worker 0 is the
-                                        group and transaction coordinator and owns the shared ones)
+                                        group and transaction coordinator and owns the shared ones; the others
+                                        read <data>/security/, which worker 0 writes)
     <data>/workers/admin.lock           flock taken around every topic creation, deletion and change
 
 Opening never fails on a damaged directory (only on one locked by another process, or an I/O error): segments
@@ -257,8 +258,11 @@ class LogEngine:
             self.offsets = self._open_offsets(os.path.join(stores, "offsets"))
             self.producer_ids = self._open_producer_ids(os.path.join(stores, "producer_ids"), first)
             self.transactions = self._open_transactions(os.path.join(stores, "transactions"))
-            self.security = self._open_keyed(SecurityStore, os.path.join(stores, "security"), "security",
-                                             "ACLs, SCRAM credentials and client quotas start empty")
+            if worker:  # the shared one, which worker 0 writes: every worker serves the same ACLs and users
+                self.security = SecurityStore(os.path.join(self.data_dir, "security"), read_only=True)
+            else:
+                self.security = self._open_keyed(SecurityStore, os.path.join(stores, "security"), "security",
+                                                 "ACLs, SCRAM credentials and client quotas start empty")
         for name in sorted(os.listdir(self.data_dir)) if worker is None else ():
             if name not in DATA_DIR_ENTRIES:
                 log.warning("%s: ignoring unknown entry %s", self.data_dir, name)

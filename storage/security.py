@@ -19,17 +19,25 @@ into a new file renamed over the log). On disk, in `<data>/security/`:
 
 A credential holds what SCRAM needs to check a login — a salt, the iteration count, StoredKey and ServerKey — never
 a password.
+
+Several processes over one data directory (the gateway's `workers: N`): worker 0 writes the store, the others open
+it `read_only` — nothing written, a torn tail left to its writer — and `reload()` it when it changed (the file's
+identity or size moved), so every worker serves the same ACLs, users and quotas.
 """
 
 from __future__ import annotations
 
 import base64
+import os
 import struct
+import threading
 from typing import Iterable, NamedTuple, Protocol
 
 import orjson
 
-from .transactions import TransactionStore
+from .errors import StorageError
+from .framing import Frames
+from .transactions import MAX_RECORD_BYTES, MIN_RECORD_BYTES, TransactionStore
 
 __all__ = ["AclRecord", "QuotaEntity", "SecurityState", "SecurityStore", "StoredCredential"]
 
@@ -93,9 +101,57 @@ class SecurityStore(TransactionStore):
     file_header = struct.pack(">8sI", b"LOGWAYSC", 1)
     what = "security store"
 
-    def __init__(self, directory, **kwargs) -> None:
+    def __init__(self, directory, *, read_only: bool = False, **kwargs) -> None:
         self.version = 0
-        super().__init__(directory, **kwargs)
+        self.read_only = read_only
+        if not read_only:
+            super().__init__(directory, **kwargs)
+            return
+        self.directory = os.fspath(directory)
+        self._path = os.path.join(self.directory, self.log_name)
+        self._lock = threading.Lock()
+        self._states: dict = {}
+        self._records = 0
+        self._fd = -1
+        self._seen: tuple | None = None  # (device, inode, size) of the log as last read
+        self.dropped_bytes = 0
+        self.reload()
+
+    def reload(self) -> bool:
+        """(read-only) Read the log again if its writer changed it (a new record, a compaction); True when it did.
+        A record the writer has not finished yet is left for the next reload."""
+        try:
+            st = os.stat(self._path)
+        except FileNotFoundError:  # (its writer has not made it yet)
+            return False
+        seen = (st.st_dev, st.st_ino, st.st_size)
+        if seen == self._seen:
+            return False
+        states: dict = {}
+        with open(self._path, "rb") as f:
+            if f.read(len(self.file_header)) != self.file_header:
+                raise StorageError(f"{self._path} is not a {self.what} log")
+            for payload in Frames(f, len(self.file_header), st.st_size, min_payload=MIN_RECORD_BYTES,
+                                  max_payload=MAX_RECORD_BYTES):
+                try:
+                    record = orjson.loads(payload)
+                    key, state = record["id"], record["state"]
+                except (orjson.JSONDecodeError, KeyError, TypeError):
+                    break
+                if state is None:
+                    states.pop(key, None)
+                else:
+                    states[key] = state
+        with self._lock:
+            self._states = states
+            self._seen = seen
+            self.version += 1
+        return True
+
+    def put(self, tid, state, *, sync: bool = True) -> None:
+        if self.read_only:
+            raise StorageError(f"{self.what} {self.directory} is read-only here (another process writes it)")
+        super().put(tid, state, sync=sync)
 
     def _apply(self, tid, state) -> None:
         super()._apply(tid, state)

@@ -64,12 +64,23 @@ class Security:
     def __init__(self, config, state, in_thread) -> None:
         """`in_thread(fn, *args)`: runs blocking work (durable changes) off the event loop."""
         self.config = config
+        self.state = state
         self.required = authentication_required(config)
         self.users = Users(config.auth.users, state)
         allow = config.auth.allow_everyone_if_no_acl_found and not self.required
         self.authorizer = Authorizer(state, super_users(config), allow)
         self.quotas = Quotas(state)
         self.admin = SecurityAdmin(self, in_thread)
+
+    async def follow(self, interval: float, in_thread) -> None:
+        """(workers: N, not worker 0) Read the security store again every `interval` seconds when its writer changed
+        it, forever: the ACLs, users and quotas worker 0 changed are served here too."""
+        import trio
+
+        while True:
+            await trio.sleep(interval)
+            if await in_thread(self.state.reload):
+                self.authorizer.reload()  # (users and quotas see the store's version move by themselves)
 
     def notes(self) -> list[str]:
         """What to log at start about who may do what."""

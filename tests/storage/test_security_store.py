@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
+from logway.storage import StorageError
 from logway.storage.security import AclRecord, SecurityStore, StoredCredential
 
 from .helpers import open_engine
@@ -78,3 +81,29 @@ def test_a_damaged_store_is_set_aside_and_starts_empty(tmp_path, caplog):
     assert "ACLs, SCRAM credentials and client quotas start empty" in caplog.text
     assert os.listdir(tmp_path / "quarantine")
     engine.close()
+
+
+def test_another_process_reads_what_the_writer_wrote(tmp_path):
+    writer = SecurityStore(tmp_path)
+    reader = SecurityStore(tmp_path, read_only=True)
+    assert reader.acls() == [] and not reader.reload()
+    writer.change_acls([READ], [])
+    assert reader.reload() and reader.acls() == [READ]
+    with open(os.path.join(tmp_path, SecurityStore.log_name), "ab") as f:
+        f.write(b"\x00\x00\x00\x40half")  # a record its writer has not finished: left for the next reload
+    writer_size = os.path.getsize(os.path.join(tmp_path, SecurityStore.log_name))
+    assert reader.reload() and reader.acls() == [READ]
+    assert os.path.getsize(os.path.join(tmp_path, SecurityStore.log_name)) == writer_size  # nothing cut by a reader
+    with pytest.raises(StorageError, match="read-only"):
+        reader.change_acls([WRITE], [])
+    writer.close()
+    reader.close()
+
+
+def test_a_reader_opened_before_the_writer_made_the_store_finds_it_later(tmp_path):
+    reader = SecurityStore(tmp_path / "security", read_only=True)
+    assert reader.acls() == [] and not reader.reload()
+    writer = SecurityStore(tmp_path / "security")
+    writer.change_credentials({("alice", "SCRAM-SHA-256"): CREDENTIAL}, [])
+    assert reader.reload() and reader.credentials() == {("alice", "SCRAM-SHA-256"): CREDENTIAL}
+    writer.close()

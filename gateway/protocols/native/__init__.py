@@ -117,8 +117,9 @@ class NativeSession(Session):
         super().__init__(conn, codec)
         self.protocol = protocol
         self.token = protocol.token
-        # A verified client certificate (mutual TLS) authenticates the connection as its subject.
-        self.authenticated = not protocol.login_required or bool(conn.principal)
+        # A verified client certificate (mutual TLS) authenticates the connection as its subject; another worker's
+        # relay connection (`workers: N`: of this user only) carries requests its worker authorized.
+        self.authenticated = not protocol.login_required or bool(conn.principal) or conn.internal
         self.logged_in = False  # as a user or with the token (not merely the listener's principal)
         self._scram = None  # a SCRAM login under way
         self.quota = ConnectionQuota(protocol.gateway.security.quotas, conn)

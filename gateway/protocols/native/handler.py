@@ -24,6 +24,7 @@ from functools import partial
 import trio
 
 from logway.codecs.native import events as nev
+from logway.codecs.native import security as sec
 from logway.storage import UnknownTopic
 from logway.storage.engine import ForeignPartition
 
@@ -75,11 +76,14 @@ _ERRORS = {
 }
 
 
-#: The requests on committed offsets and groups — and DeleteTopic, whose offsets go with the topic: with
-#: `workers: N`, answered by worker 0 (`offsets_owner`), as Kafka's DeleteTopics and group APIs are.
+#: The requests on committed offsets and groups — and DeleteTopic, whose offsets go with the topic, and the changes
+#: of ACLs and users: with `workers: N`, answered by worker 0 (`offsets_owner`), as Kafka's DeleteTopics and group
+#: APIs are.
 _OFFSETS_OWNER_REQUESTS = (nev.OffsetCommitRequest, nev.OffsetFetchRequest, nev.DeleteGroupOffsetsRequest,
                            nev.ListGroupsRequest, nev.DescribeGroupRequest, nev.ResetGroupOffsetsRequest,
-                           nev.DeleteTopicRequest)
+                           nev.DeleteTopicRequest,
+                           # and the security administration's changes: worker 0 writes the security store
+                           sec.CreateAclsRequest, sec.DeleteAclsRequest, sec.AlterUserRequest)
 
 
 class NativeHandler:
