@@ -70,9 +70,10 @@ class Target:
 
 def gateway_settings(extra: tuple[str, ...] = ()) -> tuple[str, ...]:
     """What every attacked gateway runs with: authentication on for native and Kafka (as in the attack review),
-    warnings only in its log; then `extra`."""
+    warnings only in its log; then `extra`. The logged-in user and TANK's clients (User:ANONYMOUS) are super users:
+    the attacks are on resources, not on the ACLs (tests/gateway/test_*authz*, test_acls.py)."""
     return ("log_level=WARNING", f"auth.native_token={TOKEN}", "auth.kafka_sasl_plain=true",
-            f"auth.users.{USER}={PASSWORD}", *extra)
+            f"auth.users.{USER}={PASSWORD}", f"auth.super_users=User:{USER};User:ANONYMOUS", *extra)
 
 
 def fds_of(pid: int) -> int:

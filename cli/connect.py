@@ -7,7 +7,7 @@ Logging in: `--user USER` logs in as that user — with SCRAM (`--mechanism`, SC
 never crosses the connection) or `--mechanism PLAIN` (the password is sent: use it over TLS only) —, its password
 taken from `LOGWAY_PASSWORD`, else asked on the terminal; without `--user`, `LOGWAY_TOKEN` is the gateway's access
 token (`auth.native_token`) when set. Neither is ever an argument: arguments are visible to every user of the
-machine (`ps`).
+machine (`ps`). `--tls-ca FILE` connects over TLS, trusting the certificates in FILE.
 
 The connection starts with a Ping, so an address that is not a native listener is told apart from a gateway that
 refused a request: the Kafka port closes the connection at the first native frame, the TANK port answers with
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import os
+import ssl
 import sys
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -47,41 +48,44 @@ PASSWORD_ENV, TOKEN_ENV = "LOGWAY_PASSWORD", "LOGWAY_TOKEN"
 
 @dataclass(frozen=True)
 class Login:
-    """Who a command logs in as: a user (with a password and a mechanism: SCRAM-SHA-256/512, or PLAIN), or the
-    gateway's access token."""
+    """How a command connects and who it logs in as: over TLS trusting `cafile` (None: plain TCP); a user (with a
+    password and a mechanism: SCRAM-SHA-256/512, or PLAIN), or the gateway's access token, or no one."""
 
     user: str | None = None
     password: str = field(default="", repr=False)
     mechanism: str = "SCRAM-SHA-256"
     token: str | None = field(default=None, repr=False)
+    cafile: str | None = None
 
     @classmethod
     def of(cls, args: argparse.Namespace, environ=os.environ) -> "Login | None":
-        """From `--user`/`--mechanism` and the environment; asks for the password on a terminal."""
-        user = getattr(args, "user", None)
+        """From `--user`/`--mechanism`/`--tls-ca` and the environment; asks for the password on a terminal."""
+        user, cafile = getattr(args, "user", None), getattr(args, "tls_ca", None)
         if user is not None:
             password = environ.get(PASSWORD_ENV)
             if password is None:
                 if not sys.stdin.isatty():
                     raise Usage(f"--user {user}: set {PASSWORD_ENV} (or run it on a terminal, which asks)")
                 password = getpass.getpass(f"password of {user}: ")
-            return cls(user, password, getattr(args, "mechanism", None) or "SCRAM-SHA-256")
+            return cls(user, password, getattr(args, "mechanism", None) or "SCRAM-SHA-256", cafile=cafile)
         token = environ.get(TOKEN_ENV)
-        return cls(token=token) if token else None
+        return cls(token=token or None, cafile=cafile) if token or cafile else None
 
-    def native(self) -> dict:
-        """The `NativeClient` arguments that log in this way."""
-        if self.user is not None:
-            return {"user": self.user, "password": self.password,
-                    "mechanism": None if self.mechanism == "PLAIN" else self.mechanism}
-        return {"token": self.token}
+    def ssl_context(self) -> ssl.SSLContext | None:
+        if self.cafile is None:
+            return None
+        try:
+            return ssl.create_default_context(cafile=self.cafile)
+        except (OSError, ssl.SSLError) as exc:
+            raise Usage(f"--tls-ca {self.cafile}: {getattr(exc, 'strerror', None) or exc}") from None
 
     def kafka(self) -> dict:
-        """The `KafkaConfig` settings that log in this way (a token is the native protocol's only)."""
+        """The `KafkaConfig` settings that connect and log in this way (a token is the native protocol's only)."""
+        tls = {"ssl_cafile": self.cafile} if self.cafile else {}
         if self.user is None:
-            return {}
-        return {"security_protocol": "SASL_PLAINTEXT", "sasl_username": self.user, "sasl_password": self.password,
-                "sasl_mechanism": self.mechanism}
+            return {"security_protocol": "SSL", **tls} if tls else {}
+        return {"security_protocol": "SASL_SSL" if tls else "SASL_PLAINTEXT", "sasl_username": self.user,
+                "sasl_password": self.password, "sasl_mechanism": self.mechanism, **tls}
 
 
 def parse_time(text: str, option: str) -> int:
@@ -129,13 +133,16 @@ def open_native(host: str, port: int, login: Login | None = None) -> NativeClien
     Refused naming what is wrong."""
     at = where((host, port))
     try:
-        client = NativeClient(host, port, timeout=TIMEOUT, connect_timeout=TIMEOUT)
+        client = NativeClient(host, port, timeout=TIMEOUT, connect_timeout=TIMEOUT,
+                              ssl_context=login.ssl_context() if login is not None else None)
+    except ssl.SSLError as exc:
+        raise Refused(f"TLS with the gateway at {at} failed: {exc.reason or exc}") from None
     except OSError as exc:
         raise Refused(f"cannot reach the gateway at {at}: {exc.strerror or exc}") from None
     try:
         if login is not None and login.user is not None:
-            client.login(login.user, login.password, login.native()["mechanism"])
-        elif login is not None:
+            client.login(login.user, login.password, None if login.mechanism == "PLAIN" else login.mechanism)
+        elif login is not None and login.token is not None:
             client.authenticate(login.token)
         client.ping()
     except NativeError as exc:  # a native gateway that refuses (e.g. it wants its access token first)

@@ -12,7 +12,7 @@ reads records the way that protocol's clients do.
 
 What a protocol cannot do is refused before anything is sent (`Usage`, exit 2), naming the protocol that can.
 Offsets are Kafka's everywhere (TANK's sequence numbers are offset + 1). A `connect.Login` logs the native link in
-(a user or the token) and the Kafka link (SASL, as a user); TANK has no login.
+(a user or the token) and the Kafka link (SASL, as a user); TANK has no login; each connects over TLS with it.
 """
 
 from __future__ import annotations
@@ -182,7 +182,8 @@ class TankLink(Link):
         from logway.codecs.errors import RemoteProtocolError
 
         try:  # a TANK broker greets a new connection with a Ping at once: a short wait tells a wrong port
-            self.client = TankClient(*address, timeout=5.0, connect_timeout=TIMEOUT, client_id=b"logway-cli")
+            self.client = TankClient(*address, timeout=5.0, connect_timeout=TIMEOUT, client_id=b"logway-cli",
+                                     ssl_context=login.ssl_context() if login is not None else None)
         except (TimeoutError, RemoteProtocolError, ConnectionError) as exc:
             if isinstance(exc, OSError) and not isinstance(exc, TimeoutError) and exc.errno is not None:
                 raise Refused(f"cannot reach the gateway at {where(address)}: {exc.strerror or exc}") from None

@@ -54,14 +54,16 @@ MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
 
 
 def _login_options(parser: argparse.ArgumentParser, default=None) -> None:
-    """`--user` and `--mechanism` (the password comes from LOGWAY_PASSWORD or the terminal, the access token from
-    LOGWAY_TOKEN: never from arguments, which every user of the machine can see)."""
+    """`--user`, `--mechanism` and `--tls-ca` (the password comes from LOGWAY_PASSWORD or the terminal, the access
+    token from LOGWAY_TOKEN: never from arguments, which every user of the machine can see)."""
     parser.add_argument("--user", default=default, metavar="USER",
                         help="log in as USER (password: $LOGWAY_PASSWORD, else asked); without it, $LOGWAY_TOKEN is "
                              "the gateway's access token when set")
     parser.add_argument("--mechanism", choices=MECHANISMS, default=default,
                         help="how --user logs in: SCRAM-SHA-256 (the default) or -512 keep the password on this "
                              "machine; PLAIN sends it")
+    parser.add_argument("--tls-ca", default=default, metavar="FILE",
+                        help="connect over TLS, trusting the certificates in FILE (a listener with tls: true)")
 
 
 def _action_parser(subparsers, name: str, **kwargs) -> argparse.ArgumentParser:

@@ -97,3 +97,22 @@ def test_the_token_from_the_environment_and_what_is_refused(gw):
                          (("users", "set", "x", "--iterations", "10", "--password-stdin"), "--iterations")]:
         answer = as_root(gw, *bad, stdin="pw\n")
         assert answer.returncode in (1, 2) and message in answer.stderr, answer.stderr
+
+
+def test_over_tls_with_the_authority_given(tmp_path):
+    from ..certs import self_signed
+
+    cert, key = self_signed(tmp_path, "server")
+    with GatewayProcess(str(tmp_path / "data"), "listeners.native.tls=true", "listeners.kafka.tls=true",
+                        f"tls.cert_file={cert}", f"tls.key_file={key}", "auth.native_login=true",
+                        "auth.kafka_sasl_scram=true", "auth.users.root=root-pw", "auth.super_users=User:root",
+                        "log_level=ERROR") as tls_gw:
+        env = {"LOGWAY_PASSWORD": "root-pw"}
+        made = logway(tls_gw, "topics", "create", "secured", "--user", "root", "--tls-ca", cert, env=env)
+        assert made.returncode == 0, made.stderr
+        kafka = "%s:%d" % tls_gw.addresses["kafka"]
+        wrote = logway(tls_gw, "produce", "secured", "over tls", "--protocol", "kafka", "--gateway", kafka,
+                       "--user", "root", "--tls-ca", cert, env=env)
+        assert wrote.returncode == 0, wrote.stderr
+        plain = logway(tls_gw, "topics", "list", "--user", "root", env=env)  # (without --tls-ca: no TLS)
+        assert plain.returncode == 1
