@@ -1,7 +1,8 @@
 """Who may connect and what they may do, for every protocol: principals (`principals`), logins (`users`: passwords
 and SCRAM credentials), Kafka's ACL model (`acls`) and the one place that answers (`authorizer`), and client quotas
-(`quotas`). `Security` bundles them for a gateway; each protocol's thin layer asks it and answers in its own way
-(Kafka: `protocols/kafka/authz.py`; native and TANK: their sessions; the admin listener: `admin/access.py`).
+(`quotas`), and their administration (`admin`). `Security` bundles them for a gateway; each protocol's thin layer
+asks it and answers in its own way (`protocols/kafka/authz.py`, `protocols/native/authz.py`,
+`protocols/tank/authz.py`, the admin listener's `admin/access.py`).
 
 Authentication is *required* on a listener when its clients must log in or show a client certificate: Kafka with
 `auth.kafka_sasl_plain` or `auth.kafka_sasl_scram`, native with `auth.native_login` or `auth.native_token`, and
