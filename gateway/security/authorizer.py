@@ -8,6 +8,9 @@ else one that allows → allowed; when no binding applies to the resource at all
 `allow_everyone_if_no_acl_found` — which the gateway turns off whenever a listener requires authentication, so a
 resource nobody was given is nobody's.
 
+`open` is true while every answer is yes — no binding at all and `allow_everyone_if_no_acl_found` — and the
+protocols' layers then skip asking (a gateway without ACLs pays nothing per request for them).
+
 Everything is in memory: the bindings come from the storage backend (`SecurityState.acls()`) at start and after
 every change (`change`, which writes them durably first), indexed by resource type, literal name and prefix length;
 answers are also remembered per (principal, host, operation, resource) until the bindings change. A check on the
@@ -112,6 +115,8 @@ class Authorizer:
         for section in sections.values():
             section.lengths = sorted({len(prefix) for prefix in section.prefixed})
         self._acls, self._sections, self._answers = acls, sections, {}
+        # Nothing to check: every answer is yes (no binding, no resource closed) — the protocols skip asking.
+        self.open = self.allow_if_no_acl and not acls
 
     def acls(self, flt: AclFilter | None = None) -> list[Acl]:
         return [acl for acl in self._acls if flt is None or flt.matches(acl)]

@@ -179,10 +179,18 @@ class Quotas:
         self._bounds[(user, client_id)] = found
         return found
 
+    @property
+    def active(self) -> bool:
+        """Whether any quota is set (none: nothing is charged, nor measured, on the request path)."""
+        state = self.state
+        if state is not None and state.version != self._version:
+            self.refresh()
+        return bool(self._quotas)
+
     def charge(self, principal: str, client_id: str | None, kind: str, amount: float) -> float:
         """Record `amount` (bytes produced or fetched, or seconds of the gateway's time: `kind` produce, fetch or
         request) for a connection; the seconds it is to be throttled for (0.0: within its quota)."""
-        if not self._quotas and (self.state is None or self.state.version == self._version):
+        if not self.active:
             return 0.0
         bound = self._bounds_of(_user_of(principal), client_id or "").get(_KIND[kind])
         if bound is None:

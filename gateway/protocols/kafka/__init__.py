@@ -144,12 +144,16 @@ class KafkaSession(Session):
             body, close = await sasl.authenticate_request(request.body)
             if sasl.authenticated and not close:
                 self._authenticated()
+        elif not self.quota.quotas.active:  # (no quota set: nothing to measure)
+            body = await self.broker.handle(request, self.conn)
+            if type(body) is Park:  # a Fetch that may wait: its answer, whoever writes it, gets our header
+                return _answering(request.correlation_id, body)
         else:
             quota = self.quota
             await quota.wait()  # (muted while the throttle time of its last answer runs)
             started = perf_counter()
             body = await self.broker.handle(request, self.conn)
-            if type(body) is Park:  # a Fetch that may wait: its answer, whoever writes it, gets our header
+            if type(body) is Park:
                 spent = perf_counter() - started
                 return _answering(request.correlation_id, body, lambda answer: quota.charged(request, answer, spent))
             body = quota.charged(request, body, perf_counter() - started)
@@ -157,7 +161,11 @@ class KafkaSession(Session):
         return Close(reply) if close else reply
 
 
-def _answering(correlation_id: int, park: Park, charged) -> Park:
+def _as_it_is(body):
+    return body
+
+
+def _answering(correlation_id: int, park: Park, charged=_as_it_is) -> Park:
     """`park`, whose answer is a response body, made to produce the `KafkaResponse` to `correlation_id` (the body
     `charged` to the connection's quotas first)."""
     async def wait(deliver):

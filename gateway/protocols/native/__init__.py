@@ -202,6 +202,8 @@ class NativeSession(Session):
                 return ErrorResponse(f"unknown request type: {INTERNAL_REQUESTS[type(event)]}")
             return await serve_internal(self.protocol.gateway.transactions, event)
         quota = self.quota
+        if not quota.quotas.active:  # (no quota set: nothing to measure)
+            return await self.protocol.handle_as(event, self.conn)
         await quota.wait()
         started = perf_counter()
         reply = await self.protocol.handle_as(event, self.conn)

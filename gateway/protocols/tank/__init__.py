@@ -106,6 +106,11 @@ class TankSession(Session):
         if served is None:
             return refused
         quota = self.quota
+        if not quota.quotas.active:  # (no quota set: nothing to measure)
+            reply = await self._serve(served)
+            if refused is None:
+                return self.authz.visible(reply, self.conn)
+            return await self._with_refused(event, reply, refused)
         await quota.wait()
         started = perf_counter()
         reply = await self._serve(served)
