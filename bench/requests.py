@@ -66,7 +66,8 @@ from typing import Any, Callable
 from .proc import proc_cpu_seconds
 from .registry import Benchmark
 
-__all__ = ["BENCHMARKS", "ACL_NOISE", "AnswerError", "WireProtocolError", "NativeWire", "KafkaWire", "TankWire", "WIRES",
+__all__ = ["BENCHMARKS", "ACL_NOISE", "AnswerError", "WireProtocolError", "NativeWire", "KafkaWire", "TankWire",
+           "WIRES",
            "LeanConnection", "RequestsSettings", "RowResult", "bench_requests", "format_results", "format_json",
            "ROWS", "TOPICS", "prepare_topics", "gateway_cpu_ns", "cpu_delta_ns", "metric_readings",
            "write_bench_acls"]

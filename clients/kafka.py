@@ -46,8 +46,9 @@ generator both flavours drive (`blocking.drive`, `trio_io.drive`)::
 
 Security: `security_protocol` SSL / SASL_SSL wraps the connection in TLS (trusting `ssl_cafile`, or the system's
 store), SASL_PLAINTEXT / SASL_SSL log in with SASL (`sasl_mechanism`: PLAIN, or SCRAM-SHA-256/512 — the password
-never crosses the connection; SaslHandshake v1 + SaslAuthenticate) right after connecting, on every new connection. A refused login raises `KafkaError` and an untrusted certificate
-`GatewayUnavailable` at once: neither is retried.
+never crosses the connection; SaslHandshake v1 + SaslAuthenticate) right after connecting, on every new
+connection. A refused login raises `KafkaError` and an untrusted certificate `GatewayUnavailable` at once: neither
+is retried.
 
 Low level, for tests and benchmarks (on this client's own connection — the bootstrap broker's, or the one
 `for_partition` / `for_coordinator` returned —, never retried): `send(api_key, version, body) ->

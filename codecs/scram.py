@@ -29,8 +29,9 @@ from dataclasses import dataclass
 
 from .errors import RemoteProtocolError
 
-__all__ = ["MECHANISMS", "MIN_ITERATIONS", "MAX_ITERATIONS", "MAX_MESSAGE_BYTES", "SALT_BYTES", "ScramCredential", "ScramClient",
-           "ScramError", "ScramServer", "check_password", "make_credential", "credential_from_salted", "new_nonce", "salted_password"]
+__all__ = ["MECHANISMS", "MIN_ITERATIONS", "MAX_ITERATIONS", "MAX_MESSAGE_BYTES", "SALT_BYTES", "ScramCredential",
+           "ScramClient", "ScramError", "ScramServer", "check_password", "make_credential", "credential_from_salted",
+           "new_nonce", "salted_password"]
 
 #: mechanism -> hashlib name (Kafka's ScramMechanism ids: 1 = SHA-256, 2 = SHA-512).
 MECHANISMS = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}

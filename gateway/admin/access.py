@@ -6,9 +6,10 @@ user's password, or a bearer token) and the ACL checks of each endpoint.
   this listener as an IP address, `localhost`, or one of `auth.admin_hosts`: anything else is 421 (Misdirected
   Request), before any data or action is looked at. A request without `Host` (HTTP/1.0 tools) is not a browser's.
 - **Login.** Where the gateway requires authentication (`security.authentication_required`), every request but the
-  probes, the console's static files and what it may do (`/api/console`) needs `Authorization: Basic <user:password>` (checked as a PLAIN login:
-  `security.Users`) or `Bearer <auth.native_token>` (the token's principal, a super user); without one, 401 with a
-  Basic challenge (none for the console's own requests, which show its login form instead: `X-Logway-Console`).
+  probes, the console's static files and what it may do (`/api/console`) needs `Authorization: Basic
+  <user:password>` (checked as a PLAIN login: `security.Users`) or `Bearer <auth.native_token>` (the token's
+  principal, a super user); without one, 401 with a Basic challenge (none for the console's own requests, which
+  show its login form instead: `X-Logway-Console`).
   Use TLS (`listeners.admin.tls`) so the password does not cross the network in clear text. Without required
   authentication a request is the listener's principal (`listeners.admin.principal`), held to its ACLs.
 - **ACLs** (the same authorizer as every protocol; refusals are 403, counted as protocol `admin` and logged):

@@ -140,7 +140,8 @@ class AdminApi:
             if path == "/metrics":
                 if not self._may_describe_cluster(caller):
                     return access.forbidden("the metrics need Describe on the cluster")
-                return 200, [("Content-Type", CONTENT_TYPE), _NO_STORE], await self.gateway.metrics.exposition_in_steps()
+                exposition = await self.gateway.metrics.exposition_in_steps()
+                return 200, [("Content-Type", CONTENT_TYPE), _NO_STORE], exposition
             if path.startswith("/api/"):
                 return await self._api(path, parse_qs(parts.query), caller)
             return _json(404, {"error": f"not found: {path}"})

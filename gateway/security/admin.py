@@ -1,8 +1,8 @@
 """`SecurityAdmin`: the administration of ACLs, users' SCRAM credentials and client quotas, once for every protocol —
 Kafka's CreateAcls / DescribeAcls / DeleteAcls, Describe/AlterUserScramCredentials and Describe/AlterClientQuotas,
-the native protocol's ACL and user requests (`logway acls`, `logway users`) — with Kafka's checks. Each protocol maps requests to these calls and a
-`Refusal` to its own answer (its `kind` names Kafka's error: INVALID_REQUEST, RESOURCE_NOT_FOUND,
-DUPLICATE_RESOURCE, UNACCEPTABLE_CREDENTIAL, UNSUPPORTED_SASL_MECHANISM).
+the native protocol's ACL and user requests (`logway acls`, `logway users`) — with Kafka's checks. Each protocol
+maps requests to these calls and a `Refusal` to its own answer (its `kind` names Kafka's error: INVALID_REQUEST,
+RESOURCE_NOT_FOUND, DUPLICATE_RESOURCE, UNACCEPTABLE_CREDENTIAL, UNSUPPORTED_SASL_MECHANISM).
 
 Changes are written durably (one fdatasync per request) in a worker thread before they are answered and served.
 """

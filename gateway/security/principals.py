@@ -27,8 +27,8 @@ ANONYMOUS = "User:ANONYMOUS"
 #: Python's `ssl` names of subject attributes -> the short names RFC 2253 (and Java) use.
 _SHORT_NAMES = {"commonName": "CN", "countryName": "C", "localityName": "L", "stateOrProvinceName": "ST",
                 "organizationName": "O", "organizationalUnitName": "OU", "streetAddress": "STREET",
-                "domainComponent": "DC", "userId": "UID", "emailAddress": "EMAILADDRESS", "serialNumber": "SERIALNUMBER",
-                "surname": "SURNAME", "givenName": "GIVENNAME", "title": "T"}
+                "domainComponent": "DC", "userId": "UID", "emailAddress": "EMAILADDRESS",
+                "serialNumber": "SERIALNUMBER", "surname": "SURNAME", "givenName": "GIVENNAME", "title": "T"}
 #: One rule of a mapping: DEFAULT, or RULE:pattern/replacement/ with an optional L or U (Kafka's grammar: `\` escapes
 #: a `/` in the pattern or replacement).
 _RULE = re.compile(r"\s*(?:(DEFAULT)|RULE:((?:\\.|[^\\/])*)/((?:\\.|[^\\/])*)/([LU]?))\s*(?:,|$)")

@@ -80,7 +80,8 @@ def make_user(admin: AdminClient, user: str, password: str, *mechanisms: str) ->
         future.result(15)
 
 
-def allow(admin: AdminClient, principal: str, resource_type, name: str, *operations, pattern=ResourcePatternType.LITERAL):
+def allow(admin: AdminClient, principal: str, resource_type, name: str, *operations,
+          pattern=ResourcePatternType.LITERAL):
     bindings = [AclBinding(resource_type, name, pattern, principal, "*", op, AclPermissionType.ALLOW)
                 for op in operations]
     for future in admin.create_acls(bindings).values():

@@ -600,7 +600,8 @@ async def test_console_actions_are_native_requests_answered_by_the_native_handle
         assert (status, answer) == (200, {"DeleteTopic": {"deleted": True}})
         assert [t.name for t in gw.engine.topics()] == []
     logged = [r.getMessage() for r in caplog.records if "console" in r.getMessage()]
-    assert any(line.startswith("admin: 127.0.0.1:") and line.endswith("console CreateTopic as User:ANONYMOUS topic=made")
+    assert any(line.startswith("admin: 127.0.0.1:")
+               and line.endswith("console CreateTopic as User:ANONYMOUS topic=made")
                for line in logged), logged
     assert any(line.endswith("console ResetGroupOffsets as User:ANONYMOUS group=billing") for line in logged), logged
 

@@ -11,10 +11,10 @@ uses an unsupported API/version closes the connection (Kafka's behaviour); other
 With `auth.kafka_sasl_plain` or `auth.kafka_sasl_scram` a connection must authenticate first (`sasl.KafkaSasl`:
 PLAIN, SCRAM-SHA-256/512): SaslHandshake and SaslAuthenticate are answered by the session, not the broker, since
 they concern this connection only; the user it logged in as is the connection's principal (else its client
-certificate's, or the listener's), which the broker's authorization layer (`authz.py`) checks every request against. Until it
-has, the codec reads only requests of those keys (and ApiVersions) of at most `limits.auth_max_frame_bytes` — any
-other key or a larger frame closes the connection before its body is read — and the connection must have
-authenticated within `limits.auth_timeout_ms` of its accept.
+certificate's, or the listener's), which the broker's authorization layer (`authz.py`) checks every request
+against. Until it has, the codec reads only requests of those keys (and ApiVersions) of at most
+`limits.auth_max_frame_bytes` — any other key or a larger frame closes the connection before its body is read —
+and the connection must have authenticated within `limits.auth_timeout_ms` of its accept.
 
 Client quotas (`quotas.KafkaQuotas`): each answer is charged to the connection's user and client id; one past a
 quota carries `throttle_time_ms`, and the connection's next request waits that long.
@@ -34,11 +34,11 @@ from logway.codecs.kafka.api.sasl import SASL_AUTHENTICATE_KEY, SASL_HANDSHAKE_K
 from logway.codecs.kafka.connection import KafkaResponse, KafkaServerConnection, SaslToken
 
 from ...pump import Close, Park, Session
+from ...security import user_principal
 from ..base import INFO, WARNING, Protocol
 from .broker import SERVED, KafkaBroker
 from .cluster import KafkaCluster
 from .coordinator import GroupCoordinator
-from ...security import user_principal
 from .quotas import KafkaQuotas
 from .sasl import PRE_AUTH_API_KEYS, KafkaSasl, mechanisms
 

@@ -3,31 +3,31 @@ the broker's dispatch calls `KafkaAuthz.handle(request, conn, serve)`, which che
 connection's principal (`security.Authorizer`), hands `serve` the part it may do, and puts the refused part's
 errors back into the answer — the API modules know nothing of ACLs.
 
-| API | needs | refused with |
-|---|---|---|
-| Produce | Write on the transactional id (if any); Write on each topic | TRANSACTIONAL_ID_ / TOPIC_AUTHORIZATION_FAILED per partition |
-| Fetch | Read on each topic | TOPIC_AUTHORIZATION_FAILED per partition |
-| ListOffsets | Describe on each topic | TOPIC_AUTHORIZATION_FAILED per partition |
-| Metadata | Describe on each topic; Create on the cluster or the topic to auto-create it | all topics: only those it may Describe; named ones: TOPIC_AUTHORIZATION_FAILED; no Create: UNKNOWN_TOPIC_OR_PARTITION |
-| OffsetCommit | Read on the group; Read on each topic | GROUP_ (every partition) / TOPIC_AUTHORIZATION_FAILED |
-| OffsetFetch | Describe on the group; Describe on each topic | GROUP_AUTHORIZATION_FAILED; TOPIC_… per partition (all partitions: only those it may Describe) |
-| FindCoordinator | Describe on the group / transactional id | GROUP_ / TRANSACTIONAL_ID_AUTHORIZATION_FAILED |
-| JoinGroup, Heartbeat, LeaveGroup, SyncGroup | Read on the group | GROUP_AUTHORIZATION_FAILED |
-| DescribeGroups | Describe on each group | GROUP_AUTHORIZATION_FAILED for that group |
-| ListGroups | Describe on the cluster, else Describe on each group listed | only the groups it may Describe |
-| CreateTopics | Create on the cluster or the topic | TOPIC_AUTHORIZATION_FAILED for that topic |
-| DeleteTopics, DeleteRecords | Delete on each topic | TOPIC_AUTHORIZATION_FAILED |
-| CreatePartitions | Alter on each topic | TOPIC_AUTHORIZATION_FAILED |
-| InitProducerId | Write on the transactional id; without one, IdempotentWrite on the cluster or Write on some topic | TRANSACTIONAL_ID_ / CLUSTER_AUTHORIZATION_FAILED |
-| AddPartitionsToTxn | Write on the transactional id; Write on each topic | TRANSACTIONAL_ID_…; TOPIC_… (the others OPERATION_NOT_ATTEMPTED) |
-| AddOffsetsToTxn, EndTxn, TxnOffsetCommit | Write on the transactional id; Read on the group (and each topic) | TRANSACTIONAL_ID_ / GROUP_ / TOPIC_AUTHORIZATION_FAILED |
-| DescribeConfigs / AlterConfigs, IncrementalAlterConfigs | DescribeConfigs / AlterConfigs on the topic or the cluster (broker) | TOPIC_ / CLUSTER_AUTHORIZATION_FAILED per resource |
-| DescribeLogDirs | Describe on the cluster | no log directories |
-| DeleteGroups | Delete on each group | GROUP_AUTHORIZATION_FAILED |
-| OffsetDelete | Delete on the group; Read on each topic | GROUP_ / TOPIC_AUTHORIZATION_FAILED |
-| DescribeAcls, DescribeUserScramCredentials / CreateAcls, DeleteAcls, AlterUserScramCredentials | Describe / Alter on the cluster | CLUSTER_AUTHORIZATION_FAILED |
-| DescribeClientQuotas / AlterClientQuotas | DescribeConfigs / AlterConfigs on the cluster | CLUSTER_AUTHORIZATION_FAILED |
-| ApiVersions, SASL, DescribeCluster | nothing | |
+What each API needs, and its answer when refused:
+
+- Produce: Write on the transactional id (if any), Write on each topic — TRANSACTIONAL_ID_ / TOPIC_AUTHORIZATION_
+  FAILED per partition. Fetch: Read, ListOffsets: Describe on each topic — TOPIC_AUTHORIZATION_FAILED per
+  partition.
+- Metadata: Describe on each topic — of all topics, only those it may Describe; a named one, TOPIC_AUTHORIZATION_
+  FAILED; auto-creation needs Create on the cluster or the topic, else UNKNOWN_TOPIC_OR_PARTITION.
+- OffsetCommit: Read on the group (GROUP_AUTHORIZATION_FAILED for every partition) and each topic (TOPIC_…).
+  OffsetFetch: Describe on the group (GROUP_…) and each topic (TOPIC_… per partition; all partitions: only those of
+  topics it may Describe). FindCoordinator: Describe on the group / transactional id (GROUP_ / TRANSACTIONAL_ID_…).
+- JoinGroup, Heartbeat, LeaveGroup, SyncGroup: Read on the group (GROUP_…). DescribeGroups: Describe, DeleteGroups:
+  Delete on each group (GROUP_… for that group). ListGroups: Describe on the cluster, else only the groups it may
+  Describe. OffsetDelete: Delete on the group (GROUP_…), Read on each topic (TOPIC_…).
+- CreateTopics: Create on the cluster or each topic; DeleteTopics, DeleteRecords: Delete, CreatePartitions: Alter on
+  each topic — TOPIC_AUTHORIZATION_FAILED for that topic.
+- InitProducerId: Write on the transactional id; without one, IdempotentWrite on the cluster or Write on some topic
+  (TRANSACTIONAL_ID_ / CLUSTER_…). AddPartitionsToTxn: Write on the transactional id and each topic (TOPIC_… for
+  the refused, OPERATION_NOT_ATTEMPTED for the others). AddOffsetsToTxn, EndTxn, TxnOffsetCommit: Write on the
+  transactional id, Read on the group (and each topic).
+- DescribeConfigs / AlterConfigs, IncrementalAlterConfigs: DescribeConfigs / AlterConfigs on the topic or the
+  cluster (a broker) — TOPIC_ / CLUSTER_… per resource. DescribeLogDirs: Describe on the cluster, else no log
+  directory.
+- DescribeAcls, DescribeUserScramCredentials / CreateAcls, DeleteAcls, AlterUserScramCredentials: Describe / Alter
+  on the cluster; DescribeClientQuotas / AlterClientQuotas: DescribeConfigs / AlterConfigs on it —
+  CLUSTER_AUTHORIZATION_FAILED. ApiVersions, SASL, DescribeCluster: nothing.
 
 Every refusal is counted and logged by the authorizer; the filters (Metadata of all topics, ListGroups, OffsetFetch
 of all partitions) are not refusals and are not logged, as in Kafka.
@@ -152,17 +152,19 @@ class KafkaAuthz:
                 ACL.AclCreationResult(c, "not authorized to create ACLs") for _ in b.creations])),
             ACL.DELETE_ACLS_KEY: self._cluster(Op.ALTER, lambda b, c: ACL.DeleteAclsResponse(filter_results=[
                 ACL.DeleteAclsFilterResult(c, "not authorized to delete ACLs") for _ in b.filters])),
-            Q.DESCRIBE_CLIENT_QUOTAS_KEY: self._cluster(Op.DESCRIBE_CONFIGS, lambda b, c: Q.DescribeClientQuotasResponse(
-                error_code=c, error_message="not authorized to describe client quotas", entries=None)),
+            Q.DESCRIBE_CLIENT_QUOTAS_KEY: self._cluster(
+                Op.DESCRIBE_CONFIGS, lambda b, c: Q.DescribeClientQuotasResponse(
+                    error_code=c, error_message="not authorized to describe client quotas", entries=None)),
             Q.ALTER_CLIENT_QUOTAS_KEY: self._cluster(Op.ALTER_CONFIGS, lambda b, c: Q.AlterClientQuotasResponse(
                 entries=[Q.AlterEntryResult(c, "not authorized to alter client quotas", e.entity)
                          for e in b.entries])),
             S.DESCRIBE_USER_SCRAM_CREDENTIALS_KEY: self._cluster(
                 Op.DESCRIBE, lambda b, c: S.DescribeUserScramCredentialsResponse(
                     error_code=c, error_message="not authorized to describe SCRAM credentials")),
-            S.ALTER_USER_SCRAM_CREDENTIALS_KEY: self._cluster(Op.ALTER, lambda b, c: S.AlterUserScramCredentialsResponse(
-                results=[S.AlterUserScramCredentialsResult(user, c, "not authorized to alter SCRAM credentials")
-                         for user in dict.fromkeys([d.name for d in b.deletions] + [u.name for u in b.upsertions])])),
+            S.ALTER_USER_SCRAM_CREDENTIALS_KEY: self._cluster(
+                Op.ALTER, lambda b, c: S.AlterUserScramCredentialsResponse(results=[
+                    S.AlterUserScramCredentialsResult(user, c, "not authorized to alter SCRAM credentials")
+                    for user in dict.fromkeys([d.name for d in b.deletions] + [u.name for u in b.upsertions])])),
         }
 
     async def handle(self, request, conn, serve: Serve):

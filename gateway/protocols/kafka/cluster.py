@@ -17,8 +17,8 @@ partitions — DescribeLogDirs, for instance):
   worker are NOT_COORDINATOR; ListGroups there lists nothing (each broker lists the groups it coordinates).
 - DeleteTopics goes to the controller (worker 0, which owns the offset store the topic's offsets leave):
   NOT_CONTROLLER elsewhere. So do CreateAcls, DeleteAcls, AlterUserScramCredentials and AlterClientQuotas (worker 0
-  writes the security store, which the others read again every `worker_refresh_ms`); they are described anywhere. CreateTopics and CreatePartitions work on every worker (the engine serializes topic
-  changes across workers).
+  writes the security store, which the others read again every `worker_refresh_ms`); they are described anywhere.
+  CreateTopics and CreatePartitions work on every worker (the engine serializes topic changes across workers).
 - Transactions: node 0 is every transactional id's coordinator (`transactions.py`, `txn_peers.py`): InitProducerId
   with a transactional id, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and TxnOffsetCommit sent to another worker
   are NOT_COORDINATOR. Transactional batches go to the partitions' leaders as usual; a leader accepts them once the

@@ -118,7 +118,8 @@ class KafkaSasl:
         mechanism = self._mechanism
         answer = await self.authenticate(body.auth_bytes)
         if answer is None:
-            message = FAILED if mechanism == "PLAIN" else \
-                f"Authentication failed during authentication due to invalid credentials with SASL mechanism {mechanism}"
+            message = FAILED if mechanism == "PLAIN" else (  # (Kafka's words)
+                f"Authentication failed during authentication due to invalid credentials with SASL mechanism "
+                f"{mechanism}")
             return S.SaslAuthenticateResponse(E.SASL_AUTHENTICATION_FAILED, message), True
         return S.SaslAuthenticateResponse(E.NONE, None, answer, 0), False

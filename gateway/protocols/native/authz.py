@@ -15,12 +15,12 @@ client doing the same thing would need them) and the native answer to a refusal 
 | AlterTopicConfig / DescribeTopicConfig | AlterConfigs / DescribeConfigs on the topic |
 | DeleteGroupOffsets | Delete on the group (and Read on each topic named) |
 | DescribeGroup | Describe on the group |
-| ListTopics · ListGroups | nothing: the answer lists only what the principal may Describe (every group with Describe on the cluster) |
+| ListTopics · ListGroups | nothing: the answer lists only what the principal may Describe |
 | DescribeAcls · DescribeUsers / CreateAcls · DeleteAcls · AlterUser | Describe / Alter on the cluster |
 | Ping · Auth | nothing |
 
-The console's actions (`admin/actions.py`) go through the same checks with the principal the admin listener
-authenticated.
+ListGroups lists every group to a principal that may Describe the cluster. The console's actions
+(`admin/actions.py`) go through the same checks with the principal the admin listener authenticated.
 """
 
 from __future__ import annotations
