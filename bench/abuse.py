@@ -70,8 +70,11 @@ class Target:
 
 def gateway_settings(extra: tuple[str, ...] = (), auth: bool = True) -> tuple[str, ...]:
     """What every attacked gateway runs with: authentication on for native and Kafka (as in the attack review,
-    unless `auth` is False), warnings only in its log; then `extra`."""
-    secured = (f"auth.native_token={TOKEN}", "auth.kafka_sasl_plain=true", f"auth.users.{USER}={PASSWORD}")
+    unless `auth` is False), warnings only in its log; then `extra`. The logged-in user and TANK's clients
+    (User:ANONYMOUS) are super users: the attacks are on resources, not on the ACLs (tests/gateway/test_*authz*,
+    test_acls.py)."""
+    secured = (f"auth.native_token={TOKEN}", "auth.kafka_sasl_plain=true", f"auth.users.{USER}={PASSWORD}",
+               f"auth.super_users=User:{USER};User:ANONYMOUS")
     return ("log_level=WARNING", *(secured if auth else ()), *extra)
 
 

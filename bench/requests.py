@@ -31,6 +31,13 @@ parked at the log end on one connection (`--park-ms` after sending it), woken by
 same protocol on another; its CPU is the whole cycle (park + produce + wake + answer): subtract the Produce row
 for the wake-up's own cost. The count of long-polls that really parked (logway_long_polls_total) is checked.
 
+`--acls` runs the same rows with authorization by ACLs (issue 34): nothing is open without an ACL
+(`auth.allow_everyone_if_no_acl_found: false`), the clients (User:ANONYMOUS: they do not log in) are given what
+they need, and `ACL_NOISE` bindings of other principals lie in the store — half of them on the very topics the
+rows use, each to look through when a request's answer is not yet remembered. Without it the gateway runs as by
+default: no ACL, every resource open (the authorizer still answers each check, from what it remembers). The
+difference of the two runs' CPU columns is what authorization costs a request.
+
 `--json` prints the rows as JSON (for BENCHMARKS.md) instead of the table. Figures vary with the machine and
 its load; they are never asserted in tests (tests/e2e/test_bench_requests.py runs every row with a few requests).
 
@@ -59,9 +66,11 @@ from typing import Any, Callable
 from .proc import proc_cpu_seconds
 from .registry import Benchmark
 
-__all__ = ["BENCHMARKS", "AnswerError", "WireProtocolError", "NativeWire", "KafkaWire", "TankWire", "WIRES",
+__all__ = ["BENCHMARKS", "ACL_NOISE", "AnswerError", "WireProtocolError", "NativeWire", "KafkaWire", "TankWire",
+           "WIRES",
            "LeanConnection", "RequestsSettings", "RowResult", "bench_requests", "format_results", "format_json",
-           "ROWS", "TOPICS", "prepare_topics", "gateway_cpu_ns", "cpu_delta_ns", "metric_readings"]
+           "ROWS", "TOPICS", "prepare_topics", "gateway_cpu_ns", "cpu_delta_ns", "metric_readings",
+           "write_bench_acls"]
 
 KiB = 1024
 RECORDS = 10
@@ -663,6 +672,7 @@ class RequestsSettings:
     park_ms: float = 1.0
     only: tuple[str, ...] = ()
     count_calls: bool = False  # the gateway counts its function calls (slower: CPU figures then say nothing)
+    acls: bool = False  # authorization by ACLs: no resource open without one, ACL_NOISE bindings to look through
 
 
 @dataclass
@@ -968,6 +978,37 @@ def _selected(rows: list[_Row], only: tuple[str, ...]) -> list[_Row]:
     return [r for r in rows if r.protocol in wanted or f"{r.protocol} {r.request}".lower() in wanted]
 
 
+#: `--acls`: bindings of other principals besides the benchmark's own, half of them on the topics it uses (each
+#: of its requests is authorized against those), half elsewhere.
+ACL_NOISE = 1000
+
+
+def write_bench_acls(data_dir: str) -> int:
+    """(`--acls`) Before the gateway starts, put in its security store what the benchmark's requests need — its
+    clients are User:ANONYMOUS (they do not log in): All on the topics `req-…` and on the cluster (the admin
+    listener's /metrics), Read on every group — and ACL_NOISE bindings of other principals; how many in all."""
+    from logway.gateway.security import Acl, Operation, PatternType, Permission, ResourceType
+    from logway.storage.security import SecurityStore
+
+    def acl(rtype, name, pattern, principal, op, permission=Permission.ALLOW):
+        return Acl(rtype, name, pattern, principal, "*", op, permission).record()
+
+    me = "User:ANONYMOUS"
+    acls = [acl(ResourceType.TOPIC, "req-", PatternType.PREFIXED, me, Operation.ALL),
+            acl(ResourceType.CLUSTER, "kafka-cluster", PatternType.LITERAL, me, Operation.ALL),
+            acl(ResourceType.GROUP, "*", PatternType.LITERAL, me, Operation.READ)]
+    for i in range(ACL_NOISE // 2):
+        acls.append(acl(ResourceType.TOPIC, "req-", PatternType.PREFIXED, f"User:other-{i}", Operation.WRITE,
+                        Permission.DENY))
+        acls.append(acl(ResourceType.TOPIC, f"app-{i}-", PatternType.PREFIXED, f"User:other-{i}", Operation.READ))
+    store = SecurityStore(os.path.join(data_dir, "security"))
+    try:
+        store.change_acls(acls, [])
+    finally:
+        store.close()
+    return len(acls)
+
+
 def _pct(values: list[int], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
 
@@ -983,10 +1024,14 @@ def bench_requests(settings: RequestsSettings) -> list[RowResult]:
         raise SystemExit(f"logway bench requests: --only {','.join(settings.only)} selects no row")
     results = []
     with tempfile.TemporaryDirectory(prefix="logway-requests-") as tmp:
-        with GatewayProcess(os.path.join(tmp, "data"), f"storage.flush={settings.flush}", "log_level=WARNING",
+        data = os.path.join(tmp, "data")
+        if settings.acls:
+            write_bench_acls(data)
+        with GatewayProcess(data, f"storage.flush={settings.flush}", "log_level=WARNING",
                             "listeners.tank.enabled=true",
-                            # set only when asked: a gateway of before count_calls existed runs the rest
-                            *(("count_calls=true",) if settings.count_calls else ())) as gw:
+                            # set only when asked: a gateway of before count_calls (or ACLs) existed runs the rest
+                            *(("count_calls=true",) if settings.count_calls else ()),
+                            *(("auth.allow_everyone_if_no_acl_found=false",) if settings.acls else ())) as gw:
             for proto in ("native", "kafka", "tank", "admin"):
                 if proto not in gw.addresses:
                     raise SystemExit(f"logway bench requests: the gateway has no {proto} listener")
@@ -1060,8 +1105,9 @@ def _run_row(gw, settings: RequestsSettings, row: _Row, admin, scrape) -> RowRes
 
 
 def format_results(results: list[RowResult], settings: RequestsSettings) -> str:
+    acls = f"; ACLs: on, {ACL_NOISE + 3} bindings" if settings.acls else ""
     lines = [f"gateway CPU per request (flush: {settings.flush}; {settings.requests:,} requests per row after "
-             f"{settings.warmup:,} of warm-up, one at a time on one connection)",
+             f"{settings.warmup:,} of warm-up, one at a time on one connection{acls})",
              f"  {'protocol':8s} {'request':33s} {'CPU µs':>8s} {'RTT p50':>9s} {'RTT p99':>9s} "
              f"{'GC per 1k (gen 0/1/2)':>22s} {'allocs':>8s} {'garbage':>8s}"
              + (f" {'calls':>8s}" if settings.count_calls else "")]
@@ -1106,6 +1152,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--only", default="",
                         help="comma-separated protocols or rows (\"kafka Fetch 16 KiB\") to run; empty: all")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
+    parser.add_argument("--acls", action="store_true",
+                        help=f"authorize every request by ACLs: nothing is open without one (the clients, "
+                             f"User:ANONYMOUS, are given what they need), {ACL_NOISE} more bindings of other "
+                             "principals to look through")
     parser.add_argument("--count-calls", action="store_true",
                         help="also count the gateway's function calls per request (count_calls: true: "
                              "deterministic, but the gateway runs several times slower)")
@@ -1114,7 +1164,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     settings = RequestsSettings(requests=args.requests, warmup=args.warmup, flush=args.flush, park_ms=args.park_ms,
                                 only=tuple(x for x in args.only.split(",") if x.strip()),
-                                count_calls=args.count_calls)
+                                count_calls=args.count_calls, acls=args.acls)
     results = bench_requests(settings)
     if args.json:
         print(format_json(results, settings))

@@ -24,7 +24,7 @@ from typing import Any
 
 from logway.codecs.records import Record
 
-from .connect import Refused, Usage, answers, parse_time
+from .connect import Login, Refused, Usage, answers, parse_time
 from .links import Link, open_link
 from .main import DEFAULT_PORTS
 from .output import Output, fail, iso_time, text_or_hex
@@ -40,8 +40,9 @@ def consume(args: argparse.Namespace) -> int:
     address = args.gateway or ("127.0.0.1", DEFAULT_PORTS[args.protocol])
     try:
         wanted = _check(args)
-        with open_link(args.protocol, address) as link, answers(address):
-            return _Consumer(link, args, address).run(wanted)
+        login = Login.of(args)
+        with open_link(args.protocol, address, login) as link, answers(address):
+            return _Consumer(link, args, address, login).run(wanted)
     except Usage as exc:
         return fail(str(exc), 2)
     except Refused as exc:
@@ -72,10 +73,11 @@ def _check(args: argparse.Namespace) -> list[int] | None:
 
 
 class _Consumer:
-    def __init__(self, link: Link, args: argparse.Namespace, address: tuple[str, int]) -> None:
+    def __init__(self, link: Link, args: argparse.Namespace, address: tuple[str, int], login: Login | None) -> None:
         self.link = link
         self.args = args
         self.address = address
+        self.login = login
         self.topic = args.topic
         self.out = Output(args.json, live=args.follow)
         self.printed = 0
@@ -171,7 +173,7 @@ class _Consumer:
         """Every partition at once, a thread and a connection each, until --max-records or Ctrl-C."""
         def reader(partition: int) -> None:
             try:
-                with open_link(self.link.protocol, self.address) as link, answers(self.address):
+                with open_link(self.link.protocol, self.address, self.login) as link, answers(self.address):
                     self._read(link, partition, starts[partition], None)
             except BaseException as exc:  # reported by the main thread
                 self.failure = self.failure or exc

@@ -11,7 +11,8 @@ reads records the way that protocol's clients do.
 | headers, no value (a tombstone) | — | yes | — |
 
 What a protocol cannot do is refused before anything is sent (`Usage`, exit 2), naming the protocol that can.
-Offsets are Kafka's everywhere (TANK's sequence numbers are offset + 1).
+Offsets are Kafka's everywhere (TANK's sequence numbers are offset + 1). A `connect.Login` logs the native link in
+(a user or the token) and the Kafka link (SASL, as a user); TANK has no login; each connects over TLS with it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import time
 
 from logway.codecs.records import Record
 
-from .connect import TIMEOUT, Refused, Usage, open_native, where
+from .connect import TIMEOUT, Login, Refused, Usage, open_native, where
 
 __all__ = ["Link", "open_link"]
 
@@ -76,8 +77,8 @@ def _not_found(topic: str) -> Refused:
 class NativeLink(Link):
     protocol = "native"
 
-    def __init__(self, address: tuple[str, int]) -> None:
-        self.client = open_native(*address)
+    def __init__(self, address: tuple[str, int], login: Login | None) -> None:
+        self.client = open_native(*address, login)
 
     def partitions(self, topic: str) -> int:
         from logway.clients.errors import NativeError
@@ -116,13 +117,13 @@ class KafkaLink(Link):
     protocol = "kafka"
     headers = True
 
-    def __init__(self, address: tuple[str, int]) -> None:
+    def __init__(self, address: tuple[str, int], login: Login | None) -> None:
         from logway.clients.errors import GatewayUnavailable
         from logway.clients.kafka import KafkaClient, KafkaConfig
         from logway.codecs.errors import RemoteProtocolError
 
         self.client = KafkaClient(KafkaConfig(*address, client_id="logway-cli", connect_timeout=TIMEOUT,
-                                              timeout=TIMEOUT, retries=1))
+                                              timeout=TIMEOUT, retries=1, **(login.kafka() if login else {})))
         try:
             self.client.api_versions()
         except GatewayUnavailable as exc:
@@ -176,12 +177,13 @@ class KafkaLink(Link):
 class TankLink(Link):
     protocol = "tank"
 
-    def __init__(self, address: tuple[str, int]) -> None:
+    def __init__(self, address: tuple[str, int], login: Login | None = None) -> None:
         from logway.clients.tank import TankClient
         from logway.codecs.errors import RemoteProtocolError
 
         try:  # a TANK broker greets a new connection with a Ping at once: a short wait tells a wrong port
-            self.client = TankClient(*address, timeout=5.0, connect_timeout=TIMEOUT, client_id=b"logway-cli")
+            self.client = TankClient(*address, timeout=5.0, connect_timeout=TIMEOUT, client_id=b"logway-cli",
+                                     ssl_context=login.ssl_context() if login is not None else None)
         except (TimeoutError, RemoteProtocolError, ConnectionError) as exc:
             if isinstance(exc, OSError) and not isinstance(exc, TimeoutError) and exc.errno is not None:
                 raise Refused(f"cannot reach the gateway at {where(address)}: {exc.strerror or exc}") from None
@@ -222,6 +224,7 @@ class TankLink(Link):
 _LINKS = {"native": NativeLink, "kafka": KafkaLink, "tank": TankLink}
 
 
-def open_link(protocol: str, address: tuple[str, int]) -> Link:
-    """A checked connection to the gateway's `protocol` listener at `address`; Refused when there is none."""
-    return _LINKS[protocol](address)
+def open_link(protocol: str, address: tuple[str, int], login: Login | None = None) -> Link:
+    """A checked connection to the gateway's `protocol` listener at `address`, logged in as `login` says; Refused
+    when there is none."""
+    return _LINKS[protocol](address, login)

@@ -1,9 +1,10 @@
 """The `logway` command's parser and dispatch: `serve`, `config`, `produce`, `consume`, `topics
-create|list|describe|delete|alter|config|add-partitions|delete-records`, `groups list|describe|reset-offsets`, and
-`bench <name>`.
+create|list|describe|delete|alter|config|add-partitions|delete-records`, `groups list|describe|reset-offsets`,
+`acls list|add|remove`, `users list|set|delete`, and `bench <name>`.
 
-Bad arguments are one line on stderr (exit 2), never a usage block or a traceback. `--gateway` and `--json` are
-taken before the action or after it (`logway topics --gateway H:P list`, `logway topics list --gateway H:P`)."""
+Bad arguments are one line on stderr (exit 2), never a usage block or a traceback. `--gateway`, `--json` and the
+login options (`--user`, `--mechanism`) are taken before the action or after it (`logway topics --gateway H:P list`,
+`logway topics list --gateway H:P`)."""
 
 from __future__ import annotations
 
@@ -41,10 +42,28 @@ def _non_empty(what: str):
 
 def _gateway_option(parser: argparse.ArgumentParser, default, help: str = "native listener of the gateway "
                                                                           "(default 127.0.0.1:9898)") -> None:
-    """`--gateway` and `--json`; on an action's parser with no default, so one given before the action is kept."""
+    """`--gateway`, `--json` and the login options; on an action's parser with no default, so one given before the
+    action is kept."""
     parser.add_argument("--gateway", type=_host_port, default=default, metavar="HOST:PORT", help=help)
     parser.add_argument("--json", action="store_true", default=default if default is argparse.SUPPRESS else False,
                         help="print JSON lines (one object per row or result) instead of text")
+    _login_options(parser, argparse.SUPPRESS if default is argparse.SUPPRESS else None)
+
+
+MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
+
+
+def _login_options(parser: argparse.ArgumentParser, default=None) -> None:
+    """`--user`, `--mechanism` and `--tls-ca` (the password comes from LOGWAY_PASSWORD or the terminal, the access
+    token from LOGWAY_TOKEN: never from arguments, which every user of the machine can see)."""
+    parser.add_argument("--user", default=default, metavar="USER",
+                        help="log in as USER (password: $LOGWAY_PASSWORD, else asked); without it, $LOGWAY_TOKEN is "
+                             "the gateway's access token when set")
+    parser.add_argument("--mechanism", choices=MECHANISMS, default=default,
+                        help="how --user logs in: SCRAM-SHA-256 (the default) or -512 keep the password on this "
+                             "machine; PLAIN sends it")
+    parser.add_argument("--tls-ca", default=default, metavar="FILE",
+                        help="connect over TLS, trusting the certificates in FILE (a listener with tls: true)")
 
 
 def _action_parser(subparsers, name: str, **kwargs) -> argparse.ArgumentParser:
@@ -162,12 +181,70 @@ def build_parser(*, bench: bool = True) -> argparse.ArgumentParser:
     run.add_argument("--dry-run", action="store_true", help="show the new offsets, change nothing (the default)")
     run.add_argument("--execute", action="store_true", help="commit the new offsets")
 
+    _security_parsers(sub)
+
     bench_parser = sub.add_parser("bench", help="benchmarks that print their figures")
     if bench:
         from logway.bench import registry
 
         registry.add_subcommands(bench_parser)
     return parser
+
+
+def _acl_selection(parser: argparse.ArgumentParser, *, binding: bool) -> None:
+    """The options naming ACLs: one binding to add (`binding`), or a filter over them."""
+    resource = parser.add_mutually_exclusive_group(required=binding)
+    resource.add_argument("--topic", metavar="NAME", help="a topic (or, with --prefixed, every topic whose name "
+                                                         "starts with NAME; * = every topic)")
+    resource.add_argument("--group", metavar="NAME", help="a consumer group (as --topic)")
+    resource.add_argument("--transactional-id", metavar="ID", help="a transactional id (as --topic)")
+    resource.add_argument("--cluster", action="store_true", help="the cluster (creating topics, ACLs, users, ...)")
+    parser.add_argument("--principal", required=binding, metavar="TYPE:NAME",
+                        help="who: User:alice, User:* (everyone)" + ("" if binding else "; default any"))
+    parser.add_argument("--host", default="*" if binding else None,
+                        help="from this IP address only" + (" (default * : any)" if binding else "; default any"))
+    parser.add_argument("--operation", action="append", default=[], required=binding, metavar="OP",
+                        help="Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs, "
+                             "AlterConfigs, IdempotentWrite or All (repeatable)")
+    if binding:
+        parser.add_argument("--prefixed", action="store_true", help="the name is a prefix (a PREFIXED pattern)")
+        parser.add_argument("--deny", action="store_true", help="deny instead of allow (a Deny wins over an Allow)")
+    else:
+        parser.add_argument("--pattern", choices=("any", "match", "literal", "prefixed"), default="any",
+                            help="literal or prefixed bindings only, or (match) those that apply to the name given "
+                                 "(default any)")
+        parser.add_argument("--permission", choices=("allow", "deny"), help="only Allow or Deny bindings")
+
+
+def _security_parsers(sub) -> None:
+    """`acls` and `users`."""
+    acls = sub.add_parser("acls", help="who may do what: list, add and remove ACLs (Kafka's model; native protocol)")
+    _gateway_option(acls, DEFAULT_GATEWAY)
+    asub = acls.add_subparsers(dest="action", required=True)
+    _acl_selection(_action_parser(asub, "list", help="list ACLs (all, or those matching the options)"),
+                   binding=False)
+    _acl_selection(_action_parser(asub, "add", help="allow (or --deny) a principal operations on a resource"),
+                   binding=True)
+    remove = _action_parser(asub, "remove", help="remove the ACLs matching the options (at least one)")
+    _acl_selection(remove, binding=False)
+
+    users = sub.add_parser("users", help="users' SCRAM credentials: list, set a password, delete (native protocol)")
+    _gateway_option(users, DEFAULT_GATEWAY)
+    usub = users.add_subparsers(dest="action", required=True)
+    ulist = _action_parser(usub, "list", help="users with stored credentials: mechanisms and iterations")
+    ulist.add_argument("names", nargs="*", metavar="USER", help="only these users")
+    uset = _action_parser(usub, "set", help="give USER a password (a salted SCRAM credential: the password is "
+                                            "salted here and never sent)")
+    uset.add_argument("name", metavar="USER")
+    uset.add_argument("--scram", choices=("SCRAM-SHA-256", "SCRAM-SHA-512"), action="append", dest="scram",
+                      help="the mechanism(s) to make a credential for (default both)")
+    uset.add_argument("--iterations", type=int, default=4096, help="PBKDF2 iterations, 4096..16384 (default 4096)")
+    uset.add_argument("--password-stdin", action="store_true",
+                      help="read the new password from stdin (else $LOGWAY_NEW_PASSWORD, else asked twice)")
+    udelete = _action_parser(usub, "delete", help="delete USER's credentials (every mechanism, or --scram ones)")
+    udelete.add_argument("name", metavar="USER")
+    udelete.add_argument("--scram", choices=("SCRAM-SHA-256", "SCRAM-SHA-512"), action="append", dest="scram",
+                         help="only this mechanism's credential (repeatable)")
 
 
 def _records_parsers(sub) -> None:
@@ -197,6 +274,7 @@ def _records_parsers(sub) -> None:
                          help="speak this protocol to the gateway (default native)")
     produce.add_argument("--gateway", type=_host_port, metavar="HOST:PORT", help=where)
     produce.add_argument("--json", action="store_true", help="print JSON lines instead of text")
+    _login_options(produce)
 
     consume = sub.add_parser(
         "consume", help="print a topic's records, from the beginning (or an offset, a time, a group's position) "
@@ -222,6 +300,7 @@ def _records_parsers(sub) -> None:
                          help="speak this protocol to the gateway (default native)")
     consume.add_argument("--gateway", type=_host_port, metavar="HOST:PORT", help=where)
     consume.add_argument("--json", action="store_true", help="print JSON lines instead of text")
+    _login_options(consume)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -269,6 +348,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from .groups import groups
 
         return groups(args)
+    if args.command in ("acls", "users"):
+        from . import security
+
+        return getattr(security, args.command)(args)
     from logway.bench import registry
 
     return registry.run(args)

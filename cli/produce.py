@@ -27,7 +27,7 @@ import orjson
 
 from logway.codecs.records import Record
 
-from .connect import Refused, Usage, answers, parse_time
+from .connect import Login, Refused, Usage, answers, parse_time
 from .links import Link, open_link
 from .main import DEFAULT_PORTS
 from .output import Output, fail
@@ -44,7 +44,7 @@ def produce(args: argparse.Namespace) -> int:
     address = args.gateway or ("127.0.0.1", DEFAULT_PORTS[args.protocol])
     try:
         defaults = _defaults(args)
-        with open_link(args.protocol, address) as link, answers(address):
+        with open_link(args.protocol, address, Login.of(args)) as link, answers(address):
             return _run(link, args, defaults)
     except Usage as exc:
         return fail(str(exc), 2)

@@ -45,9 +45,10 @@ generator both flavours drive (`blocking.drive`, `trio_io.drive`)::
   raises `GatewayUnavailable`.
 
 Security: `security_protocol` SSL / SASL_SSL wraps the connection in TLS (trusting `ssl_cafile`, or the system's
-store), SASL_PLAINTEXT / SASL_SSL log in with SASL/PLAIN (SaslHandshake v1 + SaslAuthenticate) right after
-connecting, on every new connection. A refused login raises `KafkaError` and an untrusted certificate
-`GatewayUnavailable` at once: neither is retried.
+store), SASL_PLAINTEXT / SASL_SSL log in with SASL (`sasl_mechanism`: PLAIN, or SCRAM-SHA-256/512 — the password
+never crosses the connection; SaslHandshake v1 + SaslAuthenticate) right after connecting, on every new
+connection. A refused login raises `KafkaError` and an untrusted certificate `GatewayUnavailable` at once: neither
+is retried.
 
 Low level, for tests and benchmarks (on this client's own connection — the bootstrap broker's, or the one
 `for_partition` / `for_coordinator` returned —, never retried): `send(api_key, version, body) ->
@@ -70,6 +71,7 @@ from logway.codecs.kafka.api import (admin, api_versions, fetch, list_offsets, m
                                      transactions)
 from logway.codecs.kafka.connection import CLOSED, KafkaClientConnection, KafkaRequest, SaslToken
 from logway.codecs.kafka.error_codes import ErrorCode
+from logway.codecs.scram import ScramClient, new_nonce
 
 from .address import format_address, parse_address, tls_context
 from .blocking import BlockingClient, BlockingStream
@@ -81,7 +83,8 @@ from .trio_io import TrioClient, TrioStream
 from .trio_io import drive as drive_trio
 
 __all__ = ["KafkaConfig", "KafkaClient", "AsyncKafkaClient", "FetchResult", "EARLIEST", "LATEST",
-           "READ_UNCOMMITTED", "READ_COMMITTED", "DEFAULT_PORT", "SECURITY_PROTOCOLS", "GROUP", "TRANSACTION"]
+           "READ_UNCOMMITTED", "READ_COMMITTED", "DEFAULT_PORT", "SASL_MECHANISMS", "SECURITY_PROTOCOLS", "GROUP",
+           "TRANSACTION"]
 
 DEFAULT_PORT = 9092
 #: ListOffsets timestamps with a special meaning (Kafka's): the log start and the log end (next offset).
@@ -97,6 +100,7 @@ V_OFFSET_FETCH = 5
 V_TXN = 2  # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit (v2 knows PRODUCER_FENCED)
 V_SASL = 1  # SaslHandshake v1 then SaslAuthenticate v1
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 #: Errors after which a request is sent again on a fresh connection (TimeoutError and resets are OSErrors).
 _RETRYABLE = (OSError, ConnectionError, RemoteProtocolError)
 
@@ -117,6 +121,7 @@ class KafkaConfig:
     ssl_check_hostname: bool = True
     sasl_username: str | None = None
     sasl_password: str | None = field(default=None, repr=False)
+    sasl_mechanism: str = "PLAIN"  # or SCRAM-SHA-256 / SCRAM-SHA-512
 
     @property
     def tls(self) -> bool:
@@ -156,14 +161,24 @@ class FetchResult:
 
 # -- operations: written once, driven by both flavours (each yields `kafka_routes.Call`s) -------------------------
 
-def _login(username: str | None, password: str | None) -> Operation:
-    answer = yield Call(sasl.SASL_HANDSHAKE_KEY, V_SASL, sasl.SaslHandshakeRequest("PLAIN"))
+def _login(username: str | None, password: str | None, mechanism: str = "PLAIN") -> Operation:
+    answer = yield Call(sasl.SASL_HANDSHAKE_KEY, V_SASL, sasl.SaslHandshakeRequest(mechanism))
     if answer.error_code != ErrorCode.NONE:
         raise KafkaError(answer.error_code, f"the gateway offers {answer.mechanisms}", operation="SASL handshake")
-    token = b"\0" + (username or "").encode() + b"\0" + (password or "").encode()
+    if mechanism == "PLAIN":
+        yield from _sasl_token(b"\0" + (username or "").encode() + b"\0" + (password or "").encode())
+        return
+    scram = ScramClient(mechanism, username or "", password or "", new_nonce())  # the password stays here
+    server_first = yield from _sasl_token(scram.first())
+    scram.verify((yield from _sasl_token(scram.final(server_first))))
+
+
+def _sasl_token(token: bytes) -> Operation:
+    """One SaslAuthenticate: the gateway's token in answer."""
     answer = yield Call(sasl.SASL_AUTHENTICATE_KEY, V_SASL, sasl.SaslAuthenticateRequest(token))
     if answer.error_code != ErrorCode.NONE:
         raise KafkaError(answer.error_code, answer.error_message, operation="SASL authentication")
+    return answer.auth_bytes
 
 
 def _api_versions() -> Operation:
@@ -470,7 +485,7 @@ class KafkaClient(BlockingClient):
         self.codec = KafkaClientConnection()
         if cfg.sasl:
             try:
-                drive_blocking(_login(cfg.sasl_username, cfg.sasl_password), self._exchange)
+                drive_blocking(_login(cfg.sasl_username, cfg.sasl_password, cfg.sasl_mechanism), self._exchange)
             except BaseException:
                 self.close()
                 raise
@@ -699,7 +714,7 @@ class AsyncKafkaClient(TrioClient):
         self.codec = KafkaClientConnection()
         if cfg.sasl:
             try:
-                await drive_trio(_login(cfg.sasl_username, cfg.sasl_password), self._exchange)
+                await drive_trio(_login(cfg.sasl_username, cfg.sasl_password, cfg.sasl_mechanism), self._exchange)
             except BaseException:
                 await self.aclose()
                 raise

@@ -4,7 +4,7 @@ side (`logway.codecs.native.NativeConnection("client")`).
 Both flavours have the same calls (the async ones are awaited); each typed call is written once, as an operation
 generator both flavours drive (`blocking.drive`, `trio_io.drive`)::
 
-    c = NativeClient("127.0.0.1", 9898, timeout=30, ssl_context=None, token=None)
+    c = NativeClient("127.0.0.1", 9898, timeout=30, ssl_context=None, token=None)  # or user=, password=, mechanism=
     c.create_topic("orders", 3); c.produce("orders", 0, [b"a", Record(b"b", key=b"k")])  # -> [0, 1]
     c.fetch("orders", 0, 0, 1 << 20, group_id=None, max_wait_ms=0, min_bytes=0)       # -> FetchResponse
     c.commit("orders", 0, "g", 2); c.committed("orders", 0, "g")                     # -> True, 2
@@ -18,6 +18,11 @@ generator both flavours drive (`blocking.drive`, `trio_io.drive`)::
     c.list_groups()                                                   # -> [GroupSummary(group_id, state, ...), ...]
     c.describe_group("g")            # -> DescribeGroupResponse: members, per partition committed/log end (.lag)
     c.reset_group_offsets("g", "earliest", topics=[("orders", None)], validate_only=True)  # -> the plan
+    c.login("alice", "secret", mechanism="SCRAM-SHA-256")            # -> "User:alice" (None: user and password)
+    c.create_acls([nv.AclEntry("Topic", "orders", "LITERAL", "User:bob", "*", "Read", "Allow")])   # -> 1
+    c.describe_acls(nv.AclEntry(principal="User:bob")); c.delete_acls(nv.AclEntry(name="orders"))
+    c.set_password("bob", "pw", "SCRAM-SHA-512", iterations=8192)    # salted here: the password stays here
+    c.delete_credential("bob", "SCRAM-SHA-512"); c.describe_users(["bob"])
 
     c = await AsyncNativeClient.connect("127.0.0.1", 9898)   # or AsyncNativeClient(trio_stream)
 
@@ -34,11 +39,13 @@ half-closes, `closed_by_peer(timeout)` tells whether the gateway hung up; `sock`
 
 from __future__ import annotations
 
+import secrets
 from typing import Any, Generator, Iterable, Mapping
 
 from logway.codecs import native as nv
 from logway.codecs.errors import RemoteProtocolError
 from logway.codecs.records import Record
+from logway.codecs.scram import MIN_ITERATIONS, SALT_BYTES, ScramClient, new_nonce, salted_password
 
 from .blocking import BlockingClient, BlockingStream
 from .blocking import drive as drive_blocking
@@ -148,6 +155,29 @@ def _authenticate(token: str) -> Operation:
     yield nv.AuthRequest(token)
 
 
+def _login(user: str, password: str, mechanism: str | None) -> Operation:
+    """Log in as `user`: with a SCRAM `mechanism` the password never crosses the connection (and the gateway proves
+    it knows the user's credential); without, the password is sent (use TLS). Returns the principal."""
+    if mechanism is None:
+        return (yield nv.AuthRequest(user=user, password=password)).principal
+    scram = ScramClient(mechanism, user, password, new_nonce())
+    first = yield nv.AuthRequest(mechanism=mechanism, message=scram.first().decode())
+    final = yield nv.AuthRequest(mechanism=mechanism, message=scram.final((first.message or "").encode()).decode())
+    scram.verify((final.message or "").encode())
+    return final.principal
+
+
+def _set_password(user: str, password: str, mechanism: str, iterations: int) -> Operation:
+    salt = secrets.token_bytes(SALT_BYTES)
+    salted = salted_password(mechanism, password.encode(), salt, iterations)
+    return (yield nv.AlterUserRequest(user, mechanism, iterations, salt, salted)).altered
+
+
+def _security(event: Any, field: str | None) -> Operation:
+    answer = yield event
+    return answer if field is None else getattr(answer, field)
+
+
 def _timeout(timeout: float | None, event: Any) -> float | None:
     """A long-polling fetch may be answered only after its wait: the timeout starts after it."""
     wait = getattr(event, "max_wait_ms", 0)
@@ -169,19 +199,23 @@ class NativeClient(BlockingClient):
 
     def __init__(self, host: str = "127.0.0.1", port: int = DEFAULT_PORT, *, timeout: float | None = 30.0,
                  connect_timeout: float | None = 10.0, ssl_context=None, server_hostname: str | None = None,
-                 token: str | None = None, raise_errors: bool = True) -> None:
-        """Connect (over TLS with `ssl_context`) and, with `token`, authenticate before anything else."""
+                 token: str | None = None, raise_errors: bool = True, user: str | None = None,
+                 password: str | None = None, mechanism: str | None = None) -> None:
+        """Connect (over TLS with `ssl_context`) and, with `token` or `user` (and `password`, and a SCRAM
+        `mechanism` or None), log in before anything else."""
         self.timeout = timeout
         self.raise_errors = raise_errors
         self.stream = BlockingStream.connect(host, port, connect_timeout=connect_timeout, timeout=timeout,
                                              ssl_context=ssl_context, server_hostname=server_hostname)
         self.codec = nv.NativeConnection("client")
-        if token is not None:
-            try:
+        try:
+            if token is not None:
                 self.authenticate(token)
-            except BaseException:
-                self.close()
-                raise
+            elif user is not None:
+                self.login(user, password or "", mechanism)
+        except BaseException:
+            self.close()
+            raise
 
     # -- low level --------------------------------------------------------------------------------------------
     def prepare(self, event: Any) -> bytes:
@@ -281,6 +315,31 @@ class NativeClient(BlockingClient):
     def authenticate(self, token: str) -> None:
         """The `Auth` request (the first request on a gateway with `auth.native_token`)."""
         self._run(_authenticate(token))
+
+    def login(self, user: str, password: str, mechanism: str | None = None) -> str:
+        """Log in as `user` (see `_login`); the principal the connection now is."""
+        return self._run(_login(user, password, mechanism))
+
+    # -- security administration (ACLs, users' SCRAM credentials) ---------------------------------------------
+    def describe_acls(self, flt: nv.AclEntry = nv.AclEntry()) -> list[nv.AclEntry]:
+        return self._run(_security(nv.DescribeAclsRequest(flt), "acls"))
+
+    def create_acls(self, acls: Iterable[nv.AclEntry]) -> int:
+        return self._run(_security(nv.CreateAclsRequest(list(acls)), "created"))
+
+    def delete_acls(self, flt: nv.AclEntry) -> list[nv.AclEntry]:
+        return self._run(_security(nv.DeleteAclsRequest(flt), "acls"))
+
+    def describe_users(self, users: Iterable[str] | None = None) -> list[nv.UserCredentials]:
+        return self._run(_security(nv.DescribeUsersRequest(None if users is None else list(users)), "users"))
+
+    def set_password(self, user: str, password: str, mechanism: str = "SCRAM-SHA-256",
+                     iterations: int = MIN_ITERATIONS) -> bool:
+        """Give `user` a SCRAM credential of `mechanism` for `password`, salted here."""
+        return self._run(_set_password(user, password, mechanism, iterations))
+
+    def delete_credential(self, user: str, mechanism: str) -> bool:
+        return self._run(_security(nv.AlterUserRequest(user, mechanism, delete=True), "altered"))
 
 
 # -- trio --------------------------------------------------------------------------------------------------------
@@ -391,3 +450,6 @@ class AsyncNativeClient(TrioClient):
 
     async def authenticate(self, token: str) -> None:
         await self._run(_authenticate(token))
+
+    async def login(self, user: str, password: str, mechanism: str | None = None) -> str:
+        return await self._run(_login(user, password, mechanism))

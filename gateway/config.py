@@ -94,6 +94,30 @@ def derived(doc: str, *, factory: Callable[[], Any]) -> Any:
 
 # ---- the schema ----------------------------------------------------------------------------------------------------
 
+def _valid_principal(value: str, where: str) -> str:
+    kind, sep, name = value.partition(":")
+    if not sep or not kind or not name:
+        raise ConfigError(f"{where} must be a principal Type:name (e.g. User:ANONYMOUS), got {value!r}")
+    return value
+
+
+def _valid_principals(value: str, where: str) -> str:
+    for item in value.split(";"):
+        if item.strip():
+            _valid_principal(item.strip(), where)
+    return value
+
+
+def _valid_mapping_rules(value: str, where: str) -> str:
+    from .security.principals import PrincipalMapper  # (the rules' grammar lives with the mapper)
+
+    try:
+        PrincipalMapper(value)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class ListenerConfig:
     protocol: str = key("the protocol this listener serves: its key under listeners")
@@ -102,6 +126,15 @@ class ListenerConfig:
     port: int = setting(0, "TCP port; 0 picks a free port", minimum=0, maximum=65535)
     tls: bool = setting(False, "serve TLS (the certificate in tls:) instead of plain TCP",
                         more="(TLS 1.2+; the handshake must finish within `limits.request_timeout_ms`)")
+    tls_client_auth: str = setting("none", "with tls: true, ask clients for a certificate signed by "
+                                           "tls.client_ca_file (mutual TLS); its subject becomes the connection's "
+                                           "principal", choices=("none", "requested", "required"),
+                                   more="(Kafka's ssl.client.auth: `required` refuses a client without one; "
+                                        "see [security.md](security.md))")
+    principal: str = setting("User:ANONYMOUS", "the principal of a connection that has not logged in and has no "
+                                               "client certificate", expects="a principal Type:name",
+                             check=_valid_principal,
+                             more="(TANK clients, which cannot log in; give it ACLs like any user)")
 
 
 def _valid_topic_defaults(value: TopicConfig, where: str) -> TopicConfig:
@@ -277,6 +310,13 @@ class TlsSettings:
     cert_file: str = setting("", "PEM certificate (chain)", expects="a file path or \"\"")
     key_file: str = setting("", "PEM private key, unencrypted (keep it readable by the gateway only)",
                             expects="a file path or \"\"")
+    client_ca_file: str = setting("", "PEM certificates of the authorities whose client certificates listeners "
+                                      "with tls_client_auth accept", expects="a file path or \"\"")
+    principal_mapping_rules: str = setting("DEFAULT", "how a client certificate's subject (RFC 2253: CN=alice,O=Acme) "
+                                                      "becomes a principal's name",
+                                           more="(Kafka's ssl.principal.mapping.rules: `DEFAULT` or "
+                                                "`RULE:regex/replacement/[L|U]`, comma-separated; the first that "
+                                                "matches wins)", check=_valid_mapping_rules)
 
 
 def _valid_users(users: dict, where: str) -> dict[str, str]:
@@ -290,12 +330,31 @@ def _valid_users(users: dict, where: str) -> dict[str, str]:
 
 @dataclass(frozen=True, slots=True)
 class AuthSettings:
-    kafka_sasl_plain: bool = setting(False, "Kafka clients must authenticate with SASL/PLAIN as one of auth.users")
+    kafka_sasl_plain: bool = setting(False, "Kafka clients must log in with SASL (PLAIN, and SCRAM if "
+                                            "kafka_sasl_scram); PLAIN checks a user's password")
+    kafka_sasl_scram: bool = setting(False, "Kafka clients must log in with SASL (SCRAM-SHA-256 or SCRAM-SHA-512, "
+                                            "and PLAIN if kafka_sasl_plain)",
+                                     more="(the password never crosses the connection; users' credentials: "
+                                          "auth.users, `logway users`)")
     users: dict[str, str] = setting({}, "user name: password (e.g. LOGWAY_AUTH__USERS__alice=secret); use with TLS",
-                                    more="(the name keeps its case)", expects="a mapping of user name to password",
-                                    check=_valid_users, secret=True)
+                                    more="(the name keeps its case; they may log in with any mechanism; users made "
+                                         "with `logway users` are stored as salted SCRAM credentials instead)",
+                                    expects="a mapping of user name to password", check=_valid_users, secret=True)
+    native_login: bool = setting(False, "native clients must first log in as a user: {\"Auth\": {\"user\", "
+                                        "\"password\"}} or SCRAM", more="(see [native.md](native.md))")
     native_token: str = setting("", "when set, native clients must first send {\"Auth\": {\"token\": ...}} with "
-                                    "this token", secret=True)
+                                    "this token", more="(a legacy shared secret: whoever has it is a super user; "
+                                                       "also the admin listener's bearer token)", secret=True)
+    super_users: str = setting("", "principals that may do everything, ACLs or not, separated by ';'",
+                               expects="principals Type:name separated by ';'", check=_valid_principals,
+                               more="(Kafka's super.users, e.g. `User:admin;User:ops`)")
+    allow_everyone_if_no_acl_found: bool = setting(
+        True, "a resource no ACL applies to is open to everyone", more="(Kafka's allow.everyone.if.no.acl.found; "
+        "ignored — off — whenever a listener requires authentication: then a resource nobody was given is "
+        "nobody's)")
+    admin_hosts: str = setting("", "host names (comma-separated) the admin listener answers to besides IP "
+                                   "addresses and localhost", more="(a request with another Host header is refused: "
+                                   "DNS rebinding; /health and /ready answer any)")
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -315,8 +374,8 @@ class Config:
         "admin": ("HTTP: /metrics (Prometheus), /health, /ready, the console at /", {"port": 9644}),
     })
     tls: TlsSettings = section(TlsSettings, "the certificate of every listener with tls: true")
-    auth: AuthSettings = section(AuthSettings, "off by default; TANK has no authentication in its protocol (see "
-                                               "docs/security.md)")
+    auth: AuthSettings = section(AuthSettings, "who may connect and what they may do: logins, super users, ACLs "
+                                               "(off by default; see docs/security.md)")
     storage: StorageSettings = section(StorageSettings, "the log on disk: durability, segments, retention")
     limits: Limits = section(Limits, "bounds that keep one client from exhausting the gateway")
     kafka: KafkaSettings = section(KafkaSettings, "the Kafka protocol: what clients are told, topics, groups")
@@ -361,8 +420,20 @@ def _check_whole(cfg: Config) -> Config:
     if uses_tls and not (cfg.tls.cert_file and cfg.tls.key_file):
         raise ConfigError(f"listeners {', '.join(uses_tls)} have tls: true but tls.cert_file and tls.key_file "
                           "are not both set")
-    if cfg.auth.kafka_sasl_plain and not cfg.auth.users:
-        raise ConfigError("auth.kafka_sasl_plain is true but auth.users is empty: no client could log in")
+    auth = cfg.auth
+    if (auth.kafka_sasl_plain or auth.kafka_sasl_scram or auth.native_login) and not (
+            auth.users or auth.super_users.strip() or auth.native_token):
+        raise ConfigError("clients must log in (auth.kafka_sasl_* or auth.native_login) but auth.users is empty and "
+                          "there is no auth.super_users or auth.native_token: no one could log in, nor make the "
+                          "users who could (`logway users`)")
+    for name, lc in cfg.listeners.items():
+        if lc.enabled and lc.tls_client_auth != "none":
+            if not lc.tls:
+                raise ConfigError(f"listeners.{name}.tls_client_auth is {lc.tls_client_auth} but listeners.{name}.tls "
+                                  "is false: client certificates come with TLS")
+            if not cfg.tls.client_ca_file:
+                raise ConfigError(f"listeners.{name}.tls_client_auth is {lc.tls_client_auth} but tls.client_ca_file "
+                                  "is not set: no client certificate could be verified")
     return cfg
 
 
@@ -501,10 +572,12 @@ FREE_FORM = frozenset(path for path, hint, _ in settings() if typing.get_origin(
 TEXT_KEYS = frozenset(path for path, hint, _ in settings() if isinstance(hint, type) and issubclass(hint, str))
 
 
-#: `LOGWAY_*` environment variables that are not settings: scripts/dev's venv, where the tests keep artifacts, and
-#: what a supervisor tells the worker processes it starts (`logway.gateway.workers`).
+#: `LOGWAY_*` environment variables that are not settings: scripts/dev's venv, where the tests keep artifacts, what a
+#: supervisor tells the worker processes it starts (`logway.gateway.workers`), and the passwords and token the
+#: `logway` commands that talk to a gateway read (`cli/connect.py`).
 NOT_SETTINGS = frozenset({"LOGWAY_VENV", "LOGWAY_ARTIFACTS", "LOGWAY_WORKER", "LOGWAY_WORKER_FD",
-                          "LOGWAY_WORKER_ENTRIES", "LOGWAY_WORKER_RELAYS"})
+                          "LOGWAY_WORKER_ENTRIES", "LOGWAY_WORKER_RELAYS",
+                          "LOGWAY_PASSWORD", "LOGWAY_TOKEN", "LOGWAY_NEW_PASSWORD"})  # (the CLI's secrets)
 
 
 def defaults() -> dict[str, Any]:

@@ -57,6 +57,7 @@ class Connection:
     write_deadline: float = math.inf  # trio time by which the client must have taken more of its answer
     auth_deadline: float = math.inf  # trio time by which it must have authenticated (inf: done, or not needed)
     memory: int = 0  # bytes it holds of the memory budget
+    principal: str = ""  # who it is (`security.principals`): its login, its client certificate, or its listener's
 
     @property
     def busy(self) -> bool:

@@ -5,7 +5,9 @@ A listener that cannot bind raises `errors.ListenerError` (the listener, the add
 relay socket (`relays.py`): the other workers' connections, from this user only, outside the limits, never TLS.
 
 A listener with `tls: true` wraps each accepted connection in a trio SSL stream; the handshake must finish within
-`limits.request_timeout_ms` (a client that stalls it is dropped like any slow client).
+`limits.request_timeout_ms` (a client that stalls it is dropped like any slow client). With mutual TLS the verified
+client certificate's subject becomes the connection's principal (`tls.client_principal`); one no mapping rule names
+is closed.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import errno
 import ipaddress
 import logging
 import socket
+import ssl
 
 import trio
 
@@ -21,6 +24,7 @@ from .connections import Connection, ConnectionRegistry
 from .errors import ListenerError
 from .pump import serve_connection
 from .relays import same_user
+from .tls import NoMatchingRule, client_principal
 
 log = logging.getLogger("logway.gateway")
 
@@ -93,6 +97,12 @@ async def serve(stream: trio.abc.Stream, conn: Connection, protocol, connections
                 if tls is None:
                     return
                 stream = tls
+                if ssl_context.verify_mode != ssl.CERT_NONE:  # mutual TLS: the certificate names the principal
+                    try:
+                        conn.principal = client_principal(tls, protocol.config.tls) or conn.principal
+                    except NoMatchingRule as exc:
+                        log.warning("%s: closing: client certificate refused: %s", conn.peer, exc)
+                        return
             await serve_connection(stream, conn, protocol, limits, resumed)
     except _PEER_GONE:
         pass
@@ -173,15 +183,19 @@ def is_loopback(host: str) -> bool:
         return host == "localhost"
 
 
-def warn_if_exposed(name: str, host: str) -> None:
+def warn_if_exposed(name: str, host: str, *, logins: bool = False, tls: bool = False) -> None:
     """Log a warning when listener `name` is bound to `host` reachable from other hosts (the gateway's own
-    listeners, and a `workers: N` supervisor's admin listener)."""
+    listeners, and a `workers: N` supervisor's admin listener); for the admin listener, `logins`: it asks who you
+    are (the gateway requires logins), `tls`: it serves HTTPS."""
     if is_loopback(host):
         return
-    if name == "admin":
+    if name == "admin" and not logins:
         log.warning("admin listener is bound to %s: its metrics and console (topics, groups, record contents, and "
-                    "actions that change them) are reachable from other hosts without authentication (see "
-                    "docs/security.md)", host)
+                    "actions that change them) are reachable from other hosts, held only to the ACLs of "
+                    "listeners.admin.principal (no login is required: see docs/security.md)", host)
+    elif name == "admin" and not tls:
+        log.warning("admin listener is bound to %s without TLS: its logins (HTTP Basic passwords, the access "
+                    "token) cross the network in clear text (set listeners.admin.tls)", host)
     else:
         log.warning("%s listener is bound to %s: reachable from other hosts (an explicit config choice; see the "
                     "threat model in docs/security.md)", name, host)

@@ -53,6 +53,7 @@ from .notify import AppendNotifier
 from .offset_retention import OffsetRetention
 from .protocols import REGISTRY, Protocol
 from .relays import HANDOVER
+from .security import Security, authentication_required
 from .steps import Steps
 from .tls import server_ssl_context
 from .transactions import TransactionCoordinator
@@ -115,6 +116,7 @@ class Gateway:
         self.transactions: TransactionCoordinator | None = None
         self.offset_retention: OffsetRetention | None = None  # (where the offsets live)
         self.cleaner: LogCleaner | None = None
+        self.security: Security | None = None  # users, ACLs and quotas, once storage is open
         self.protocols: dict[str, Protocol] = {}
         self.notifier = AppendNotifier(config.limits.max_waiters)
         per_pass = config.limits.data_requests_per_pass
@@ -125,13 +127,18 @@ class Gateway:
         self.connections = ConnectionRegistry(config.limits.max_connections, config.limits.max_connections_per_ip)
         self.addresses: dict[str, tuple[str, int]] = {}
         self._shutdown = trio.Event()
-        uses_tls = any(lc.enabled and lc.tls for lc in config.listeners.values())
-        self.ssl_context = server_ssl_context(config.tls) if uses_tls else None  # ConfigError before any I/O
+        # One TLS context per client-certificate policy the listeners ask for (ConfigError before any I/O).
+        self._ssl_contexts = {lc.tls_client_auth: server_ssl_context(config.tls, lc.tls_client_auth)
+                              for lc in config.listeners.values() if lc.enabled and lc.tls}
         self.state = "starting"  # → "ready" → "stopping" → "stopped" (see the module docstring)
         self.storage_open = False
         self.metrics = GatewayMetrics(self)
         admin = config.listeners.get(ADMIN)
         self.admin = AdminServer(self) if admin is not None and admin.enabled else None
+
+    def ssl_context_for(self, lc):
+        """The TLS context of the listener configured as `lc` (None: it serves plain TCP)."""
+        return self._ssl_contexts[lc.tls_client_auth] if lc.enabled and lc.tls else None
 
     @property
     def ready(self) -> bool:
@@ -158,7 +165,7 @@ class Gateway:
                 lc = self.config.listeners[ADMIN]
                 log.info("admin listening on http%s://%s:%d (/metrics, /health, /ready, the console at /)",
                          "s" if lc.tls else "", addr[0], addr[1])
-                warn_if_exposed(ADMIN, lc.host)
+                warn_if_exposed(ADMIN, lc.host, logins=authentication_required(self.config), tls=lc.tls)
             elif self.admin is not None:
                 admin.start_soon(self.admin.sampler.run)
             try:
@@ -187,6 +194,9 @@ class Gateway:
         self._log_recovery()
         self.steps = Steps(self.engine, self.notifier, self.committer, flush,
                            transcode_cache_bytes=cfg.storage.transcode_cache_bytes)
+        self.security = Security(cfg, self.engine.security, self.steps.in_thread)
+        for note in self.security.notes():
+            log.info("%s", note)
         self.steps.on_append = self.metrics.on_append
         self.steps.on_read = self.metrics.on_read
         kc = cfg.kafka
@@ -241,6 +251,9 @@ class Gateway:
                     background.start_soon(self._signal_loop)
                 if self.worker is not None:
                     background.start_soon(self.worker.run, self)
+                    if self.engine.security is not None and self.engine.security.read_only:  # (worker 0 writes it)
+                        background.start_soon(self.security.follow, cfg.worker_refresh_ms / 1000,
+                                              self.steps.in_thread)
                 async with trio.open_nursery() as conn_nursery:
                     self._conn_nursery = conn_nursery
                     async with trio.open_nursery() as listeners:
@@ -285,7 +298,7 @@ class Gateway:
 
     async def _start_listener(self, listeners: trio.Nursery, conn_nursery: trio.Nursery, protocol: Protocol,
                               lc) -> None:
-        ssl_context = self.ssl_context if lc.tls else None
+        ssl_context = self.ssl_context_for(lc)
         addr = await listeners.start(listen, protocol, lc, self.connections, self.config.limits, ssl_context,
                                      conn_nursery)
         self.addresses[protocol.name] = addr
@@ -299,7 +312,7 @@ class Gateway:
                            fd: int) -> None:
         """(workers: N) Serve this worker's socket on the port every worker shares (`workers.entry_sockets`): the
         same protocol as the worker's own listener, which relays what other workers own."""
-        ssl_context = self.ssl_context if lc.tls else None
+        ssl_context = self.ssl_context_for(lc)
         addr = await listeners.start(partial(listen, bound=socket.socket(fileno=fd)), protocol, lc, self.connections,
                                      self.config.limits, ssl_context, conn_nursery)
         log.info("%s protocol also serves the workers' shared port %s:%d", protocol.name, addr[0], addr[1])

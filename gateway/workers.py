@@ -630,6 +630,7 @@ def _start_admin(config: Config, workers: list[_Worker]):
         return None
     from .admin.supervisor import SupervisorAdmin, WorkerView
     from .listeners import warn_if_exposed
+    from .security import authentication_required
     from .tls import server_ssl_context
 
     def addresses() -> list:
@@ -649,7 +650,7 @@ def _start_admin(config: Config, workers: list[_Worker]):
                             else exc) from None
     log.info("admin listening on http%s://%s:%d for every worker (/metrics, /ready, /health)", "s" if lc.tls else "",
              *admin.address)
-    warn_if_exposed(ADMIN, lc.host)
+    warn_if_exposed(ADMIN, lc.host, logins=authentication_required(config), tls=lc.tls)
     return admin
 
 

@@ -30,8 +30,10 @@ security (both; the gateway's `listeners.kafka.tls` / `auth.kafka_sasl_plain`, l
   ssl.cafile                  PEM file of the certificate(s) to trust (default: the system's store)
   ssl.checkHostname           true (default): the certificate must name the gateway's host
   sasl.username, sasl.password
-                              SASL/PLAIN credentials (required with SASL_*); the password is never shown in
+                              SASL credentials (required with SASL_*); the password is never shown in
                               plans or error messages
+  sasl.mechanism              PLAIN (default) | SCRAM-SHA-256 | SCRAM-SHA-512 (the password never crosses the
+                              connection)
 
 writing (`WriteOptions`)
   gateway                     as above (required)
@@ -58,7 +60,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from logway.clients.errors import AddressError
-from logway.clients.kafka import EARLIEST, LATEST, SECURITY_PROTOCOLS, KafkaConfig
+from logway.clients.kafka import EARLIEST, LATEST, SASL_MECHANISMS, SECURITY_PROTOCOLS, KafkaConfig
 from logway.codecs.compression import CODEC_NAMES
 
 from .errors import OptionError
@@ -77,7 +79,8 @@ _READ = {"gateway", "subscribe", "subscribepattern", "assign", "startingoffsets"
          "startingtimestamp", "startingoffsetsbytimestamp", "endingtimestamp", "endingoffsetsbytimestamp",
          "maxrecordsperpartition", "maxrecordspertrigger", "fetchmaxbytes", "failondataloss", "pushfilters"}
 _WRITE = {"gateway", "topic", "compression", "batchbytes", "transactiontimeoutms", "exactlyonce"}
-_SECURITY = {"security.protocol", "ssl.cafile", "ssl.checkhostname", "sasl.username", "sasl.password"}
+_SECURITY = {"security.protocol", "ssl.cafile", "ssl.checkhostname", "sasl.username", "sasl.password",
+             "sasl.mechanism"}
 _READ |= _SECURITY
 _WRITE |= _SECURITY
 _STREAM_ONLY = {"maxrecordspertrigger"}
@@ -151,7 +154,7 @@ _DISPLAY = {n.lower(): n for n in (
     "startingOffsetsByTimestamp endingTimestamp endingOffsetsByTimestamp maxRecordsPerPartition "
     "maxRecordsPerTrigger fetchMaxBytes failOnDataLoss pushFilters topic compression batchBytes "
     "transactionTimeoutMs exactlyOnce "
-    "security.protocol ssl.cafile ssl.checkHostname sasl.username sasl.password").split()}
+    "security.protocol ssl.cafile ssl.checkHostname sasl.username sasl.password sasl.mechanism").split()}
 
 
 def _display(name: str) -> str:
@@ -257,11 +260,15 @@ def _client(opts: dict) -> KafkaConfig:
     for name in ("ssl.cafile", "ssl.checkhostname"):
         if name in opts and not tls:
             raise OptionError(f"option {_display(name)} needs security.protocol SSL or SASL_SSL")
-    for name in ("sasl.username", "sasl.password"):
+    for name in ("sasl.username", "sasl.password", "sasl.mechanism"):
         if name in opts and not sasl:
             raise OptionError(f"option {name} needs security.protocol SASL_PLAINTEXT or SASL_SSL")
-        if sasl and not str(opts.get(name) or ""):
+        if sasl and name != "sasl.mechanism" and not str(opts.get(name) or ""):
             raise OptionError(f"security.protocol {protocol} needs the option {name}")
+    mechanism = str(opts.get("sasl.mechanism", "PLAIN")).strip().upper()
+    if mechanism not in SASL_MECHANISMS:
+        raise OptionError(f"option sasl.mechanism={opts['sasl.mechanism']!r}: expected one of "
+                          f"{', '.join(SASL_MECHANISMS)}")
     cafile = opts.get("ssl.cafile")
     gateway = opts.get("gateway")
     if not gateway or not isinstance(gateway, str):
@@ -270,7 +277,8 @@ def _client(opts: dict) -> KafkaConfig:
         return KafkaConfig.parse(gateway, client_id=CLIENT_ID, security_protocol=protocol,
                                  ssl_cafile=None if cafile is None else str(cafile),
                                  ssl_check_hostname=_bool(opts, "ssl.checkhostname", True),
-                                 sasl_username=opts.get("sasl.username"), sasl_password=opts.get("sasl.password"))
+                                 sasl_username=opts.get("sasl.username"), sasl_password=opts.get("sasl.password"),
+                                 sasl_mechanism=mechanism)
     except AddressError as exc:
         raise OptionError(f"option gateway: {exc}") from None
 

@@ -15,6 +15,7 @@ On disk:
     <data>/producer_ids                 the next block of producer ids (see logway.storage.sequences)
     <data>/transactions/                the transaction coordinator's durable state (see logway.storage.transactions)
     <data>/share_groups/                share groups' durable state (see logway.storage.share_state)
+    <data>/security/                    ACLs, SCRAM credentials and client quotas (see logway.storage.security)
     <data>/tmp/, <data>/trash/          topics being created / deleted (cleared on open)
     <data>/quarantine/                  damage set aside on open, each with a log line naming it: topic directories
                                         that cannot be opened, segments dropped by recovery, entries of the wrong
@@ -24,7 +25,8 @@ On disk:
     <data>/workers/<i>/.lock            flock held by worker i while it runs (the supervisor holds <data>/.lock)
     <data>/workers/<i>/producer_ids     worker i's own block of producer ids (i >= 1; worker 0 uses the shared one)
     <data>/workers/<i>/offsets/, transactions/   private stores of workers i >= 1, kept empty (worker 0 is the
-                                        group and transaction coordinator and owns the shared ones)
+                                        group and transaction coordinator and owns the shared ones; the others
+                                        read <data>/security/, which worker 0 writes)
     <data>/workers/admin.lock           flock taken around every topic creation, deletion and change
 
 Opening never fails on a damaged directory (only on one locked by another process, or an I/O error): segments
@@ -74,6 +76,7 @@ from .names import validate_topic_name
 from .cleaner import CleanPlan, CleanStats, CleanerSettings, Throttle, clean, plan
 from .offsets import OffsetStore
 from .share_state import ShareStateStore
+from .security import SecurityStore
 from .transactions import TransactionStore
 from .partition import PartitionLog, RecoveryReport
 from .openfiles import OpenFiles
@@ -84,7 +87,8 @@ log = logging.getLogger("logway.storage")
 
 #: Entries of a data directory that the engine owns; anything else is left alone with a warning.
 DATA_DIR_ENTRIES = frozenset({".lock", ".clean_shutdown", "topics", "tmp", "trash", "quarantine", "offsets",
-                              "producer_ids", "producer_ids.tmp", "transactions", "share_groups", "workers"})
+                              "producer_ids", "producer_ids.tmp", "transactions", "share_groups", "workers",
+                              "security"})
 #: After a damaged producer-id file, ids restart at (wall-clock ms) × this: above anything handed out before
 #: (blocks of 1000 ids cost one fsync each, so no allocator gets near a million ids per millisecond).
 PRODUCER_ID_FLOOR_PER_MS = 1_000_000
@@ -266,7 +270,7 @@ class LogEngine:
         self._topics_dir = os.path.join(self.data_dir, "topics")
         self.topics_by_name: dict[str, Topic] = {}
         self._ids: tuple[dict[str, Topic], dict[uuid.UUID, Topic]] = ({}, {})  # see `topic_by_id`
-        self.offsets = self.producer_ids = self.transactions = self.share_state = None
+        self.offsets = self.producer_ids = self.transactions = self.share_state = self.security = None
         try:
             self._open(share, worker, own_dir, lock_path, previous_owner)
         except BaseException:  # (out of descriptors, space, ...): nothing stays open
@@ -297,7 +301,13 @@ class LogEngine:
             self.offsets = self._open_offsets(os.path.join(stores, "offsets"))
             self.producer_ids = self._open_producer_ids(os.path.join(stores, "producer_ids"), first)
             self.transactions = self._open_transactions(os.path.join(stores, "transactions"))
-            self.share_state = self._open_transactions(os.path.join(stores, "share_groups"), ShareStateStore)
+            self.share_state = self._open_keyed(ShareStateStore, os.path.join(stores, "share_groups"),
+                                                "share_groups", "share groups' state starts empty")
+            if worker:  # the shared one, which worker 0 writes: every worker serves the same ACLs and users
+                self.security = SecurityStore(os.path.join(self.data_dir, "security"), read_only=True)
+            else:
+                self.security = self._open_keyed(SecurityStore, os.path.join(stores, "security"), "security",
+                                                 "ACLs, SCRAM credentials and client quotas start empty")
         for name in sorted(os.listdir(self.data_dir)) if worker is None else ():
             if name not in DATA_DIR_ENTRIES:
                 log.warning("%s: ignoring unknown entry %s", self.data_dir, name)
@@ -307,7 +317,7 @@ class LogEngine:
         for topic in self.topics_by_name.values():
             for plog in topic.partitions:
                 plog.close()
-        for store in (self.offsets, self.transactions, self.share_state):
+        for store in (self.offsets, self.transactions, self.share_state, self.security):
             if store is not None:
                 try:
                     store.close()
@@ -422,16 +432,18 @@ class LogEngine:
             self._set_aside(path, "offsets", f"cannot open the offset store ({exc})", "committed offsets start empty")
             return OffsetStore(path)
 
-    def _open_transactions(self, path: str, store: type[TransactionStore] = TransactionStore) -> TransactionStore:
-        """The transaction coordinator's store, or another of its kind (`store`: the share groups')."""
-        label = os.path.basename(path)
+    def _open_transactions(self, path: str) -> TransactionStore:
+        return self._open_keyed(TransactionStore, path, "transactions", "transaction states start empty")
+
+    def _open_keyed(self, cls: type[TransactionStore], path: str, name: str, consequence: str):
+        """A store of keyed JSON states (`TransactionStore` or a subclass) in `path`, set aside when damaged."""
         if os.path.lexists(path) and not os.path.isdir(path):
-            self._set_aside(path, label, "not a directory", f"{store.what} starts empty")
+            self._set_aside(path, name, "not a directory", consequence)
         try:
-            return store(path)
+            return cls(path)
         except (StorageError, IsADirectoryError, NotADirectoryError) as exc:
-            self._set_aside(path, label, f"cannot open the {store.what} ({exc})", f"{store.what} starts empty")
-            return store(path)
+            self._set_aside(path, name, f"cannot open the {cls.what} ({exc})", consequence)
+            return cls(path)
 
     def _open_producer_ids(self, path: str, first: int = 0) -> IdAllocator:
         """`first`: where a new allocator starts (a worker's range, see WORKER_PRODUCER_IDS)."""
@@ -846,7 +858,7 @@ class LogEngine:
                     p.close(durable=clean)
                 except (OSError, StorageError) as exc:
                     failed(exc)
-        for store in (self.offsets, self.transactions, self.share_state):  # (None: a supervisor's engine)
+        for store in (self.offsets, self.transactions, self.share_state, self.security):  # (None: a supervisor's)
             if store is not None:
                 try:
                     store.close()

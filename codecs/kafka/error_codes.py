@@ -96,6 +96,9 @@ class ErrorCode(IntEnum):
     UNSTABLE_OFFSET_COMMIT = 88  # pending transactional offset commits for the partition
     THROTTLING_QUOTA_EXCEEDED = 89  # a mutation quota was exceeded
     PRODUCER_FENCED = 90  # a newer producer with the same transactional id exists
+    RESOURCE_NOT_FOUND = 91  # e.g. a SCRAM credential that does not exist
+    DUPLICATE_RESOURCE = 92  # a resource named twice in one request
+    UNACCEPTABLE_CREDENTIAL = 93  # a SCRAM credential the broker refuses (iterations, empty user)
     UNKNOWN_TOPIC_ID = 100  # no topic has this topic id (KIP-516)
     INCONSISTENT_TOPIC_ID = 103  # the topic id given does not match the topic's
     FENCED_MEMBER_EPOCH = 110  # KIP-848: the member's epoch is fenced; it must rejoin with epoch 0

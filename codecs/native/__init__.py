@@ -16,7 +16,9 @@ Requests (server receives, client sends)::
     {"OffsetFetch": {"topic", "partition", "group_id": str}}
     {"CreateTopic": {"topic", "partitions"?: int >= 1}}      {"ListTopics": {}}
     {"DescribeTopic": {"topic", "details"?: bool, "partitions"?: [int], "at_timestamp"?: int}}  {"Ping": {}}
-    {"DeleteTopic": {"topic"}}                                {"Auth": {"token": str}}
+    {"DeleteTopic": {"topic"}}
+    {"Auth": {"token": str} | {"user": str, "password": str} | {"mechanism": "SCRAM-SHA-256"|"SCRAM-SHA-512",
+              "message": str}}
     {"CreatePartitions": {"topic", "partitions": int >= 1, "validate_only"?: bool}}
     {"DeleteRecords": {"topic", "partition", "offset": int >= -1}}
     {"AlterTopicConfig": {"topic", "set"?: {name: int|str}, "delete"?: [name, ...], "validate_only"?: bool}}
@@ -49,7 +51,7 @@ Responses (client receives, server sends)::
                                                 "size_bytes"?, "segments"?, "timestamp_offset"?}, ...],
                        "format"?: str}}
     {"Pong": {}}                             {"Error": {"message": str}}
-    {"Auth": {"authenticated": true}}
+    {"Auth": {"authenticated": bool, "message"?: str, "principal"?: str}}
     {"CreatePartitions": {"topic", "partitions"}}            {"DeleteRecords": {"log_start_offset"}}
     {"AlterTopicConfig": {"altered": bool}}                  {"DeleteGroupOffsets": {"deleted": int}}
     {"DescribeTopicConfig": {"topic", "configs": [{"name", "value": int|str, "source": "topic"|"broker"|"default",
@@ -86,8 +88,10 @@ without `topics` the partitions the group has committed; refused with an `Error`
 while its Kafka group is not Empty; with `validate_only` the plan is answered and nothing committed (`reset`:
 false).
 
-`Auth` is our extension for gateways configured with an access token: it must be the connection's first request;
-any other request before it, or a wrong token, is answered with an `Error` and the connection is closed.
+`Auth` is our extension for gateways that require a login (a user's password, SCRAM, or the legacy shared token):
+it must be the connection's first request; any other request before it, or a failed login, is answered with an
+`Error` and the connection is closed. A SCRAM login is two `Auth` requests (client-first, client-final), each
+answered with the server's message. The security administration (ACLs, users' SCRAM credentials) is in `security`.
 """
 
 from logway.codecs.native.connection import CLOSED, MAX_FRAME_BYTES, NEED_DATA, NativeConnection
@@ -145,9 +149,21 @@ from logway.codecs.native.events import (
     TxnQueryRequest,
     TxnResponse,
 )
+from logway.codecs.native.security import (AclEntry, AclsResponse, AlterUserRequest, AlterUserResponse,
+                                           CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest,
+                                           DeleteAclsResponse, DescribeAclsRequest, DescribeUsersRequest,
+                                           UserCredentials, UsersResponse)
 from logway.codecs.native.wire import encode_fetched
 
+#: Every request and response event: the log's (`events`) and the security administration's (`security`).
+Request = (Request | DescribeAclsRequest | CreateAclsRequest | DeleteAclsRequest | DescribeUsersRequest
+           | AlterUserRequest)
+Response = (Response | AclsResponse | CreateAclsResponse | DeleteAclsResponse | UsersResponse | AlterUserResponse)
+
 __all__ = [
+    "AclEntry", "AclsResponse", "AlterUserRequest", "AlterUserResponse", "CreateAclsRequest", "CreateAclsResponse",
+    "DeleteAclsRequest", "DeleteAclsResponse", "DescribeAclsRequest", "DescribeUsersRequest", "UserCredentials",
+    "UsersResponse",
     "CLOSED",
     "MAX_FRAME_BYTES",
     "NEED_DATA",

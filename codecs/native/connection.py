@@ -21,17 +21,18 @@ import orjson
 
 from logway.codecs.errors import LocalProtocolError, RemoteProtocolError
 from logway.codecs.native.events import EncodedRecords, FetchResponse, RelayedResponse
-from logway.codecs.native.wire import (
-    MAX_ARRAYS,
-    MAX_PRODUCE_RECORDS,
-    _REQUEST_DECODERS,
-    _REQUEST_ENCODERS,
-    _RESPONSE_DECODERS,
-    _RESPONSE_ENCODERS,
-    _Invalid,
-    _kind,
-    _obj,
-)
+from logway.codecs.native import security
+from logway.codecs.native.wire import _REQUEST_DECODERS as _LOG_REQUEST_DECODERS
+from logway.codecs.native.wire import _REQUEST_ENCODERS as _LOG_REQUEST_ENCODERS
+from logway.codecs.native.wire import _RESPONSE_DECODERS as _LOG_RESPONSE_DECODERS
+from logway.codecs.native.wire import _RESPONSE_ENCODERS as _LOG_RESPONSE_ENCODERS
+from logway.codecs.native.wire import MAX_ARRAYS, MAX_PRODUCE_RECORDS, _Invalid, _kind, _obj
+
+# Every request and response: the log's (`wire`) and the security administration's (`security`).
+_REQUEST_DECODERS = {**_LOG_REQUEST_DECODERS, **security.REQUEST_DECODERS}
+_REQUEST_ENCODERS = {**_LOG_REQUEST_ENCODERS, **security.REQUEST_ENCODERS}
+_RESPONSE_DECODERS = {**_LOG_RESPONSE_DECODERS, **security.RESPONSE_DECODERS}
+_RESPONSE_ENCODERS = {**_LOG_RESPONSE_ENCODERS, **security.RESPONSE_ENCODERS}
 from logway.codecs.stream import CLOSED, NEED_DATA, ReceiveBuffer
 
 # --------------------------------------------------------------------------------------------- bounds

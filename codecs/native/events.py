@@ -181,9 +181,15 @@ class PingRequest:
 
 @dataclass(frozen=True, slots=True)
 class AuthRequest:
-    """Extension: present the gateway's access token; must be the first request when the gateway requires one."""
+    """Extension: log in; the first request when the gateway requires one. One of: the gateway's shared `token`; a
+    `user` and its `password`; or a SCRAM exchange (`mechanism` SCRAM-SHA-256 or -512, `message` the client-first
+    message, then — after an `AuthResponse` carrying the server-first message — the client-final one)."""
 
-    token: str
+    token: str | None = None
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
+    mechanism: str | None = None
+    message: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -489,9 +495,13 @@ class PongResponse:
 
 @dataclass(frozen=True, slots=True)
 class AuthResponse:
-    """Answer to an accepted `AuthRequest` (a rejected one gets an `ErrorResponse` and the connection closes)."""
+    """Answer to an accepted `AuthRequest` (a rejected one gets an `ErrorResponse` and the connection closes):
+    `authenticated`, and the `principal` it now is; in a SCRAM exchange, `message` is the server's (the
+    server-first, with `authenticated` false; then the server-final)."""
 
     authenticated: bool
+    message: str | None = None
+    principal: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -440,6 +440,15 @@ def _txn_state(value: Any) -> str:
     return state
 
 
+def _auth_request(body: dict, _raw) -> AuthRequest:
+    """One of the three logins (see `AuthRequest`); a mix of them is refused."""
+    given = {k: _str(body[k], k) for k in ("token", "user", "password", "mechanism", "message")
+             if body.get(k) is not None}
+    if set(given) not in ({"token"}, {"user", "password"}, {"mechanism", "message"}):
+        raise _Invalid("Auth takes `token`, or `user` and `password`, or `mechanism` and `message` (SCRAM)")
+    return AuthRequest(**given)
+
+
 _REQUEST_DECODERS: dict[str, Decoder] = {
     "Produce": _produce_request,
     "Fetch": _fetch_request,
@@ -458,7 +467,7 @@ _REQUEST_DECODERS: dict[str, Decoder] = {
     "DescribeGroup": lambda body, _raw: DescribeGroupRequest(_str(_get(body, "group_id"), "group_id")),
     "ResetGroupOffsets": _reset_group_offsets_request,
     "Ping": lambda body, _raw: PingRequest(),
-    "Auth": lambda body, _raw: AuthRequest(_str(_get(body, "token"), "token")),
+    "Auth": _auth_request,
     "TxnEnd": lambda body, _raw: TxnEndRequest(*_txn_producer(body), _bool(_get(body, "committed"), "committed"),
                                                _txn_partitions(body)),
     "TxnQuery": lambda body, _raw: TxnQueryRequest(*_txn_producer(body), *_topic_partition(body)),
@@ -613,7 +622,9 @@ _RESPONSE_DECODERS: dict[str, Decoder] = {
     "DescribeGroup": _describe_group_response,
     "ResetGroupOffsets": _reset_group_offsets_response,
     "Pong": lambda body, _raw: PongResponse(),
-    "Auth": lambda body, _raw: AuthResponse(_bool(_get(body, "authenticated"), "authenticated")),
+    "Auth": lambda body, _raw: AuthResponse(_bool(_get(body, "authenticated"), "authenticated"),
+                                            _opt_str(body.get("message"), "message"),
+                                            _opt_str(body.get("principal"), "principal")),
     "Txn": lambda body, _raw: TxnResponse(_txn_state(_get(body, "state"))),
     "Error": lambda body, _raw: ErrorResponse(_str(_get(body, "message"), "message")),
 }
@@ -891,7 +902,10 @@ _REQUEST_ENCODERS: dict[type, Callable[[Any], dict]] = {
     DescribeGroupRequest: lambda e: {"DescribeGroup": {"group_id": _str(e.group_id, "group_id")}},
     ResetGroupOffsetsRequest: _enc_reset_group_offsets_request,
     PingRequest: lambda e: {"Ping": {}},
-    AuthRequest: lambda e: {"Auth": {"token": _str(e.token, "token")}},
+    AuthRequest: lambda e: {"Auth": {k: _str(v, k) for k, v in (("token", e.token), ("user", e.user),
+                                                                  ("password", e.password),
+                                                                  ("mechanism", e.mechanism),
+                                                                  ("message", e.message)) if v is not None}},
     TxnEndRequest: _enc_txn_end,
     TxnQueryRequest: lambda e: {"TxnQuery": {
         "producer_id": _int(e.producer_id, "producer_id", MAX_PRODUCER_ID), "epoch": _int(e.epoch, "epoch", MAX_EPOCH),
@@ -944,7 +958,9 @@ _RESPONSE_ENCODERS: dict[type, Callable[[Any], dict]] = {
         "reset": _bool(e.reset, "reset"),
     }},
     PongResponse: lambda e: {"Pong": {}},
-    AuthResponse: lambda e: {"Auth": {"authenticated": _bool(e.authenticated, "authenticated")}},
+    AuthResponse: lambda e: {"Auth": {"authenticated": _bool(e.authenticated, "authenticated"),
+                                      **{k: _str(v, k) for k, v in (("message", e.message),
+                                                                    ("principal", e.principal)) if v is not None}}},
     TxnResponse: lambda e: {"Txn": {"state": _txn_state(e.state)}},
     ErrorResponse: lambda e: {"Error": {"message": _str(e.message, "message")}},
 }

@@ -5,7 +5,7 @@ native client had sent it: the same steps, checks and errors as `logway topics �
 is the native answer's JSON: 200, or 400 with `{"Error": {"message"}}` when the gateway refused.
 
 `GET /api/console` tells the console what it may do: `{"actions": bool, "why": text | null, "auth": "none" |
-"token", "user": null}` — actions need the native listener enabled (they are native requests).
+"login", "user": the caller's principal}` — actions need the native listener enabled (they are native requests).
 
 Guards, because a browser sends these requests:
 - only the requests an operator's console needs (`CONSOLE_REQUESTS`: topics, their configs and records, groups and
@@ -13,8 +13,8 @@ Guards, because a browser sends these requests:
 - `Content-Type: application/json` (415 otherwise) and, when the browser says where the page came from (`Origin`,
   `Sec-Fetch-Site`), the admin listener itself (403 otherwise): another site's page cannot make a visitor's browser
   act (a cross-site JSON request needs a CORS preflight, which is never answered);
-- with `auth.native_token` set, `Authorization: Bearer <token>` (401 otherwise): the console is held to the native
-  listener's rule. (When users and ACLs exist, the console acts as the user it logged in as.)
+- the caller the admin listener authenticated (`access.py`: a user, the token, or the listener's principal) is held
+  to the ACLs as a native client would be (`protocols/native/authz.py`): a refusal is 403 with the native `Error`.
 
 Each action is logged (INFO) with the client's address.
 """
@@ -67,29 +67,26 @@ def refused_by_guards(request: HttpRequest) -> HttpAnswer | None:
 
 
 class ConsoleActions:
-    def __init__(self, gateway: Gateway) -> None:
+    def __init__(self, gateway: Gateway, access) -> None:
         self.gateway = gateway
-        self.token = gateway.config.auth.native_token
+        self.access = access
 
-    def session(self) -> dict[str, Any]:
-        """What the console may do (`GET /api/console`)."""
+    def session(self, caller) -> dict[str, Any]:
+        """What the console may do (`GET /api/console`), and as whom."""
         native = self.gateway.config.listeners.get("native")
         why = None if native is not None and native.enabled else \
             "the console's actions are native requests: enable listeners.native"
-        return {"actions": why is None, "why": why, "auth": "token" if self.token else "none", "user": None}
+        return {"actions": why is None, "why": why, "auth": "login" if self.access.required else "none",
+                "user": None if caller is None else caller.principal}
 
-    async def request(self, request: HttpRequest) -> HttpAnswer:
-        """`POST /api/request`: one native request, answered by the native handler."""
+    async def request(self, request: HttpRequest, caller) -> HttpAnswer:
+        """`POST /api/request`: one native request, authorized for `caller` and answered by the native handler."""
         refused = refused_by_guards(request)
         if refused is not None:
             return refused
-        if self.token and not self._authorized(request.headers.get("authorization", "")):
-            return 401, [("Content-Type", "application/json"), ("Cache-Control", "no-store"),
-                         ("WWW-Authenticate", 'Bearer realm="logway"')], \
-                b'{"Error":{"message":"authentication required: the gateway\'s access token (auth.native_token)"}}'
         protocol = self.gateway.protocols.get("native")
         if protocol is None:
-            why = self.session()["why"] or "the gateway is starting or stopping"
+            why = self.session(caller)["why"] or "the gateway is starting or stopping"
             return _json(503, {"Error": {"message": why}})
         codec = NativeConnection("server", max_frame=self.gateway.config.limits.max_frame_bytes)
         codec.receive_data(_LENGTH.pack(len(request.body)) + request.body)
@@ -100,19 +97,15 @@ class ConsoleActions:
         name = type(event).__name__.removesuffix("Request")  # (the request's name on the wire)
         if type(event) not in CONSOLE_REQUESTS:
             return _json(400, {"Error": {"message": f"the console does not send {name} requests"}})
-        log.info("admin: %s: console %s%s", request.peer or "?", name, _subject(event))
-        answer = await protocol.handler.handle(event)
+        log.info("admin: %s: console %s as %s%s", request.peer or "?", name, caller.principal, _subject(event))
+        answer = await protocol.handle_as(event, caller)
         if type(answer) is HandOver:  # (workers: N) another worker's partition: its answer, relayed
             answer = await answer.relay()
         failed = type(answer) is ErrorResponse or (type(answer) is RelayedResponse and answer.error_code)
-        return 400 if failed else 200, [("Content-Type", "application/json"), ("Cache-Control", "no-store")], \
+        status = 403 if failed and type(answer) is ErrorResponse and answer.message.startswith("not authorized") \
+            else 400 if failed else 200
+        return status, [("Content-Type", "application/json"), ("Cache-Control", "no-store")], \
             codec.send(answer)[_LENGTH.size:]
-
-    def _authorized(self, header: str) -> bool:
-        from ..protocols.native import token_matches
-
-        scheme, _, given = header.partition(" ")
-        return scheme.lower() == "bearer" and token_matches(self.token, given.strip())
 
 
 def _subject(event) -> str:

@@ -5,16 +5,18 @@
 | `/` (and `/console.js`, `/console.css`) | the console: static HTML, CSS and vanilla JS, packaged with the gateway |
 | `/metrics` | Prometheus text format (`metrics.GatewayMetrics`) |
 | `/health` | 200 while the process runs |
-| `/ready` | 200 once storage is open and every enabled listener is bound; 503 before, and from shutdown on |
+| `/ready` | 200 once storage is open and every enabled listener is bound; 503 before, and from shutdown on (its
+  listeners and memory figures to whom may Describe the cluster, where logins are required) |
 | `/api/topics` | topics, their format and partitions: offsets, size, segments, records appended |
 | `/api/groups` | consumer groups: committed offsets and lag per partition, type and members of live Kafka groups |
 | `/api/rates` | per protocol, records and bytes per second in and out, sampled each second (the last minutes) |
 | `/api/topics/<t>/partitions/<p>/messages?…` | the message browser and search (`browse.py`) |
-| `/api/console` | what the console may do: its actions, and the login they need (`actions.py`) |
+| `/api/console` | what the console may do: its actions, the login they need, and who it is (`actions.py`; answered
+  without a login) |
 | `POST /api/request` | the console's actions: one native request, answered by the native handler (`actions.py`) |
 
 Everything but `POST /api/request` is GET/HEAD only (405 otherwise); JSON answers are `application/json` and never
-cached.
+cached. Who may ask what (the Host check, the login, the ACLs of each endpoint): `access.py`.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import trio
 
+from ..security import CLUSTER, Operation, ResourceType
+from .access import AdminAccess
 from .actions import ConsoleActions
 from .browse import messages
 from .http import NO_STORE as _NO_STORE
@@ -98,75 +102,106 @@ class AdminApi:
     def __init__(self, gateway: Gateway, sampler: RateSampler) -> None:
         self.gateway = gateway
         self.sampler = sampler
-        self.actions = ConsoleActions(gateway)
+        self.access = AdminAccess(gateway)
+        self.actions = ConsoleActions(gateway, self.access)
 
     async def handle(self, request: HttpRequest) -> HttpAnswer:
         method, target = request.method, request.target
         try:
             parts = urlsplit(target)
             path = parts.path or "/"
+            access = self.access
+            misdirected = access.misdirected(request, path)
+            if misdirected is not None:
+                return misdirected
             if path == "/api/request":
                 if method != "POST":
                     return _text(405, "the console's actions are POSTed", [("Allow", "POST")])
                 if not self.gateway.storage_open:
                     return _json(503, {"Error": {"message": "the gateway is starting or stopping"}})
-                return await self.actions.request(request)
+                caller = await access.caller(request)
+                if caller is None:
+                    return access.unauthorized(request)
+                return await self.actions.request(request, caller)
             if method not in ("GET", "HEAD"):
                 return _text(405, f"method {method} not allowed: the admin endpoints are GET only",
                              [("Allow", "GET, HEAD")])
             if path in _STATIC:
                 return console_file(path)
-            if path == "/metrics":
-                text = await self.gateway.metrics.exposition_in_steps()
-                return 200, [("Content-Type", CONTENT_TYPE), _NO_STORE], text
             if path == "/health":
                 return _json(200, {"status": "live"})
             if path == "/ready":
-                return self._ready()
+                caller = await access.caller(request) if request.headers.get("authorization") else None
+                return self._ready(caller is not None and self._may_describe_cluster(caller, quiet=True))
+            caller = await access.caller(request)
+            if path == "/api/console":  # what the console may do, and as whom (no one yet: it asks for a login)
+                return _json(200, self.actions.session(caller))
+            if caller is None:
+                return access.unauthorized(request)
+            if path == "/metrics":
+                if not self._may_describe_cluster(caller):
+                    return access.forbidden("the metrics need Describe on the cluster")
+                exposition = await self.gateway.metrics.exposition_in_steps()
+                return 200, [("Content-Type", CONTENT_TYPE), _NO_STORE], exposition
             if path.startswith("/api/"):
-                return await self._api(path, parse_qs(parts.query))
+                return await self._api(path, parse_qs(parts.query), caller)
             return _json(404, {"error": f"not found: {path}"})
         except Exception as exc:  # a bug must not cost the connection more than this answer
             log.exception("admin: %s %s failed", method, target[:200])
             return _json(500, {"error": f"internal error: {type(exc).__name__}"})
 
+    def _may_describe_cluster(self, caller, *, quiet: bool = False) -> bool:
+        """Describe on the cluster (while storage opens, before any ACL is read: where no login is required)."""
+        if self.gateway.security is None:
+            return not self.access.required
+        return self.access.may_describe_cluster(caller, quiet=quiet)
+
     # -- probes ----------------------------------------------------------------------------------------------
-    def _ready(self) -> HttpAnswer:
+    def _ready(self, full: bool) -> HttpAnswer:
+        """Ready or not, to anyone; the listeners and the memory figures to whom may Describe the cluster."""
         gw = self.gateway
-        listeners = {name: f"{host}:{port}" for name, (host, port) in sorted(gw.addresses.items())}
         ready = gw.ready
-        files = gw.engine.files if gw.storage_open else None
-        body = {"ready": ready, "state": gw.state, "storage_open": gw.storage_open, "listeners": listeners,
-                "memory": {"limit_bytes": gw.memory.limit, "used_bytes": gw.memory.used,
-                           "exhausted": gw.memory.exhausted},
-                "descriptors": {"open": gw.descriptors.open, "limit": resource.getrlimit(resource.RLIMIT_NOFILE)[0],
-                                "segment_files_open": len(files) if files is not None else 0,
-                                "segment_files_limit": files.limit if files is not None else 0}}
+        body: dict[str, Any] = {"ready": ready, "state": gw.state}
+        if full or not self.access.required:
+            files = gw.engine.files if gw.storage_open else None
+            body["storage_open"] = gw.storage_open
+            body["listeners"] = {name: f"{host}:{port}" for name, (host, port) in sorted(gw.addresses.items())}
+            body["memory"] = {"limit_bytes": gw.memory.limit, "used_bytes": gw.memory.used,
+                              "exhausted": gw.memory.exhausted}
+            body["descriptors"] = {"open": gw.descriptors.open,
+                                   "limit": resource.getrlimit(resource.RLIMIT_NOFILE)[0],
+                                   "segment_files_open": len(files) if files is not None else 0,
+                                   "segment_files_limit": files.limit if files is not None else 0}
         return _json(200 if ready else 503, body)
-        return _json(200 if gw.ready else 503, body)
 
     # -- JSON ------------------------------------------------------------------------------------------------
-    async def _api(self, path: str, query: dict[str, list[str]]) -> HttpAnswer:
+    async def _api(self, path: str, query: dict[str, list[str]], caller) -> HttpAnswer:
         segments = [unquote(s) for s in path.split("/")[2:]]
         if segments == ["rates"]:
+            if not self._may_describe_cluster(caller):
+                return self.access.forbidden("the rates need Describe on the cluster")
             return _json(200, self.sampler.rates())
-        if segments == ["console"]:
-            return _json(200, self.actions.session())
-        if not self.gateway.storage_open:
+        if not self.gateway.storage_open or self.gateway.security is None:
             return _json(503, {"error": "storage is not open (the gateway is starting or stopping)"})
         if segments == ["topics"]:
-            return _json(200, {"topics": self.topics()})
+            return _json(200, {"topics": self.topics(caller)})
         if segments == ["groups"]:
-            return _json(200, {"groups": self.groups()})
+            return _json(200, {"groups": self.groups(caller)})
         if len(segments) == 5 and segments[0] == "topics" and segments[2] == "partitions" \
                 and segments[4] == "messages":
+            if not self.access.may(caller, Operation.READ, ResourceType.TOPIC, segments[1]):
+                return self.access.forbidden(f"{caller.principal} may not READ TOPIC {segments[1]!r}")
             return await messages(self.gateway, segments[1], segments[3], query)
         return _json(404, {"error": f"not found: {path}"})
 
-    def topics(self) -> list[dict[str, Any]]:
+    def topics(self, caller) -> list[dict[str, Any]]:
+        """The topics `caller` may Describe."""
         metrics = self.gateway.metrics
+        sees = self.access.sees
         out = []
         for topic in self.gateway.engine.topics():
+            if not sees(caller, Operation.DESCRIBE, ResourceType.TOPIC, topic.name):
+                continue
             partitions = []
             for plog in topic.partitions:
                 records, size = metrics.appends.get(plog, (0, 0))
@@ -180,8 +215,11 @@ class AdminApi:
                         "records": sum(p["log_end_offset"] - p["log_start_offset"] for p in partitions)})
         return out
 
-    def groups(self) -> list[dict[str, Any]]:
+    def groups(self, caller) -> list[dict[str, Any]]:
+        """The groups `caller` may Describe, with the partitions of the topics it may Describe."""
         gw = self.gateway
+        sees = self.access.sees
+        everyone = sees(caller, Operation.DESCRIBE, *CLUSTER)
         engine = gw.engine
         partitions = {(t.name, p.partition): p for t in engine.topics() for p in t.partitions}
         groups: dict[str, dict[str, Any]] = {}
@@ -193,6 +231,8 @@ class AdminApi:
             return groups[group_id]
 
         for row in group_offsets(engine, partitions):
+            if not sees(caller, Operation.DESCRIBE, ResourceType.TOPIC, row["topic"]):
+                continue
             g = group(row["group"])
             g["partitions"].append({k: row[k] for k in ("topic", "partition", "committed", "end", "lag",
                                                          "metadata", "commit_time_ms")})
@@ -203,7 +243,8 @@ class AdminApi:
             g["members"] = [{"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
                              "group_instance_id": m.instance_id, "assignment": [[t, p] for t, p in m.partitions]}
                             for m in v.members]
-        return [groups[name] for name in sorted(groups)]
+        return [groups[name] for name in sorted(groups)
+                if everyone or sees(caller, Operation.DESCRIBE, ResourceType.GROUP, name)]
 
 
 def console_file(path: str) -> HttpAnswer | None:

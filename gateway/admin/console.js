@@ -48,9 +48,28 @@ function number(n) {
   return n === null || n === undefined ? "—" : Number(n).toLocaleString("en-US");
 }
 
+// -- who the console is: the login it sends with every request (HTTP Basic or the access token) ----------------------
+let credentials = sessionStorage.getItem("logway-auth") || "";
+
+function requestHeaders(extra) {
+  // X-Logway-Console: a refused login gets no Basic challenge (the browser's own dialog), the console asks itself
+  const headers = Object.assign({ "X-Logway-Console": "1" }, extra || {});
+  if (credentials) headers.Authorization = credentials;
+  return headers;
+}
+
+function loginNeeded() {
+  $("login").hidden = false;
+  $("login").textContent = "log in";
+}
+
 async function getJSON(path) {
-  const response = await fetch(path, { cache: "no-store" });
+  const response = await fetch(path, { cache: "no-store", headers: requestHeaders() });
   const body = await response.json().catch(() => ({}));
+  if (response.status === 401) {
+    loginNeeded();
+    throw new Error("log in first: " + (body.error || "the gateway asks who you are"));
+  }
   if (!response.ok) throw new Error(body.error || `${path}: HTTP ${response.status}`);
   return body;
 }
@@ -120,17 +139,15 @@ function confirmed(text, verb) {
 
 // -- actions: native requests through /api/request ----------------------------------------------------------------------
 let session = { actions: false, auth: "none", user: null };
-let token = sessionStorage.getItem("logway-token") || "";
 
 async function native(request) {
-  const headers = { "Content-Type": "application/json" };
-  if (token) headers.Authorization = "Bearer " + token;
+  const headers = requestHeaders({ "Content-Type": "application/json" });
   const response = await fetch("/api/request", { method: "POST", headers, body: JSON.stringify(request),
     cache: "no-store" });
   const answer = await response.json().catch(() => ({}));
   if (response.status === 401) {
-    $("login").hidden = false;
-    throw new Error("log in first: " + ((answer.Error || {}).message || "the gateway wants its access token"));
+    loginNeeded();
+    throw new Error("log in first: " + ((answer.Error || {}).message || "the gateway asks who you are"));
   }
   if (answer.Error) throw new Error(answer.Error.message);
   if (!response.ok) throw new Error(`HTTP ${response.status}`);
@@ -186,17 +203,24 @@ async function refreshSession() {
     return;  // (asked again at the next refresh)
   }
   document.body.classList.toggle("can-act", session.actions);
-  $("login").hidden = session.auth !== "token";
-  $("login").textContent = token ? "logged in" : "log in";
+  $("login").hidden = session.auth !== "login" && !credentials;
+  $("login").textContent = credentials ? `logged in as ${session.user}` : "log in";
+}
+
+function basic(user, password) {
+  // HTTP Basic of UTF-8 text: btoa takes bytes as a string of char codes
+  return "Basic " + btoa(String.fromCharCode(...encoder.encode(user + ":" + password)));
 }
 
 function login() {
   const dialog = $("login-dialog");
   dialog.addEventListener("close", () => {
     if (dialog.returnValue === "ok") {
-      token = $("login-token").value;
-      sessionStorage.setItem("logway-token", token);
-      $("login").textContent = token ? "logged in" : "log in";
+      const user = $("login-user").value, password = $("login-password").value, token = $("login-token").value;
+      credentials = user ? basic(user, password) : (token ? "Bearer " + token : "");
+      $("login-password").value = $("login-token").value = "";
+      sessionStorage.setItem("logway-auth", credentials);
+      refreshSession().then(refresh);
     }
   }, { once: true });
   dialog.returnValue = "";
@@ -207,7 +231,7 @@ function login() {
 async function refreshStatus() {
   const badge = $("status");
   try {
-    const response = await fetch("/ready", { cache: "no-store" });
+    const response = await fetch("/ready", { cache: "no-store", headers: requestHeaders() });
     const ready = await response.json();
     badge.textContent = ready.ready ? "ready" : ready.state;
     badge.className = "badge " + (ready.ready ? "ok" : "bad");

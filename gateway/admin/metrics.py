@@ -220,6 +220,7 @@ class GatewayCollector(Collector):
                                   "taken as another reader had transcoded them",
                                   value=cache.batches_shared if cache is not None else 0)
         yield from self._relays(gw)
+        yield from self._security(gw.security)
         yield from self._expired(gw)
         yield from self._cleaner(gw.cleaner)
         yield from self._durability(gw.committer.stats)
@@ -242,6 +243,22 @@ class GatewayCollector(Collector):
         if m.calls is not None:
             yield CounterMetricFamily("logway_python_calls", "Python and C function calls of the event loop's "
                                       "thread (only with count_calls: true, a benchmark aid)", value=m.calls.calls)
+
+    @staticmethod
+    def _security(security) -> Iterator[Metric]:
+        """Refusals of the authorizer, per protocol, operation and resource type (`security.Authorizer.denied`), and
+        the clients throttled by their quotas (`security.quotas.Quotas.throttled`)."""
+        denied = CounterMetricFamily("logway_authorization_denied", "Operations refused by the ACLs, per protocol "
+                                     "(the admin listener's included), operation and resource type",
+                                     labels=["protocol", "operation", "resource_type"])
+        for (protocol, operation, rtype), count in sorted(security.authorizer.denied.items() if security else ()):
+            denied.add_metric([protocol, operation, rtype], count)
+        yield denied
+        throttled = CounterMetricFamily("logway_quota_throttles", "Requests that took a client past a quota (it was "
+                                        "throttled), per quota key", labels=["quota"])
+        for key, count in sorted(security.quotas.throttled.items() if security else ()):
+            throttled.add_metric([key], count)
+        yield throttled
 
     @staticmethod
     def _expired(gw) -> Iterator[Metric]:

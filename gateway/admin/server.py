@@ -27,7 +27,7 @@ class AdminServer:
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Bind, report the bound (host, port), and serve until cancelled (the rate sampler alongside)."""
         lc = self.config
-        ssl_context = self.gateway.ssl_context if lc.tls else None
+        ssl_context = self.gateway.ssl_context_for(lc)
         timeout = self.gateway.config.limits.request_timeout_ms / 1000
         async with trio.open_nursery() as nursery:
             address = await nursery.start(serve_http, lc.host, lc.port, self.api.handle, self.connections, timeout,

@@ -16,7 +16,9 @@ ports (configured port + 1 + i; `admin.i` in the ready file):
   `/api/topics/<t>/partitions/<p>/messages` (asked of the partition's owner), and the console's actions
   (`POST /api/request`, `/api/console`: worker 0's, whose native handler relays to the owners).
 
-Each worker is asked over its own admin address (`SCRAPE_TIMEOUT` seconds at most, the workers at once); a worker
+Each worker is asked over its own admin address with the client's Host and Authorization headers, so each checks who
+asks (`access.py`) and a refusal (401, 403, 421) is passed on as it is (`SCRAPE_TIMEOUT` seconds at most, the
+workers at once); a worker
 that does not answer — stopped, being started again — leaves its series out of that scrape and reads
 `logway_worker_up 0`. With TLS the workers are asked over TLS and must present the configured certificate.
 """
@@ -28,6 +30,7 @@ import logging
 import ssl
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Callable
 from urllib.parse import unquote
 
@@ -54,8 +57,10 @@ __all__ = ["SCRAPE_TIMEOUT", "SupervisorAdmin", "WorkerView", "merge_expositions
 SCRAPE_TIMEOUT = 5.0
 #: The most of a worker's answer the supervisor reads (a worker's metrics are some hundreds of KiB at most).
 MAX_ANSWER_BYTES = 64 * 1024 * 1024
-#: The headers of a console action passed on to worker 0: its checks (`actions.refused_by_guards`) and login.
-_FORWARDED = frozenset({"content-type", "origin", "host", "sec-fetch-site", "authorization"})
+#: The headers passed on to the workers: the console's checks (`actions.refused_by_guards`), the Host and the login.
+_FORWARDED = frozenset({"content-type", "origin", "host", "sec-fetch-site", "authorization", "x-logway-console"})
+#: A worker's answers that refuse the client (a login, an ACL, a Host): the supervisor answers them as they are.
+_REFUSALS = frozenset({401, 403, 421})
 
 
 class WorkerView:
@@ -128,6 +133,7 @@ class SupervisorAdmin:
         self.connections = AdminConnections()
         self.address: tuple[str, int] | None = None
         self._pool = ThreadPoolExecutor(max_workers=min(view.count, 16), thread_name_prefix="admin-scrape")
+        self._caller = threading.local()  # the client's headers (and a worker's refusal) while its request is asked
         self._thread: threading.Thread | None = None
         self._token: trio.lowlevel.TrioToken | None = None
         self._scope: trio.CancelScope | None = None
@@ -188,6 +194,9 @@ class SupervisorAdmin:
     async def _answer(self, request: HttpRequest) -> HttpAnswer:
         method, target = request.method, request.target
         path = target.split("?", 1)[0] or "/"
+        # Who asks is each worker's to check (`access.py`: the Host, the login, the ACLs): asked with the client's
+        # Host and Authorization, a worker that refuses (401, 403, 421) is answered as it answered.
+        self._caller.headers = {name: value for name, value in request.headers.items() if name in _FORWARDED}
         if path in ("/api/request", "/api/console") and (path == "/api/console") == (method in ("GET", "HEAD")):
             return await trio.to_thread.run_sync(self._to_worker_0, request, abandon_on_cancel=True)
         if method not in ("GET", "HEAD"):
@@ -195,25 +204,36 @@ class SupervisorAdmin:
                          [("Allow", "GET, HEAD")])
         if path == "/health":
             return _json(200, {"status": "live", "workers": self.view.count})
+        handler = None
         if path == "/metrics":
-            return await trio.to_thread.run_sync(self._metrics, abandon_on_cancel=True)
-        if path == "/ready":
-            return await trio.to_thread.run_sync(self._ready, abandon_on_cancel=True)
+            handler = self._metrics
+        elif path == "/ready":
+            handler = self._ready
         console = console_file(path)
         if console is not None:
             return console
         segments = [unquote(s) for s in path.split("/")[2:]] if path.startswith("/api/") else []
         if segments == ["topics"]:
-            return await trio.to_thread.run_sync(self._topics, abandon_on_cancel=True)
-        if segments == ["groups"]:
-            return await trio.to_thread.run_sync(self._groups, abandon_on_cancel=True)
-        if segments == ["rates"]:
-            return await trio.to_thread.run_sync(self._rates, abandon_on_cancel=True)
-        if len(segments) == 5 and segments[0] == "topics" and segments[2] == "partitions" \
+            handler = self._topics
+        elif segments == ["groups"]:
+            handler = self._groups
+        elif segments == ["rates"]:
+            handler = self._rates
+        elif len(segments) == 5 and segments[0] == "topics" and segments[2] == "partitions" \
                 and segments[4] == "messages":
-            return await trio.to_thread.run_sync(self._messages, segments[1], segments[3], target,
-                                                 abandon_on_cancel=True)
-        return _json(404, {"error": f"not found: {path[:200]}"})
+            handler = partial(self._messages, segments[1], segments[3], target)
+        if handler is None:
+            return _json(404, {"error": f"not found: {path[:200]}"})
+        headers = self._caller.headers
+        return await trio.to_thread.run_sync(lambda: self._as(headers, handler), abandon_on_cancel=True)
+
+    def _as(self, headers: dict[str, str], handler) -> HttpAnswer:
+        """`handler()` in a worker thread asking the workers with the client's `headers`; a worker's refusal of the
+        client (401, 403, 421) is the answer."""
+        self._caller.headers = headers
+        self._caller.refusal = None
+        answer = handler()
+        return self._caller.refusal or answer
 
     def _metrics(self) -> HttpAnswer:
         answers = self._ask_all("/metrics")
@@ -268,7 +288,8 @@ class SupervisorAdmin:
         """Worker 0's groups (it keeps every committed offset and the Kafka groups), with the end and lag of the
         partitions the other workers own filled in from their topics."""
         addresses = self.view.admin_addresses()
-        coordinator = self._pool.submit(self._ask, addresses[0], "/api/groups") if addresses and addresses[0] \
+        coordinator = self._pool.submit(self._ask, addresses[0], "/api/groups", "GET", None,
+                                        self._caller.headers) if addresses and addresses[0] \
             else None
         topics, _ = self._merged_topics()
         try:
@@ -322,7 +343,7 @@ class SupervisorAdmin:
         try:
             if address is None:
                 raise OSError("not started")
-            status, body = self._ask(address, target)
+            status, body = self._ask(address, target, "GET", None, self._caller.headers)
         except (OSError, http.client.HTTPException, ValueError):
             return _json(503, {"error": f"worker {owner}, the partition's owner, did not answer"})
         return status, [("Content-Type", "application/json"), NO_STORE], body
@@ -342,16 +363,21 @@ class SupervisorAdmin:
         return status, [("Content-Type", "application/json"), NO_STORE], body
 
     def _ask_all(self, path: str) -> dict[int, tuple[int, bytes]]:
-        """(status, body) of `path` from every worker that answered (its admin address known), asked at once."""
+        """(status, body) of `path` from every worker that answered (its admin address known), asked at once with
+        the client's headers; a refusal of the client is kept (`_as` answers it)."""
         addresses = self.view.admin_addresses()
-        jobs = {i: self._pool.submit(self._ask, address, path) for i, address in enumerate(addresses)
-                if address is not None}
+        headers = getattr(self._caller, "headers", {})
+        jobs = {i: self._pool.submit(self._ask, address, path, "GET", None, headers)
+                for i, address in enumerate(addresses) if address is not None}
         out = {}
         for i, job in jobs.items():
             try:
                 out[i] = job.result()
             except (OSError, http.client.HTTPException, ValueError) as exc:
                 log.debug("admin: worker %d did not answer %s: %s", i, path, exc)
+        for status, body in out.values():
+            if status in _REFUSALS and getattr(self._caller, "refusal", None) is None:
+                self._caller.refusal = status, [("Content-Type", "application/json"), NO_STORE], body
         return out
 
     def _ask(self, address, path: str, method: str = "GET", body: bytes | None = None,

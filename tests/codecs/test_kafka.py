@@ -68,6 +68,7 @@ _INT = {
     "q": lambda n: ((n * 11400714819323198485) % 2**64) - 2**63,
     "L": lambda n: (n * 2654435761) % 2**32,
     "?": lambda n: n % 2 == 1,
+    "d": lambda n: n + 0.25,  # float64 (client quotas)
 }
 
 
@@ -223,7 +224,8 @@ def test_registry_supports_kafka_41_versions():
                          21: (0, 2), 32: (0, 4), 33: (0, 2), 35: (0, 4), 37: (0, 3), 42: (0, 2), 44: (0, 1),
                          47: (0, 0), 60: (0, 2),  # admin
                          68: (0, 1), 69: (0, 1),  # KIP-848
-                         76: (1, 1), 77: (1, 1), 78: (1, 1), 79: (1, 1), 90: (0, 0), 91: (0, 0), 92: (0, 0)}  # KIP-932
+                         76: (1, 1), 77: (1, 1), 78: (1, 1), 79: (1, 1), 90: (0, 0), 91: (0, 0), 92: (0, 0),  # KIP-932
+                         29: (0, 3), 30: (0, 3), 31: (0, 3), 48: (0, 1), 49: (0, 1), 50: (0, 0), 51: (0, 0)}  # security
     assert registry.API_KEYS[22] == "InitProducerId" and registry.API_KEYS[68] == "ConsumerGroupHeartbeat"
     with pytest.raises(KeyError):
         request_schema(0, 14)
@@ -413,9 +415,10 @@ def _old_classes():
 
 OLD = _old_classes()
 # Old schemas that do not describe the wire layout: DescribeLogDirs v0 declares each topic's partitions as one
-# int32 (an array in Kafka), CreatePartitions nests count/assignments in a struct of its own. (The JSON-driven
-# messages above check those layouts.)
-OLD_WRONG = {(35, 0, "request"), (37, 0, "request"), (37, 1, "request")}
+# int32 (an array in Kafka), CreatePartitions nests count/assignments in a struct of its own, DescribeAcls v2 is
+# declared with the classic types (Kafka's JSON: flexible from v2). (The JSON-driven messages above check those
+# layouts.)
+OLD_WRONG = {(35, 0, "request"), (37, 0, "request"), (37, 1, "request"), (29, 2, "request"), (29, 2, "response")}
 OLD_CASES = [(k, v, kind) for k, v in ALL for kind in ("request", "response")
              if (k, v, kind) in OLD and (k, v, kind) not in OLD_WRONG]
 

@@ -197,3 +197,12 @@ def test_lean_discover_partitions_agrees_with_the_tank_client(gateway):
             missing.discover_answer(conn.buf, s, e)
     finally:
         conn.close()
+
+
+def test_every_row_runs_under_acls():
+    """`--acls`: nothing is open without an ACL; the rows' clients are given what they need among ACL_NOISE other
+    bindings, so every request is authorized (a refused one would be an AnswerError)."""
+    settings = RequestsSettings(requests=20, warmup=2, acls=True)
+    results = bench_requests(settings)
+    assert [(r.protocol, r.request) for r in results] == ROWS
+    assert "ACLs: on" in format_results(results, settings)

@@ -1,7 +1,8 @@
 """The console as an operator's tool, in headless Chromium against a real gateway process (issue 39): every action
 — create and delete a topic, alter its config, add partitions, produce a test message, delete records, reset a
 group's offsets after its dry run — confirmed in the page and seen done on the gateway; the message search; one time
-format with its zone; rate charts with a time axis; the login a gateway with an access token asks for. Screenshots
+format with its zone; rate charts with a time axis; the login a gateway that requires one asks for (the access
+token, or a user held to its ACLs, issue 34). Screenshots
 of each step are kept as artifacts (the test's tmp dir, and $LOGWAY_ARTIFACTS when set)."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import shutil
 import pytest
 
 from logway.clients.native import NativeClient
+from logway.codecs import native as nv
 from logway.codecs.records import Record
 from logway.pipeline.producer import partition_for_key
 
@@ -95,8 +97,10 @@ def shots(tmp_path):
 
 
 def severe_errors(driver) -> list:
-    """Script errors and policy violations the browser logged (an answer the test asked to be refused is not one)."""
-    return [e for e in driver.get_log("browser") if e["level"] == "SEVERE" and "/api/request" not in e["message"]]
+    """Script errors and policy violations the browser logged (an answer the test asked to be refused is not one,
+    nor one refused for want of a login or of an ACL the test did not give)."""
+    return [e for e in driver.get_log("browser") if e["level"] == "SEVERE" and "/api/request" not in e["message"]
+            and "status of 401" not in e["message"] and "status of 403" not in e["message"]]
 
 
 def test_every_action_confirmed_and_done_on_the_gateway(tmp_path, chromium, shots):
@@ -265,9 +269,13 @@ def test_search_times_and_charts(tmp_path, chromium, shots):
 
 def test_a_gateway_with_an_access_token_asks_the_console_to_log_in(tmp_path, chromium, shots):
     with GatewayProcess(str(tmp_path / "data"), "log_level=WARNING", "auth.native_token=s3cret") as gw:
+        with NativeClient(*gw.native, token="s3cret") as c:
+            c.create_topic("hidden", 1)
         page = Page(chromium, "http://%s:%d/" % gw.addresses["admin"], shots)
         By = page.By
         page.until(lambda d: d.find_element(By.ID, "login").is_displayed())
+        assert "log in first" in page.find("#updated").text  # nothing is shown before the login
+        assert page.texts("#topics tbody tr") == []
         page.click("#new-topic")
         page.fill("#create-name", "guarded")
         page.click("#create-topic button[type=submit]")
@@ -278,9 +286,48 @@ def test_a_gateway_with_an_access_token_asks_the_console_to_log_in(tmp_path, chr
         page.fill("#login-token", "s3cret")
         page.shot("login")
         page.click("#login-dialog button[value=ok]")
+        page.until(lambda d: "logged in as Token:native" in d.find_element(By.ID, "login").text)
         page.click("#create-topic button[type=submit]")
         page.confirm("Create topic guarded", "login-done")
         page.notice("created topic guarded")
         with NativeClient(*gw.native, token="s3cret") as c:
-            assert [t.name for t in c.list_topics()] == ["guarded"]
+            assert sorted(t.name for t in c.list_topics()) == ["guarded", "hidden"]
+        assert not severe_errors(chromium)
+
+
+def test_a_user_logs_in_and_sees_and_does_what_its_acls_allow(tmp_path, chromium, shots):
+    """Users and ACLs: the console logs in as alice (HTTP Basic), lists her topics only, browses her topic's
+    records, and an action the ACLs do not allow her is refused with the gateway's reason."""
+    with GatewayProcess(str(tmp_path / "data"), "log_level=WARNING", "auth.native_login=true",
+                        "auth.users.alice=äpfel-und-birnen", "auth.users.root=root-pw",
+                        "auth.super_users=User:root") as gw:
+        with NativeClient(*gw.native, user="root", password="root-pw") as c:
+            for name in ("alice-orders", "payroll"):
+                c.create_topic(name, 1)
+                c.produce(name, 0, [f"a record of {name}".encode()])
+            c.create_acls([nv.AclEntry("Topic", "alice-", "PREFIXED", "User:alice", "*", op, "Allow")
+                           for op in ("Read", "Describe")])
+        page = Page(chromium, "http://%s:%d/" % gw.addresses["admin"], shots)
+        By = page.By
+        page.until(lambda d: d.find_element(By.ID, "login").is_displayed())
+        page.click("#login")
+        page.until(lambda d: d.find_element(By.ID, "login-dialog").is_displayed())
+        page.fill("#login-user", "alice")
+        page.fill("#login-password", "äpfel-und-birnen")
+        page.shot("user-login")
+        page.click("#login-dialog button[value=ok]")
+        page.until(lambda d: "logged in as User:alice" in d.find_element(By.ID, "login").text)
+        page.until(lambda d: [row[0] for row in page.texts("#topics tbody tr") if row] == ["alice-orders"])
+        page.until(lambda d: d.find_element(By.ID, "browse-topic").get_attribute("value") == "alice-orders")
+        page.click("#browse button[type=submit]")
+        page.until(lambda d: page.texts("#messages tbody tr") and page.texts("#messages tbody tr")[0][3] ==
+                   "a record of alice-orders")
+        page.shot("user-topics")
+        page.click("#new-topic")
+        page.fill("#create-name", "alice-new")
+        page.click("#create-topic button[type=submit]")
+        page.confirm("Create topic alice-new", "user-refused")
+        page.notice("not authorized: User:alice may not CREATE TOPIC 'alice-new'")
+        with NativeClient(*gw.native, user="root", password="root-pw") as c:
+            assert sorted(t.name for t in c.list_topics()) == ["alice-orders", "payroll"]
         assert not severe_errors(chromium)

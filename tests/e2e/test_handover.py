@@ -63,17 +63,20 @@ def _topic(client, name: str) -> tuple[int, int]:
     return owners.index(0), owners.index(1)
 
 
-def _metrics(gw, worker: int) -> dict[str, float]:
-    """Worker `worker`'s hand-over, relay and connection figures, by sample name."""
-    text = urllib.request.urlopen("http://%s:%d/metrics" % tuple(gw.addresses[f"admin.{worker}"]),
-                                  timeout=10).read().decode()
+def _metrics(gw, worker: int, token: str | None = None) -> dict[str, float]:
+    """Worker `worker`'s hand-over, relay and connection figures, by sample name (with the access token, on a
+    gateway that requires logins: it wants one for its metrics too)."""
+    request = urllib.request.Request("http://%s:%d/metrics" % tuple(gw.addresses[f"admin.{worker}"]),
+                                     headers={"Authorization": f"Bearer {token}"} if token else {})
+    text = urllib.request.urlopen(request, timeout=10).read().decode()
     return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
             if line.startswith(("logway_connections_handed_over", "logway_relayed_requests",
                                 "logway_connections_open"))}
 
 
-def _handed(gw, worker: int, protocol: str, way: str) -> float:
-    return _metrics(gw, worker).get(f'logway_connections_handed_over_total{{protocol="{protocol}",way="{way}"}}', 0.0)
+def _handed(gw, worker: int, protocol: str, way: str, token: str | None = None) -> float:
+    return _metrics(gw, worker, token).get(
+        f'logway_connections_handed_over_total{{protocol="{protocol}",way="{way}"}}', 0.0)
 
 
 def _relayed(gw, worker: int, protocol: str) -> float:
@@ -127,11 +130,11 @@ def test_the_native_token_session_goes_with_the_connection(tmp_path):
             _, theirs = _topic(c, name)
             assert c.produce(name, theirs, [b"a"]) == [0]
             assert [r.value for r in c.fetch(name, theirs, 0).records] == [b"a"]
-        assert _handed(gw, 0, "native", "out") == 1 and _handed(gw, 1, "native", "in") == 1
+        assert _handed(gw, 0, "native", "out", "s3cret") == 1 and _handed(gw, 1, "native", "in", "s3cret") == 1
         with NativeClient(*gw.addresses["native.0"], raise_errors=False) as c:
             answer = c.request(nv.ProduceRequest(name, theirs, [Record(b"b")]))
             assert isinstance(answer, nv.ErrorResponse) and "authentication required" in answer.message
-        assert _handed(gw, 0, "native", "out") == 1
+        assert _handed(gw, 0, "native", "out", "s3cret") == 1
     finally:
         assert gw.stop() == 0
 

@@ -45,7 +45,7 @@ class Http:
         if self.conn.our_state is h11.DONE:
             self.conn.start_next_cycle()
         sized = [("Content-Length", str(len(body)))] if body or method == "POST" else []
-        req = h11.Request(method=method, target=path, headers=[("Host", "logway"), *headers, *sized])
+        req = h11.Request(method=method, target=path, headers=[("Host", "localhost"), *headers, *sized])
         await self.stream.send_all(self.conn.send(req) + (self.conn.send(h11.Data(data=body)) if body else b"")
                                    + self.conn.send(h11.EndOfMessage()))
         response, body = None, b""
@@ -569,7 +569,7 @@ async def test_console_actions_are_native_requests_answered_by_the_native_handle
     caplog.set_level("INFO", "logway.gateway.admin")
     async with running_gateway(tmp_path / "data") as gw:
         assert (await get_json(gw, "/api/console"))[1] == {"actions": True, "why": None, "auth": "none",
-                                                           "user": None}
+                                                           "user": "User:ANONYMOUS"}
         status, _, answer = await post(gw, {"CreateTopic": {"topic": "made", "partitions": 2}})
         assert (status, answer) == (200, {"CreateTopic": {"created": True}})
         assert [p.partition for p in gw.engine.topic("made").partitions] == [0, 1]
@@ -600,9 +600,10 @@ async def test_console_actions_are_native_requests_answered_by_the_native_handle
         assert (status, answer) == (200, {"DeleteTopic": {"deleted": True}})
         assert [t.name for t in gw.engine.topics()] == []
     logged = [r.getMessage() for r in caplog.records if "console" in r.getMessage()]
-    assert any(line.startswith("admin: 127.0.0.1:") and line.endswith("console CreateTopic topic=made")
+    assert any(line.startswith("admin: 127.0.0.1:")
+               and line.endswith("console CreateTopic as User:ANONYMOUS topic=made")
                for line in logged), logged
-    assert any(line.endswith("console ResetGroupOffsets group=billing") for line in logged), logged
+    assert any(line.endswith("console ResetGroupOffsets as User:ANONYMOUS group=billing") for line in logged), logged
 
 
 async def test_console_actions_are_guarded(tmp_path):
@@ -615,7 +616,7 @@ async def test_console_actions_are_guarded(tmp_path):
             ((("Content-Type", "application/json"), ("Sec-Fetch-Site", "cross-site")), 403),
         ]:
             assert (await post(gw, create, headers))[0] == status, headers
-        ok = (("Content-Type", "application/json; charset=utf-8"), ("Origin", "http://logway"),
+        ok = (("Content-Type", "application/json; charset=utf-8"), ("Origin", "http://localhost"),
               ("Sec-Fetch-Site", "same-origin"))
         assert gw.engine.topics() == []
         for body, message in [
@@ -642,12 +643,12 @@ async def test_console_actions_are_guarded(tmp_path):
 
 async def test_console_actions_need_the_native_token_when_the_gateway_has_one(tmp_path):
     async with running_gateway(tmp_path / "data", "auth.native_token=s3cret") as gw:
-        assert (await get_json(gw, "/api/console"))[1]["auth"] == "token"
+        assert (await get_json(gw, "/api/console"))[1]["auth"] == "login"
         json_ = ("Content-Type", "application/json")
         ping = {"Ping": {}}
         for auth in ((), (("Authorization", "Bearer wrong"),), (("Authorization", "Basic s3cret"),)):
             status, headers, answer = await post(gw, ping, (json_, *auth))
-            assert status == 401 and headers["www-authenticate"].startswith("Bearer"), auth
+            assert status == 401 and headers["www-authenticate"].startswith("Basic"), auth
             assert answer["Error"]["message"].startswith("authentication required")
         status, _, answer = await post(gw, ping, (json_, ("Authorization", "Bearer s3cret")))
         assert (status, answer) == (200, {"Pong": {}})
@@ -657,6 +658,6 @@ async def test_console_actions_need_the_native_listener(tmp_path):
     async with running_gateway(tmp_path / "data", "listeners.native.enabled=false") as gw:
         why = "the console's actions are native requests: enable listeners.native"
         assert (await get_json(gw, "/api/console"))[1] == {"actions": False, "why": why, "auth": "none",
-                                                           "user": None}
+                                                           "user": "User:ANONYMOUS"}
         status, _, answer = await post(gw, {"Ping": {}})
         assert (status, answer) == (503, {"Error": {"message": why}})

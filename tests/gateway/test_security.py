@@ -24,7 +24,7 @@ from logway.codecs.kafka.api import sasl as S
 from logway.codecs.kafka.connection import CLOSED, NEED_DATA, KafkaClientConnection, KafkaRequest, SaslToken
 from logway.codecs.kafka.error_codes import ErrorCode as E
 from logway.codecs.records import Record
-from logway.gateway.protocols.kafka.sasl import check_plain
+from logway.gateway.protocols.kafka.sasl import parse_plain
 from logway.gateway.config import ConfigError, load_config
 from logway.gateway.server import Gateway
 
@@ -47,6 +47,8 @@ def _tls_overrides(certs) -> list[str]:
 
 #: The Kafka clients here produce to topics they do not create (off by default: the gateway creates them on request).
 AUTO_CREATE = ("kafka.auto_create_topics=true",)
+#: These tests are about logging in: the users may do everything (ACLs: tests/gateway/test_acls.py).
+SUPER_USERS = f"auth.super_users=User:{USER};User:bob"
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +57,7 @@ def secured(tmp_path_factory, certs):
     data = str(tmp_path_factory.mktemp("secured") / "data")
     with GatewayProcess(data, *_tls_overrides(certs), "auth.kafka_sasl_plain=true", f"auth.users.{USER}={PASSWORD}",
                         "auth.users.bob=bob-password", f"auth.native_token={TOKEN}", "storage.flush=always",
+                        SUPER_USERS,
                         "limits.request_timeout_ms=1000", "log_level=WARNING", *AUTO_CREATE) as gw:
         yield gw
 
@@ -69,7 +72,7 @@ def tls_only(tmp_path_factory, certs):
 @pytest.fixture(scope="module")
 def sasl_plaintext(tmp_path_factory):
     data = str(tmp_path_factory.mktemp("sasl-plain") / "data")
-    with GatewayProcess(data, "auth.kafka_sasl_plain=true", f"auth.users.{USER}={PASSWORD}",
+    with GatewayProcess(data, "auth.kafka_sasl_plain=true", f"auth.users.{USER}={PASSWORD}", SUPER_USERS,
                         "log_level=WARNING", *AUTO_CREATE) as gw:
         yield gw
 
@@ -332,9 +335,16 @@ def test_native_auth_without_a_configured_token_succeeds(tls_only, certs):
 
 
 def test_tank_over_tls(secured, certs):
+    """TANK cannot log in: its clients are the listener's principal (User:ANONYMOUS), which may do nothing until an
+    ACL says so (authentication is on: a resource no ACL applies to is nobody's)."""
     topic = topic_name()
     with native(secured, certs, token=TOKEN) as c:
         c.request(nv.CreateTopicRequest(topic, 1))
+    with TankClient(*secured.addresses["tank"], timeout=10, ssl_context=client_context(certs)) as t:
+        assert t.produce(topic, 0, [Record(b"refused")]) == 0xFE  # READ_ONLY: TANK's nearest "you may not write"
+    with native(secured, certs, token=TOKEN) as c:  # the token's holder is a super user: it may grant
+        c.request(nv.CreateAclsRequest([nv.AclEntry("Topic", topic, "LITERAL", "User:ANONYMOUS", "*", op, "Allow")
+                                        for op in ("Write", "Read")]))
     with TankClient(*secured.addresses["tank"], timeout=10, ssl_context=client_context(certs)) as t:
         assert t.produce(topic, 0, [Record(b"m%d" % i) for i in range(5)]) == 0
         result = t.get(topic, 0, 1, max_wait_ms=0)
@@ -394,8 +404,10 @@ def test_unreadable_certificate_is_a_config_error(tmp_path, certs):
 
 
 def test_sasl_without_users_is_a_config_error():
-    with pytest.raises(ConfigError, match="auth.users is empty"):
-        load_config(env={}, overrides=["auth.kafka_sasl_plain=true"])
+    for mechanism in ("auth.kafka_sasl_plain=true", "auth.kafka_sasl_scram=true", "auth.native_login=true"):
+        with pytest.raises(ConfigError, match="auth.users is empty"):
+            load_config(env={}, overrides=[mechanism])
+        load_config(env={}, overrides=[mechanism, "auth.super_users=User:admin"])  # (stored credentials may exist)
 
 
 def test_users_from_the_environment_keep_their_case_and_text():
@@ -403,14 +415,13 @@ def test_users_from_the_environment_keep_their_case_and_text():
     assert cfg.auth.users == {"Alice": "0123"} and cfg.auth.native_token == "007"
 
 
-def test_check_plain():
-    users = {"alice": "pw", "bob": "pw2"}
-    assert check_plain(users, b"\0alice\0pw") == "alice"
-    assert check_plain(users, b"alice\0alice\0pw") == "alice"
-    assert check_plain(users, b"bob\0alice\0pw") is None
-    assert check_plain(users, b"\0alice\0pw2") is None
-    assert check_plain(users, b"\0carol\0pw") is None
-    assert check_plain(users, b"\0alice\0pw\0") is None
+def test_parse_plain():
+    assert parse_plain(b"\0alice\0pw") == ("alice", "pw")
+    assert parse_plain(b"alice\0alice\0pw") == ("alice", "pw")
+    assert parse_plain(b"bob\0alice\0pw") is None  # acting as another user
+    assert parse_plain(b"\0alice\0pw\0") is None
+    assert parse_plain(b"\0alice\0\xff") is None
+    assert parse_plain(b"\0alice\0" + b"x" * 5000) is None
 
 
 # ------------------------------------------------------------------- the Spark data source's own Kafka client
@@ -476,11 +487,18 @@ def test_a_listener_reachable_from_other_hosts_is_warned_about(caplog):
             warn_if_exposed("kafka", host)
         assert caplog.records == []
         warn_if_exposed("admin", "0.0.0.0")
+        warn_if_exposed("admin", "0.0.0.0", logins=True)
+        warn_if_exposed("admin", "0.0.0.0", logins=True, tls=True)  # (it asks who you are, over TLS: as the others)
         warn_if_exposed("native", "192.0.2.7")
         warn_if_exposed("tank", "gateway.example")
     assert [r.getMessage() for r in caplog.records] == [
         "admin listener is bound to 0.0.0.0: its metrics and console (topics, groups, record contents, and actions "
-        "that change them) are reachable from other hosts without authentication (see docs/security.md)",
+        "that change them) are reachable from other hosts, held only to the ACLs of listeners.admin.principal (no "
+        "login is required: see docs/security.md)",
+        "admin listener is bound to 0.0.0.0 without TLS: its logins (HTTP Basic passwords, the access token) cross "
+        "the network in clear text (set listeners.admin.tls)",
+        "admin listener is bound to 0.0.0.0: reachable from other hosts (an explicit config choice; see the threat "
+        "model in docs/security.md)",
         "native listener is bound to 192.0.2.7: reachable from other hosts (an explicit config choice; see the "
         "threat model in docs/security.md)",
         "tank listener is bound to gateway.example: reachable from other hosts (an explicit config choice; see the "

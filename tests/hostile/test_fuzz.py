@@ -400,6 +400,8 @@ def _sample(con: c.Construct, counter: list[int], records: bytes):
         code = con.fmtstr[1]
         if code == "?":
             return n % 2 == 1
+        if code == "d":  # float64 (client quotas)
+            return n + 0.5
         return n % (1 << (_INT_BITS[code] - 1))
     if isinstance(con, prim.StringType):
         return f"s{n}-é"
@@ -456,6 +458,8 @@ def body_strategy(kind: str, key: int, version: int) -> st.SearchStrategy:
                 return st.booleans()
             if code == "L":
                 return st.integers(0, 2**32 - 1)
+            if code == "d":  # float64 (client quotas): any, but NaN (which never equals itself)
+                return st.floats(allow_nan=False)
             bits = _INT_BITS[code]
             return st.integers(-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
         if isinstance(con, prim.StringType):

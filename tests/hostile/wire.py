@@ -28,6 +28,7 @@ from logway.clients.native import NativeClient
 from logway.clients.tank import TankClient
 from logway.codecs import native as nv
 from logway.codecs.kafka import legacy
+from logway.codecs.kafka.api import acls as KACL
 from logway.codecs.kafka.api import admin as KA
 from logway.codecs.kafka.api import cluster as KC
 from logway.codecs.kafka.api import configs as KCF
@@ -38,6 +39,8 @@ from logway.codecs.kafka.api import list_offsets as KL
 from logway.codecs.kafka.api import metadata as KM
 from logway.codecs.kafka.api import offsets as KO
 from logway.codecs.kafka.api import produce as KP
+from logway.codecs.kafka.api import quotas as KQ
+from logway.codecs.kafka.api import scram_credentials as KS
 from logway.codecs.kafka.api import share_groups as KSG
 from logway.codecs.kafka.api import transactions as KX
 from logway.codecs.kafka.api.api_versions import ApiVersionsRequest
@@ -293,6 +296,14 @@ NATIVE_REQUESTS: dict[str, object] = {
     "ListGroups": nv.ListGroupsRequest(),
     "DescribeGroup": nv.DescribeGroupRequest(GROUP),
     "ResetGroupOffsets": nv.ResetGroupOffsetsRequest(GROUP, "latest", topics=[(KT, [0])], validate_only=True),
+    # the security administration, on resources and users no other case uses (an ACL on a shared topic would close
+    # it to the others: a resource an ACL applies to is no longer everyone's)
+    "DescribeAcls": nv.DescribeAclsRequest(nv.AclEntry(principal="User:hostile")),
+    "CreateAcls": nv.CreateAclsRequest([nv.AclEntry("Topic", "hacl-never-used", "LITERAL", "User:hostile", "*",
+                                                    "Read", "Allow")]),
+    "DeleteAcls": nv.DeleteAclsRequest(nv.AclEntry(name="hacl-never-there")),
+    "DescribeUsers": nv.DescribeUsersRequest(),
+    "AlterUser": nv.AlterUserRequest("hostile-user", "SCRAM-SHA-256", 4096, b"s" * 16, b"p" * 32),
     # the workers' internal requests (relay sockets only): a client's connection gets "unknown request type"
     "TxnEnd": nv.TxnEndRequest(1, 0, False, [(KT, 0)]),
     "TxnQuery": nv.TxnQueryRequest(1, 0, KT, 0),
@@ -309,7 +320,10 @@ NATIVE_ANSWERS = {"Produce": nv.ProduceResponse, "Fetch": nv.FetchResponse, "Off
                   "DeleteGroupOffsets": nv.DeleteGroupOffsetsResponse,
                   "ListGroups": nv.ListGroupsResponse, "DescribeGroup": nv.DescribeGroupResponse,
                   "ResetGroupOffsets": nv.ResetGroupOffsetsResponse,
-                  "Auth": getattr(nv, "AuthResponse", None), "TxnEnd": nv.ErrorResponse, "TxnQuery": nv.ErrorResponse}
+                  "Auth": getattr(nv, "AuthResponse", None), "TxnEnd": nv.ErrorResponse, "TxnQuery": nv.ErrorResponse,
+                  "DescribeAcls": nv.AclsResponse, "CreateAcls": nv.CreateAclsResponse,
+                  "DeleteAcls": nv.DeleteAclsResponse, "DescribeUsers": nv.UsersResponse,
+                  "AlterUser": nv.AlterUserResponse}
 
 
 def native_frame(request) -> bytes:
@@ -448,6 +462,23 @@ def kafka_body(key: int, version: int, topic: str = KT, group: str = GROUP, topi
         return KSG.AlterShareGroupOffsetsRequest(group_id=group + "-never-there", topics=[])
     if key == 92:
         return KSG.DeleteShareGroupOffsetsRequest(group_id=group + "-never-there", topics=[])
+    if key in (KACL.DESCRIBE_ACLS_KEY, KACL.DELETE_ACLS_KEY):  # (bindings of a principal no case uses)
+        flt = dict(resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1,
+                   principal_filter="User:hostile", host_filter=None, operation=1, permission_type=1)
+        return KACL.DescribeAclsRequest(**flt) if key == KACL.DESCRIBE_ACLS_KEY else \
+            KACL.DeleteAclsRequest([KACL.DeleteAclsFilter(**flt)])
+    if key == KACL.CREATE_ACLS_KEY:
+        return KACL.CreateAclsRequest([KACL.AclCreation(2, "hk-acl-never-used", 3, "User:hostile", "*", 3, 3)])
+    if key == KQ.DESCRIBE_CLIENT_QUOTAS_KEY:
+        return KQ.DescribeClientQuotasRequest([KQ.ComponentData("user", KQ.MATCH_EXACT, "hostile")], False)
+    if key == KQ.ALTER_CLIENT_QUOTAS_KEY:
+        return KQ.AlterClientQuotasRequest([KQ.AlterEntryData([KQ.EntityData("user", "hostile")],
+                                                              [KQ.OpData("producer_byte_rate", 1e9)])], True)
+    if key == KS.DESCRIBE_USER_SCRAM_CREDENTIALS_KEY:
+        return KS.DescribeUserScramCredentialsRequest(None)
+    if key == KS.ALTER_USER_SCRAM_CREDENTIALS_KEY:
+        return KS.AlterUserScramCredentialsRequest([], [KS.ScramCredentialUpsertion("hostile-user", 1, 4096,
+                                                                                    b"s" * 16, b"p" * 32)])
     if key == 17:  # SaslHandshake
         return request_schema(key, version).cls(mechanism="PLAIN")
     if key == 36:  # SaslAuthenticate
@@ -459,7 +490,7 @@ def kafka_body(key: int, version: int, topic: str = KT, group: str = GROUP, topi
 KNOWN_KAFKA_KEYS = {0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 22}
 #: Keys `kafka_body` builds by hand (any other key would fall back to its dataclass defaults).
 KAFKA_BUILT_KEYS = KNOWN_KAFKA_KEYS | {17, 36} | {21, 24, 25, 26, 28, 32, 33, 35, 37, 42, 44, 47, 60} | {
-    68, 69, 76, 77, 78, 79, 90, 91, 92}
+    68, 69, 76, 77, 78, 79, 90, 91, 92} | {29, 30, 31, 48, 49, 50, 51}
 #: The keys the gateway serves: its broker's handlers, and SASL (the session answers it). The codec knows more
 #: (`registry.SUPPORTED`); the others are not advertised, and a request for one closes its connection.
 KAFKA_SERVED_KEYS = set(KAFKA_HANDLERS) | {17, 36}
@@ -629,7 +660,8 @@ def assert_nothing_escaped() -> None:
     parent = os.path.dirname(data)
     assert os.listdir(parent) == ["data"], os.listdir(parent)
     assert set(os.listdir(data)) <= {".lock", ".clean_shutdown", "topics", "tmp", "trash", "offsets",
-                                     "producer_ids", "quarantine", "transactions", "share_groups"}, os.listdir(data)
+                                     "producer_ids", "quarantine", "transactions", "share_groups", "security"}, \
+        os.listdir(data)
     for name in os.listdir(os.path.join(data, "topics")):
         validate_topic_name(name)
     for sub in ("", "topics", "tmp", "trash", "offsets"):

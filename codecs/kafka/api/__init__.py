@@ -19,6 +19,8 @@ those from `registry.FLEXIBLE_SINCE` on.
 - `configs` DescribeConfigs 0-4, AlterConfigs 0-2, IncrementalAlterConfigs 0-1
 - `cluster` DescribeLogDirs 0-4, DescribeCluster 0-2
 - `sasl` SaslHandshake 0-1, SaslAuthenticate 0-2
+- `acls` DescribeAcls 0-3, CreateAcls 0-3, DeleteAcls 0-3 (v2+ f) · `quotas` DescribeClientQuotas 0-1,
+  AlterClientQuotas 0-1 (v1 f) · `scram_credentials` DescribeUserScramCredentials 0 (f), AlterUserScramCredentials 0 (f)
 """
 
 from __future__ import annotations

@@ -20,8 +20,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..primitives import Schema
-from . import (admin, api_versions, cluster, configs, consumer_groups, fetch, groups, list_offsets, metadata, offsets,
-               produce, sasl, share_groups, transactions)
+from . import (acls, admin, api_versions, cluster, configs, consumer_groups, fetch, groups, list_offsets, metadata,
+               offsets, produce, quotas, sasl, scram_credentials, share_groups, transactions)
 
 __all__ = [
     "API_KEYS",
@@ -62,6 +62,9 @@ API_KEYS: dict[int, str] = {
     25: "AddOffsetsToTxn",
     26: "EndTxn",
     28: "TxnOffsetCommit",
+    29: "DescribeAcls",
+    30: "CreateAcls",
+    31: "DeleteAcls",
     32: "DescribeConfigs",
     33: "AlterConfigs",
     35: "DescribeLogDirs",
@@ -70,6 +73,10 @@ API_KEYS: dict[int, str] = {
     42: "DeleteGroups",
     44: "IncrementalAlterConfigs",
     47: "OffsetDelete",
+    48: "DescribeClientQuotas",
+    49: "AlterClientQuotas",
+    50: "DescribeUserScramCredentials",
+    51: "AlterUserScramCredentials",
     60: "DescribeCluster",
     68: "ConsumerGroupHeartbeat",
     69: "ConsumerGroupDescribe",
@@ -88,6 +95,7 @@ FLEXIBLE_SINCE: dict[int, int | None] = {
     0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3, 17: None, 18: 3,
     19: 5, 20: 4, 21: 2, 22: 2, 24: 3, 25: 3, 26: 3, 28: 3, 32: 4, 33: 2, 35: 2, 36: 2, 37: 2, 42: 2, 44: 1,
     47: None, 60: 0, 68: 0, 69: 0, 76: 0, 77: 0, 78: 0, 79: 0, 90: 0, 91: 0, 92: 0,
+    29: 2, 30: 2, 31: 2, 48: 1, 49: 1, 50: 0, 51: 0,  # (security: acls, quotas, scram_credentials)
 }
 
 # key -> (request schemas by version, response schemas by version)
@@ -108,6 +116,9 @@ _SCHEMAS: dict[int, tuple[dict[int, Schema], dict[int, Schema]]] = {
     **configs.SCHEMAS,
     **cluster.SCHEMAS,
     **sasl.SCHEMAS,
+    **acls.SCHEMAS,
+    **quotas.SCHEMAS,
+    **scram_credentials.SCHEMAS,
 }
 
 #: api key -> (min version, max version) the codec implements.
@@ -132,7 +143,8 @@ assert SUPPORTED == {0: (0, 13), 1: (0, 18), 2: (0, 10), 3: (0, 13), 8: (0, 9), 
                      19: (0, 7), 20: (0, 6), 21: (0, 2), 22: (0, 5), 24: (0, 5), 25: (0, 4), 26: (0, 5),
                      28: (0, 5), 32: (0, 4), 33: (0, 2), 35: (0, 4), 36: (0, 2), 37: (0, 3), 42: (0, 2),
                      44: (0, 1), 47: (0, 0), 60: (0, 2), 68: (0, 1), 69: (0, 1), 76: (1, 1), 77: (1, 1),
-                     78: (1, 1), 79: (1, 1), 90: (0, 0), 91: (0, 0), 92: (0, 0)}, \
+                     78: (1, 1), 79: (1, 1), 90: (0, 0), 91: (0, 0), 92: (0, 0),
+                     29: (0, 3), 30: (0, 3), 31: (0, 3), 48: (0, 1), 49: (0, 1), 50: (0, 0), 51: (0, 0)}, \
     "Kafka 4.1's maxima (franz-go's kversion.V4_1_0), from version 0 (share APIs: 1)"
 
 

@@ -10,11 +10,16 @@ append that brings the data writes its answer. A Produce with acks=0 gets no ans
 ranges that the pump sends between the bytes the codec built. A request that cannot be parsed, is too large or
 uses an unsupported API/version closes the connection (Kafka's behaviour); other connections are unaffected.
 
-With `auth.kafka_sasl_plain` a connection must authenticate first (`sasl.KafkaSasl`): SaslHandshake and
-SaslAuthenticate are answered by the session, not the broker, since they concern this connection only. Until it
-has, the codec reads only requests of those keys (and ApiVersions) of at most `limits.auth_max_frame_bytes` — any
-other key or a larger frame closes the connection before its body is read — and the connection must have
-authenticated within `limits.auth_timeout_ms` of its accept.
+With `auth.kafka_sasl_plain` or `auth.kafka_sasl_scram` a connection must authenticate first (`sasl.KafkaSasl`:
+PLAIN, SCRAM-SHA-256/512): SaslHandshake and SaslAuthenticate are answered by the session, not the broker, since
+they concern this connection only; the user it logged in as is the connection's principal (else its client
+certificate's, or the listener's), which the broker's authorization layer (`authz.py`) checks every request
+against. Until it has, the codec reads only requests of those keys (and ApiVersions) of at most
+`limits.auth_max_frame_bytes` — any other key or a larger frame closes the connection before its body is read —
+and the connection must have authenticated within `limits.auth_timeout_ms` of its accept.
+
+Client quotas (`quotas.KafkaQuotas`): each answer is charged to the connection's user and client id; one past a
+quota carries `throttle_time_ms`, and the connection's next request waits that long.
 
 In a worker process (`workers: N` > 1) the broker is node i of N brokers (`cluster.KafkaCluster`).
 """
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import math
+from time import perf_counter
 
 import trio
 
@@ -30,11 +36,13 @@ from logway.codecs.kafka.api.sasl import SASL_AUTHENTICATE_KEY, SASL_HANDSHAKE_K
 from logway.codecs.kafka.connection import KafkaResponse, KafkaServerConnection, SaslToken
 
 from ...pump import Close, Park, Session
+from ...security import user_principal
 from ..base import INFO, WARNING, Protocol
 from .broker import SERVED_BY_WORKERS, KafkaBroker
 from .cluster import KafkaCluster
 from .coordinator import GroupCoordinator
-from .sasl import PRE_AUTH_API_KEYS, KafkaSasl
+from .quotas import KafkaQuotas
+from .sasl import PRE_AUTH_API_KEYS, KafkaSasl, mechanisms
 
 log = logging.getLogger("logway.gateway.kafka")
 
@@ -53,7 +61,7 @@ class KafkaProtocol(Protocol):
                                             max_session_timeout_ms=kc.group_max_session_timeout_ms)
         listener = self.config.listeners[self.name]
         self.broker = KafkaBroker(self.steps, self.config, self.coordinator, (listener.host, listener.port),
-                                  gateway.transactions)
+                                  gateway.transactions, gateway.security)
         worker = getattr(gateway, "worker", None)
         if worker is not None:  # one of several workers: node `worker.index` of a cluster
             self.broker.cluster = KafkaCluster(worker)
@@ -83,10 +91,11 @@ class KafkaProtocol(Protocol):
 
     def security_notes(self):
         auth = self.config.auth
-        if not auth.kafka_sasl_plain:
+        enabled = mechanisms(auth)
+        if not enabled:
             return []
-        notes = [(INFO, f"kafka listener requires SASL/PLAIN ({len(auth.users)} user(s))")]
-        if not self.config.listeners[self.name].tls:
+        notes = [(INFO, f"kafka listener requires SASL ({', '.join(enabled)}; {len(auth.users)} configured user(s))")]
+        if auth.kafka_sasl_plain and not self.config.listeners[self.name].tls:
             notes.append((WARNING, "kafka listener takes SASL/PLAIN passwords without TLS: they cross the network "
                                    "in clear text"))
         return notes
@@ -101,7 +110,10 @@ class KafkaSession(Session):
     def __init__(self, conn, codec: KafkaServerConnection, protocol: KafkaProtocol) -> None:
         super().__init__(conn, codec)
         self.broker = protocol.broker
-        self.sasl = KafkaSasl(protocol.config.auth, conn.peer)
+        security = protocol.gateway.security
+        self.sasl = KafkaSasl(protocol.config.auth, security.users, conn.peer)
+        self.quota = KafkaQuotas(security.quotas, conn)
+        conn.principal = conn.principal or protocol.config.listeners[protocol.name].principal
         self._max_frame = codec.max_frame
         if not self.sasl.authenticated:  # nothing but small SASL requests until it has
             limits = protocol.config.limits
@@ -114,15 +126,20 @@ class KafkaSession(Session):
         codec.max_frame = self._max_frame
         codec.allowed_keys = None
         self.conn.auth_deadline = math.inf
+        self.conn.principal = user_principal(self.sasl.user)
 
     async def handle(self, request):
         sasl = self.sasl
-        if isinstance(request, SaslToken):  # the raw token after a v0 handshake: success = an empty token back
+        if isinstance(request, SaslToken):  # a raw token after a v0 handshake, answered by a raw token
             # Kafka closes the connection on a failed v0 login.
-            if not sasl.authenticate(request.data):
+            answer = await sasl.authenticate(request.data)
+            if answer is None:
                 return Close()
-            self._authenticated()
-            return SaslToken(b"")
+            if sasl.authenticated:
+                self._authenticated()
+            else:  # (SCRAM: the client-final token comes next)
+                self.codec.expect_sasl_token()
+            return SaslToken(answer)
         if not sasl.allows(request.api_key):
             log.info("%s: closing: api key %d before SASL authentication", self.conn.peer, request.api_key)
             return Close()
@@ -133,20 +150,35 @@ class KafkaSession(Session):
             if not close and request.api_version == 0:
                 self.codec.expect_sasl_token()
         elif request.api_key == SASL_AUTHENTICATE_KEY:
-            body, close = sasl.authenticate_request(request.body)
-            if sasl.authenticated:
+            body, close = await sasl.authenticate_request(request.body)
+            if sasl.authenticated and not close:
                 self._authenticated()
-        else:
+        elif not self.quota.quotas.active:  # (no quota set: nothing to measure)
             body = await self.broker.handle(request, self.conn)
             if type(body) is Park:  # a Fetch that may wait: its answer, whoever writes it, gets our header
                 return _answering(request.correlation_id, body)
+        else:
+            quota = self.quota
+            await quota.wait()  # (muted while the throttle time of its last answer runs)
+            started = perf_counter()
+            body = await self.broker.handle(request, self.conn)
+            if type(body) is Park:
+                spent = perf_counter() - started
+                return _answering(request.correlation_id, body, lambda answer: quota.charged(request, answer, spent))
+            body = quota.charged(request, body, perf_counter() - started)
         reply = None if body is None else KafkaResponse(correlation_id=request.correlation_id, body=body)
         return Close(reply) if close else reply
 
 
-def _answering(correlation_id: int, park: Park) -> Park:
-    """`park`, whose answer is a response body, made to produce the `KafkaResponse` to `correlation_id`."""
+def _as_it_is(body):
+    return body
+
+
+def _answering(correlation_id: int, park: Park, charged=_as_it_is) -> Park:
+    """`park`, whose answer is a response body, made to produce the `KafkaResponse` to `correlation_id` (the body
+    `charged` to the connection's quotas first)."""
     async def wait(deliver):
-        body = await park.wait(lambda body: deliver(KafkaResponse(correlation_id=correlation_id, body=body)))
-        return None if body is None else KafkaResponse(correlation_id=correlation_id, body=body)
+        body = await park.wait(lambda body: deliver(KafkaResponse(correlation_id=correlation_id,
+                                                                  body=charged(body))))
+        return None if body is None else KafkaResponse(correlation_id=correlation_id, body=charged(body))
     return Park(wait)

@@ -1,5 +1,6 @@
 """`KafkaBroker`: the Kafka API table and what every API handler works with — the storage steps, the group
-coordinator, the transaction coordinator, the idempotent producers' state and this node's advertised address.
+coordinator, the transaction coordinator, the idempotent producers' state, the gateway's security (whose
+authorization layer, `authz.KafkaAuthz`, every request goes through first) and this node's advertised address.
 Each API lives in the module of its family (`records`, `offsets`, `groups`, `admin`, `transactions`) as
 `async def api(broker, body, version, conn)`.
 
@@ -24,9 +25,12 @@ from logway.codecs.kafka.api.registry import advertised
 from logway.codecs.kafka.api.sasl import SASL_AUTHENTICATE_KEY, SASL_HANDSHAKE_KEY
 from logway.codecs.kafka.api import transactions as X
 
+from ...security import Security
 from ...steps import Steps
 from ...transactions import TransactionCoordinator
-from . import admin, configs, consumer_groups, group_admin, groups, offsets, records, share_groups, transactions
+from . import (admin, configs, consumer_groups, group_admin, groups, offsets, records, security, share_groups,
+               transactions)
+from .authz import KafkaAuthz
 from .consumer_coordinator import ConsumerCoordinator
 from .coordinator import GroupCoordinator
 from .group_types import CLASSIC, CONSUMER, SHARE, GroupDirectory
@@ -75,6 +79,7 @@ HANDLERS = {
     S.DESCRIBE_SHARE_GROUP_OFFSETS_KEY: share_groups.describe_share_group_offsets,
     S.ALTER_SHARE_GROUP_OFFSETS_KEY: share_groups.alter_share_group_offsets,
     S.DELETE_SHARE_GROUP_OFFSETS_KEY: share_groups.delete_share_group_offsets,
+    **security.HANDLERS,
 }
 
 #: What this broker advertises and its codec accepts: the codec's versions of the keys it answers — its handlers,
@@ -93,7 +98,7 @@ class KafkaBroker:
     served = SERVED
 
     def __init__(self, steps: Steps, config, coordinator: GroupCoordinator, advertised: tuple[str, int],
-                 transactions: TransactionCoordinator) -> None:
+                 transactions: TransactionCoordinator, security: Security) -> None:
         self.steps = steps
         self.engine = steps.engine
         self.config = config
@@ -115,6 +120,8 @@ class KafkaBroker:
             lock_duration_ms=kc.group_share_record_lock_duration_ms,
             delivery_count_limit=kc.group_share_delivery_count_limit,
             max_record_locks=kc.group_share_partition_max_record_locks, auto_offset_reset=kc.share_auto_offset_reset)
+        self.security = security
+        self.authz = KafkaAuthz(security.authorizer, self.engine)
         #: Every group of every type (one namespace of group ids).
         self.groups = GroupDirectory(**{CLASSIC: coordinator, CONSUMER: self.consumer_groups,
                                         SHARE: self.share_groups})
@@ -124,8 +131,12 @@ class KafkaBroker:
         return {t.name: (t.topic_id, len(t.partitions)) for t in self.engine.topics_by_name.values()}
 
     async def handle(self, request, conn):
-        """The response body for a request (None: no response, a Produce with acks=0)."""
+        """The response body for a request (None: no response, a Produce with acks=0): what the connection's
+        principal may do of it (`authz.py`: topics named, not by id, by then), served."""
         name_topics(self.engine, request.api_key, request.api_version, request.body)  # (Produce, Fetch v13+)
+        return await self.authz.handle(request, conn, self._serve)
+
+    async def _serve(self, request, conn):
         if self.cluster is not None:
             return await self.cluster.handle(self, request, conn, HANDLERS)
         return await HANDLERS[request.api_key](self, request.body, request.api_version, conn)

@@ -17,8 +17,9 @@ partitions — DescribeLogDirs, for instance):
   ConsumerGroupHeartbeat and ConsumerGroupDescribe) sent to another worker are NOT_COORDINATOR; ListGroups there
   lists nothing (each broker lists the groups it coordinates).
 - DeleteTopics goes to the controller (worker 0, which owns the offset store the topic's offsets leave):
-  NOT_CONTROLLER elsewhere. CreateTopics and CreatePartitions work on every worker (the engine serializes topic
-  changes across workers).
+  NOT_CONTROLLER elsewhere. So do CreateAcls, DeleteAcls, AlterUserScramCredentials and AlterClientQuotas (worker 0
+  writes the security store, which the others read again every `worker_refresh_ms`); they are described anywhere.
+  CreateTopics and CreatePartitions work on every worker (the engine serializes topic changes across workers).
 - Transactions: node 0 is every transactional id's coordinator (`transactions.py`, `txn_peers.py`): InitProducerId
   with a transactional id, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and TxnOffsetCommit sent to another worker
   are NOT_COORDINATOR. Transactional batches go to the partitions' leaders as usual; a leader accepts them once the
@@ -33,6 +34,7 @@ import logging
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from logway.codecs.kafka.api import acls as ACL
 from logway.codecs.kafka.api import admin as A
 from logway.codecs.kafka.api import cluster as K
 from logway.codecs.kafka.api import consumer_groups as CG
@@ -42,6 +44,8 @@ from logway.codecs.kafka.api import list_offsets as L
 from logway.codecs.kafka.api import metadata as M
 from logway.codecs.kafka.api import offsets as O
 from logway.codecs.kafka.api import produce as P
+from logway.codecs.kafka.api import quotas as Q
+from logway.codecs.kafka.api import scram_credentials as S
 from logway.codecs.kafka.api import transactions as X
 from logway.codecs.kafka.error_codes import ErrorCode as E
 
@@ -94,6 +98,21 @@ ROUTED = {
 }
 
 _NC = E.NOT_COORDINATOR
+_NCTL = E.NOT_CONTROLLER
+
+#: The security administration's changes are the controller's (worker 0 writes the store the others read):
+#: elsewhere, NOT_CONTROLLER for every item. (Describing them works on every worker.)
+NOT_CONTROLLER = {
+    ACL.CREATE_ACLS_KEY: lambda body: ACL.CreateAclsResponse(results=[
+        ACL.AclCreationResult(_NCTL, "ACLs are changed by node 0") for _ in body.creations]),
+    ACL.DELETE_ACLS_KEY: lambda body: ACL.DeleteAclsResponse(filter_results=[
+        ACL.DeleteAclsFilterResult(_NCTL, "ACLs are changed by node 0") for _ in body.filters]),
+    S.ALTER_USER_SCRAM_CREDENTIALS_KEY: lambda body: S.AlterUserScramCredentialsResponse(results=[
+        S.AlterUserScramCredentialsResult(user, _NCTL, "credentials are changed by node 0")
+        for user in dict.fromkeys([d.name for d in body.deletions] + [u.name for u in body.upsertions])]),
+    Q.ALTER_CLIENT_QUOTAS_KEY: lambda body: Q.AlterClientQuotasResponse(entries=[
+        Q.AlterEntryResult(_NCTL, "quotas are changed by node 0", e.entity) for e in body.entries]),
+}
 
 
 def _not_coordinator_commit(body):
@@ -179,6 +198,8 @@ class KafkaCluster:
             return NOT_COORDINATOR[key](body)
         if key == O.OFFSET_COMMIT_KEY:  # a topic another worker created a moment ago?
             await self.role.look_up_unknown(broker.engine, [(t.name, None) for t in body.topics])
+        if key in NOT_CONTROLLER and self.node_id != CONTROLLER:
+            return NOT_CONTROLLER[key](body)
         if key == A.DELETE_TOPICS_KEY and self.node_id != CONTROLLER:
             return A.DeleteTopicsResponse(throttle_time_ms=0, responses=[
                 A.DeletableTopicResult(name=name, error_code=E.NOT_CONTROLLER) for name in body.topic_names])

@@ -24,6 +24,7 @@ from functools import partial
 import trio
 
 from logway.codecs.native import events as nev
+from logway.codecs.native import security as sec
 from logway.storage import UnknownTopic
 from logway.storage.engine import ForeignPartition
 
@@ -32,6 +33,7 @@ from ...formats import NATIVE
 from ...pump import HandOver, Park
 from ...steps import Steps
 from .groups import GroupAdmin
+from .security import security_handlers
 
 log = logging.getLogger("logway.gateway.native")
 NO_RECORDS = nev.EncodedRecords(b"", (), (), ())
@@ -74,22 +76,26 @@ _ERRORS = {
 }
 
 
-#: The requests on committed offsets and groups — and DeleteTopic, whose offsets go with the topic: with
-#: `workers: N`, answered by worker 0 (`offsets_owner`), as Kafka's DeleteTopics and group APIs are.
+#: The requests on committed offsets and groups — and DeleteTopic, whose offsets go with the topic, and the changes
+#: of ACLs and users: with `workers: N`, answered by worker 0 (`offsets_owner`), as Kafka's DeleteTopics and group
+#: APIs are.
 _OFFSETS_OWNER_REQUESTS = (nev.OffsetCommitRequest, nev.OffsetFetchRequest, nev.DeleteGroupOffsetsRequest,
                            nev.ListGroupsRequest, nev.DescribeGroupRequest, nev.ResetGroupOffsetsRequest,
-                           nev.DeleteTopicRequest)
+                           nev.DeleteTopicRequest,
+                           # and the security administration's changes: worker 0 writes the security store
+                           sec.CreateAclsRequest, sec.DeleteAclsRequest, sec.AlterUserRequest)
 
 
 class NativeHandler:
     def __init__(self, steps: Steps, config, kafka_groups=lambda: None, forward=None, look_up=None,
-                 offsets_owner: int | None = None) -> None:
+                 offsets_owner: int | None = None, security_admin=None) -> None:
         """`kafka_groups()`: the Kafka protocol's group directory, or None (membership for the group
         requests, see `groups.py`). With `workers: N`: `forward`, a `NativeForwarder`, or None — a request for
         another worker's partition is then answered with the error naming that worker; `look_up(names)` reads the
         topics of the (topic, partition) pairs another worker may have just created or grown, before a request
         naming one is answered; `offsets_owner`, the worker that holds the committed offsets when it is not this
-        one (their requests are relayed to it whole)."""
+        one (their requests are relayed to it whole). `security_admin`: the gateway's `security.SecurityAdmin`
+        (the ACL and user requests; None: they are unsupported)."""
         self.steps = steps
         self.forward = forward
         self.offsets_owner = offsets_owner
@@ -116,6 +122,8 @@ class NativeHandler:
             nev.ResetGroupOffsetsRequest: self.groups.reset_offsets,
             nev.PingRequest: self._ping,
         }
+        if security_admin is not None:
+            self._handlers.update(security_handlers(security_admin))
         if offsets_owner is not None:
             for kind in _OFFSETS_OWNER_REQUESTS:
                 self._handlers[kind] = self._to_offsets_owner

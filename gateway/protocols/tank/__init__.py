@@ -4,16 +4,20 @@
 On accept the broker sends a Ping (the session's greeting). Requests carry ids and answers may go out of order: a
 consume whose partitions are all at EOF is parked (answered later by the pump, several at once, up to
 `MAX_PARKED_PER_CONNECTION`) while later requests are answered. Malformed frames, 0x04 and unknown message types
-close the connection, as TANK does. TANK has no authentication: the listener logs a warning when the other
-protocols require some. With `workers: N`, a Produce or Consume wholly for another worker's partitions is answered
+close the connection, as TANK does. TANK has no authentication request: a connection's principal is its client
+certificate's (mutual TLS) or its listener's (`listeners.tank.principal`), and every request is authorized for it
+(`authz.TankAuthz`) and charged to its client quotas (`security.quotas`: an answer past one is delayed). With
+`workers: N`, a Produce or Consume wholly for another worker's partitions is answered
 `pump.HandOver`: the pump gives that worker the connection when it can (`handover.py`), else relays.
 """
 
 from __future__ import annotations
 
 from functools import partial
+from time import perf_counter
 
-from logway.codecs.tank import ConsumeRequest, TankClientConnection, TankServerConnection
+from logway.codecs.tank import (ConsumeRequest, ConsumeResponse, ProduceRequest, TankClientConnection,
+                                TankServerConnection)
 from logway.codecs.tank.connection import MAX_FRAME_BYTES
 from logway.codecs.tank.wire import FRAME_HEADER
 from logway.codecs.tank.messages import PingEvent
@@ -21,7 +25,9 @@ from logway.codecs.tank.messages import PingEvent
 from ...forwarding import TankForwarder
 from ...handover import HandOvers
 from ...pump import HandOver, Park, Session
-from ..base import WARNING, Protocol
+from ...security.quotas import ConnectionQuota
+from ..base import INFO, Protocol
+from .authz import TankAuthz
 from .handler import TankHandler
 
 __all__ = ["TankProtocol", "TankSession", "MAX_PARKED_PER_CONNECTION"]
@@ -43,6 +49,7 @@ class TankProtocol(Protocol):
         forward = TankForwarder(lambda: worker.tanks) if worker is not None and worker.count > 1 else None
         look_up = None if worker is None else (lambda names: worker.look_up_unknown(gateway.engine, names))
         self.handler = TankHandler(self.steps, forward, look_up)
+        self.authz = TankAuthz(gateway.security.authorizer)
         if forward is not None and self.config.worker_handover:  # one-partition connections go to their owner
             self.hand_over = HandOvers(self.name, lambda: worker.handovers, _encoded,
                                        FRAME_HEADER.size + MAX_FRAME_BYTES)
@@ -51,14 +58,22 @@ class TankProtocol(Protocol):
         return TankServerConnection()
 
     def session(self, conn, codec) -> "TankSession":
-        return TankSession(conn, codec, self.handler)
+        return TankSession(conn, codec, self)
 
     def security_notes(self):
-        auth = self.config.auth
-        if auth.kafka_sasl_plain or auth.native_token:
-            return [(WARNING, "tank listener is enabled but the TANK protocol has no authentication: any client that "
-                              "reaches it can read and write every topic (disable it or keep it on loopback)")]
+        lc = self.config.listeners[self.name]
+        if self.gateway.security.required and lc.tls_client_auth != "required":
+            return [(INFO, f"tank listener: TANK has no login; clients without a client certificate are "
+                           f"{lc.principal}, held to its ACLs")]
         return []
+
+
+def _consumed(answer) -> int:
+    """The bytes of bundles a TANK answer carries (a Consume's chunks)."""
+    if type(answer) is not ConsumeResponse:
+        return 0
+    return sum(len(p.chunk) if isinstance(p.chunk, (bytes, bytearray, memoryview)) else p.chunk.length
+               for t in answer.topics for p in t.partitions if p.chunk is not None)
 
 
 def _encoded(request) -> bytes:
@@ -67,16 +82,67 @@ def _encoded(request) -> bytes:
 
 
 class TankSession(Session):
-    def __init__(self, conn, codec, handler: TankHandler) -> None:
+    def __init__(self, conn, codec, protocol: TankProtocol) -> None:
         super().__init__(conn, codec)
-        self.handler = handler
+        self.handler = protocol.handler
+        self.authz = protocol.authz
+        self.quota = ConnectionQuota(protocol.gateway.security.quotas, conn)
+        conn.principal = conn.principal or protocol.config.listeners[protocol.name].principal
 
     def greeting(self) -> list:
         return [PingEvent()]  # TankGo and the Java client wait for it
 
+    def handover_state(self) -> dict:
+        return {"principal": self.conn.principal}
+
+    def resume(self, state: dict) -> None:
+        if isinstance(state.get("principal"), str) and state["principal"]:
+            self.conn.principal = state["principal"]
+
     async def handle(self, event):
         if isinstance(event, PingEvent):
             return None  # a client's keep-alive: nothing to answer
+        served, refused = self.authz.split(event, self.conn)
+        if served is None:
+            return refused
+        quota = self.quota
+        if not quota.quotas.active:  # (no quota set: nothing to measure)
+            reply = await self._serve(served)
+            if refused is None:
+                return self.authz.visible(reply, self.conn)
+            return await self._with_refused(event, reply, refused)
+        await quota.wait()
+        started = perf_counter()
+        reply = await self._serve(served)
+        if refused is None:
+            reply = self.authz.visible(reply, self.conn)
+        else:
+            reply = await self._with_refused(event, reply, refused)
+        produced = sum(len(e.bundle) for e in served.entries) if type(served) is ProduceRequest else 0
+        if type(reply) is HandOver:  # (answered by another worker, whose quotas it is charged to)
+            return reply
+        return await quota.answered(reply, perf_counter() - started, produced, _consumed)
+
+    async def _with_refused(self, event, reply, refused):
+        """`reply` to the served part of `event` (an answer, a `Park` or a `HandOver`), with the refused part's
+        answer merged in."""
+        merge = partial(self.authz.merge, event, refused=refused)
+        if type(reply) is HandOver:  # (the refused part stays here: relayed, not handed over)
+            reply = await reply.relay()
+        if type(reply) is not Park:
+            return merge(reply)
+        park = reply
+
+        async def wait(deliver):
+            answer = await park.wait(lambda served: deliver(merge(served)))
+            return None if answer is None else merge(answer)
+
+        async def now():
+            return merge(await park.now())
+
+        return Park(wait, now if park.now is not None else None)
+
+    async def _serve(self, event):
         if isinstance(event, ConsumeRequest):
             await self.handler.known((t.name, p.partition) for t in event.topics for p in t.partitions)
             own, theirs = self.handler.split(event)
