@@ -630,24 +630,36 @@ def test_write_then_read_back(spark, kafka_address):
 
 @pytest.fixture(scope="module")
 def secured_gateway(tmp_path_factory):
-    """A second gateway with TLS and SASL/PLAIN on its Kafka listener."""
+    """A second gateway with TLS and SASL (PLAIN and SCRAM) on its Kafka listener, ACLs on: the user `spark` holds
+    only the ACLs docs/spark.md lists for a Spark job, granted by the super user `root` over the native protocol."""
     from logway.bench.launcher import GatewayProcess
+    from logway.codecs import native as nv
 
     from ..certs import self_signed
 
     d = tmp_path_factory.mktemp("secured-pipeline")
     cert, key = self_signed(d, "server")
     with GatewayProcess(str(d / "data"), "listeners.kafka.tls=true", f"tls.cert_file={cert}",
-                        f"tls.key_file={key}", "auth.kafka_sasl_plain=true", "auth.users.spark=spark-pw",
-                        "log_level=WARNING", "kafka.auto_create_topics=true") as gw:  # (its write creates the topic)
+                        f"tls.key_file={key}", "auth.kafka_sasl_plain=true", "auth.kafka_sasl_scram=true",
+                        "auth.native_login=true", "auth.users.spark=spark-pw", "auth.users.root=root-pw",
+                        "auth.super_users=User:root", "log_level=WARNING",
+                        "kafka.auto_create_topics=true") as gw:  # (its write creates the topic)
+        grants = [("Topic", "secure-", op) for op in ("Create", "Write", "Read", "Describe")]
+        grants += [("TransactionalId", "logway-spark-", op) for op in ("Write", "Describe")]
+        grants += [("Group", "logway-spark-", "Read")]
+        with NativeClient(*gw.native) as root:
+            root.login("root", "root-pw")
+            root.create_acls([nv.AclEntry(rtype, name, "PREFIXED", "User:spark", "*", op, "Allow")
+                              for rtype, name, op in grants])
         host, port = gw.addresses["kafka"]
         yield f"{host}:{port}", cert
 
 
-def test_write_and_read_over_tls_and_sasl(spark, secured_gateway):
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])
+def test_write_and_read_over_tls_and_sasl(spark, secured_gateway, mechanism):
     address, cafile = secured_gateway
     security = {"security.protocol": "SASL_SSL", "ssl.cafile": cafile, "sasl.username": "spark",
-                "sasl.password": "spark-pw"}
+                "sasl.password": "spark-pw", "sasl.mechanism": mechanism}
     topic = new_topic("secure")
     df = spark.createDataFrame([(b"v%d" % i,) for i in range(25)], "value binary")
     writer = df.write.format("logway").option("gateway", address).option("topic", topic).options(**security)
@@ -656,6 +668,16 @@ def test_write_and_read_over_tls_and_sasl(spark, secured_gateway):
     assert sorted(r.value for r in rows) == sorted(b"v%d" % i for i in range(25))
     with pytest.raises(Exception, match=r"SASL_AUTHENTICATION_FAILED"):
         read_rows(spark, address, subscribe=topic, **{**security, "sasl.password": "wrong"})
+
+
+def test_a_spark_job_without_the_acls_it_needs_fails_with_the_gateways_refusal(spark, secured_gateway):
+    address, cafile = secured_gateway
+    security = {"security.protocol": "SASL_SSL", "ssl.cafile": cafile, "sasl.username": "spark",
+                "sasl.password": "spark-pw"}
+    df = spark.createDataFrame([(b"x",)], "value binary")
+    with pytest.raises(Exception, match=r"TOPIC_AUTHORIZATION_FAILED \(29\)"):
+        df.write.format("logway").option("gateway", address).option("topic", new_topic("other")).options(
+            **security).mode("append").save()
 
 
 def test_write_errors_surface_as_task_failures_with_the_gateway_error(spark, kafka_address):
