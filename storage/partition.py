@@ -415,6 +415,10 @@ class PartitionLog:
     def size_bytes(self) -> int:
         return sum(s.size for s in self.segments)
 
+    @property
+    def segment_count(self) -> int:
+        return len(self.segments)
+
     # -- appending ---------------------------------------------------------------------------------------
     def append(self, data, *, producer: tuple[int, int] | None = None) -> AppendResult:
         """Validate and append one or more whole batches; all of them or none are written.

@@ -39,7 +39,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from ..config import EngineLimits, TopicConfig, clamped_overrides
-from ..errors import DatabaseInUse, InvalidConfig, StorageError, StorageIOError, UnknownFormat
+from ..errors import DatabaseError, DatabaseInUse, InvalidConfig, StorageError, StorageIOError, UnknownFormat
 from ..formats import BatchFormat
 from ..topics import Engine, Topic, new_topic_id
 from .db import Connector, Pool, io_error
@@ -116,6 +116,11 @@ class PgEngine(Engine):
             self._register(conn)
             self._writer = conn
             self._load(conn)
+        except psycopg.Error as exc:  # (a lost connection, missing privileges, ...)
+            conn.close()
+            self.pool.close()
+            raise DatabaseError(f"database {self.where}: cannot open logway's tables: "
+                                f"{' '.join(str(exc).split())}") from None
         except BaseException:
             conn.close()
             self.pool.close()
