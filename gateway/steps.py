@@ -111,6 +111,9 @@ class Steps:
         self.notifier = notifier
         self.committer = committer
         self.sync_acks = flush == Flush.ALWAYS
+        #: Answers that need no durability elsewhere (Kafka's acks=1: the leader wrote it) wait for it all the same
+        #: when an append does not outlive the process before its sync (the postgres backend's pending rows).
+        self.leader_acks_wait = not engine.appends_outlive_the_process
         #: The turns of heavy work (see `HEAVY_AT_ONCE`): large transcodes, decodes and conversions take one.
         self.heavy = trio.CapacityLimiter(HEAVY_AT_ONCE)
 

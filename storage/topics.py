@@ -61,6 +61,11 @@ class Topic:
 class Engine:
     """The part of a storage engine that does not depend on where topics are kept (see the module docstring)."""
 
+    #: Whether an append outlives a crash of this process before it is synced: written to a file, it is in the
+    #: page cache (what Kafka's acks=1 promises: the leader wrote it); kept in memory until a commit (the postgres
+    #: backend), it is not — every acknowledgement then waits for the commit.
+    appends_outlive_the_process = True
+
     def __init__(self, formats: Mapping[str, BatchFormat], defaults: TopicConfig | None, clock: Callable[[], float],
                  limits: EngineLimits | None) -> None:
         self.formats = dict(formats)

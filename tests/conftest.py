@@ -222,9 +222,9 @@ def chromium():
 
 @pytest.fixture(scope="session")
 def pg_server():
-    """A PostgreSQL server for the whole session (tests/postgres.py), started once; skipped, saying what is missing,
+    """A PostgreSQL server for the whole session (logway.bench.postgres), started once; skipped, saying what is missing,
     where PostgreSQL is not installed — with REQUIRE_POSTGRES=1 (CI) that is a failure instead."""
-    from tests.postgres import PostgresServer, postgres_problem
+    from logway.bench.postgres import PostgresServer, postgres_problem
 
     problem = postgres_problem()
     if problem:

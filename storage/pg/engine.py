@@ -76,6 +76,7 @@ _ENDS = ("SELECT p.partition_id, f.base_offset, f.pos, l.end_offset, l.pos, l.si
 
 class PgEngine(Engine):
     reads_need_sync = True  # readers see what is committed
+    appends_outlive_the_process = False  # (pending rows are in memory until the commit)
     share = None  # (one process: no worker shares)
     files = None  # (no segment files)
 

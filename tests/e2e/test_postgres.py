@@ -1,5 +1,5 @@
 """A gateway on the postgres storage backend (`storage.backend: postgres`), a real process against a real server
-(tests/postgres.py): native, Kafka (kafka-python, confluent-kafka) and TANK clients producing and consuming across
+(logway.bench.postgres): native, Kafka (kafka-python, confluent-kafka) and TANK clients producing and consuming across
 protocols, committed offsets, transactions, a restart, a kill -9 of the gateway, and a kill -9 and restart of the
 PostgreSQL server under load — no acknowledged record lost or duplicated, offsets contiguous — and the start-up
 errors, one line each."""
@@ -21,10 +21,9 @@ from confluent_kafka import TopicPartition as CKTopicPartition
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from logway.bench.launcher import GatewayProcess
+from logway.bench.postgres import PASSWORD, USER, free_port
 from logway.clients.native import NativeClient
 from logway.clients.tank import TankClient
-
-from ..postgres import PASSWORD, USER, free_port
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""What only the postgres backend does (a real server, tests/postgres.py): its schema (created, kept, a newer one
+"""What only the postgres backend does (a real server, logway.bench.postgres): its schema (created, kept, a newer one
 refused), the start-up errors (unreachable, no such database, login refused, another gateway), commits whose
 connection is lost — before COMMIT reached the server, or after it committed — looked up and never written twice,
 a server that is killed and comes back, the readers' cache, NUL refused, deleted topics' rows swept."""
@@ -12,12 +12,12 @@ import time
 import psycopg
 import pytest
 
+from logway.bench.postgres import free_port
 from logway.codecs.kafka.records import KafkaFormat, decode_records
 from logway.storage import (DatabaseAuthFailed, DatabaseInUse, DatabaseUnreachable, ReadWouldWait, SchemaTooNew,
                             StorageIOError, TopicConfig)
 from logway.storage.pg import SCHEMA_VERSION, PgEngine
 
-from ..postgres import free_port
 from .helpers import Clock, batch
 
 FORMATS = {"kafka": KafkaFormat()}

@@ -1,12 +1,12 @@
-"""A real PostgreSQL server for the tests of the postgres storage backend: `PostgresServer` runs Debian's
-PostgreSQL (or any on PATH) from a data directory of its own — `initdb` into a temporary directory (as the
-`postgres` user when the tests run as root: initdb refuses root), `pg_ctl start` on a free port on 127.0.0.1 with
-its own socket directory — and can be stopped, killed (SIGKILL of the postmaster: a crash) and started again.
+"""A throwaway PostgreSQL server for the postgres storage backend's benchmarks and tests: `PostgresServer` runs
+Debian's PostgreSQL (or any on PATH) from a data directory of its own — `initdb` into a temporary directory (as the
+`postgres` user when run as root: initdb refuses root), `pg_ctl start` on a free port on 127.0.0.1 with its own
+socket directory — and can be stopped, killed (SIGKILL of the postmaster and its processes: a crash) and started
+again. Settings are PostgreSQL's defaults (fsync and synchronous_commit on), but for the port and the sockets.
 
 Logins over TCP need a password (scram-sha-256: the tests of a refused login need one to refuse); over the socket
-they are trusted. Fixtures (tests/conftest.py): `pg_server`, one per test session; `pg_database`, a fresh database
-per test, dropped afterwards. Where PostgreSQL is not installed they skip, saying so — with REQUIRE_POSTGRES=1 (CI)
-they fail instead.
+they are trusted. The test fixtures (tests/conftest.py: `pg_server`, `pg_database`) and `logway bench
+kafka-throughput --backend postgres` use it.
 """
 
 from __future__ import annotations
@@ -76,6 +76,7 @@ class PostgresServer:
             os.chown(os.path.join(self.root, "pw"), entry.pw_uid, entry.pw_gid)
         self._run("initdb", "-D", self.data, "-U", USER, "--pwfile", os.path.join(self.root, "pw"),
                   "--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8", "--no-sync")
+        os.unlink(os.path.join(self.root, "pw"))
 
     def _run(self, program: str, *args: str) -> None:
         done = subprocess.run([*self._as, os.path.join(self.bin, program), *args], capture_output=True, text=True,
@@ -115,6 +116,13 @@ class PostgresServer:
                 os.unlink(lock)
             except FileNotFoundError:
                 pass
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds the server's processes (the postmaster and its children now) have used."""
+        from .proc import proc_cpu_seconds
+
+        pid = self.pid()
+        return 0.0 if pid is None else sum(proc_cpu_seconds(p) for p in (pid, *_children(pid)))
 
     def pid(self) -> int | None:
         try:
