@@ -6,7 +6,9 @@ Exit status: 0 after a graceful stop, 2 for a configuration error or anything el
 starting — a port in use (the listener, the address and the key to set are named), a data directory that is not a
 directory or not writable, TLS files that cannot be read, a resource that ran out while storage opened (descriptors,
 disk space: which, its limit, what to do; nothing is quarantined for it, and the next start opens everything) — 1
-for a storage error (a data directory locked by another gateway: its pid is named), 130 on KeyboardInterrupt. Each
+for a storage error (a data directory locked by another gateway: its pid is named; with `storage.backend: postgres`
+a database that is unreachable or does not exist, a login it refuses, a schema a newer logway wrote, another gateway
+writing it), 130 on KeyboardInterrupt. Each
 of these is one line on stderr (`logway: …`) that says what to do, no traceback: the errors come out of trio's
 nurseries wrapped in exception groups, which `_leaves` unwraps. An unexpected exception still shows its traceback.
 A data directory that does not exist is created before the gateway starts, with a log line naming it (and the
@@ -108,7 +110,7 @@ def serve(args: argparse.Namespace) -> int:
         if bind is not None:  # the first listener that failed (the others were cancelled)
             return fail(str(bind), 2)
         if leaves and all(isinstance(e, StorageError) for e in leaves):
-            return fail(_storage_error(leaves[0]), 1)
+            return fail(_storage_error(leaves[0], config), 1)
         if not started and leaves and all(isinstance(e, OSError) for e in leaves):
             return fail(_os_error(leaves[0], config.data_dir), 2)
         raise
@@ -140,12 +142,16 @@ def _supervise(args: argparse.Namespace, config) -> int:
         return fail(_os_error(exc, config.data_dir), 2)
 
 
-def _storage_error(exc: Exception) -> str:
+def _storage_error(exc: Exception, config=None) -> str:
     """A storage error that stops the start, with what to do about it."""
-    from logway.storage import DataDirLocked
+    from logway.storage import DatabaseError, DataDirLocked
 
     if isinstance(exc, DataDirLocked):
         return f"{exc}: stop that gateway, or give this one another data directory (--data-dir DIR)"
+    if isinstance(exc, DatabaseError):  # (the message says what to do)
+        return str(exc)
+    if config is not None and config.storage.backend == "postgres":
+        return f"cannot open the database: {exc}"
     return f"cannot open the data directory: {exc}"
 
 

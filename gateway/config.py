@@ -24,6 +24,7 @@ import copy
 import enum
 import json
 import os
+import re
 import typing
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable, Iterator, Mapping
@@ -144,8 +145,53 @@ def _valid_topic_defaults(value: TopicConfig, where: str) -> TopicConfig:
         raise ConfigError(f"{where}: {exc}") from None
 
 
+def _valid_schema(value: str, where: str) -> str:
+    if not SCHEMA_NAME.fullmatch(value):
+        raise ConfigError(f"{where} must be a PostgreSQL schema name of lower-case letters, digits and _ (not "
+                          f"starting with a digit or pg_), at most 63 characters, got {value!r}")
+    return value
+
+
+#: The schema names `storage.postgres.schema` takes: written as they are in SQL, never quoted.
+SCHEMA_NAME = re.compile(r"(?!pg_)[a-z_][a-z0-9_]{0,62}")
+
+
+@dataclass(frozen=True, slots=True)
+class PostgresSettings:
+    dsn: str = setting("", "a libpq connection string or URI (\"host=db1 dbname=logway\", "
+                           "\"postgresql://logway@db1/logway\"); the keys below, where set, win over it",
+                       more="(libpq's own environment variables — PGHOST, PGPASSWORD, PGPASSFILE, PGSSLMODE, … — "
+                            "fill in what neither gives)", secret=True)
+    host: str = setting("", "the server's host name, address or Unix-socket directory; \"\" = from dsn or libpq")
+    port: int = setting(0, "the server's port; 0 = from dsn or libpq (5432)", minimum=0, maximum=65535)
+    dbname: str = setting("", "the database; \"\" = from dsn or libpq (the user's name)")
+    user: str = setting("", "the user logway connects as; \"\" = from dsn or libpq")
+    password: str = setting("", "the user's password (e.g. LOGWAY_STORAGE__POSTGRES__PASSWORD); \"\" = from dsn, "
+                                "PGPASSWORD or ~/.pgpass", secret=True)
+    schema: str = setting("logway", "the schema logway creates its tables in (and migrates) in that database",
+                          check=_valid_schema)
+    pool_size: int = setting(4, "connections for reads and topic changes, besides the one that commits writes",
+                             minimum=1, maximum=100)
+    statement_timeout_ms: int = setting(30000, "a statement that runs longer is cancelled (PostgreSQL's "
+                                               "statement_timeout)", minimum=1)
+    connect_timeout_ms: int = setting(5000, "a connection attempt that takes longer fails", minimum=1000)
+    commit_retry_ms: int = setting(
+        15000, "how long a commit whose connection was lost (a server restart, a failover) keeps reconnecting "
+               "before the writes it held are answered with an error", more="(they stay in memory and are committed "
+               "by a later round; a commit whose outcome was unknown is looked up first, never written twice)",
+        minimum=0)
+    cache_bytes: int = setting(64 * MiB, "stored batches kept in memory for readers, across partitions",
+                               more="(the newest first: consumers at the log end read from memory; older batches are "
+                                    "read from the database)", minimum=0)
+
+
 @dataclass(frozen=True, slots=True)
 class StorageSettings:
+    backend: str = setting("local", "where the log is kept", choices=("local", "postgres"),
+                           more=". `local`: segment files under `data_dir` (the default, and the fastest); "
+                                "`postgres`: a PostgreSQL database (`storage.postgres`), which takes every write "
+                                "before it is acknowledged, whatever `flush` says — see [storage.md](storage.md)")
+    postgres: PostgresSettings = section(PostgresSettings, "the database of backend: postgres")
     flush: Flush = setting(Flush.INTERVAL, "when an acknowledged write reaches the disk",
                            more=". `none`: the OS writes back; `interval`: fdatasync every `flush_interval_ms`; "
                                 "`always`: a produce or commit is acknowledged only after fdatasync (concurrent "
@@ -434,6 +480,13 @@ def _check_whole(cfg: Config) -> Config:
             if not cfg.tls.client_ca_file:
                 raise ConfigError(f"listeners.{name}.tls_client_auth is {lc.tls_client_auth} but tls.client_ca_file "
                                   "is not set: no client certificate could be verified")
+    if cfg.storage.backend == "postgres":
+        if cfg.workers > 1:
+            raise ConfigError("storage.backend postgres serves one process (workers: 1); several gateways over one "
+                              "database are not there yet")
+        if cfg.storage.topic_defaults.compact:
+            raise ConfigError("storage.cleanup_policy compact is not available with storage.backend postgres (its "
+                              "topics are not compacted yet)")
     return cfg
 
 

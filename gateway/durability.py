@@ -1,7 +1,8 @@
 """Group commit: acknowledge writes only after fdatasync, with one sync covering every waiting write.
 
 `GroupCommitter.sync(target)` parks the caller until a sync round that started after the call has finished
-`target.sync()` (a PartitionLog or the OffsetStore); `schedule(target)` asks for the same round without waiting
+`target.sync()` (a PartitionLog or the OffsetStore; with the postgres backend the round is one database transaction
+that commits every target's writes, `sync_all`); `schedule(target)` asks for the same round without waiting
 (an append nobody acknowledges, e.g. Kafka acks=0, must still become durable and visible). While a round runs in a
 worker thread, new callers collect for the next round, so N concurrent producers cost one fdatasync per round,
 not N. After each round `on_synced(target)` runs for every target synced (the gateway wakes the long-polls of a
@@ -80,6 +81,9 @@ class _Round:
 
 class GroupCommitter:
     def __init__(self, on_synced=None, stats: SyncStats | None = None) -> None:
+        #: Syncs a round's targets in a worker thread: each target's `sync()` by default; the gateway gives it the
+        #: engine's `sync_many` (a database backend commits the whole round in one transaction).
+        self.sync_all = _sync_all
         self._next = _Round()
         self._wakeup = trio.Event()
         self.on_synced = on_synced
@@ -110,7 +114,7 @@ class GroupCommitter:
                 continue
             started = perf_counter()
             try:
-                await trio.to_thread.run_sync(_sync_all, list(rnd.targets.values()))
+                await trio.to_thread.run_sync(self.sync_all, list(rnd.targets.values()))
             except OSError as exc:
                 log.error("fdatasync failed: %s", exc)
                 rnd.error = exc

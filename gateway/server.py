@@ -1,4 +1,4 @@
-"""The gateway process: opens storage, starts one listener per enabled protocol of `protocols.REGISTRY` and the
+"""The gateway process: opens storage (`storage.backend`: files under data_dir, or PostgreSQL), starts one listener per enabled protocol of `protocols.REGISTRY` and the
 background tasks (group commit, interval flush, retention of segments and of committed offsets, the log cleaner of
 compacted topics, the data requests' turns, each protocol's own), and shuts down gracefully.
 
@@ -185,11 +185,10 @@ class Gateway:
                                      max_topics=limits.max_topics,
                                      max_partitions_per_topic=limits.max_partitions_per_topic,
                                      max_partitions=limits.max_partitions)
-        flush = cfg.storage.flush
+        flush = effective_flush(cfg)
         share = self.worker.share if self.worker is not None else None
-        self.engine = await trio.to_thread.run_sync(
-            lambda: LogEngine(cfg.data_dir, STORAGE_FORMATS, cfg.storage.topic_defaults,
-                              reads_need_sync=flush == Flush.ALWAYS, share=share, limits=engine_limits))
+        self.engine = await trio.to_thread.run_sync(lambda: open_engine(cfg, flush, share, engine_limits))
+        self.committer.sync_all = self.engine.sync_many  # (postgres: a round is one transaction)
         self.storage_open = True
         self._log_recovery()
         self.steps = Steps(self.engine, self.notifier, self.committer, flush,
@@ -394,6 +393,27 @@ class Gateway:
                  "clean" if engine.clean_start else "unclean", len(engine.topics_by_name), len(reports),
                  sum(r.truncated_bytes for r in reports.values()), sum(r.segments_dropped for r in reports.values()),
                  sum(r.indexes_rebuilt for r in reports.values()))
+
+
+def effective_flush(cfg: Config) -> Flush:
+    """`storage.flush`, except with the postgres backend: every write is acknowledged once committed (`always`)."""
+    return Flush.ALWAYS if cfg.storage.backend == "postgres" else cfg.storage.flush
+
+
+def open_engine(cfg: Config, flush: Flush, share, limits: EngineLimits):
+    """The storage engine `storage.backend` names (blocking: run it in a worker thread)."""
+    storage = cfg.storage
+    if storage.backend == "postgres":
+        from logway.storage.pg import PgEngine, conninfo  # (the driver is loaded only for this backend)
+
+        pg = storage.postgres
+        return PgEngine(conninfo(pg.dsn, host=pg.host, port=pg.port, dbname=pg.dbname, user=pg.user,
+                                 password=pg.password), STORAGE_FORMATS, storage.topic_defaults, schema=pg.schema,
+                        data_dir=cfg.data_dir, pool_size=pg.pool_size, statement_timeout_ms=pg.statement_timeout_ms,
+                        connect_timeout_ms=pg.connect_timeout_ms, commit_retry_ms=pg.commit_retry_ms,
+                        cache_bytes=pg.cache_bytes, limits=limits)
+    return LogEngine(cfg.data_dir, STORAGE_FORMATS, storage.topic_defaults, reads_need_sync=flush == Flush.ALWAYS,
+                     share=share, limits=limits)
 
 
 def descriptor_budget(max_connections: int, open_segment_files: int) -> int:

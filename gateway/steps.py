@@ -9,7 +9,8 @@
   as it lies — when they already are that format, otherwise decoded and re-encoded batch by batch (each batch once
   for every reader that asks for it in the same format while it is in `transcoded.TranscodedReads`). Bytes read
   from a file above `INLINE_READ_BYTES` are read in a worker thread, below it inline (one rule for every
-  protocol); a slice above `transcoded.STEP_BYTES` is transcoded a step at a time, letting the other connections
+  protocol; a backend whose older bytes are not in memory — PostgreSQL — reads them in a worker thread); a slice
+  above `transcoded.STEP_BYTES` is transcoded a step at a time, letting the other connections
   run between the steps (or in a worker thread when it is not shared), so no read holds the event loop for long;
   with `at_once` such a read raises `NotNow` instead, so the read never waits.
   Transactions (see `Isolation`): readers see committed data only — up to the last stable offset, aborted records
@@ -34,7 +35,7 @@ from typing import Any, Awaitable, Callable, Coroutine, Hashable, Iterable, Type
 
 import trio
 
-from logway.storage import AppendResult, LogEngine, PartitionLog, ReadSlice
+from logway.storage import AppendResult, LogEngine, PartitionLog, ReadSlice, ReadWouldWait
 
 from .durability import Flush, GroupCommitter
 from .formats import ReadFormat, StorageFormat
@@ -110,6 +111,9 @@ class Steps:
         self.notifier = notifier
         self.committer = committer
         self.sync_acks = flush == Flush.ALWAYS
+        #: Answers that need no durability elsewhere (Kafka's acks=1: the leader wrote it) wait for it all the same
+        #: when an append does not outlive the process before its sync (the postgres backend's pending rows).
+        self.leader_acks_wait = not engine.appends_outlive_the_process
         #: The turns of heavy work (see `HEAVY_AT_ONCE`): large transcodes, decodes and conversions take one.
         self.heavy = trio.CapacityLimiter(HEAVY_AT_ONCE)
 
@@ -135,8 +139,9 @@ class Steps:
         self._appended(plog)
 
     def synced(self, target) -> None:
-        """A group-commit round synced `target`: what it made visible wakes the partition's long-polls."""
-        if isinstance(target, PartitionLog):
+        """A group-commit round synced `target` (a partition, or the offset store): what it made visible wakes the
+        partition's long-polls."""
+        if target is not self.engine.offsets:
             self.notifier.notify((target.topic, target.partition))
 
     async def make_durable(self, plog: PartitionLog) -> None:
@@ -170,7 +175,10 @@ class Steps:
         task; see `long_poll`)."""
         stored = plog.fmt
         until = None if isolation is Isolation.UNCOMMITTED else plog.last_stable_offset
-        rng = plog.read(offset, max_bytes, until=until)
+        try:
+            rng = plog.read(offset, max_bytes, until=until, wait=False)
+        except ReadWouldWait:
+            rng = await self._waiting_read(plog, offset, max_bytes, until, at_once)
         if rng is None:
             return None
         filtering = isolation is Isolation.COMMITTED and plog.txns.has_aborted
@@ -196,9 +204,21 @@ class Steps:
             if rng.end_offset >= end:
                 return None
             offset = rng.end_offset
-            rng = plog.read(offset, max_bytes, until=until)
+            try:
+                rng = plog.read(offset, max_bytes, until=until, wait=False)
+            except ReadWouldWait:
+                rng = await self._waiting_read(plog, offset, max_bytes, until, at_once)
             if rng is None:
                 return None
+
+    @staticmethod
+    async def _waiting_read(plog: PartitionLog, offset: int, max_bytes: int, until: int | None,
+                            at_once: bool) -> ReadSlice | None:
+        """A read whose bytes are not in memory (the postgres backend's older rows): in a worker thread (or
+        `NotNow` when `at_once`)."""
+        if at_once:
+            raise NotNow
+        return await trio.to_thread.run_sync(lambda: plog.read(offset, max_bytes, until=until))
 
     async def _transcode(self, rng: ReadSlice, offset: int, stored: StorageFormat, as_: ReadFormat,
                          at_once: bool) -> Read:

@@ -8,9 +8,10 @@ passes the stream allows.
   `os.writev` — header and payload in one syscall, no copy — and only waits (`wait_writable`) when the socket buffer
   is full. A file range (a stored slice the reader asked for unconverted) goes with `os.sendfile` when large; when
   small (≤ `COALESCE_FILE_BYTES`) it is read (`read()`: a pread, or the bytes the segment still holds) and leaves in
-  the same `writev` as the bytes around it, so a small answer is one syscall. trio's `SocketStream` would add a
-  checkpoint to every send and a failed `recv` before every wait — two scheduler passes and an exception per
-  request.
+  the same `writev` as the bytes around it, so a small answer is one syscall; a slice whose bytes are in memory
+  (`data`: a segment's last batch, or a backend without files) leaves in the `writev` whatever its size. trio's
+  `SocketStream` would add a checkpoint to every send and a failed `recv` before every wait — two scheduler passes
+  and an exception per request.
 - `StreamTransport`: any other trio stream (TLS, in-memory connections) through its own `receive_some`/`send_all`;
   file ranges are read and sent.
 
@@ -97,6 +98,8 @@ class StreamTransport:
             pieces = [pieces]
         try:
             for piece in pieces:
+                if not isinstance(piece, _BYTES) and piece.data is not None:  # a slice whose bytes are in memory
+                    piece = piece.data
                 if isinstance(piece, _BYTES):
                     for start in range(0, len(piece), FALLBACK_CHUNK):  # the deadline moves on per chunk taken
                         self._waiting()
@@ -174,8 +177,10 @@ class SocketTransport(StreamTransport):
                 if piece:
                     buffers.append(piece)
                 continue
-            if piece.length <= COALESCE_FILE_BYTES:
-                data = piece.read()
+            data = piece.data
+            if data is not None or piece.length <= COALESCE_FILE_BYTES:  # (in memory: a slice without a file too)
+                if data is None:
+                    data = piece.read()
                 if len(data) != piece.length:
                     raise OSError(f"pread: file ended {piece.length - len(data)} bytes before the range did")
                 buffers.append(data)
@@ -232,6 +237,7 @@ class _Range:
     """What is left of a file slice after a partial sendfile (keeps the slice, and so its file, alive)."""
 
     __slots__ = ("slice", "position", "length")
+    data = None  # (its bytes are in the file)
 
     def __init__(self, piece, position: int, length: int) -> None:
         self.slice = piece

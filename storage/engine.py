@@ -57,7 +57,6 @@ import json
 import logging
 import os
 import shutil
-import threading
 import time
 import uuid
 import zlib
@@ -65,10 +64,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
-from .config import (KAFKA_NAMES, LIST_CONFIGS, MAX_PARTITIONS, READ_ONLY, ConfigEntry, EngineLimits, TopicConfig,
-                     canonical_name, canonical_overrides, clamped_overrides, describe, list_words)
-from .errors import (DataDirLocked, InvalidConfig, InvalidPartitions, InvalidTopicName, LimitReached, NotAnOffsetLog,
-                     StorageClosed, StorageError, TopicExists, UnknownFormat, UnknownPartition, UnknownTopic,
+from .config import MAX_PARTITIONS, EngineLimits, TopicConfig, clamped_overrides
+from .errors import (DataDirLocked, InvalidPartitions, InvalidTopicName, NotAnOffsetLog, StorageError, UnknownFormat,
                      running_out)
 from .files import aside_name, makedirs_durably, name_max, quarantine, rename_durably, sync_names, write_synced
 from .formats import BatchFormat
@@ -78,10 +75,11 @@ from .offsets import OffsetStore
 from .share_state import ShareStateStore
 from .security import SecurityStore
 from .transactions import TransactionStore
-from .partition import PartitionLog, RecoveryReport
+from .partition import PartitionLog
 from .openfiles import OpenFiles
 from .segment import Lookups
 from .sequences import IdAllocator
+from .topics import Engine, Topic, _acceptable_topic_id, new_topic_id
 
 log = logging.getLogger("logway.storage")
 
@@ -98,20 +96,6 @@ WORKER_PRODUCER_IDS = 1 << 62
 WORKER_PRODUCER_ID_SPAN = 1 << 55
 #: The namespace of the ids derived for topics made before topics had ids (uuid5 of "name/created_ms").
 LEGACY_TOPIC_ID_NAMESPACE = uuid.UUID("6c6f6777-6179-4000-8000-746f70696373")
-
-
-def _acceptable_topic_id(topic_id: uuid.UUID) -> bool:
-    """Kafka never hands out the zero id or 1 (both reserved), nor one whose base64 form starts with "-" (command
-    line tools would take it for an option): ids of this engine follow the same rules."""
-    return topic_id.int > 1 and topic_id.bytes[0] >> 2 != 62
-
-
-def new_topic_id() -> uuid.UUID:
-    """A random topic id (version 4) Kafka would accept."""
-    while True:
-        topic_id = uuid.uuid4()
-        if _acceptable_topic_id(topic_id):
-            return topic_id
 
 
 def legacy_topic_id(name: str, created_ms: int) -> uuid.UUID:
@@ -199,21 +183,7 @@ class WorkerPartitions:
         return f"WorkerPartitions({list(self._all)!r})"
 
 
-@dataclass(slots=True)
-class Topic:
-    name: str
-    config: TopicConfig
-    overrides: dict[str, Any]
-    partitions: list[PartitionLog]
-    created_ms: int
-    topic_id: uuid.UUID  # stable for the topic's life, across restarts; another topic of the name gets another
-
-    @property
-    def format(self) -> str:
-        return self.config.format
-
-
-class LogEngine:
+class LogEngine(Engine):
     def __init__(self, data_dir: str | os.PathLike, formats: Mapping[str, BatchFormat],
                  defaults: TopicConfig | None = None, *, clock: Callable[[], float] = time.time,
                  reads_need_sync: bool = False, share: Share | None = None,
@@ -226,12 +196,9 @@ class LogEngine:
         A resource that runs out while opening (descriptors, space, an I/O error: `errors.RUNNING_OUT`) is raised as
         the OSError it is, after closing what was opened: nothing is quarantined for it, and the next start,
         once the resource is back, opens everything."""
+        super().__init__(formats, defaults, clock, limits)
         self.data_dir = os.path.abspath(os.fspath(data_dir))
-        self.limits = limits or EngineLimits()
         self.reads_need_sync = reads_need_sync
-        self.formats = dict(formats)
-        self.defaults = (defaults or TopicConfig()).validate()
-        self.clock = clock
         self.share = share
         #: The bound on the lookups all its partitions' segments remember (see logway.storage.segment.Lookups).
         self.lookups = Lookups()
@@ -240,8 +207,6 @@ class LogEngine:
         #: Set by `close` when it could not make everything durable (the shutdown then counts as unclean).
         self.close_error: OSError | None = None
         worker = share.worker if share is not None else None
-        self._lock = threading.Lock()
-        self._closed = False
         self._stamps: dict[str, tuple[int, int, int]] = {}  # share mode: topic.json as last read, per topic
         #: Share mode: called with a topic's name after this engine created, deleted or changed it (any thread).
         self.on_shared_change: Callable[[str], None] | None = None
@@ -268,8 +233,6 @@ class LogEngine:
                                 int(holder) if holder.isdigit() else None) from None
         previous_owner = self._claim_lock()
         self._topics_dir = os.path.join(self.data_dir, "topics")
-        self.topics_by_name: dict[str, Topic] = {}
-        self._ids: tuple[dict[str, Topic], dict[uuid.UUID, Topic]] = ({}, {})  # see `topic_by_id`
         self.offsets = self.producer_ids = self.transactions = self.share_state = self.security = None
         try:
             self._open(share, worker, own_dir, lock_path, previous_owner)
@@ -496,86 +459,75 @@ class LogEngine:
             raise
         return entries
 
-    # -- topics ------------------------------------------------------------------------------------------
-    def create_topic(self, name: str, partitions: int = 1, config: Mapping[str, Any] | None = None, *,
-                     validate_only: bool = False) -> Topic | None:
-        """Create a topic durably (see the module docstring), or with `validate_only` only check that it could be
-        (None). InvalidTopicName (Kafka's rules, and no longer than the file system takes a name), InvalidPartitions
-        (not in 1..`limits.max_partitions_per_topic`), InvalidConfig, UnknownFormat, TopicExists, LimitReached (the
-        engine's topics or partitions in all); an OSError (out of space, descriptors) leaves nothing behind: no
-        directory, nothing open."""
-        self._check_open()
-        self._check_name(name)
-        self._check_count(partitions, 1)
-        overrides = dict(config or {})
-        cfg = self.defaults.with_overrides(overrides)
-        if cfg.format not in self.formats:
-            raise UnknownFormat(f"unknown storage format {cfg.format!r} (known: {sorted(self.formats)})")
-        self._check_compactable(cfg)
-        with self._lock, self._shared_change(name):
-            if name in self.topics_by_name:
-                raise TopicExists(f"topic {name!r} already exists")
-            self._check_room(topics=1, partitions=partitions)
-            if validate_only:
-                return None
-            created_ms = int(self.clock() * 1000)
-            topic_id = new_topic_id()
-            tmp = aside_name(os.path.join(self.data_dir, "tmp"), name)
-            try:
-                os.makedirs(tmp)
-                for p in range(partitions):
-                    os.makedirs(os.path.join(tmp, str(p)))
-                write_synced(os.path.join(tmp, "topic.json"),
-                             _topic_json(name, partitions, overrides, created_ms, topic_id))
-                sync_names(os.path.join(tmp, "topic.json"))  # topic.json and the partition directories
-            except BaseException:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise
-            path = os.path.join(self._topics_dir, name)
-            rename_durably(tmp, path)
-            # Each partition creates its first segment's files and syncs its directory before it is used.
-            try:
-                topic = self._open_topic(name, partitions, overrides, created_ms, topic_id, clean=True)
-            except BaseException:  # (its partitions are closed): the topic never existed
-                self._discard(path)
-                raise
-            self.topics_by_name = {**self.topics_by_name, name: topic}
-            self._stamp(name)
-        log.info("created topic %s with %d partition(s), format %s", name, partitions, cfg.format)
+    # -- topics (the rules are `Engine`'s; here where they are kept) -----------------------------------------
+    def _changing(self, name: str):
+        return self._shared_change(name)
+
+    def _create(self, name: str, partitions: int, overrides: dict, config: TopicConfig) -> Topic:
+        """Create the topic's directory durably (see the module docstring): built under tmp/, renamed into topics/;
+        an OSError (out of space, descriptors) leaves nothing behind: no directory, nothing open."""
+        created_ms = int(self.clock() * 1000)
+        topic_id = new_topic_id()
+        tmp = aside_name(os.path.join(self.data_dir, "tmp"), name)
+        try:
+            os.makedirs(tmp)
+            for p in range(partitions):
+                os.makedirs(os.path.join(tmp, str(p)))
+            write_synced(os.path.join(tmp, "topic.json"),
+                         _topic_json(name, partitions, overrides, created_ms, topic_id))
+            sync_names(os.path.join(tmp, "topic.json"))  # topic.json and the partition directories
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        path = os.path.join(self._topics_dir, name)
+        rename_durably(tmp, path)
+        # Each partition creates its first segment's files and syncs its directory before it is used.
+        try:
+            topic = self._open_topic(name, partitions, overrides, created_ms, topic_id, clean=True)
+        except BaseException:  # (its partitions are closed): the topic never existed
+            self._discard(path)
+            raise
+        self._stamp(name)
         return topic
 
-    def _check_compactable(self, config: TopicConfig) -> None:
-        """InvalidConfig for a compacted topic whose storage format the cleaner cannot read (no `CompactionFormat`)."""
-        if config.compact and not hasattr(self.formats[config.format], "batch_keys"):
-            raise InvalidConfig(f"topics of storage format {config.format!r} cannot be compacted "
-                                f"(cleanup.policy {config.cleanup_policy})")
+    def _add_partitions(self, topic: Topic, count: int) -> list:
+        """The new partitions' directories are made durably, then topic.json is rewritten durably. A directory left
+        beyond the topic's count by an attempt that crashed before its topic.json was written is removed first when
+        it holds no records (quarantined otherwise); one this call made is removed when it fails."""
+        name, have = topic.name, len(topic.partitions)
+        base = os.path.join(self._topics_dir, name)
+        fmt = self.formats[topic.config.format]
+        added: list = []
+        try:
+            for p in range(have, count):
+                directory = os.path.join(base, str(p))
+                if os.path.lexists(directory):
+                    self._clear_leftover_partition(directory, f"{name}-{p}")
+                if self.share is not None and not self.share.owns(name, p):  # its owner opens it
+                    makedirs_durably(directory)
+                    added.append(ForeignPartition(name, p, self.share.owner(name, p)))
+                    continue
+                added.append(self._partition_log(directory, name, p, fmt, topic.config, True))
+            self._write_topic_json(name, count, topic.overrides, topic.created_ms, topic.topic_id)
+        except BaseException:  # nothing half-made: the new directories go (topic.json never named them)
+            _close_all(added)
+            for p in range(have, count):
+                shutil.rmtree(os.path.join(base, str(p)), ignore_errors=True)
+            raise
+        self._stamp(name)
+        return added
+
+    def _store_overrides(self, topic: Topic, overrides: dict) -> None:
+        """topic.json rewritten durably (see the module docstring)."""
+        self._write_topic_json(topic.name, len(topic.partitions), overrides, topic.created_ms, topic.topic_id)
+        self._stamp(topic.name)
 
     def _check_name(self, name: str) -> None:
         """InvalidTopicName unless `name` is a legal topic name the file system takes as a name."""
-        validate_topic_name(name)
+        super()._check_name(name)
         if len(name.encode()) > self._name_max:
             raise InvalidTopicName(f"topic name is longer than the {self._name_max} characters a file name may have "
                                    f"on the file system of {self.data_dir}")
-
-    def _check_count(self, count: object, least: int) -> None:
-        """InvalidPartitions unless `count` is a partition count in least..the limit per topic."""
-        most = min(self.limits.max_partitions_per_topic, MAX_PARTITIONS)
-        if isinstance(count, bool) or not isinstance(count, int) or not least <= count <= most:
-            limit = " (max_partitions_per_topic)" if most < MAX_PARTITIONS else ""
-            raise InvalidPartitions(f"partition count {count!r} is not in {least}..{most}{limit}")
-
-    def _check_room(self, *, topics: int, partitions: int) -> None:
-        """LimitReached unless `topics` more topics and `partitions` more partitions stay within the limits (the
-        caller holds `_lock`; in share mode every worker's engine knows every topic and its partition count)."""
-        limits = self.limits
-        have = len(self.topics_by_name)
-        if topics and have + topics > limits.max_topics:
-            raise LimitReached(f"{have} topics exist, the most allowed (max_topics {limits.max_topics}): delete "
-                               f"topics or raise the limit")
-        held = sum(len(t.partitions) for t in self.topics_by_name.values())
-        if held + partitions > limits.max_partitions:
-            raise LimitReached(f"{held} partitions exist and {partitions} more would pass the limit of "
-                               f"{limits.max_partitions} in all (max_partitions): delete topics or raise the limit")
 
     def _discard(self, path: str) -> None:
         """Remove a topic directory that was never acknowledged (a creation that failed after its rename): through
@@ -613,104 +565,6 @@ class LogEngine:
         self.offsets.sync()  # else a power cut could hand a later topic of that name these offsets
         log.info("deleted topic %s", name)
 
-    def alter_topic_config(self, name: str, set: Mapping[str, Any] | None = None, delete: Iterable[str] = (), *,
-                           append: Mapping[str, Iterable[str]] | None = None,
-                           subtract: Mapping[str, Iterable[str]] | None = None, replace: bool = False,
-                           validate_only: bool = False) -> Topic:
-        """Change a topic's config overrides and apply them live to every partition (the next append, roll and
-        retention run use them).
-
-        `set` gives settings by Kafka-style or field name (as `TopicConfig.with_overrides`; values may be ints or
-        their decimal strings), `delete` names the ones that fall back to the engine's defaults (deleting one
-        that is not overridden is a no-op); `append` and `subtract` add words to and take words from a list setting
-        (`LIST_CONFIGS`: Kafka's IncrementalAlterConfigs APPEND and SUBTRACT), over its value after `set` and
-        `delete`; `replace` makes `set` the whole set of overrides (Kafka's non-incremental AlterConfigs) — except
-        `storage.format`, which is kept. The result is validated as a
-        whole before anything is written: UnknownTopic, InvalidConfig (an unknown key, a bad value, a changed
-        storage format). With `validate_only` nothing is written. The overrides are stored by their Kafka-style
-        names with typed values; topic.json is rewritten durably (see the module docstring) before this
-        returns."""
-        self._check_open()
-        set = dict(set or {})
-        delete = [canonical_name(key) for key in delete]
-        with self._lock, self._shared_change(name):
-            topic = self.topic(name)
-            current = canonical_overrides(topic.overrides)
-            overrides = {k: v for k, v in current.items() if k in READ_ONLY} if replace else dict(current)
-            for key in delete:
-                overrides.pop(key, None)
-            overrides.update(canonical_overrides(set))
-            for words, add in ((append or {}, True), (subtract or {}, False)):
-                for key, given in words.items():
-                    key = canonical_name(key)
-                    if key not in LIST_CONFIGS:
-                        raise InvalidConfig(f"config {key!r} is not a list: words cannot be added or taken away")
-                    value = list_words(getattr(self.defaults.with_overrides(overrides), KAFKA_NAMES[key]))
-                    given = list_words(given)
-                    overrides[key] = ",".join(sorted(value | given if add else value - given))
-            config = self.defaults.with_overrides(overrides)
-            if config.format != topic.config.format:
-                raise InvalidConfig(f"storage.format of topic {name!r} is {topic.config.format!r} and cannot change")
-            self._check_compactable(config)
-            overrides = {key: getattr(config, KAFKA_NAMES[key]) for key in sorted(overrides)}
-            if validate_only:
-                return topic
-            self._write_topic_json(name, len(topic.partitions), overrides, topic.created_ms, topic.topic_id)
-            for plog in topic.partitions:
-                plog.apply_config(config)
-            topic.config, topic.overrides = config, overrides
-            self._stamp(name)
-        log.info("altered the config of topic %s: %s", name, overrides or "defaults")
-        return topic
-
-    def topic_config(self, name: str, keys: Iterable[str] | None = None) -> list[ConfigEntry]:
-        """A topic's settings with their values, sources and defaults (see `logway.storage.config.describe`):
-        UnknownTopic; InvalidConfig for an unknown key in `keys`."""
-        topic = self.topic(name)
-        return describe(topic.config, topic.overrides, self.defaults, keys)
-
-    def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> Topic:
-        """Grow a topic to `count` partitions in all: UnknownTopic; InvalidPartitions unless `count` is more than
-        the topic has and at most the limit per topic; LimitReached past the partitions in all. The new partitions'
-        directories are made durably, then topic.json is rewritten durably; then readers see them
-        (`Topic.partitions` is replaced, never changed in place). A directory left beyond the topic's count by an
-        attempt that crashed before its topic.json was written is removed first when it holds no records
-        (quarantined otherwise); one this call made is removed when it fails."""
-        self._check_open()
-        with self._lock, self._shared_change(name):
-            topic = self.topic(name)
-            have = len(topic.partitions)
-            if isinstance(count, int) and not isinstance(count, bool) and count <= have:
-                raise InvalidPartitions(f"topic {name!r} has {have} partition(s) and partitions can only be added: "
-                                        f"asked for {count}")
-            self._check_count(count, have + 1)
-            self._check_room(topics=0, partitions=count - have)
-            if validate_only:
-                return topic
-            base = os.path.join(self._topics_dir, name)
-            fmt = self.formats[topic.config.format]
-            added: list = []
-            try:
-                for p in range(have, count):
-                    directory = os.path.join(base, str(p))
-                    if os.path.lexists(directory):
-                        self._clear_leftover_partition(directory, f"{name}-{p}")
-                    if self.share is not None and not self.share.owns(name, p):  # its owner opens it
-                        makedirs_durably(directory)
-                        added.append(ForeignPartition(name, p, self.share.owner(name, p)))
-                        continue
-                    added.append(self._partition_log(directory, name, p, fmt, topic.config, True))
-                self._write_topic_json(name, count, topic.overrides, topic.created_ms, topic.topic_id)
-            except BaseException:  # nothing half-made: the new directories go (topic.json never named them)
-                _close_all(added)
-                for p in range(have, count):
-                    shutil.rmtree(os.path.join(base, str(p)), ignore_errors=True)
-                raise
-            topic.partitions = topic.partitions + added
-            self._stamp(name)
-        log.info("topic %s: %d partition(s) now (was %d)", name, count, have)
-        return topic
-
     def _clear_leftover_partition(self, directory: str, label: str) -> None:
         """Remove a partition directory beyond its topic's count (never acknowledged: topic.json did not name it)
         when it holds no records; set it aside otherwise."""
@@ -730,18 +584,6 @@ class LogEngine:
             self._set_aside(directory, label, "a partition directory beyond the topic's count",
                             "the new partition starts empty")
 
-    def delete_group_offsets(self, group: str, partitions: Iterable[tuple[str, int]] | None = None) -> int:
-        """Delete a group's committed offsets — all of them, or those of the (topic, partition) pairs given — and
-        make the deletion durable (synced under every flush policy, like topic deletion) before returning. Returns
-        how many offsets were removed; ValueError for a malformed group, topic or partition."""
-        self._check_open()
-        if partitions is None:
-            removed = self.offsets.delete_group(group)
-        else:
-            removed = self.offsets.delete(group, partitions)
-        self.offsets.sync()
-        return removed
-
     def _write_topic_json(self, name: str, partitions: int, overrides: Mapping[str, Any], created_ms: int,
                           topic_id: uuid.UUID) -> None:
         """Replace a topic's metadata durably: a synced temporary file renamed over topic.json, the directory
@@ -750,56 +592,7 @@ class LogEngine:
         write_synced(path + ".tmp", _topic_json(name, partitions, overrides, created_ms, topic_id))
         rename_durably(path + ".tmp", path)
 
-    def disk_usage(self) -> dict[tuple[str, int], int]:
-        """Bytes of stored batches per (topic, partition): the sizes of its segment files, as Kafka's
-        DescribeLogDirs counts them (indexes not included); the log directory is `data_dir`."""
-        return {(t.name, p.partition): p.size_bytes for t in self.topics() for p in t.partitions}
-
-    def topics(self) -> list[Topic]:
-        return [self.topics_by_name[n] for n in sorted(self.topics_by_name)]
-
-    def topic(self, name: str) -> Topic:
-        topic = self.topics_by_name.get(name)
-        if topic is None:
-            raise UnknownTopic(f"unknown topic {name!r}")
-        return topic
-
-    def topic_by_id(self, topic_id: uuid.UUID) -> Topic | None:
-        """The topic with this id, or None. (The index follows `topics_by_name`, which is replaced, never changed
-        in place, when topics come and go.)"""
-        by_name, index = self._ids
-        if by_name is not self.topics_by_name:
-            by_name = self.topics_by_name
-            index = {t.topic_id: t for t in by_name.values()}
-            self._ids = (by_name, index)
-        return index.get(topic_id)
-
-    def partition(self, name: str, partition: int) -> PartitionLog:
-        topic = self.topics_by_name.get(name)
-        if topic is None:
-            raise UnknownTopic(f"unknown topic {name!r}")
-        if not 0 <= partition < len(topic.partitions):
-            raise UnknownPartition(f"topic {name!r} has no partition {partition}")
-        return topic.partitions[partition]
-
-    def recovery_reports(self) -> dict[tuple[str, int], RecoveryReport]:
-        return {(t.name, p.partition): p.recovery for t in self.topics() for p in t.partitions}
-
     # -- maintenance -------------------------------------------------------------------------------------
-    def enforce_retention(self, now_ms: int | None = None) -> int:
-        """Retention of every partition; how many segments were deleted. A partition whose retention fails (an
-        OSError: out of descriptors, an I/O error) does not keep the others from theirs: the first such error is
-        raised once they all ran."""
-        deleted, failure = 0, None
-        for t in self.topics():
-            for p in t.partitions:
-                try:
-                    deleted += p.enforce_retention(now_ms)
-                except OSError as exc:
-                    failure = failure or exc
-        if failure is not None:
-            raise failure
-        return deleted
 
     def cleaning_plans(self, now_ms: int | None = None) -> list[CleanPlan]:
         """What the log cleaner could do (see logway.storage.cleaner.plan): a plan for every partition of a compacted
@@ -875,10 +668,6 @@ class LogEngine:
             log.error("%s: storage closed without everything made durable (%s): the next start recovers the logs as "
                       "after a crash", self.data_dir, self.close_error)
         os.close(self._lock_fd)
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StorageClosed("the log engine is closed")
 
     # -- sharing the directory with other worker processes (share mode) ----------------------------------
     @contextmanager

@@ -94,8 +94,35 @@ class NotAnOffsetLog(StorageError):
     The store leaves it untouched; the engine sets the directory aside and starts an empty store."""
 
 
+class ReadWouldWait(StorageError):
+    """A read asked not to wait (`wait=False`) would: its bytes are not in memory (the postgres backend fetches
+    them from the database). Read again where waiting is fine (a worker thread)."""
+
+
+class DatabaseError(StorageError):
+    """The postgres backend cannot open its database: the base of the errors that stop a start, each one line
+    that says what to do."""
+
+
+class DatabaseUnreachable(DatabaseError):
+    """No connection to the database: the server is down or unreachable, or the database does not exist."""
+
+
+class DatabaseAuthFailed(DatabaseError):
+    """The database refused the user or its password."""
+
+
+class SchemaTooNew(DatabaseError):
+    """The database holds a logway schema of a newer version than this logway reads."""
+
+
+class DatabaseInUse(DatabaseError):
+    """Another logway gateway writes to the database (one gateway per database until gateways form a cluster)."""
+
+
 class StorageIOError(StorageError, OSError):
-    """A write or sync failed at the file system (disk full, EIO): nothing was acknowledged, retry later.
+    """A write or sync failed at the file system (disk full, EIO) or the database (a lost connection, a commit
+    that failed): nothing was acknowledged, retry later.
 
     Also an OSError (with the failing call's `errno`), so a caller that handles I/O failures of appends and
     syncs handles these the same way."""

@@ -71,6 +71,7 @@ from .framing import Frames, frame
 
 __all__ = [
     "CommittedOffset",
+    "OffsetMap",
     "OffsetStore",
     "RecoveryReport",
     "MAX_GROUP_BYTES",
@@ -266,128 +267,30 @@ def _write_all(fd: int, data: bytes | bytearray) -> None:
 # ---------------------------------------------------------------------------------------------- the store
 
 
-class OffsetStore:
-    """Durable committed offsets; see the module docstring for the on-disk format and the guarantees.
+class OffsetMap:
+    """The committed offsets in memory — (group, topic, partition) → `CommittedOffset` — and the API that changes
+    them, whatever keeps them durable: each change is checked, encoded as one record (the format above) and handed to
+    `_append` (under `_lock`), then applied to the map. `OffsetStore` appends the records to its file;
+    `logway.storage.pg.offsets.PgOffsetStore` keeps the map in a table. A subclass also provides `sync()` and
+    `close()`, and names itself in `where` (for messages)."""
 
-    Thread-safety: every method may be called from any thread; one `threading.Lock` guards the file and the map.
-    `sync()` does its `fdatasync` outside that lock, so commits from one thread proceed while another syncs.
-    `fetch*` return what was *written* (possibly not yet synced); a caller that acknowledges commits waits until
-    `synced_seq` reaches the `written_seq` it saw right after its commit.
-    """
+    where = "offset store"
 
-    def __init__(self, directory: str | Path, *, compact_after: int = 100_000) -> None:
-        self._compact_after = _check_int(compact_after, "compact_after", 1, _I64_MAX)
-        self._dir = Path(directory)
-        self._log_path = self._dir / LOG_NAME
-        self._compact_path = self._dir / COMPACT_NAME
-        self._lock = threading.Lock()  # the file, the map, the counters
-        self._compact_lock = threading.Lock()  # one compaction at a time; close() waits for it
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # the map and what the subclass keeps beside it
         self._groups: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
         self._live = 0
-        self._records = 0  # records in the current file
-        self._snapshot_records = 0  # records the last compaction wrote (0 after open: unknown)
-        self._retry_compaction_at = 0  # after a failed compaction, records count before trying again
-        self._rewrite: list[bytes] | None = None  # frames written while a compaction runs
-        self._written_seq = 0
-        self._synced_seq = 0
-        self._compactions = 0
-        self._size = 0
-        self._failed: BaseException | None = None
         self._closed = False
-        self._fd = -1
 
-        makedirs_durably(self._dir)
-        self._lock_fd = os.open(self._dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            try:
-                fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise StorageError(f"offset store {self._dir} is already open (by this or another process)") from None
-            self.recovery = self._open_and_recover()
-        except BaseException:
-            if self._fd >= 0:
-                os.close(self._fd)
-                self._fd = -1
-            os.close(self._lock_fd)
-            raise
+    def _append(self, frame: bytes) -> None:
+        """Keep one record durable with the next `sync()` (the caller holds the lock)."""
+        raise NotImplementedError
 
-    # -------------------------------------------------------------------------------------------- recovery
+    def sync(self) -> None:
+        raise NotImplementedError
 
-    def _open_and_recover(self) -> RecoveryReport:
-        removed = False
-        try:
-            os.unlink(self._compact_path)
-            removed = True
-            logger.warning("offset store %s: removed a leftover %s (interrupted compaction)", self._dir, COMPACT_NAME)
-        except FileNotFoundError:
-            pass
-        for name in sorted(os.listdir(self._dir)):
-            if name not in (LOG_NAME, COMPACT_NAME, LOCK_NAME):
-                logger.warning("offset store %s: ignoring unknown file %s", self._dir, name)
-        if not self._log_path.exists():
-            self._create_empty_log()
-        self._fd = os.open(self._log_path, os.O_WRONLY | os.O_APPEND)
-        records, good_end, size, reason = self._replay()
-        dropped = size - good_end
-        if dropped:
-            logger.warning(
-                "offset store %s: dropped %d bytes at position %d of %s (%s); kept %d records",
-                self._dir, dropped, good_end, LOG_NAME, reason, records,
-            )
-            os.ftruncate(self._fd, good_end)
-        # Also makes durable what a killed process wrote but never synced, before anyone acts on it.
-        os.fsync(self._fd)
-        if removed:
-            fsync_dir(self._dir)
-        self._size = good_end
-        self._records = records
-        logger.info("offset store %s: recovered %d records, %d live keys", self._dir, records, self._live)
-        return RecoveryReport(records, self._live, dropped, reason if dropped else None, removed)
-
-    def _create_empty_log(self) -> None:
-        # Through a temporary name, so offsets.log never exists without its complete header.
-        fd = os.open(self._compact_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            _write_all(fd, FILE_HEADER)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(self._compact_path, self._log_path)
-        fsync_dir(self._dir)
-
-    def _replay(self) -> tuple[int, int, int, str | None]:
-        """Apply every valid record; return (records, end of the last valid record, file size, reason)."""
-        size = os.fstat(self._fd).st_size
-        with open(self._log_path, "rb") as f:
-            head = f.read(_FILE_HEADER.size)
-            if len(head) < _FILE_HEADER.size:
-                if not FILE_HEADER.startswith(head):
-                    raise NotAnOffsetLog(f"{self._log_path} is not an offset log (bad header {head!r})")
-                # An empty or torn header (never written by us; only by hand or a filesystem bug): start over.
-                os.ftruncate(self._fd, 0)
-                _write_all(self._fd, FILE_HEADER)
-                return 0, _FILE_HEADER.size, _FILE_HEADER.size, None
-            magic, version = _FILE_HEADER.unpack(head)
-            if magic != FILE_MAGIC:
-                raise NotAnOffsetLog(f"{self._log_path} is not an offset log (magic {magic!r})")
-            if version != FORMAT_VERSION:
-                raise NotAnOffsetLog(
-                    f"{self._log_path} has format version {version}; this build reads {FORMAT_VERSION}")
-            frames = Frames(f, _FILE_HEADER.size, size, min_payload=MIN_PAYLOAD_BYTES, max_payload=MAX_RECORD_BYTES)
-            records = 0
-            apply = self._apply
-            for payload in frames:
-                try:
-                    op, name, items = _decode(payload)
-                except (ValueError, struct.error) as exc:
-                    frames.stop(f"undecodable record: {exc}")
-                    break
-                apply(op, name, items)
-                records += 1
-            pos, reason = frames.end, frames.reason
-        return records, pos, size, reason
-
-    # -------------------------------------------------------------------------------------------- the map
+    def close(self) -> None:
+        raise NotImplementedError
 
     def _apply(self, op: int, name: str, items: list | None) -> None:
         if op == OP_COMMIT:
@@ -419,95 +322,6 @@ class OffsetStore:
                 if not entries:
                     del self._groups[group]
 
-    # -------------------------------------------------------------------------------------------- writing
-
-    def _check_usable(self) -> None:
-        """Raise unless the store is open and not failed. Caller holds the lock."""
-        if self._closed:
-            raise StorageClosed(f"offset store {self._dir} is closed")
-        if self._failed is not None:
-            raise _io_error(f"offset store {self._dir} failed after an I/O error ({self._failed})", self._failed)
-
-    def _check_writable(self) -> None:
-        """Like _check_usable, but a failed store first tries to repair itself. Caller holds the lock."""
-        if self._failed is not None and not self._closed:
-            # Never block on the compaction lock (compaction takes it before this lock); a compaction that runs
-            # now sees the failure and stops, so the next write repairs.
-            if not self._compact_lock.acquire(blocking=False):
-                raise _io_error(f"offset store {self._dir} failed after an I/O error ({self._failed}); "
-                                f"it is rewritten on the next write", self._failed)
-            try:
-                self._repair_locked()
-            except OSError as exc:
-                raise _io_error(f"offset store {self._dir} failed after an I/O error ({self._failed}) and cannot "
-                                f"rewrite its log yet: {exc}", exc) from exc
-            finally:
-                self._compact_lock.release()
-        self._check_usable()
-
-    def _fail(self, exc: BaseException) -> None:
-        if self._failed is None:
-            self._failed = exc
-            logger.error("offset store %s: I/O failure; writes are refused until the log is rewritten (tried on "
-                         "each write): %s", self._dir, exc)
-
-    def _repair_locked(self) -> None:
-        """Replace the untrusted log with a fresh, synced snapshot of the map (see the module docstring).
-
-        Caller holds both locks, so no compaction runs and nothing is written meanwhile. Raises OSError and
-        leaves the store failed (and the old file in place) when any step fails."""
-        cause = self._failed
-        fd = -1
-        try:
-            fd = os.open(self._compact_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
-            size, records = self._write_snapshot(fd, [(g, list(e.items())) for g, e in self._groups.items()])
-            _fdatasync(fd)
-            os.replace(self._compact_path, self._log_path)
-            fsync_dir(self._dir)
-        except OSError:
-            if fd >= 0:
-                os.close(fd)
-            try:
-                os.unlink(self._compact_path)  # a partial snapshot: give its space back
-            except OSError:
-                pass
-            raise
-        old_fd, self._fd = self._fd, fd
-        try:
-            os.close(old_fd)  # a concurrent sync() works on its own dup
-        except OSError:
-            pass
-        self._size = size
-        self._records = self._snapshot_records = records
-        self._retry_compaction_at = 0
-        self._synced_seq = self._written_seq  # everything in the map is in the synced new file
-        self._failed = None
-        logger.warning("offset store %s: recovered from the I/O failure (%s): rewrote %d live keys as %d records "
-                       "(%d bytes); writes accepted again", self._dir, cause, self._live, records, size)
-
-    def _append(self, frame: bytes) -> None:
-        """Write one record (one os.write; a short write is finished or cut off). Caller holds the lock."""
-        self._check_writable()
-        try:
-            written = os.write(self._fd, frame)
-            if written != len(frame):  # disk nearly full: finish it, or learn why not (ENOSPC) and cut it off
-                _write_all(self._fd, memoryview(frame)[written:])
-        except OSError as exc:
-            self._undo_partial_write()
-            raise _io_error(f"writing {self._log_path} failed: {exc}", exc) from exc
-        self._size += len(frame)
-        self._records += 1
-        self._written_seq += 1
-        if self._rewrite is not None:
-            self._rewrite.append(frame)
-
-    def _undo_partial_write(self) -> None:
-        # A torn record left in place would make recovery drop every record after it: cut it off, or give up.
-        try:
-            os.ftruncate(self._fd, self._size)
-        except OSError as exc:
-            self._fail(exc)
-
     def commit(
         self,
         group: str,
@@ -530,13 +344,7 @@ class OffsetStore:
         value = CommittedOffset(offset, metadata, ts)
         with self._lock:
             self._append(record)
-            entries = self._groups.get(group)
-            if entries is None:
-                entries = self._groups[group] = {}
-            key = (topic, partition)
-            if key not in entries:
-                self._live += 1
-            entries[key] = value
+            self._apply(OP_COMMIT, group, [((topic, partition), value)])
 
     def commit_many(
         self,
@@ -633,7 +441,7 @@ class OffsetStore:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise StorageClosed(f"offset store {self._dir} is closed")
+            raise StorageClosed(f"{self.where} is closed")
 
     def fetch(self, group: str, topic: str, partition: int) -> CommittedOffset | None:
         with self._lock:
@@ -654,6 +462,223 @@ class OffsetStore:
             return sorted(self._groups)
 
     @property
+    def live_keys(self) -> int:
+        return self._live
+
+
+class OffsetStore(OffsetMap):
+    """Durable committed offsets; see the module docstring for the on-disk format and the guarantees.
+
+    Thread-safety: every method may be called from any thread; one `threading.Lock` guards the file and the map.
+    `sync()` does its `fdatasync` outside that lock, so commits from one thread proceed while another syncs.
+    `fetch*` return what was *written* (possibly not yet synced); a caller that acknowledges commits waits until
+    `synced_seq` reaches the `written_seq` it saw right after its commit.
+    """
+
+    def __init__(self, directory: str | Path, *, compact_after: int = 100_000) -> None:
+        super().__init__()  # (its `_lock` guards the file and the counters too)
+        self._compact_after = _check_int(compact_after, "compact_after", 1, _I64_MAX)
+        self._dir = Path(directory)
+        self.where = f"offset store {self._dir}"
+        self._log_path = self._dir / LOG_NAME
+        self._compact_path = self._dir / COMPACT_NAME
+        self._compact_lock = threading.Lock()  # one compaction at a time; close() waits for it
+        self._records = 0  # records in the current file
+        self._snapshot_records = 0  # records the last compaction wrote (0 after open: unknown)
+        self._retry_compaction_at = 0  # after a failed compaction, records count before trying again
+        self._rewrite: list[bytes] | None = None  # frames written while a compaction runs
+        self._written_seq = 0
+        self._synced_seq = 0
+        self._compactions = 0
+        self._size = 0
+        self._failed: BaseException | None = None
+        self._fd = -1
+
+        makedirs_durably(self._dir)
+        self._lock_fd = os.open(self._dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise StorageError(f"offset store {self._dir} is already open (by this or another process)") from None
+            self.recovery = self._open_and_recover()
+        except BaseException:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+            os.close(self._lock_fd)
+            raise
+
+    # -------------------------------------------------------------------------------------------- recovery
+
+    def _open_and_recover(self) -> RecoveryReport:
+        removed = False
+        try:
+            os.unlink(self._compact_path)
+            removed = True
+            logger.warning("offset store %s: removed a leftover %s (interrupted compaction)", self._dir, COMPACT_NAME)
+        except FileNotFoundError:
+            pass
+        for name in sorted(os.listdir(self._dir)):
+            if name not in (LOG_NAME, COMPACT_NAME, LOCK_NAME):
+                logger.warning("offset store %s: ignoring unknown file %s", self._dir, name)
+        if not self._log_path.exists():
+            self._create_empty_log()
+        self._fd = os.open(self._log_path, os.O_WRONLY | os.O_APPEND)
+        records, good_end, size, reason = self._replay()
+        dropped = size - good_end
+        if dropped:
+            logger.warning(
+                "offset store %s: dropped %d bytes at position %d of %s (%s); kept %d records",
+                self._dir, dropped, good_end, LOG_NAME, reason, records,
+            )
+            os.ftruncate(self._fd, good_end)
+        # Also makes durable what a killed process wrote but never synced, before anyone acts on it.
+        os.fsync(self._fd)
+        if removed:
+            fsync_dir(self._dir)
+        self._size = good_end
+        self._records = records
+        logger.info("offset store %s: recovered %d records, %d live keys", self._dir, records, self._live)
+        return RecoveryReport(records, self._live, dropped, reason if dropped else None, removed)
+
+    def _create_empty_log(self) -> None:
+        # Through a temporary name, so offsets.log never exists without its complete header.
+        fd = os.open(self._compact_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            _write_all(fd, FILE_HEADER)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(self._compact_path, self._log_path)
+        fsync_dir(self._dir)
+
+    def _replay(self) -> tuple[int, int, int, str | None]:
+        """Apply every valid record; return (records, end of the last valid record, file size, reason)."""
+        size = os.fstat(self._fd).st_size
+        with open(self._log_path, "rb") as f:
+            head = f.read(_FILE_HEADER.size)
+            if len(head) < _FILE_HEADER.size:
+                if not FILE_HEADER.startswith(head):
+                    raise NotAnOffsetLog(f"{self._log_path} is not an offset log (bad header {head!r})")
+                # An empty or torn header (never written by us; only by hand or a filesystem bug): start over.
+                os.ftruncate(self._fd, 0)
+                _write_all(self._fd, FILE_HEADER)
+                return 0, _FILE_HEADER.size, _FILE_HEADER.size, None
+            magic, version = _FILE_HEADER.unpack(head)
+            if magic != FILE_MAGIC:
+                raise NotAnOffsetLog(f"{self._log_path} is not an offset log (magic {magic!r})")
+            if version != FORMAT_VERSION:
+                raise NotAnOffsetLog(
+                    f"{self._log_path} has format version {version}; this build reads {FORMAT_VERSION}")
+            frames = Frames(f, _FILE_HEADER.size, size, min_payload=MIN_PAYLOAD_BYTES, max_payload=MAX_RECORD_BYTES)
+            records = 0
+            apply = self._apply
+            for payload in frames:
+                try:
+                    op, name, items = _decode(payload)
+                except (ValueError, struct.error) as exc:
+                    frames.stop(f"undecodable record: {exc}")
+                    break
+                apply(op, name, items)
+                records += 1
+            pos, reason = frames.end, frames.reason
+        return records, pos, size, reason
+
+    # -------------------------------------------------------------------------------------------- the map
+
+    # -------------------------------------------------------------------------------------------- writing
+
+    def _check_usable(self) -> None:
+        """Raise unless the store is open and not failed. Caller holds the lock."""
+        if self._closed:
+            raise StorageClosed(f"offset store {self._dir} is closed")
+        if self._failed is not None:
+            raise _io_error(f"offset store {self._dir} failed after an I/O error ({self._failed})", self._failed)
+
+    def _check_writable(self) -> None:
+        """Like _check_usable, but a failed store first tries to repair itself. Caller holds the lock."""
+        if self._failed is not None and not self._closed:
+            # Never block on the compaction lock (compaction takes it before this lock); a compaction that runs
+            # now sees the failure and stops, so the next write repairs.
+            if not self._compact_lock.acquire(blocking=False):
+                raise _io_error(f"offset store {self._dir} failed after an I/O error ({self._failed}); "
+                                f"it is rewritten on the next write", self._failed)
+            try:
+                self._repair_locked()
+            except OSError as exc:
+                raise _io_error(f"offset store {self._dir} failed after an I/O error ({self._failed}) and cannot "
+                                f"rewrite its log yet: {exc}", exc) from exc
+            finally:
+                self._compact_lock.release()
+        self._check_usable()
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._failed is None:
+            self._failed = exc
+            logger.error("offset store %s: I/O failure; writes are refused until the log is rewritten (tried on "
+                         "each write): %s", self._dir, exc)
+
+    def _repair_locked(self) -> None:
+        """Replace the untrusted log with a fresh, synced snapshot of the map (see the module docstring).
+
+        Caller holds both locks, so no compaction runs and nothing is written meanwhile. Raises OSError and
+        leaves the store failed (and the old file in place) when any step fails."""
+        cause = self._failed
+        fd = -1
+        try:
+            fd = os.open(self._compact_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+            size, records = self._write_snapshot(fd, [(g, list(e.items())) for g, e in self._groups.items()])
+            _fdatasync(fd)
+            os.replace(self._compact_path, self._log_path)
+            fsync_dir(self._dir)
+        except OSError:
+            if fd >= 0:
+                os.close(fd)
+            try:
+                os.unlink(self._compact_path)  # a partial snapshot: give its space back
+            except OSError:
+                pass
+            raise
+        old_fd, self._fd = self._fd, fd
+        try:
+            os.close(old_fd)  # a concurrent sync() works on its own dup
+        except OSError:
+            pass
+        self._size = size
+        self._records = self._snapshot_records = records
+        self._retry_compaction_at = 0
+        self._synced_seq = self._written_seq  # everything in the map is in the synced new file
+        self._failed = None
+        logger.warning("offset store %s: recovered from the I/O failure (%s): rewrote %d live keys as %d records "
+                       "(%d bytes); writes accepted again", self._dir, cause, self._live, records, size)
+
+    def _append(self, frame: bytes) -> None:
+        """Write one record (one os.write; a short write is finished or cut off). Caller holds the lock."""
+        self._check_writable()
+        try:
+            written = os.write(self._fd, frame)
+            if written != len(frame):  # disk nearly full: finish it, or learn why not (ENOSPC) and cut it off
+                _write_all(self._fd, memoryview(frame)[written:])
+        except OSError as exc:
+            self._undo_partial_write()
+            raise _io_error(f"writing {self._log_path} failed: {exc}", exc) from exc
+        self._size += len(frame)
+        self._records += 1
+        self._written_seq += 1
+        if self._rewrite is not None:
+            self._rewrite.append(frame)
+
+    def _undo_partial_write(self) -> None:
+        # A torn record left in place would make recovery drop every record after it: cut it off, or give up.
+        try:
+            os.ftruncate(self._fd, self._size)
+        except OSError as exc:
+            self._fail(exc)
+
+    # -------------------------------------------------------------------------------------------- reading
+
+    @property
     def written_seq(self) -> int:
         """Records written in this session (each commit, commit_many and delete is one)."""
         return self._written_seq
@@ -662,10 +687,6 @@ class OffsetStore:
     def synced_seq(self) -> int:
         """The written_seq that the last finished sync (or compaction) made durable."""
         return self._synced_seq
-
-    @property
-    def live_keys(self) -> int:
-        return self._live
 
     @property
     def compactions(self) -> int:

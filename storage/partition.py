@@ -68,19 +68,22 @@ class AppendResult(NamedTuple):
 
 @dataclass(slots=True, frozen=True)
 class ReadSlice:
-    """A byte range of one segment file holding whole batches: send it with os.sendfile or pread it.
+    """Whole batches of a partition: a byte range of one segment file — send it with os.sendfile or pread it — or,
+    from a backend that keeps no files (PostgreSQL, logway.storage.pg), bytes in memory (`data`; `file` is None).
 
     `file` (the segment's data file) stays open while the slice is in use, even if retention deletes the segment or
-    the engine's `OpenFiles` lets the file go meanwhile.
+    the engine's `OpenFiles` lets the file go meanwhile. What is derived from a slice's bytes is known by `segment`
+    (its `uid` and `generation`) and `position`: a `Segment` and a file position, or in a backend without files the
+    partition's byte stream and a position in it (every byte the partition ever stored counted once).
     """
 
     segment: Segment
-    file: FileHandle
+    file: FileHandle | None
     position: int
     length: int
     first_offset: int  # first offset of the first batch in the range (may be below the requested offset)
     end_offset: int  # offset just after the last batch in the range
-    data: bytes | None = None  # the range's bytes, when the segment still had them in memory (its last batch)
+    data: bytes | memoryview | None = None  # the range's bytes, when in memory (a segment's last batch; no file)
 
     def fileno(self) -> int:
         return self.file.fd
@@ -412,6 +415,10 @@ class PartitionLog:
     def size_bytes(self) -> int:
         return sum(s.size for s in self.segments)
 
+    @property
+    def segment_count(self) -> int:
+        return len(self.segments)
+
     # -- appending ---------------------------------------------------------------------------------------
     def append(self, data, *, producer: tuple[int, int] | None = None) -> AppendResult:
         """Validate and append one or more whole batches; all of them or none are written.
@@ -426,29 +433,7 @@ class PartitionLog:
             return self._append_locked(batches, producer)
 
     def _batches(self, data) -> tuple:
-        """The whole batches of `data`, scanned and validated: (batch, size, explicit offset, last offset delta,
-        max timestamp) each. Raises CorruptBatch or BatchTooLarge."""
-        fmt = self.fmt
-        view = memoryview(data)
-        total = len(view)
-        max_batch = self.config.max_batch_bytes
-        try:
-            info = fmt.scan(view, 0)
-            if info is not None and info[0] == total and total <= max_batch:  # the usual case: one batch
-                fmt.validate(view)
-                batches = ((view, total, info[1], info[2], info[3]),)
-            else:
-                batches = self._split(view, max_batch)
-            if self.config.compact:
-                for batch in batches:
-                    if not fmt.all_keyed(batch[0]):
-                        raise InvalidRecord(f"topic {self.topic!r} is compacted (cleanup.policy "
-                                            f"{self.config.cleanup_policy}): every record needs a key")
-        except ValueError as exc:
-            raise CorruptBatch(str(exc)) from None
-        if not batches:
-            raise CorruptBatch("no batch to append")
-        return batches
+        return scan_batches(self.fmt, self.config, self.topic, data)
 
     def _append_locked(self, batches, producer: tuple[int, int] | None) -> AppendResult:
         """Write validated `batches` (the caller holds `lock`)."""
@@ -466,17 +451,10 @@ class PartitionLog:
                 self._sync_txn_index()
         try:
             for batch, size, explicit, delta, max_ts in batches:
-                if explicit is not None and self.explicit_offsets:
-                    if explicit < offset:
-                        raise InvalidBatchOffset(f"batch starts at offset {explicit}, the log is at {offset}")
-                    if explicit + delta > MAX_JUMP_OFFSET:
-                        raise InvalidBatchOffset(f"batch reaches offset {explicit + delta}, beyond {MAX_JUMP_OFFSET}: "
-                                                 f"the furthest a batch may reach with offsets of its own")
-                    if offset == base:
-                        base = explicit
-                    offset = explicit  # a gap: offsets up to here are simply never used
-                if offset + delta >= MAX_OFFSET:  # the log end (last + 1) must stay a valid offset too
-                    raise InvalidBatchOffset(f"batch reaches offset {offset + delta}, beyond {MAX_OFFSET - 1}")
+                start = batch_offset(offset, explicit, delta, self.explicit_offsets)
+                if offset == base:
+                    base = start
+                offset = start  # (past a gap, with offsets of its own: offsets up to here are never used)
                 if offset + delta - seg.base_offset > MAX_RELATIVE_OFFSET:
                     seg = self._roll(now, offset)  # a far jump: a new segment based where the batch starts
                 elif seg.size and (seg.size + size > cfg.segment_bytes or now - seg.created_ms >= cfg.roll_ms):
@@ -534,27 +512,6 @@ class PartitionLog:
             hw = self.high_watermark
             return max(self.txns.last_stable_offset(hw), self.log_start_offset), hw
 
-    def _split(self, view: memoryview, max_batch: int) -> list:
-        """Scan and validate every batch of `view`; (batch, size, last_offset_delta, max_timestamp) each."""
-        fmt = self.fmt
-        total = len(view)
-        batches = []
-        pos = 0
-        while pos < total:
-            info = fmt.scan(view, pos)
-            if info is None:
-                raise CorruptBatch(f"truncated batch: {total - pos} bytes left at position {pos}")
-            size = info[0]
-            if size <= 0 or pos + size > total:
-                raise CorruptBatch(f"truncated batch: {size} bytes declared, {total - pos} present")
-            if size > max_batch:
-                raise BatchTooLarge(f"batch of {size} bytes exceeds max_batch_bytes {max_batch}")
-            batch = view[pos:pos + size]
-            fmt.validate(batch)
-            batches.append((batch, size, info[1], info[2], info[3]))
-            pos += size
-        return batches
-
     def _undo(self, undo) -> None:
         """Put the log back as it was before a failed append: drop segments it created, reopen the active one
         (frozen or replaced by a roll) and cut it back to its old size."""
@@ -602,8 +559,10 @@ class PartitionLog:
                 self._roll(self._now_ms())
 
     # -- reading -----------------------------------------------------------------------------------------
-    def read(self, offset: int, max_bytes: int, *, until: int | None = None) -> ReadSlice | None:
-        """The byte range of whole batches starting with the batch that holds `offset`.
+    def read(self, offset: int, max_bytes: int, *, until: int | None = None, wait: bool = True) -> ReadSlice | None:
+        """The byte range of whole batches starting with the batch that holds `offset`. (`wait`: for a backend
+        whose reads may wait for their bytes, which raises `ReadWouldWait` without it; a range of a file is read
+        later, through the slice.)
 
         At least one whole batch is returned when one exists, even if larger than max_bytes; the range never
         crosses a segment boundary nor the high watermark, nor `until` (e.g. the last stable offset: a batch
@@ -1040,3 +999,68 @@ def _below(segments: list[Segment], start: int) -> int:
     while keep + 1 < len(segments) and segments[keep + 1].base_offset <= start:
         keep += 1
     return keep
+
+
+def scan_batches(fmt: BatchFormat, config: TopicConfig, topic: str, data) -> tuple | list:
+    """The whole batches of `data` (an append to a partition of `topic`), scanned and validated: (batch, size,
+    explicit offset, last offset delta, max timestamp) each. Raises CorruptBatch, BatchTooLarge or InvalidRecord
+    (a record without a key in a compacted topic)."""
+    view = memoryview(data)
+    total = len(view)
+    max_batch = config.max_batch_bytes
+    try:
+        info = fmt.scan(view, 0)
+        if info is not None and info[0] == total and total <= max_batch:  # the usual case: one batch
+            fmt.validate(view)
+            batches = ((view, total, info[1], info[2], info[3]),)
+        else:
+            batches = _split(fmt, view, max_batch)
+        if config.compact:
+            for batch in batches:
+                if not fmt.all_keyed(batch[0]):
+                    raise InvalidRecord(f"topic {topic!r} is compacted (cleanup.policy "
+                                        f"{config.cleanup_policy}): every record needs a key")
+    except ValueError as exc:
+        raise CorruptBatch(str(exc)) from None
+    if not batches:
+        raise CorruptBatch("no batch to append")
+    return batches
+
+
+def _split(fmt: BatchFormat, view: memoryview, max_batch: int) -> list:
+    """Scan and validate every batch of `view`; (batch, size, explicit offset, last_offset_delta, max_timestamp)
+    each."""
+    total = len(view)
+    batches = []
+    pos = 0
+    while pos < total:
+        info = fmt.scan(view, pos)
+        if info is None:
+            raise CorruptBatch(f"truncated batch: {total - pos} bytes left at position {pos}")
+        size = info[0]
+        if size <= 0 or pos + size > total:
+            raise CorruptBatch(f"truncated batch: {size} bytes declared, {total - pos} present")
+        if size > max_batch:
+            raise BatchTooLarge(f"batch of {size} bytes exceeds max_batch_bytes {max_batch}")
+        batch = view[pos:pos + size]
+        fmt.validate(batch)
+        batches.append((batch, size, info[1], info[2], info[3]))
+        pos += size
+    return batches
+
+
+def batch_offset(offset: int, explicit: int | None, delta: int, explicit_offsets: bool) -> int:
+    """The first offset of a batch appended where the log ends at `offset`: there, or — a format with offsets of
+    its own (`explicit_offsets`) — the one it names (`explicit`, past a gap). InvalidBatchOffset when it names one
+    below the log end, or reaches past what a batch may reach (MAX_JUMP_OFFSET with offsets of its own, else
+    MAX_OFFSET: the log end, last + 1, must stay a valid offset too)."""
+    if explicit is not None and explicit_offsets:
+        if explicit < offset:
+            raise InvalidBatchOffset(f"batch starts at offset {explicit}, the log is at {offset}")
+        if explicit + delta > MAX_JUMP_OFFSET:
+            raise InvalidBatchOffset(f"batch reaches offset {explicit + delta}, beyond {MAX_JUMP_OFFSET}: "
+                                     f"the furthest a batch may reach with offsets of its own")
+        offset = explicit
+    if offset + delta >= MAX_OFFSET:
+        raise InvalidBatchOffset(f"batch reaches offset {offset + delta}, beyond {MAX_OFFSET - 1}")
+    return offset

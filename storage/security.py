@@ -1,10 +1,11 @@
-"""Who may do what, durably: ACL bindings, SCRAM credentials and client quotas (`SecurityState`), and the store that
-keeps them in the data directory (`SecurityStore`).
+"""Who may do what, durably: ACL bindings, SCRAM credentials and client quotas (`SecurityState`), their keys over a
+store of keyed JSON states (`SecurityStates`), and the store that keeps them in the data directory (`SecurityStore`;
+the postgres backend's is `logway.storage.pg.states.PgSecurityStore`).
 
 `SecurityState` is the interface the gateway uses (its authorizer, its user directory and its quotas keep what it
-returns in memory, and read it again when `version` moved): a second storage backend (PostgreSQL, shared by the
-gateways of a cluster) implements the same methods. Every change is durable when the method returns; a batch
-(`change_acls`, `change_credentials`) costs one fdatasync. The values are plain: names, numbers, bytes — no wire type.
+returns in memory, and read it again when `version` moved): the postgres backend implements the same methods on its
+`states` table. Every change is durable when the method returns; a batch (`change_acls`, `change_credentials`)
+costs one fdatasync (one commit). The values are plain: names, numbers, bytes — no wire type.
 
 `SecurityStore` keeps them as a map of keys to JSON states, exactly as the transaction coordinator's store
 (`transactions.TransactionStore`: CRC-framed records, the last one per key wins, a torn tail cut at open, compaction
@@ -39,7 +40,7 @@ from .errors import StorageError
 from .framing import Frames
 from .transactions import MAX_RECORD_BYTES, MIN_RECORD_BYTES, TransactionStore
 
-__all__ = ["AclRecord", "QuotaEntity", "SecurityState", "SecurityStore", "StoredCredential"]
+__all__ = ["AclRecord", "QuotaEntity", "SecurityState", "SecurityStates", "SecurityStore", "StoredCredential"]
 
 
 class AclRecord(NamedTuple):
@@ -94,7 +95,50 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-class SecurityStore(TransactionStore):
+class SecurityStates:
+    """`SecurityState`'s methods over a store of keyed JSON states — `items()`, `put(key, state)` and
+    `put_all([(key, state), ...])` (durable at once) — with the keys of the module docstring."""
+
+    def _states_of(self, prefix: str) -> list[tuple[str, dict]]:
+        return [(key[len(prefix):], state) for key, state in self.items() if key.startswith(prefix)]
+
+    # -- ACLs ------------------------------------------------------------------------------------------------
+    def acls(self) -> list[AclRecord]:
+        return [AclRecord(*orjson.loads(key)) for key, _ in self._states_of(_ACL)]
+
+    def change_acls(self, added: Iterable[AclRecord], removed: Iterable[AclRecord]) -> None:
+        items: list[tuple[str, dict | None]] = [(_ACL + orjson.dumps(list(a)).decode(), None) for a in removed]
+        items += [(_ACL + orjson.dumps(list(a)).decode(), {}) for a in added]
+        self.put_all(items)
+
+    # -- SCRAM credentials -----------------------------------------------------------------------------------
+    def credentials(self) -> dict[tuple[str, str], StoredCredential]:
+        out = {}
+        for key, s in self._states_of(_SCRAM):
+            user, mechanism = orjson.loads(key)
+            out[(user, mechanism)] = StoredCredential(base64.b64decode(s["salt"]), s["iterations"],
+                                                      base64.b64decode(s["stored_key"]),
+                                                      base64.b64decode(s["server_key"]))
+        return out
+
+    def change_credentials(self, put: dict[tuple[str, str], StoredCredential],
+                           deleted: Iterable[tuple[str, str]]) -> None:
+        items: list[tuple[str, dict | None]] = [(_SCRAM + orjson.dumps(list(k)).decode(), None) for k in deleted]
+        items += [(_SCRAM + orjson.dumps(list(k)).decode(),
+                   {"salt": _b64(c.salt), "iterations": c.iterations, "stored_key": _b64(c.stored_key),
+                    "server_key": _b64(c.server_key)}) for k, c in put.items()]
+        self.put_all(items)
+
+    # -- client quotas ---------------------------------------------------------------------------------------
+    def quotas(self) -> dict[QuotaEntity, dict[str, float]]:
+        return {tuple((t, n) for t, n in orjson.loads(key)): dict(state) for key, state in self._states_of(_QUOTA)}
+
+    def set_quotas(self, entity: QuotaEntity, values: dict[str, float]) -> None:
+        """`entity`'s quotas become `values` (empty: it has none)."""
+        self.put(_QUOTA + orjson.dumps([list(p) for p in entity]).decode(), dict(values) or None)
+
+
+class SecurityStore(SecurityStates, TransactionStore):
     """`SecurityState` in `<data>/security/` (see the module docstring); thread-safe."""
 
     log_name = "security.log"
@@ -157,45 +201,7 @@ class SecurityStore(TransactionStore):
         super()._apply(tid, state)
         self.version += 1
 
-    def _put_all(self, items: list[tuple[str, dict | None]]) -> None:
+    def put_all(self, items: list[tuple[str, dict | None]]) -> None:
         """Write every (key, state) and sync once, after the last."""
         for i, (key, state) in enumerate(items):
             self.put(key, state, sync=i == len(items) - 1)
-
-    def _states_of(self, prefix: str) -> list[tuple[str, dict]]:
-        return [(key[len(prefix):], state) for key, state in self.items() if key.startswith(prefix)]
-
-    # -- ACLs ------------------------------------------------------------------------------------------------
-    def acls(self) -> list[AclRecord]:
-        return [AclRecord(*orjson.loads(key)) for key, _ in self._states_of(_ACL)]
-
-    def change_acls(self, added: Iterable[AclRecord], removed: Iterable[AclRecord]) -> None:
-        items: list[tuple[str, dict | None]] = [(_ACL + orjson.dumps(list(a)).decode(), None) for a in removed]
-        items += [(_ACL + orjson.dumps(list(a)).decode(), {}) for a in added]
-        self._put_all(items)
-
-    # -- SCRAM credentials -----------------------------------------------------------------------------------
-    def credentials(self) -> dict[tuple[str, str], StoredCredential]:
-        out = {}
-        for key, s in self._states_of(_SCRAM):
-            user, mechanism = orjson.loads(key)
-            out[(user, mechanism)] = StoredCredential(base64.b64decode(s["salt"]), s["iterations"],
-                                                      base64.b64decode(s["stored_key"]),
-                                                      base64.b64decode(s["server_key"]))
-        return out
-
-    def change_credentials(self, put: dict[tuple[str, str], StoredCredential],
-                           deleted: Iterable[tuple[str, str]]) -> None:
-        items: list[tuple[str, dict | None]] = [(_SCRAM + orjson.dumps(list(k)).decode(), None) for k in deleted]
-        items += [(_SCRAM + orjson.dumps(list(k)).decode(),
-                   {"salt": _b64(c.salt), "iterations": c.iterations, "stored_key": _b64(c.stored_key),
-                    "server_key": _b64(c.server_key)}) for k, c in put.items()]
-        self._put_all(items)
-
-    # -- client quotas ---------------------------------------------------------------------------------------
-    def quotas(self) -> dict[QuotaEntity, dict[str, float]]:
-        return {tuple((t, n) for t, n in orjson.loads(key)): dict(state) for key, state in self._states_of(_QUOTA)}
-
-    def set_quotas(self, entity: QuotaEntity, values: dict[str, float]) -> None:
-        """`entity`'s quotas become `values` (empty: it has none)."""
-        self.put(_QUOTA + orjson.dumps([list(p) for p in entity]).decode(), dict(values) or None)

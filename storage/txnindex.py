@@ -34,7 +34,7 @@ from crc32c import crc32c
 
 from .openfiles import OpenFiles, PooledFile
 
-__all__ = ["TxnIndex", "AbortedTxn", "INDEX_NAME"]
+__all__ = ["TxnIndex", "TxnState", "AbortedTxn", "INDEX_NAME"]
 
 INDEX_NAME = "transactions.index"
 _ENTRY = struct.Struct("<BBhqqq")
@@ -69,12 +69,66 @@ class AbortedTxn:
         return i >= 0 and self.ranges[i][0] <= offset <= self.ranges[i][1]
 
 
-class TxnIndex:
-    def __init__(self, directory: str, log_start: int, log_end: int, files: OpenFiles) -> None:
-        """`files`: the budget of open files the file is opened through (the engine's, as segments' files are)."""
-        self.path = os.path.join(directory, INDEX_NAME)
+class TxnState:
+    """The transactions of one partition in memory — each producer's open one (its epoch and the ranges it wrote)
+    and the aborted ones, by first offset — and what readers ask of them. `TxnIndex` keeps them in a file;
+    `logway.storage.pg.txns.PgTxnIndex` in a table."""
+
+    def __init__(self) -> None:
         self._open: dict[int, _Open] = {}
         self._aborted: list[AbortedTxn] = []  # by first offset
+
+    def _apply(self, kind: int, flags: int, epoch: int, pid: int, first: int, last: int) -> None:
+        if kind == DATA:
+            txn = self._open.get(pid)
+            if txn is None:
+                txn = self._open[pid] = _Open(epoch, first)
+            txn.ranges.append((first, last))
+            return
+        txn = self._open.pop(pid, None)
+        if txn is not None and not flags & _COMMITTED:
+            bisect.insort(self._aborted, AbortedTxn(pid, txn.first, first, tuple(txn.ranges)), key=_first)
+
+    # -- reading -----------------------------------------------------------------------------------------
+    def is_open(self, producer_id: int) -> bool:
+        """Has the producer a transaction open in this partition?"""
+        return producer_id in self._open
+
+    def open_transactions(self) -> dict[int, tuple[int, int]]:
+        """producer id -> (epoch, first offset) of every transaction still open in this partition."""
+        return {pid: (t.epoch, t.first) for pid, t in self._open.items()}
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """Where the oldest open transaction begins, or the high watermark when none is open."""
+        if not self._open:
+            return high_watermark
+        return min(min(t.first for t in self._open.values()), high_watermark)
+
+    def aborted(self, start: int, end: int) -> list[AbortedTxn]:
+        """The aborted transactions with data in [start, end)."""
+        out = []
+        for txn in self._aborted:
+            if txn.first >= end:
+                break
+            if txn.end >= start:
+                out.append(txn)
+        return out
+
+    @property
+    def has_open(self) -> bool:
+        """Is a transaction open in this partition?"""
+        return bool(self._open)
+
+    @property
+    def has_aborted(self) -> bool:
+        return bool(self._aborted)
+
+
+class TxnIndex(TxnState):
+    def __init__(self, directory: str, log_start: int, log_end: int, files: OpenFiles) -> None:
+        """`files`: the budget of open files the file is opened through (the engine's, as segments' files are)."""
+        super().__init__()
+        self.path = os.path.join(directory, INDEX_NAME)
         self._entries = 0
         #: Entries written since the last `sync()`.
         self.dirty = False
@@ -115,17 +169,6 @@ class TxnIndex:
             self._rewrite()  # the entries kept, without those that describe nothing
         self.prune(log_start)
         return dropped
-
-    def _apply(self, kind: int, flags: int, epoch: int, pid: int, first: int, last: int) -> None:
-        if kind == DATA:
-            txn = self._open.get(pid)
-            if txn is None:
-                txn = self._open[pid] = _Open(epoch, first)
-            txn.ranges.append((first, last))
-            return
-        txn = self._open.pop(pid, None)
-        if txn is not None and not flags & _COMMITTED:
-            bisect.insort(self._aborted, AbortedTxn(pid, txn.first, first, tuple(txn.ranges)), key=_first)
 
     # -- writing -----------------------------------------------------------------------------------------
     def _write(self, kind: int, flags: int, epoch: int, pid: int, first: int, last: int) -> None:
@@ -171,40 +214,6 @@ class TxnIndex:
             os.fdatasync(handle.fd)
         new, self.new_name = self.new_name, False
         return new
-
-    # -- reading -----------------------------------------------------------------------------------------
-    def is_open(self, producer_id: int) -> bool:
-        """Has the producer a transaction open in this partition?"""
-        return producer_id in self._open
-
-    def open_transactions(self) -> dict[int, tuple[int, int]]:
-        """producer id -> (epoch, first offset) of every transaction still open in this partition."""
-        return {pid: (t.epoch, t.first) for pid, t in self._open.items()}
-
-    def last_stable_offset(self, high_watermark: int) -> int:
-        """Where the oldest open transaction begins, or the high watermark when none is open."""
-        if not self._open:
-            return high_watermark
-        return min(min(t.first for t in self._open.values()), high_watermark)
-
-    def aborted(self, start: int, end: int) -> list[AbortedTxn]:
-        """The aborted transactions with data in [start, end)."""
-        out = []
-        for txn in self._aborted:
-            if txn.first >= end:
-                break
-            if txn.end >= start:
-                out.append(txn)
-        return out
-
-    @property
-    def has_open(self) -> bool:
-        """Is a transaction open in this partition?"""
-        return bool(self._open)
-
-    @property
-    def has_aborted(self) -> bool:
-        return bool(self._aborted)
 
     def forget_aborted(self, txns) -> None:
         """Forget these aborted transactions (the log cleaner removed their records and is about to remove their

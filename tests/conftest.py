@@ -218,3 +218,35 @@ def chromium():
         yield driver
     finally:
         driver.quit()
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """A PostgreSQL server for the whole session (logway.bench.postgres), started once; skipped, saying what is missing,
+    where PostgreSQL is not installed — with REQUIRE_POSTGRES=1 (CI) that is a failure instead."""
+    from logway.bench.postgres import PostgresServer, postgres_problem
+
+    problem = postgres_problem()
+    if problem:
+        if os.environ.get("REQUIRE_POSTGRES") == "1":
+            pytest.fail(f"REQUIRE_POSTGRES=1 but {problem}")
+        pytest.skip(problem)
+    server = PostgresServer()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.destroy()
+
+
+@pytest.fixture
+def pg_database(pg_server):
+    """A fresh database of `pg_server` for one test: its libpq connection string (dropped afterwards). A test that
+    stopped or killed the server leaves it running again."""
+    name = pg_server.create_database()
+    try:
+        yield pg_server.dsn(name)
+    finally:
+        if pg_server.pid() is None:
+            pg_server.start()
+        pg_server.drop_database(name)

@@ -111,3 +111,18 @@ def test_every_module_has_a_docstring():
             if not ast.get_docstring(ast.parse(path.read_text())):
                 missing.append(str(path.relative_to(ROOT)))
     assert not missing, f"modules without a docstring: {missing}"
+
+
+def test_only_the_postgres_backend_imports_its_driver():
+    """psycopg is imported by logway.storage.pg (and the benchmarks, which run a database of their own) alone, and
+    nothing else in storage imports that package: a gateway on local files never loads the driver."""
+    offenders = []
+    for package in PACKAGES:
+        for path in _files(package):
+            inside = path.is_relative_to(ROOT / "storage" / "pg") or package == "bench"
+            for name in imported_modules(path):
+                if _within(name, "psycopg") and not inside:
+                    offenders.append(f"{path.relative_to(ROOT)} imports {name}")
+                if _within(name, "logway.storage.pg") and package == "storage" and not inside:
+                    offenders.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert not offenders, offenders

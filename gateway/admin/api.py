@@ -209,7 +209,7 @@ class AdminApi:
                     "partition": plog.partition, "log_start_offset": plog.log_start_offset,
                     "log_end_offset": plog.log_end_offset, "high_watermark": plog.high_watermark,
                     "last_stable_offset": plog.last_stable_offset, "size_bytes": plog.size_bytes,
-                    "segments": len(plog.segments), "records_appended": records, "bytes_appended": size})
+                    "segments": plog.segment_count, "records_appended": records, "bytes_appended": size})
             out.append({"name": topic.name, "format": topic.format, "partitions": partitions,
                         "size_bytes": sum(p["size_bytes"] for p in partitions),
                         "records": sum(p["log_end_offset"] - p["log_start_offset"] for p in partitions)})

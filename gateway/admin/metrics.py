@@ -428,8 +428,8 @@ class GatewayCollector(Collector):
             ("log_end_offset", "The offset the next append gets"),
             ("high_watermark", "The end of what readers see (with flush: always, the durable end)"),
             ("last_stable_offset", "Where committed-data readers stop (the oldest open transaction)"),
-            ("log_size_bytes", "Bytes of the partition's segment files"),
-            ("log_segments", "Segment files of the partition"))}
+            ("log_size_bytes", "Bytes of the partition's segment files (or rows)"),
+            ("log_segments", "Segment files of the partition (with the postgres backend: its rows)"))}
         appended = CounterMetricFamily("logway_records_appended", "Records appended since the gateway started",
                                        labels=labels)
         appended_bytes = CounterMetricFamily("logway_bytes_appended", "Bytes of batches appended since the "
@@ -448,7 +448,7 @@ class GatewayCollector(Collector):
             families["high_watermark"].add_metric(key, plog.high_watermark)
             families["last_stable_offset"].add_metric(key, plog.last_stable_offset)
             families["log_size_bytes"].add_metric(key, plog.size_bytes)
-            families["log_segments"].add_metric(key, len(plog.segments))
+            families["log_segments"].add_metric(key, plog.segment_count)
             counts = m.appends.get(plog, (0, 0))
             appended.add_metric(key, counts[0])
             appended_bytes.add_metric(key, counts[1])

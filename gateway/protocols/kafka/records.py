@@ -52,7 +52,7 @@ MAX_FETCH_WAIT_MS = 60_000
 async def produce(broker: "KafkaBroker", body, version, conn):
     if body.acks not in (0, 1, -1):
         return _produce_errors(body, E.INVALID_REQUIRED_ACKS)
-    durable = body.acks == -1
+    durable = body.acks == -1 or broker.steps.leader_acks_wait
     responses = []
     for td in body.topic_data:
         parts = []

@@ -273,7 +273,7 @@ class NativeHandler:
             parts = [nev.PartitionSummary(p.partition, p.log_start_offset, p.high_watermark) for p in mine]
         else:
             parts = [nev.PartitionSummary(p.partition, p.log_start_offset, p.high_watermark, p.size_bytes,
-                                          len(p.segments), last_stable_offset=p.last_stable_offset) for p in mine]
+                                          p.segment_count, last_stable_offset=p.last_stable_offset) for p in mine]
         if ev.at_timestamp is not None and mine:  # (the search reads segment files: a worker thread)
             found = await self.steps.in_thread(lambda: [p.offset_for_timestamp(ev.at_timestamp) for p in mine])
             parts = [replace(s, timestamp_offset=s.log_end_offset if f is None else max(f, s.log_start_offset))
