@@ -40,12 +40,30 @@ def test_throughput_command_prints_both_phases_and_the_target(capsys):
     assert main(["bench", "kafka-throughput", "--records", "3000", "--consume-batch", "700",
                  "--timeout", "60"]) == 0
     out = capsys.readouterr().out
-    assert "fetch.queue.backoff.ms=10" in out and "target ≥ 1,000,000 records/s" in out
+    assert "fetch.queue.backoff.ms=10" in out and "storage.backend=local" in out
+    assert "targets (local: produce ≥ 1,000,000, consume ≥ 1,000,000 records/s)" in out
     lines = out.splitlines()
     for phase in ("produce", "consume"):
         at = next(i for i, line in enumerate(lines) if line.startswith(f"  {phase} "))
         assert "records/s" in lines[at] and "MB/s" in lines[at]
         assert "gateway CPU" in lines[at + 1] and "RSS" in lines[at + 1] and "client CPU" in lines[at + 2]
+
+
+def test_throughput_on_both_backends_side_by_side(capsys, pg_server):
+    """(pg_server: only to skip, or fail under REQUIRE_POSTGRES, where PostgreSQL is missing — the benchmark starts a
+    throwaway server of its own.)"""
+    assert main(["bench", "kafka-throughput", "--backend", "both", "--records", "2000", "--consume-batch", "500",
+                 "--timeout", "60"]) == 0
+    out = capsys.readouterr().out
+    text = " ".join(out.split())  # (headers are wrapped)
+    assert "storage.backend=local, flush=none" in text
+    assert "storage.backend=postgres (acknowledged once committed)" in text
+    lines = out.splitlines()
+    produces = [i for i, line in enumerate(lines) if line.startswith("  produce ")]
+    assert len(produces) == 2
+    assert not lines[produces[0] + 2].strip().startswith("PostgreSQL CPU")  # (local files: no database)
+    assert lines[produces[1] + 2].strip().startswith("PostgreSQL CPU")
+    assert "postgres: produce ≥ 500,000, consume ≥ 1,000,000" in text
 
 
 @pytest.mark.parametrize("client", ["confluent", "kafka-python"])
