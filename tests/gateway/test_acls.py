@@ -131,6 +131,46 @@ def test_native_requests_are_held_to_the_acls(gw):
             c.create_acls([entry("t", "Fly")])
 
 
+def test_quotas_over_the_native_protocol_are_held_to_kafkas_acls(gw):
+    user = fresh("q")
+    with ops(gw) as c:
+        c.set_password(user, "pw", "SCRAM-SHA-256")
+        assert c.alter_quotas([("user", user)], set={"producer_byte_rate": 1024, "request_percentage": 50})
+        assert c.alter_quotas([("user", None), ("client-id", user)], set={"consumer_byte_rate": 2048.5})
+        assert not c.alter_quotas([("user", user)], set={"consumer_byte_rate": 1}, validate_only=True)
+        assert c.describe_quotas([nv.QuotaComponent("user", user)], strict=True) == [
+            nv.QuotaEntry([("user", user)], {"producer_byte_rate": 1024.0, "request_percentage": 50.0})]
+        assert c.describe_quotas([nv.QuotaComponent("client-id", user), nv.QuotaComponent("user", default=True)]) == [
+            nv.QuotaEntry([("client-id", user), ("user", None)], {"consumer_byte_rate": 2048.5})]
+        with pytest.raises(NativeError, match="invalid request: .*not enforced"):
+            c.alter_quotas([("user", user)], set={"controller_mutation_rate": 1})
+        with pytest.raises(NativeError, match="invalid request: .*positive"):
+            c.alter_quotas([("user", user)], set={"producer_byte_rate": 0})
+        with pytest.raises(NativeError, match="invalid request: .*altered twice"):
+            c.alter_quotas([("user", user)], set={"producer_byte_rate": 1}, delete=["producer_byte_rate"])
+        with pytest.raises(NativeError, match="invalid request: .*user, a client-id or both"):
+            c.alter_quotas([("ip", "10.0.0.1")], set={"producer_byte_rate": 1})
+        with pytest.raises(NativeError, match="invalid request: unknown entity type 'ip'"):
+            c.describe_quotas([nv.QuotaComponent("ip")])
+    with NativeClient(*gw.native, user=user, password="pw", mechanism="SCRAM-SHA-256") as c:
+        with pytest.raises(NativeError, match=f"not authorized: User:{user} may not DESCRIBE_CONFIGS CLUSTER"):
+            c.describe_quotas()
+        with pytest.raises(NativeError, match=f"not authorized: User:{user} may not ALTER_CONFIGS CLUSTER"):
+            c.alter_quotas([("user", user)], delete=["producer_byte_rate"])
+        c.ping()
+    with ops(gw) as c:
+        c.create_acls([entry("kafka-cluster", "DescribeConfigs", principal=f"User:{user}", rtype="Cluster")])
+    with NativeClient(*gw.native, user=user, password="pw", mechanism="SCRAM-SHA-256") as c:
+        assert [q.entity for q in c.describe_quotas([nv.QuotaComponent("user", user)])] == [[("user", user)]]
+        with pytest.raises(NativeError, match="may not ALTER_CONFIGS CLUSTER"):
+            c.alter_quotas([("user", user)], delete=["producer_byte_rate"])
+    with ops(gw) as c:
+        c.delete_acls(nv.AclEntry(principal=f"User:{user}"))
+        assert c.alter_quotas([("user", user)], delete=["producer_byte_rate", "request_percentage"])
+        assert c.alter_quotas([("user", None), ("client-id", user)], delete=["consumer_byte_rate"])
+        assert c.describe_quotas([nv.QuotaComponent("user", user)]) == []
+
+
 # -- TANK: the listener's principal, or the certificate's ------------------------------------------------------------
 
 def test_tank_clients_are_the_listeners_principal_and_held_to_its_acls(gw):
