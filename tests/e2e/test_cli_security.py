@@ -1,5 +1,5 @@
-"""`logway acls`, `logway users` and `logway quotas`, and the commands logging in (`--user` with LOGWAY_PASSWORD, LOGWAY_TOKEN), as
-`python -m logway.cli` processes against a real gateway that requires logins: an operator makes a user and its ACLs,
+"""`logway acls`, `logway users` and `logway quotas`, and the commands logging in (`--user` with LOGWAY_PASSWORD,
+LOGWAY_TOKEN), as `python -m logway.cli` processes against a real gateway that requires logins: an operator makes a user and its ACLs,
 the user works within them (topics, produce and consume over native and Kafka), refusals are one line and exit 1;
 the quotas the CLI sets are Kafka's client quotas (DescribeClientQuotas sees them, AlterClientQuotas' are listed) and
 slow the user down."""

@@ -38,10 +38,11 @@ What each API needs, and its answer when refused:
   AddPartitionsToTxn v4+ (several transactions, verify-only) is a broker's request: ClusterAction on the cluster.
 
 Authorized operations (KIP-430), when a request asks for them: Metadata v8+ (each topic it may Describe; v8-10 the
-cluster's), DescribeGroups v3+, ConsumerGroupDescribe and ShareGroupDescribe (each group described without an error: those it
-may Describe), DescribeCluster — each the bit field of the operations the principal may do on the
-resource (`Authorizer.operations`), put into the answer the API built; the cluster's is 0 to a principal that may
-not Describe the cluster, as Kafka answers it. Entries the principal may not describe keep Kafka's "omitted".
+cluster's), DescribeGroups v3+, ConsumerGroupDescribe and ShareGroupDescribe (each group described without an
+error: those it may Describe), DescribeCluster — each the bit field of the operations the principal may do on the
+resource (`Authorizer.operations`), put into the answer the API served (before the rules add their refusals); the
+cluster's is 0 to a principal that may not Describe the cluster, as Kafka answers it. Entries the principal may not
+describe keep Kafka's "omitted" (INT32_MIN).
 
 Every refusal is counted and logged by the authorizer; the filters (Metadata of all topics, ListGroups, OffsetFetch
 of all partitions) are not refusals and are not logged, as in Kafka.
@@ -247,7 +248,7 @@ class KafkaAuthz:
         if body.include_topic_authorized_operations:
             changes["topics"] = [
                 replace(t, topic_authorized_operations=operations(conn.principal, conn.address, R.TOPIC, t.name))
-                if t.name is not None and t.error_code != E.TOPIC_AUTHORIZATION_FAILED else t for t in answer.topics]
+                if t.name is not None else t for t in answer.topics]
         if request.api_version <= 10 and body.include_cluster_authorized_operations:
             changes["cluster_authorized_operations"] = self._cluster_operations(conn)
         return replace(answer, **changes)
