@@ -1,6 +1,6 @@
 """The `logway` command's parser and dispatch: `serve`, `config`, `produce`, `consume`, `topics
 create|list|describe|delete|alter|config|add-partitions|delete-records`, `groups list|describe|reset-offsets`,
-`acls list|add|remove`, `users list|set|delete`, and `bench <name>`.
+`acls list|add|remove`, `users list|set|delete`, `quotas list|set|delete`, and `bench <name>`.
 
 Bad arguments are one line on stderr (exit 2), never a usage block or a traceback. `--gateway`, `--json` and the
 login options (`--user`, `--mechanism`) are taken before the action or after it (`logway topics --gateway H:P list`,
@@ -216,8 +216,25 @@ def _acl_selection(parser: argparse.ArgumentParser, *, binding: bool) -> None:
         parser.add_argument("--permission", choices=("allow", "deny"), help="only Allow or Deny bindings")
 
 
+#: The client quotas `quotas set` gives (Kafka's keys, enforced by the gateway) and what each measures.
+QUOTA_KEYS = {"producer_byte_rate": "bytes of records produced a second",
+              "consumer_byte_rate": "bytes of records fetched a second",
+              "request_percentage": "the gateway's time its requests take, in % of one core"}
+
+
+def _quota_entity(parser: argparse.ArgumentParser) -> None:
+    """The options naming a quota entity (Kafka's: a user, a client id, both; or their defaults)."""
+    user = parser.add_mutually_exclusive_group()
+    user.add_argument("--for-user", metavar="NAME", help="the user NAME (its principal's name: alice for User:alice)")
+    user.add_argument("--for-default-user", action="store_true", help="the default user: each user with no quota "
+                                                                      "of its own")
+    client = parser.add_mutually_exclusive_group()
+    client.add_argument("--for-client-id", metavar="ID", help="the client id ID (what a Kafka client names itself)")
+    client.add_argument("--for-default-client-id", action="store_true", help="the default client id")
+
+
 def _security_parsers(sub) -> None:
-    """`acls` and `users`."""
+    """`acls`, `users` and `quotas`."""
     acls = sub.add_parser("acls", help="who may do what: list, add and remove ACLs (Kafka's model; native protocol)")
     _gateway_option(acls, DEFAULT_GATEWAY)
     asub = acls.add_subparsers(dest="action", required=True)
@@ -245,6 +262,23 @@ def _security_parsers(sub) -> None:
     udelete.add_argument("name", metavar="USER")
     udelete.add_argument("--scram", choices=("SCRAM-SHA-256", "SCRAM-SHA-512"), action="append", dest="scram",
                          help="only this mechanism's credential (repeatable)")
+
+    quotas = sub.add_parser("quotas", help="client quotas (Kafka's): list, set, delete byte rates and request time "
+                                           "per user or client id (native protocol)")
+    _gateway_option(quotas, DEFAULT_GATEWAY)
+    qsub = quotas.add_subparsers(dest="action", required=True)
+    qlist = _action_parser(qsub, "list", help="quotas: of every entity, or of those the options name")
+    _quota_entity(qlist)
+    qlist.add_argument("--strict", action="store_true", help="only entities of exactly the types named (without: "
+                                                             "also those that add another type)")
+    qset = _action_parser(qsub, "set", help="set quotas of an entity (other quotas of it stay)")
+    _quota_entity(qset)
+    for key, what in QUOTA_KEYS.items():
+        qset.add_argument("--" + key.replace("_", "-"), dest=key, type=float, metavar="N", help=what)
+    qdelete = _action_parser(qsub, "delete", help="delete quotas of an entity (all of them, or --quota ones)")
+    _quota_entity(qdelete)
+    qdelete.add_argument("--quota", action="append", default=[], choices=tuple(QUOTA_KEYS),
+                         help="only this quota (repeatable)")
 
 
 def _records_parsers(sub) -> None:
@@ -348,7 +382,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         from .groups import groups
 
         return groups(args)
-    if args.command in ("acls", "users"):
+    if args.command in ("acls", "users", "quotas"):
         from . import security
 
         return getattr(security, args.command)(args)

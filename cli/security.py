@@ -1,6 +1,6 @@
-"""`logway acls list|add|remove` and `logway users list|set|delete`: who may do what on a running gateway, over the
-native protocol (its ACL and user requests), as a principal allowed to (a super user, or Describe / Alter on the
-cluster).
+"""`logway acls list|add|remove`, `logway users list|set|delete` and `logway quotas list|set|delete`: who may do
+what, and how much, on a running gateway, over the native protocol (its ACL, user and quota requests), as a
+principal allowed to (a super user, or Describe / Alter on the cluster; DescribeConfigs / AlterConfigs for quotas).
 
 - `acls list` prints `resource_type name pattern principal host operation permission` per binding — every one, or
   those the options match (`--pattern match --topic T`: the bindings that apply to T). `acls add` adds one binding
@@ -9,6 +9,10 @@ cluster).
   `auth.users` have none); `users set USER` makes a SCRAM credential of each mechanism (both by default) from a
   password salted here — read from stdin with `--password-stdin`, else `$LOGWAY_NEW_PASSWORD`, else asked twice on
   the terminal — so it never crosses the connection; `users delete USER` deletes its credentials.
+- `quotas list` prints `user client_id quota value` per quota of each entity (Kafka's client quotas: a user, a
+  client id, both, or a default, written `<default>` as kafka-configs writes it; `-` where the entity has no such
+  part) — every entity, or those the `--for-…` options match; `quotas set` sets the quotas given of one entity,
+  `quotas delete` deletes its quotas (all, or the `--quota` ones).
 """
 
 from __future__ import annotations
@@ -24,13 +28,16 @@ from logway.codecs.scram import MAX_ITERATIONS, MIN_ITERATIONS
 
 from . import connect
 from .connect import Usage
+from .main import QUOTA_KEYS
 from .output import Output
 
-__all__ = ["acls", "users"]
+__all__ = ["acls", "quotas", "users"]
 
 NEW_PASSWORD_ENV = "LOGWAY_NEW_PASSWORD"
 _COLUMNS = ("resource_type", "name", "pattern", "principal", "host", "operation", "permission")
 _MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+#: How kafka-configs writes a default entity (the default user, the default client id).
+DEFAULT_ENTITY = "<default>"
 
 
 def acls(args: argparse.Namespace) -> int:
@@ -39,6 +46,10 @@ def acls(args: argparse.Namespace) -> int:
 
 def users(args: argparse.Namespace) -> int:
     return connect.run(args, _check_users, _run_users)
+
+
+def quotas(args: argparse.Namespace) -> int:
+    return connect.run(args, _check_quotas, _run_quotas)
 
 
 # -- ACLs --------------------------------------------------------------------------------------------------------
@@ -146,3 +157,68 @@ def _run_users(client: NativeClient, args: argparse.Namespace, password, out: Ou
         out.result(f"deleted the credentials of {args.name}: {', '.join(gone) or 'none'}", user=args.name,
                    mechanisms=gone)
     return 0
+
+
+# -- quotas ------------------------------------------------------------------------------------------------------
+
+def _entity(args: argparse.Namespace) -> list[tuple[str, str | None]]:
+    """The entity the `--for-…` options name: (type, name or None for the default) pairs."""
+    entity = []
+    for entity_type, name, default in (("user", args.for_user, args.for_default_user),
+                                       ("client-id", args.for_client_id, args.for_default_client_id)):
+        if name is not None or default:
+            entity.append((entity_type, name))
+    return entity
+
+
+def _check_quotas(args: argparse.Namespace):
+    entity = _entity(args)
+    if args.action == "list":
+        return entity
+    if not entity:
+        raise Usage(f"quotas {args.action} needs an entity: --for-user, --for-default-user, --for-client-id or "
+                    "--for-default-client-id")
+    if args.action == "set":
+        values = {key: getattr(args, key) for key in QUOTA_KEYS if getattr(args, key) is not None}
+        if not values:
+            raise Usage("quotas set needs a quota: " + ", ".join("--" + k.replace("_", "-") for k in QUOTA_KEYS))
+        return entity, values
+    return entity, list(dict.fromkeys(args.quota))
+
+
+def _run_quotas(client: NativeClient, args: argparse.Namespace, checked, out: Output) -> int:
+    if args.action == "list":
+        found = client.describe_quotas([nv.QuotaComponent(t, n, n is None) for t, n in checked], args.strict)
+        out.table(("user", "client_id", "quota", "value"),
+                  ((*_parts(q.entity), key, _number(value)) for q in found for key, value in sorted(q.values.items())))
+        return 0
+    entity, what = checked
+    user, client_id = _parts(entity)
+    if args.action == "set":
+        client.alter_quotas(entity, set=what)
+        out.result(f"set the quotas of {_described(entity)}: "
+                   + ", ".join(f"{k}={_number(v)}" for k, v in what.items()),
+                   user=user, client_id=client_id, quotas={k: _number(v) for k, v in what.items()})
+        return 0
+    if not what:  # every quota the entity has
+        what = [key for q in client.describe_quotas([nv.QuotaComponent(t, n, n is None) for t, n in entity], True)
+                if sorted(q.entity) == sorted(entity) for key in sorted(q.values)]
+    if what:
+        client.alter_quotas(entity, delete=what)
+    out.result(f"deleted the quotas of {_described(entity)}: {', '.join(what) or 'none'}", user=user,
+               client_id=client_id, deleted=what)
+    return 0
+
+
+def _parts(entity) -> tuple[str | None, str | None]:
+    """(user, client id) of an entity for a table: a name, `<default>`, or None where it has no such part."""
+    names = dict(entity)
+    return tuple(DEFAULT_ENTITY if t in names and names[t] is None else names.get(t) for t in ("user", "client-id"))
+
+
+def _described(entity) -> str:
+    return ", ".join(f"the default {t}" if n is None else f"{t} {n!r}" for t, n in entity)
+
+
+def _number(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else value

@@ -23,6 +23,8 @@ generator both flavours drive (`blocking.drive`, `trio_io.drive`)::
     c.describe_acls(nv.AclEntry(principal="User:bob")); c.delete_acls(nv.AclEntry(name="orders"))
     c.set_password("bob", "pw", "SCRAM-SHA-512", iterations=8192)    # salted here: the password stays here
     c.delete_credential("bob", "SCRAM-SHA-512"); c.describe_users(["bob"])
+    c.alter_quotas([("user", "bob")], set={"producer_byte_rate": 1048576}, delete=["request_percentage"])  # -> True
+    c.describe_quotas([nv.QuotaComponent("user", "bob")], strict=False)  # -> [QuotaEntry(entity, values), ...]
 
     c = await AsyncNativeClient.connect("127.0.0.1", 9898)   # or AsyncNativeClient(trio_stream)
 
@@ -320,7 +322,7 @@ class NativeClient(BlockingClient):
         """Log in as `user` (see `_login`); the principal the connection now is."""
         return self._run(_login(user, password, mechanism))
 
-    # -- security administration (ACLs, users' SCRAM credentials) ---------------------------------------------
+    # -- security administration (ACLs, users' SCRAM credentials, client quotas) ------------------------------
     def describe_acls(self, flt: nv.AclEntry = nv.AclEntry()) -> list[nv.AclEntry]:
         return self._run(_security(nv.DescribeAclsRequest(flt), "acls"))
 
@@ -340,6 +342,18 @@ class NativeClient(BlockingClient):
 
     def delete_credential(self, user: str, mechanism: str) -> bool:
         return self._run(_security(nv.AlterUserRequest(user, mechanism, delete=True), "altered"))
+
+    def describe_quotas(self, components: Iterable[nv.QuotaComponent] = (), strict: bool = False
+                        ) -> list[nv.QuotaEntry]:
+        """The quotas of the entities the components match (none: every entity; `strict`: no other entity type)."""
+        return self._run(_security(nv.DescribeQuotasRequest(list(components), strict), "quotas"))
+
+    def alter_quotas(self, entity: Iterable[tuple[str, str | None]], set: Mapping[str, float] | None = None,
+                     delete: Iterable[str] = (), validate_only: bool = False) -> bool:
+        """Set and delete quotas of `entity` ((type, name or None for the default) pairs); False with
+        `validate_only`."""
+        return self._run(_security(nv.AlterQuotasRequest(list(entity), dict(set or {}), list(delete), validate_only),
+                                   "altered"))
 
 
 # -- trio --------------------------------------------------------------------------------------------------------

@@ -4,7 +4,8 @@ bad file is a `ConfigError` at start, not at the first client), and the principa
 A listener with `tls_client_auth: requested | required` (mutual TLS) also asks the client for a certificate signed by
 one of `tls.client_ca_file`'s authorities — `required` refuses the handshake without one — and the subject of a
 certificate it verified becomes the connection's principal (`client_principal`, through
-`tls.principal_mapping_rules`)."""
+`tls.principal_mapping_rules`) — on the admin listener too, whose requests it makes that principal's
+(`certificate_principal` of the certificate its connection verified)."""
 
 from __future__ import annotations
 
@@ -41,10 +42,15 @@ def server_ssl_context(tls: TlsSettings, client_auth: str = "none") -> ssl.SSLCo
 def client_principal(stream, tls: TlsSettings) -> str | None:
     """The principal of the client certificate `stream` (after its handshake) verified, or None when it has none;
     NoMatchingRule when no mapping rule gives its subject a name."""
-    cert = stream.getpeercert()
+    return certificate_principal(stream.getpeercert(), tls)
+
+
+def certificate_principal(cert: dict | None, tls: TlsSettings) -> str | None:
+    """The principal of a verified client certificate as `getpeercert()` gives it (None: it has none);
+    NoMatchingRule when no mapping rule gives its subject a name."""
     if not cert or not cert.get("subject"):
         return None
     return user_principal(mapper(tls.principal_mapping_rules).name(subject_name(cert["subject"])))
 
 
-__all__ = ["NoMatchingRule", "client_principal", "server_ssl_context"]
+__all__ = ["NoMatchingRule", "certificate_principal", "client_principal", "server_ssl_context"]

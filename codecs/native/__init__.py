@@ -91,7 +91,8 @@ false).
 `Auth` is our extension for gateways that require a login (a user's password, SCRAM, or the legacy shared token):
 it must be the connection's first request; any other request before it, or a failed login, is answered with an
 `Error` and the connection is closed. A SCRAM login is two `Auth` requests (client-first, client-final), each
-answered with the server's message. The security administration (ACLs, users' SCRAM credentials) is in `security`.
+answered with the server's message. The security administration (ACLs, users' SCRAM credentials, client quotas) is
+in `security`.
 """
 
 from logway.codecs.native.connection import CLOSED, MAX_FRAME_BYTES, NEED_DATA, NativeConnection
@@ -149,21 +150,25 @@ from logway.codecs.native.events import (
     TxnQueryRequest,
     TxnResponse,
 )
-from logway.codecs.native.security import (AclEntry, AclsResponse, AlterUserRequest, AlterUserResponse,
-                                           CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest,
-                                           DeleteAclsResponse, DescribeAclsRequest, DescribeUsersRequest,
-                                           UserCredentials, UsersResponse)
+from logway.codecs.native.security import (AclEntry, AclsResponse, AlterQuotasRequest, AlterQuotasResponse,
+                                           AlterUserRequest, AlterUserResponse, CreateAclsRequest,
+                                           CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse,
+                                           DescribeAclsRequest, DescribeQuotasRequest, DescribeUsersRequest,
+                                           QuotaComponent, QuotaEntry, QuotasResponse, UserCredentials,
+                                           UsersResponse)
 from logway.codecs.native.wire import encode_fetched
 
 #: Every request and response event: the log's (`events`) and the security administration's (`security`).
 Request = (Request | DescribeAclsRequest | CreateAclsRequest | DeleteAclsRequest | DescribeUsersRequest
-           | AlterUserRequest)
-Response = (Response | AclsResponse | CreateAclsResponse | DeleteAclsResponse | UsersResponse | AlterUserResponse)
+           | AlterUserRequest | DescribeQuotasRequest | AlterQuotasRequest)
+Response = (Response | AclsResponse | CreateAclsResponse | DeleteAclsResponse | UsersResponse | AlterUserResponse
+            | QuotasResponse | AlterQuotasResponse)
 
 __all__ = [
     "AclEntry", "AclsResponse", "AlterUserRequest", "AlterUserResponse", "CreateAclsRequest", "CreateAclsResponse",
     "DeleteAclsRequest", "DeleteAclsResponse", "DescribeAclsRequest", "DescribeUsersRequest", "UserCredentials",
-    "UsersResponse",
+    "UsersResponse", "AlterQuotasRequest", "AlterQuotasResponse", "DescribeQuotasRequest", "QuotaComponent",
+    "QuotaEntry", "QuotasResponse",
     "CLOSED",
     "MAX_FRAME_BYTES",
     "NEED_DATA",

@@ -10,8 +10,11 @@ user's password, or a bearer token) and the ACL checks of each endpoint.
   <user:password>` (checked as a PLAIN login: `security.Users`) or `Bearer <auth.native_token>` (the token's
   principal, a super user); without one, 401 with a Basic challenge (none for the console's own requests, which
   show its login form instead: `X-Logway-Console`).
-  Use TLS (`listeners.admin.tls`) so the password does not cross the network in clear text. Without required
-  authentication a request is the listener's principal (`listeners.admin.principal`), held to its ACLs.
+  Use TLS (`listeners.admin.tls`) so the password does not cross the network in clear text. With
+  `listeners.admin.tls_client_auth` (mutual TLS), a request without `Authorization` over a connection whose client
+  certificate the listener verified is that certificate's principal (`tls.principal_mapping_rules`, as on every
+  listener: a subject no rule maps is refused, 401) — a login like the others. Without required authentication a
+  request with neither is the listener's principal (`listeners.admin.principal`), held to its ACLs.
 - **ACLs** (the same authorizer as every protocol; refusals are 403, counted as protocol `admin` and logged):
   `/metrics` and `/api/rates` need Describe on the cluster; `/api/topics` lists the topics the caller may
   Describe, `/api/groups` the groups (and their topics' partitions) it may Describe; the message browser needs Read
@@ -29,6 +32,7 @@ import logging
 from dataclasses import dataclass
 
 from ..security import CLUSTER, TOKEN_PRINCIPAL, Operation, ResourceType, authentication_required, user_principal
+from ..tls import NoMatchingRule, certificate_principal
 from .http import HttpAnswer, HttpRequest
 from .http import json_answer as _json
 
@@ -78,6 +82,7 @@ class AdminAccess:
         self.names = {"localhost"} | {n.strip().lower() for n in config.auth.admin_hosts.split(",") if n.strip()}
         self.default_principal = config.listeners["admin"].principal
         self.token = config.auth.native_token
+        self.tls = config.tls
         self.required = authentication_required(config)
 
     @property
@@ -102,14 +107,25 @@ class AdminAccess:
         return _json(421, {"error": f"this listener does not serve {host[:100]!r}: add the name to auth.admin_hosts"})
 
     async def caller(self, request: HttpRequest) -> Caller | None:
-        """Who `request` comes from: its login, or the listener's principal where no login is required; None when
-        a login is required and there is none (or it fails)."""
+        """Who `request` comes from: its login, else its verified client certificate's principal, else the
+        listener's principal where no login is required; None when a login is required and there is none (or it
+        fails, or the certificate's subject maps to no name)."""
         address = _address(request.peer)
         header = request.headers.get("authorization", "")
-        if not header:
+        if header:
+            principal = await self._login(header, request.peer)
+        elif request.peer_cert is not None:
+            principal = self._certificate(request)
+        else:
             return None if self.required else Caller(self.default_principal, address, request.peer or "?")
-        principal = await self._login(header, request.peer)
         return None if principal is None else Caller(principal, address, request.peer or "?")
+
+    def _certificate(self, request: HttpRequest) -> str | None:
+        try:
+            return certificate_principal(request.peer_cert, self.tls)
+        except NoMatchingRule as exc:
+            log.warning("%s: admin: client certificate refused: %s", request.peer or "?", exc)
+            return None
 
     async def _login(self, header: str, peer: str) -> str | None:
         if len(header) > MAX_CREDENTIALS_BYTES or self.security is None:

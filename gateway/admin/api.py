@@ -131,7 +131,8 @@ class AdminApi:
             if path == "/health":
                 return _json(200, {"status": "live"})
             if path == "/ready":
-                caller = await access.caller(request) if request.headers.get("authorization") else None
+                caller = await access.caller(request) if request.headers.get("authorization") or \
+                    request.peer_cert else None
                 return self._ready(caller is not None and self._may_describe_cluster(caller, quiet=True))
             caller = await access.caller(request)
             if path == "/api/console":  # what the console may do, and as whom (no one yet: it asks for a login)

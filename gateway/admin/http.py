@@ -45,13 +45,15 @@ HttpAnswer = tuple[int, list[tuple[str, str]], bytes]
 @dataclass(slots=True)
 class HttpRequest:
     """One request as a handler gets it: header names in lower case (a repeated header's values joined by ", "),
-    the body whole (at most MAX_BODY_BYTES), and the client's address."""
+    the body whole (at most MAX_BODY_BYTES), the client's address, and the client certificate its TLS connection
+    verified (as `ssl.SSLSocket.getpeercert()` gives it; None: none, or no TLS)."""
 
     method: str
     target: str
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
     peer: str = ""
+    peer_cert: dict | None = None
 
 
 Handler = Callable[[HttpRequest], Awaitable[HttpAnswer]]
@@ -145,6 +147,7 @@ class HttpConnection:
         self.scope = trio.CancelScope()  # cancelled to make room for a newer connection (`AdminConnections`)
         self.waiting_since: float | None = None  # while reading a request: since when (None: answering one)
         self.begun = False  # ... and whether its first bytes arrived
+        self.peer_cert: dict | None = None  # the verified client certificate, once the TLS handshake is done
 
     async def serve(self) -> None:
         conn = self.conn
@@ -213,8 +216,11 @@ class HttpConnection:
                     key = name.decode("ascii", "replace")  # (h11 gives them in lower case)
                     text = value.decode("latin-1")
                     headers[key] = f"{headers[key]}, {text}" if key in headers else text
+                if self.peer_cert is None and isinstance(self.stream, trio.SSLStream):  # (handshake done by now)
+                    self.peer_cert = self.stream.getpeercert() or None
                 return HttpRequest(request.method.decode("ascii", "replace"),
-                                   request.target.decode("ascii", "replace"), headers, bytes(body), self.peer)
+                                   request.target.decode("ascii", "replace"), headers, bytes(body), self.peer,
+                                   self.peer_cert)
             else:  # ConnectionClosed (or PAUSED, which cannot come before our answer)
                 return None
 

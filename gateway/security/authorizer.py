@@ -16,6 +16,10 @@ every change (`change`, which writes them durably first), indexed by resource ty
 answers are also remembered per (principal, host, operation, resource) until the bindings change. A check on the
 request path is one dictionary lookup when the same client asked before, a few otherwise — never I/O.
 
+`operations()` is Kafka's "authorized operations" of a resource (what Metadata, DescribeGroups, DescribeCluster and
+ConsumerGroupDescribe answer when asked): a bit field with bit `code` set for each operation of the resource's type
+(`acls.OPERATIONS`, All aside) the principal may do there, as a Kafka broker computes it.
+
 `check()` is what the protocols call: a refusal is counted (`denied`, the metric
 `logway_authorization_denied_total`) and logged with the principal, address, operation and resource (a message whose
 lines the gateway's repeat limiter bounds: a client that is refused in a loop cannot fill the log).
@@ -27,8 +31,8 @@ import logging
 from collections import defaultdict
 from typing import Iterable
 
-from .acls import CLUSTER_NAME, IMPLIED_BY, WILDCARD, WILDCARD_PRINCIPAL, Acl, AclFilter, Operation, PatternType
-from .acls import Permission, ResourceType
+from .acls import CLUSTER_NAME, IMPLIED_BY, OPERATIONS, WILDCARD, WILDCARD_PRINCIPAL, Acl, AclFilter, Operation
+from .acls import PatternType, Permission, ResourceType
 
 log = logging.getLogger("logway.gateway.security")
 
@@ -36,6 +40,8 @@ __all__ = ["Authorizer", "CLUSTER"]
 
 #: (resource type, name) of the cluster resource.
 CLUSTER = (ResourceType.CLUSTER, CLUSTER_NAME)
+#: The operations of each resource type an authorized-operations bit field covers (Kafka's supportedOperations).
+_SUPPORTED = {rtype: tuple(sorted(ops - {Operation.ALL})) for rtype, ops in OPERATIONS.items()}
 #: Answers remembered at most; past it the memory starts afresh (a few clients asking about many resources).
 MAX_REMEMBERED = 65536
 
@@ -146,6 +152,15 @@ class Authorizer:
             self._answers = {}
         self._answers[key] = answer
         return answer
+
+    def operations(self, principal: str, host: str, resource_type: ResourceType, name: str) -> int:
+        """Kafka's authorized operations of the resource for the principal: bit `operation` set for each operation
+        of its type it may do (no refusal counted: nothing is refused)."""
+        bits = 0
+        for operation in _SUPPORTED[resource_type]:
+            if self.allowed(principal, host, operation, resource_type, name):
+                bits |= 1 << operation
+        return bits
 
     def check(self, conn, operation: Operation, resource_type: ResourceType, name: str) -> bool:
         """`allowed` for a connection's principal and address; a refusal is counted and logged."""

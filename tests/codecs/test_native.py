@@ -185,6 +185,11 @@ REQUESTS = [
     native.TxnEndRequest(2**63 - 1, 2**15 - 1, True, [("orders", 0), ("t", 2**31 - 1)]),
     native.TxnEndRequest(0, 0, False, []),
     native.TxnQueryRequest(7, 3, "orders", 1),
+    native.DescribeQuotasRequest(),
+    native.DescribeQuotasRequest([native.QuotaComponent("user", "alice"), native.QuotaComponent("client-id")], True),
+    native.DescribeQuotasRequest([native.QuotaComponent("user", default=True)]),
+    native.AlterQuotasRequest([("user", None), ("client-id", "etl")], {"producer_byte_rate": 1024.0}),
+    native.AlterQuotasRequest([("user", "alice")], delete=["request_percentage"], validate_only=True),
 ]
 RESPONSES = [
     native.ProduceResponse([0, 1, 2**63 - 1]),
@@ -206,6 +211,11 @@ RESPONSES = [
     native.PongResponse(),
     *(native.TxnResponse(state) for state in ("ok", "ongoing", "completing", "committed", "aborted")),
     native.ErrorResponse("offset out of range"),
+    native.QuotasResponse([native.QuotaEntry([("user", "alice")], {"producer_byte_rate": 1024.0,
+                                                                    "request_percentage": 12.5}),
+                           native.QuotaEntry([("client-id", None), ("user", None)], {})]),
+    native.QuotasResponse([]),
+    native.AlterQuotasResponse(False),
 ]
 
 
@@ -288,6 +298,32 @@ def test_describe_topic_partitions_and_timestamp_are_checked(fields, message):
 def test_internal_transaction_requests_are_checked(body, message):
     body = body.encode()
     conn = NativeConnection("server", max_frame=8 << 20)
+    conn.receive_data(len(body).to_bytes(4, "big") + body + PING)
+    with pytest.raises(RemoteProtocolError, match=re.escape(message)) as info:
+        conn.next_event()
+    assert info.value.fatal is False and conn.next_event() == PingRequest()
+
+
+@pytest.mark.parametrize("body, message", [
+    ('{"DescribeQuotas": {"entity": {"type": "user"}}}', "`entity` must be an array, got an object"),
+    ('{"DescribeQuotas": {"entity": [{"name": "alice"}]}}', "missing field `type`"),
+    ('{"DescribeQuotas": {"entity": [{"type": "user", "name": "a", "default": true}]}}', "not both"),
+    ('{"DescribeQuotas": {"entity": %s}}' % json.dumps([{"type": "user"}] * 9), "at most 8"),
+    ('{"DescribeQuotas": {"strict": 1}}', "`strict` must be a boolean"),
+    ('{"AlterQuotas": {"entity": [{"type": "user"}], "set": {"producer_byte_rate": 1}}}',
+     'needs a `name` or `"default": true`'),
+    ('{"AlterQuotas": {"entity": [{"type": "user", "name": "a"}]}}', "nothing to alter"),
+    ('{"AlterQuotas": {"entity": [{"type": "user", "name": "a"}], "set": {"producer_byte_rate": "1k"}}}',
+     "`producer_byte_rate` must be a number, got a string"),
+    ('{"AlterQuotas": {"entity": [{"type": "user", "name": "a"}], "set": %s}}'
+     % json.dumps({f"k{i}": 1 for i in range(65)}), "at most 64"),
+    ('{"AlterQuotas": {"entity": [{"type": "user", "name": "a"}], "delete": "producer_byte_rate"}}',
+     "`delete` must be an array"),
+    ('{"AlterQuotas": {"set": {"producer_byte_rate": 1}}}', "missing field `entity`"),
+])
+def test_quota_requests_are_checked(body, message):
+    body = body.encode()
+    conn = NativeConnection("server")
     conn.receive_data(len(body).to_bytes(4, "big") + body + PING)
     with pytest.raises(RemoteProtocolError, match=re.escape(message)) as info:
         conn.next_event()

@@ -1,6 +1,8 @@
-"""`logway acls` and `logway users`, and the commands logging in (`--user` with LOGWAY_PASSWORD, LOGWAY_TOKEN), as
-`python -m logway.cli` processes against a real gateway that requires logins: an operator makes a user and its ACLs,
-the user works within them (topics, produce and consume over native and Kafka), refusals are one line and exit 1."""
+"""`logway acls`, `logway users` and `logway quotas`, and the commands logging in (`--user` with LOGWAY_PASSWORD,
+LOGWAY_TOKEN), as `python -m logway.cli` processes against a real gateway that requires logins: an operator makes a user and its ACLs,
+the user works within them (topics, produce and consume over native and Kafka), refusals are one line and exit 1;
+the quotas the CLI sets are Kafka's client quotas (DescribeClientQuotas sees them, AlterClientQuotas' are listed) and
+slow the user down."""
 
 from __future__ import annotations
 
@@ -8,11 +10,15 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
 
 from logway.bench.launcher import GatewayProcess
+from logway.clients.kafka import KafkaClient, KafkaConfig
+from logway.clients.native import NativeClient
+from logway.codecs.kafka.api import quotas as Q
 
 TOKEN = "ops-token"
 
@@ -96,6 +102,66 @@ def test_the_token_from_the_environment_and_what_is_refused(gw):
                           "unknown Operation 'Fly'"),
                          (("users", "set", "x", "--iterations", "10", "--password-stdin"), "--iterations")]:
         answer = as_root(gw, *bad, stdin="pw\n")
+        assert answer.returncode in (1, 2) and message in answer.stderr, answer.stderr
+
+
+def test_quotas_are_kafkas_client_quotas_and_slow_the_user_down(gw):
+    user, topic = "q" + uuid.uuid4().hex[:6], "quota-" + uuid.uuid4().hex[:6]
+    assert as_root(gw, "users", "set", user, "--password-stdin", stdin="pw\n").returncode == 0
+    assert as_root(gw, "topics", "create", topic).returncode == 0
+    assert as_root(gw, "acls", "add", "--principal", f"User:{user}", "--topic", topic, "--operation", "Write",
+                   ).returncode == 0
+    made = as_root(gw, "quotas", "set", "--for-user", user, "--producer-byte-rate", "100000",
+                   "--request-percentage", "50")
+    assert made.returncode == 0, made.stderr
+    assert made.stdout == f"set the quotas of user '{user}': producer_byte_rate=100000, request_percentage=50\n"
+    made = as_root(gw, "quotas", "set", "--for-default-user", "--for-client-id", f"{user}-app",
+                   "--consumer-byte-rate", "2048.5", "--json")
+    assert json.loads(made.stdout) == {"user": "<default>", "client_id": f"{user}-app",
+                                       "quotas": {"consumer_byte_rate": 2048.5}}
+    listed = as_root(gw, "quotas", "list", "--for-user", user, "--strict")
+    assert listed.stdout.splitlines() == ["user\tclient_id\tquota\tvalue", f"{user}\t-\tproducer_byte_rate\t100000",
+                                          f"{user}\t-\trequest_percentage\t50"]
+    host, port = gw.addresses["kafka"]
+    with KafkaClient(KafkaConfig(host, port, connect_timeout=10, timeout=30, retries=0,
+                                 security_protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-256",
+                                 sasl_username="root", sasl_password="root-pw")) as kafka:
+        kafka.connect()
+        seen = kafka.call(Q.DESCRIBE_CLIENT_QUOTAS_KEY, 1, Q.DescribeClientQuotasRequest(
+            [Q.ComponentData("client-id", Q.MATCH_EXACT, f"{user}-app")], False)).body
+        assert [([(e.entity_type, e.entity_name) for e in q.entity], [(v.key, v.value) for v in q.values])
+                for q in seen.entries] == [([("client-id", f"{user}-app"), ("user", None)],
+                                            [("consumer_byte_rate", 2048.5)])]
+        altered = kafka.call(Q.ALTER_CLIENT_QUOTAS_KEY, 1, Q.AlterClientQuotasRequest([Q.AlterEntryData(
+            [Q.EntityData("user", user), Q.EntityData("client-id", f"{user}-app")],
+            [Q.OpData("consumer_byte_rate", 4096.0, False)])], False)).body
+        assert altered.entries[0].error_code == 0
+    listed = as_root(gw, "quotas", "list", "--for-client-id", f"{user}-app", "--json")
+    assert sorted((json.loads(line) for line in listed.stdout.splitlines()), key=lambda row: row["value"]) == [
+        {"user": "<default>", "client_id": f"{user}-app", "quota": "consumer_byte_rate", "value": 2048.5},
+        {"user": user, "client_id": f"{user}-app", "quota": "consumer_byte_rate", "value": 4096}]
+    with NativeClient(*gw.native, user=user, password="pw", mechanism="SCRAM-SHA-256") as c:
+        started = time.monotonic()
+        c.produce(topic, 0, [b"y" * 1_200_000])  # 120 kB/s over Kafka's 10 s window, bound 100 kB/s: 2 s late
+        assert time.monotonic() - started >= 1.5
+    password = {"LOGWAY_PASSWORD": "pw"}
+    refused = logway(gw, "quotas", "list", "--user", user, env=password)
+    assert refused.returncode == 1
+    assert refused.stderr == (f"logway: not authorized: User:{user} may not DESCRIBE_CONFIGS CLUSTER "
+                              "'kafka-cluster'\n")
+    deleted = as_root(gw, "quotas", "delete", "--for-user", user)
+    assert deleted.stdout == f"deleted the quotas of user '{user}': producer_byte_rate, request_percentage\n"
+    deleted = as_root(gw, "quotas", "delete", "--for-user", user, "--for-client-id", f"{user}-app", "--quota",
+                      "consumer_byte_rate")
+    assert deleted.stdout == f"deleted the quotas of user '{user}', client-id '{user}-app': consumer_byte_rate\n"
+    as_root(gw, "quotas", "delete", "--for-default-user", "--for-client-id", f"{user}-app")
+    assert as_root(gw, "quotas", "list", "--for-client-id", f"{user}-app").stdout == "user\tclient_id\tquota\tvalue\n"
+    for bad, message in [(("quotas", "set", "--producer-byte-rate", "1"), "needs an entity"),
+                         (("quotas", "set", "--for-user", user), "needs a quota"),
+                         (("quotas", "set", "--for-user", user, "--consumer-byte-rate", "-5"),
+                          "invalid request: quota consumer_byte_rate must be a positive number"),
+                         (("quotas", "delete", "--for-user", user, "--quota", "bogus"), "invalid choice")]:
+        answer = as_root(gw, *bad)
         assert answer.returncode in (1, 2) and message in answer.stderr, answer.stderr
 
 

@@ -2,14 +2,15 @@
 kafka-python log in with SCRAM-SHA-256 and SCRAM-SHA-512 over SASL_PLAINTEXT and SASL_SSL, as users made with
 confluent-kafka's Admin API (`alter_user_scram_credentials`, described with `describe_user_scram_credentials`);
 ACLs are created, described and deleted with `create_acls` / `describe_acls` / `delete_acls`, and what they do not
-allow is refused to the clients (produce, consume, groups, topic administration), durably across a restart."""
+allow is refused to the clients (produce, consume, groups, topic administration), durably across a restart; the
+authorized operations the Admin API asks for are what the ACLs allow."""
 
 from __future__ import annotations
 
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
                                    NewTopic, ResourcePatternType, ResourceType, ScramCredentialInfo, ScramMechanism,
                                    UserScramCredentialDeletion, UserScramCredentialUpsertion)
@@ -274,3 +275,40 @@ def test_acls_and_users_survive_a_restart(tmp_path, certs):
         assert rd_produce(rd_config(gw, "SASL_PLAINTEXT", certs, "carol", "carol-pw"), topic, [b"after"]) == []
     finally:
         gw.stop()
+
+
+def test_authorized_operations_are_what_the_acls_allow(gateways, certs):
+    """confluent-kafka's describe_topics / describe_consumer_groups / describe_cluster with
+    include_authorized_operations: a user gets what its ACLs allow (Describe implied by Read and Write), a super
+    user every operation of each resource type, and no Describe on the cluster leaves it none there."""
+    gw = gateways["SASL_PLAINTEXT"]
+    admin = admin_client(gw, "SASL_PLAINTEXT", certs)
+    user, topic, group = fresh("u-"), fresh(), fresh("g-")
+    make_user(admin, user, "pw", "SCRAM-SHA-256")
+    admin.create_topics([NewTopic(topic, 1)])[topic].result(15)
+    allow(admin, f"User:{user}", ResourceType.TOPIC, topic, AclOperation.READ, AclOperation.WRITE)
+    allow(admin, f"User:{user}", ResourceType.GROUP, group, AclOperation.READ)
+    as_user = AdminClient(rd_config(gw, "SASL_PLAINTEXT", certs, user, "pw"))
+
+    def operations(client, what: str):
+        if what == "topic":
+            found = client.describe_topics(TopicCollection([topic]), include_authorized_operations=True)[topic]
+        elif what == "group":
+            found = client.describe_consumer_groups([group], include_authorized_operations=True)[group]
+        else:
+            found = client.describe_cluster(include_authorized_operations=True)
+        return set(found.result(15).authorized_operations or ())
+
+    O = AclOperation
+    assert operations(as_user, "topic") == {O.READ, O.WRITE, O.DESCRIBE}
+    assert operations(as_user, "group") == {O.READ, O.DESCRIBE}
+    assert operations(as_user, "cluster") == set()  # no Describe on the cluster: none
+    allow(admin, f"User:{user}", ResourceType.BROKER, "kafka-cluster", O.DESCRIBE, O.IDEMPOTENT_WRITE)
+    assert operations(as_user, "cluster") == {O.DESCRIBE, O.IDEMPOTENT_WRITE}
+    assert operations(admin, "topic") == {O.READ, O.WRITE, O.CREATE, O.DELETE, O.ALTER, O.DESCRIBE,
+                                          O.DESCRIBE_CONFIGS, O.ALTER_CONFIGS}
+    assert operations(admin, "group") == {O.READ, O.DELETE, O.DESCRIBE}
+    assert operations(admin, "cluster") == {O.CREATE, O.ALTER, O.DESCRIBE, O.CLUSTER_ACTION, O.DESCRIBE_CONFIGS,
+                                            O.ALTER_CONFIGS, O.IDEMPOTENT_WRITE}
+    plain = as_user.describe_topics(TopicCollection([topic]))[topic].result(15)
+    assert plain.authorized_operations is None  # not asked for: not answered

@@ -1,15 +1,20 @@
-"""Logins and ACLs on the native and TANK protocols, and mutual TLS on all three, through real gateway processes:
+"""Logins and ACLs on the native and TANK protocols, and mutual TLS on all four listeners, through real gateway
+processes:
 native users log in with a password or SCRAM (their credentials made over the native protocol, salted by the
 client), are held to their ACLs (the native `Error`, lists filtered), TANK's principal is its listener's or its
 client certificate's (refusals with TANK's nearest codes), and a verified certificate's subject, mapped by the
-rules, is the principal of a Kafka (confluent-kafka), native or TANK client."""
+rules, is the principal of a Kafka (confluent-kafka), native or TANK client, and of an HTTPS client of the admin
+listener (held to its ACLs like a logged-in user)."""
 
 from __future__ import annotations
 
+import base64
+import http.client
 import socket
 import ssl
 import uuid
 
+import orjson
 import pytest
 from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka import Producer
@@ -131,6 +136,46 @@ def test_native_requests_are_held_to_the_acls(gw):
             c.create_acls([entry("t", "Fly")])
 
 
+def test_quotas_over_the_native_protocol_are_held_to_kafkas_acls(gw):
+    user = fresh("q")
+    with ops(gw) as c:
+        c.set_password(user, "pw", "SCRAM-SHA-256")
+        assert c.alter_quotas([("user", user)], set={"producer_byte_rate": 1024, "request_percentage": 50})
+        assert c.alter_quotas([("user", None), ("client-id", user)], set={"consumer_byte_rate": 2048.5})
+        assert not c.alter_quotas([("user", user)], set={"consumer_byte_rate": 1}, validate_only=True)
+        assert c.describe_quotas([nv.QuotaComponent("user", user)], strict=True) == [
+            nv.QuotaEntry([("user", user)], {"producer_byte_rate": 1024.0, "request_percentage": 50.0})]
+        assert c.describe_quotas([nv.QuotaComponent("client-id", user), nv.QuotaComponent("user", default=True)]) == [
+            nv.QuotaEntry([("client-id", user), ("user", None)], {"consumer_byte_rate": 2048.5})]
+        with pytest.raises(NativeError, match="invalid request: .*not enforced"):
+            c.alter_quotas([("user", user)], set={"controller_mutation_rate": 1})
+        with pytest.raises(NativeError, match="invalid request: .*positive"):
+            c.alter_quotas([("user", user)], set={"producer_byte_rate": 0})
+        with pytest.raises(NativeError, match="invalid request: .*altered twice"):
+            c.alter_quotas([("user", user)], set={"producer_byte_rate": 1}, delete=["producer_byte_rate"])
+        with pytest.raises(NativeError, match="invalid request: .*user, a client-id or both"):
+            c.alter_quotas([("ip", "10.0.0.1")], set={"producer_byte_rate": 1})
+        with pytest.raises(NativeError, match="invalid request: unknown entity type 'ip'"):
+            c.describe_quotas([nv.QuotaComponent("ip")])
+    with NativeClient(*gw.native, user=user, password="pw", mechanism="SCRAM-SHA-256") as c:
+        with pytest.raises(NativeError, match=f"not authorized: User:{user} may not DESCRIBE_CONFIGS CLUSTER"):
+            c.describe_quotas()
+        with pytest.raises(NativeError, match=f"not authorized: User:{user} may not ALTER_CONFIGS CLUSTER"):
+            c.alter_quotas([("user", user)], delete=["producer_byte_rate"])
+        c.ping()
+    with ops(gw) as c:
+        c.create_acls([entry("kafka-cluster", "DescribeConfigs", principal=f"User:{user}", rtype="Cluster")])
+    with NativeClient(*gw.native, user=user, password="pw", mechanism="SCRAM-SHA-256") as c:
+        assert [q.entity for q in c.describe_quotas([nv.QuotaComponent("user", user)])] == [[("user", user)]]
+        with pytest.raises(NativeError, match="may not ALTER_CONFIGS CLUSTER"):
+            c.alter_quotas([("user", user)], delete=["producer_byte_rate"])
+    with ops(gw) as c:
+        c.delete_acls(nv.AclEntry(principal=f"User:{user}"))
+        assert c.alter_quotas([("user", user)], delete=["producer_byte_rate", "request_percentage"])
+        assert c.alter_quotas([("user", None), ("client-id", user)], delete=["consumer_byte_rate"])
+        assert c.describe_quotas([nv.QuotaComponent("user", user)]) == []
+
+
 # -- TANK: the listener's principal, or the certificate's ------------------------------------------------------------
 
 def test_tank_clients_are_the_listeners_principal_and_held_to_its_acls(gw):
@@ -167,6 +212,7 @@ def pki(tmp_path_factory):
             "alice": client_certificate(d, ca, "alice", [(NameOID.ORGANIZATION_NAME, "Acme"),
                                                          (NameOID.COMMON_NAME, "Alice")]),
             "robot": client_certificate(d, ca, "robot", [(NameOID.COMMON_NAME, "robot")]),
+            "bob": client_certificate(d, ca, "bob", [(NameOID.ORGANIZATION_NAME, "Acme"), (NameOID.COMMON_NAME, "bob")]),
             "stranger": client_certificate(d, other_ca, "stranger", [(NameOID.COMMON_NAME, "Alice")])}
 
 
@@ -232,3 +278,50 @@ def tank_refused(gw, context: ssl.SSLContext) -> bool:
                 return s.recv(1) == b""
     except (ssl.SSLError, OSError):
         return True
+
+
+# -- the admin listener: a client certificate is a login -------------------------------------------------------------
+
+def https(gw, pki, who: str | None, path: str, headers: dict | None = None) -> tuple[int, bytes]:
+    """GET `path` from the admin listener over HTTPS, showing `who`'s client certificate (None: none)."""
+    host, port = gw.addresses["admin"]
+    connection = http.client.HTTPSConnection(host, port, timeout=10, context=tls(pki, who))
+    try:
+        connection.request("GET", path, headers=headers or {})
+        answer = connection.getresponse()
+        return answer.status, answer.read()
+    finally:
+        connection.close()
+
+
+def test_the_admin_listeners_client_certificate_is_its_callers_principal(tmp_path, pki):
+    cert, key = pki["server"]
+    shown, hidden = fresh("shown-"), fresh("hidden-")
+    with GatewayProcess(str(tmp_path / "data"), f"tls.cert_file={cert}", f"tls.key_file={key}",
+                        f"tls.client_ca_file={pki['ca']}",
+                        r"tls.principal_mapping_rules=RULE:^CN=([^,]+),O=Acme$/$1/L",  # (robot's maps to nothing)
+                        "listeners.admin.tls=true", "listeners.admin.tls_client_auth=requested",
+                        "auth.native_login=true", "auth.users.root=root-pw", "auth.super_users=User:root",
+                        f"auth.native_token={TOKEN}", "log_level=ERROR") as gw:
+        with ops(gw) as c:
+            for topic in (shown, hidden):
+                c.create_topic(topic, 1)
+            c.produce(shown, 0, [b"for alice"])
+            c.create_acls([entry(shown, "Read")])  # alice: Read (and so Describe) on one topic, nothing else
+        status, body = https(gw, pki, "alice", "/api/console")
+        assert status == 200 and orjson.loads(body)["user"] == "User:alice"
+        status, body = https(gw, pki, "alice", "/api/topics")
+        assert status == 200 and [t["name"] for t in orjson.loads(body)["topics"]] == [shown]
+        status, body = https(gw, pki, "alice", f"/api/topics/{shown}/partitions/0/messages")
+        assert status == 200 and b"for alice" in body
+        assert https(gw, pki, "alice", f"/api/topics/{hidden}/partitions/0/messages")[0] == 403
+        assert https(gw, pki, "alice", "/metrics")[0] == 403  # no Describe on the cluster
+        status, body = https(gw, pki, "bob", "/api/topics")  # a principal with no ACL sees nothing
+        assert status == 200 and orjson.loads(body)["topics"] == []
+        assert https(gw, pki, "robot", "/api/topics")[0] == 401  # a subject no rule maps: no one
+        assert https(gw, pki, None, "/api/topics")[0] == 401  # (requested, not required: no certificate, no login)
+        root = {"Authorization": "Basic " + base64.b64encode(b"root:root-pw").decode()}
+        assert https(gw, pki, "alice", "/metrics", root)[0] == 200  # a login speaks louder than the certificate
+        assert https(gw, pki, None, "/health")[0] == 200
+        with pytest.raises((ssl.SSLError, ConnectionError)):  # another authority's: refused (TLS 1.3: after the
+            https(gw, pki, "stranger", "/api/topics")           # client's side of the handshake, so a close)

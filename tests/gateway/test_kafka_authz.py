@@ -357,3 +357,52 @@ def test_kafka_4_apis_and_versions_are_held_to_the_acls(gw, alice):
     assert verify.error_code == E.CLUSTER_AUTHORIZATION_FAILED
     with NativeClient(*gw.native, token=TOKEN) as c:
         assert theirs in {t.name for t in c.list_topics()}  # still there
+
+
+def _bits(*codes: int) -> int:
+    return sum(1 << code for code in codes)
+
+
+#: Kafka's AclOperation codes.
+READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE = (
+    3, 4, 5, 6, 7, 8, 9, 10, 11, 12)
+OMITTED = -2147483648
+
+
+def test_authorized_operations_are_answered_when_asked(gw, alice):
+    """Metadata v8-v12, DescribeGroups, ConsumerGroupDescribe, DescribeCluster: the bit field of what the ACLs allow
+    (alice: All on mine-*, nothing on the cluster), Kafka's "omitted" where not asked or refused."""
+    from logway.codecs.kafka.api import consumer_groups as CG
+
+    mine, theirs = topics(gw, "mine-", "theirs-")
+    every_topic_op = _bits(READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS)
+    for version in (8, 10, 12):
+        answer = call(alice, M.API_KEY, version, M.MetadataRequest(
+            [M.MetadataRequestTopic(mine), M.MetadataRequestTopic(theirs)], False, True, True))
+        assert {t.name: t.topic_authorized_operations for t in answer.topics} == {mine: every_topic_op,
+                                                                                 theirs: OMITTED}
+        assert answer.cluster_authorized_operations == (0 if version <= 10 else OMITTED)  # no Describe: none
+    every = call(alice, M.API_KEY, 9, M.MetadataRequest(None, False, False, True))
+    assert {t.topic_authorized_operations for t in every.topics} == {every_topic_op}
+    assert every.cluster_authorized_operations == OMITTED
+    unasked = call(alice, M.API_KEY, 9, M.MetadataRequest([M.MetadataRequestTopic(mine)], False))
+    assert unasked.topics[0].topic_authorized_operations == OMITTED
+    groups = call(alice, G.DESCRIBE_GROUPS_KEY, 5, G.DescribeGroupsRequest(["mine-ops", "theirs-ops"], True))
+    assert {g.group_id: (g.error_code, g.authorized_operations) for g in groups.groups} == {
+        "mine-ops": (OK, _bits(READ, DESCRIBE, DELETE)), "theirs-ops": (E.GROUP_AUTHORIZATION_FAILED, OMITTED)}
+    heartbeat = CG.ConsumerGroupHeartbeatRequest(group_id="mine-ops-cg", member_id="m1", member_epoch=0,
+                                                 rebalance_timeout_ms=10000, subscribed_topic_names=[mine],
+                                                 topic_partitions=[])
+    assert call(alice, CG.CONSUMER_GROUP_HEARTBEAT_KEY, 1, heartbeat).error_code == OK
+    for asked, expected in ((True, _bits(READ, DESCRIBE, DELETE)), (False, OMITTED)):
+        described = call(alice, CG.CONSUMER_GROUP_DESCRIBE_KEY, 1, CG.ConsumerGroupDescribeRequest(
+            ["mine-ops-cg"], asked))
+        assert [(g.error_code, g.authorized_operations) for g in described.groups] == [(OK, expected)]
+    cluster = call(alice, K.DESCRIBE_CLUSTER_KEY, 1, K.DescribeClusterRequest(True, K.ENDPOINT_BROKERS))
+    assert cluster.error_code == OK and cluster.cluster_authorized_operations == 0
+    with kafka(gw, "admin", "adm", "PLAIN") as admin:  # a super user: every operation of the cluster
+        cluster = call(admin, K.DESCRIBE_CLUSTER_KEY, 0, K.DescribeClusterRequest(True))
+        assert cluster.cluster_authorized_operations == _bits(CREATE, ALTER, DESCRIBE, CLUSTER_ACTION,
+                                                              DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE)
+        assert call(admin, K.DESCRIBE_CLUSTER_KEY, 0, K.DescribeClusterRequest(False)).cluster_authorized_operations \
+            == OMITTED

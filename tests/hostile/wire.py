@@ -304,6 +304,9 @@ NATIVE_REQUESTS: dict[str, object] = {
     "DeleteAcls": nv.DeleteAclsRequest(nv.AclEntry(name="hacl-never-there")),
     "DescribeUsers": nv.DescribeUsersRequest(),
     "AlterUser": nv.AlterUserRequest("hostile-user", "SCRAM-SHA-256", 4096, b"s" * 16, b"p" * 32),
+    "DescribeQuotas": nv.DescribeQuotasRequest([nv.QuotaComponent("user", "hostile-user")]),
+    "AlterQuotas": nv.AlterQuotasRequest([("user", "hostile-user")], {"producer_byte_rate": 1.0},
+                                         validate_only=True),  # (a quota set would throttle the other cases)
     # the workers' internal requests (relay sockets only): a client's connection gets "unknown request type"
     "TxnEnd": nv.TxnEndRequest(1, 0, False, [(KT, 0)]),
     "TxnQuery": nv.TxnQueryRequest(1, 0, KT, 0),
@@ -323,7 +326,8 @@ NATIVE_ANSWERS = {"Produce": nv.ProduceResponse, "Fetch": nv.FetchResponse, "Off
                   "Auth": getattr(nv, "AuthResponse", None), "TxnEnd": nv.ErrorResponse, "TxnQuery": nv.ErrorResponse,
                   "DescribeAcls": nv.AclsResponse, "CreateAcls": nv.CreateAclsResponse,
                   "DeleteAcls": nv.DeleteAclsResponse, "DescribeUsers": nv.UsersResponse,
-                  "AlterUser": nv.AlterUserResponse}
+                  "AlterUser": nv.AlterUserResponse, "DescribeQuotas": nv.QuotasResponse,
+                  "AlterQuotas": nv.AlterQuotasResponse}
 
 
 def native_frame(request) -> bytes:

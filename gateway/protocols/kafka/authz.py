@@ -37,6 +37,13 @@ What each API needs, and its answer when refused:
 - FindCoordinator v4+ and OffsetFetch v8+ carry several keys / groups: each is checked on its own.
   AddPartitionsToTxn v4+ (several transactions, verify-only) is a broker's request: ClusterAction on the cluster.
 
+Authorized operations (KIP-430), when a request asks for them: Metadata v8+ (each topic it may Describe; v8-10 the
+cluster's), DescribeGroups v3+, ConsumerGroupDescribe and ShareGroupDescribe (each group described without an
+error: those it may Describe), DescribeCluster — each the bit field of the operations the principal may do on the
+resource (`Authorizer.operations`), put into the answer the API served (before the rules add their refusals); the
+cluster's is 0 to a principal that may not Describe the cluster, as Kafka answers it. Entries the principal may not
+describe keep Kafka's "omitted" (INT32_MIN).
+
 Every refusal is counted and logged by the authorizer; the filters (Metadata of all topics, ListGroups, OffsetFetch
 of all partitions) are not refusals and are not logged, as in Kafka.
 """
@@ -193,12 +200,65 @@ class KafkaAuthz:
                     for user in dict.fromkeys([d.name for d in b.deletions] + [u.name for u in b.upsertions])])),
         }
 
+        #: api key -> (whether a request asks for authorized operations, what puts them into its answer)
+        self._operations = {
+            M.API_KEY: (lambda r: r.api_version >= 8 and (r.body.include_topic_authorized_operations or (
+                r.api_version <= 10 and r.body.include_cluster_authorized_operations)), self._metadata_operations),
+            G.DESCRIBE_GROUPS_KEY: (lambda r: r.api_version >= 3 and r.body.include_authorized_operations,
+                                    self._groups_operations),
+            CG.CONSUMER_GROUP_DESCRIBE_KEY: (lambda r: r.body.include_authorized_operations,
+                                             self._groups_operations),
+            SG.SHARE_GROUP_DESCRIBE_KEY: (lambda r: r.body.include_authorized_operations,
+                                          self._groups_operations),
+            K.DESCRIBE_CLUSTER_KEY: (lambda r: r.body.include_cluster_authorized_operations,
+                                     lambda r, conn, answer: replace(
+                                         answer, cluster_authorized_operations=self._cluster_operations(conn))),
+        }
+
     async def handle(self, request, conn, serve: Serve):
-        """The answer to `request` from `conn`: `serve(request, conn)` for what it may do, the refusals put back."""
-        rule = self._rules.get(request.api_key)
+        """The answer to `request` from `conn`: `serve(request, conn)` for what it may do, the refusals put back
+        (and the authorized operations it asks for)."""
+        key = request.api_key
+        operations = self._operations.get(key)
+        if operations is not None and not conn.internal and operations[0](request):
+            serve = self._with_operations(serve, operations[1])
+        rule = self._rules.get(key)
         if rule is None or conn.internal or self.authorizer.open:
             return await serve(request, conn)
         return await rule(request, conn, serve)
+
+    # -- authorized operations -------------------------------------------------------------------------------
+    @staticmethod
+    def _with_operations(serve: Serve, fill) -> Serve:
+        """`serve`, its answer (what the rules let through: not the refusals they add) given its authorized
+        operations by `fill(request, conn, answer)`."""
+        async def serving(request, conn):
+            return _after(await serve(request, conn), lambda answer: fill(request, conn, answer))
+        return serving
+
+    def _cluster_operations(self, conn) -> int:
+        """The cluster's authorized operations: 0 to a principal that may not Describe it (as Kafka)."""
+        if not self._sees(conn, Op.DESCRIBE, R.CLUSTER, _CLUSTER):
+            return 0
+        return self.authorizer.operations(conn.principal, conn.address, R.CLUSTER, _CLUSTER)
+
+    def _metadata_operations(self, request, conn, answer):
+        body, operations = request.body, self.authorizer.operations
+        changes = {}
+        if body.include_topic_authorized_operations:
+            changes["topics"] = [
+                replace(t, topic_authorized_operations=operations(conn.principal, conn.address, R.TOPIC, t.name))
+                if t.name is not None else t for t in answer.topics]
+        if request.api_version <= 10 and body.include_cluster_authorized_operations:
+            changes["cluster_authorized_operations"] = self._cluster_operations(conn)
+        return replace(answer, **changes)
+
+    def _groups_operations(self, request, conn, answer):
+        """Each group a DescribeGroups-like answer describes (without an error) with its authorized operations."""
+        operations = self.authorizer.operations
+        return replace(answer, groups=[
+            replace(g, authorized_operations=operations(conn.principal, conn.address, R.GROUP, g.group_id))
+            if g.error_code == E.NONE else g for g in answer.groups])
 
     # -- helpers ---------------------------------------------------------------------------------------------
     def _may(self, conn, op: Op, rtype: R, name: str) -> bool:

@@ -17,6 +17,7 @@ client doing the same thing would need them) and the native answer to a refusal 
 | DescribeGroup | Describe on the group |
 | ListTopics · ListGroups | nothing: the answer lists only what the principal may Describe |
 | DescribeAcls · DescribeUsers / CreateAcls · DeleteAcls · AlterUser | Describe / Alter on the cluster |
+| DescribeQuotas / AlterQuotas | DescribeConfigs / AlterConfigs on the cluster (as Kafka's client quota APIs) |
 | Ping · Auth | nothing |
 
 ListGroups lists every group to a principal that may Describe the cluster. The console's actions
@@ -70,6 +71,8 @@ _NEEDS = {
     sec.CreateAclsRequest: _cluster(Op.ALTER),
     sec.DeleteAclsRequest: _cluster(Op.ALTER),
     sec.AlterUserRequest: _cluster(Op.ALTER),
+    sec.DescribeQuotasRequest: _cluster(Op.DESCRIBE_CONFIGS),
+    sec.AlterQuotasRequest: _cluster(Op.ALTER_CONFIGS),
 }
 
 

@@ -83,7 +83,7 @@ _OFFSETS_OWNER_REQUESTS = (nev.OffsetCommitRequest, nev.OffsetFetchRequest, nev.
                            nev.ListGroupsRequest, nev.DescribeGroupRequest, nev.ResetGroupOffsetsRequest,
                            nev.DeleteTopicRequest,
                            # and the security administration's changes: worker 0 writes the security store
-                           sec.CreateAclsRequest, sec.DeleteAclsRequest, sec.AlterUserRequest)
+                           sec.CreateAclsRequest, sec.DeleteAclsRequest, sec.AlterUserRequest, sec.AlterQuotasRequest)
 
 
 class NativeHandler:
@@ -95,7 +95,7 @@ class NativeHandler:
         topics of the (topic, partition) pairs another worker may have just created or grown, before a request
         naming one is answered; `offsets_owner`, the worker that holds the committed offsets when it is not this
         one (their requests are relayed to it whole). `security_admin`: the gateway's `security.SecurityAdmin`
-        (the ACL and user requests; None: they are unsupported)."""
+        (the ACL, user and quota requests; None: they are unsupported)."""
         self.steps = steps
         self.forward = forward
         self.offsets_owner = offsets_owner

@@ -1,5 +1,7 @@
 """The native protocol's security administration (`DescribeAcls`, `CreateAcls`, `DeleteAcls`, `DescribeUsers`,
-`AlterUser`: what `logway acls` and `logway users` send) on the gateway's one `security.SecurityAdmin`. Names are
+`AlterUser`, `DescribeQuotas`, `AlterQuotas`: what `logway acls`, `logway users` and `logway quotas` send) on the
+gateway's one `security.SecurityAdmin` — the quotas with the checks of Kafka's DescribeClientQuotas /
+AlterClientQuotas. Names are
 read as people write them (`Topic`, `topic`, `TransactionalId`; `Read`, `IdempotentWrite`; `Allow`) and answered as
 kafka-acls writes them; a refusal is an `Error` with Kafka's reason (a CreateAcls is checked whole before anything
 is created)."""
@@ -21,6 +23,10 @@ __all__ = ["security_handlers"]
 _WRITTEN = {ResourceType.TRANSACTIONAL_ID: "TransactionalId", Operation.IDEMPOTENT_WRITE: "IdempotentWrite",
             Operation.DESCRIBE_CONFIGS: "DescribeConfigs", Operation.ALTER_CONFIGS: "AlterConfigs",
             Operation.CLUSTER_ACTION: "ClusterAction"}
+
+
+#: KIP-546's match types of a DescribeClientQuotas component: this name, the default, any.
+_EXACT, _DEFAULT, _ANY = 0, 1, 2
 
 
 def _written(member) -> str:
@@ -88,6 +94,22 @@ def security_handlers(admin) -> dict:
             return nev.ErrorResponse(f"{what}: {refusal.message}")
         return sec.AlterUserResponse(True)
 
+    async def describe_quotas(ev: sec.DescribeQuotasRequest):
+        components = [(c.entity_type, _ANY if c.name is None and not c.default else _DEFAULT if c.default else _EXACT,
+                       c.name) for c in ev.components]
+        try:
+            found = admin.describe_quotas(components, ev.strict)
+        except Refusal as refusal:
+            return nev.ErrorResponse(f"invalid request: {refusal.message}")
+        return sec.QuotasResponse([sec.QuotaEntry(list(entity), dict(values)) for entity, values in found])
+
+    async def alter_quotas(ev: sec.AlterQuotasRequest):
+        ops = [(key, value, False) for key, value in ev.set.items()] + [(key, None, True) for key in ev.delete]
+        (refusal,) = await admin.alter_quotas([(ev.entity, ops)], ev.validate_only)
+        if refusal is not None:
+            return nev.ErrorResponse(f"invalid request: {refusal.message}")
+        return sec.AlterQuotasResponse(not ev.validate_only)
+
     async def refused_names(handler, ev):
         try:
             return await handler(ev)
@@ -96,5 +118,6 @@ def security_handlers(admin) -> dict:
 
     table = {sec.DescribeAclsRequest: describe_acls, sec.CreateAclsRequest: create_acls,
              sec.DeleteAclsRequest: delete_acls, sec.DescribeUsersRequest: describe_users,
-             sec.AlterUserRequest: alter_user}
+             sec.AlterUserRequest: alter_user, sec.DescribeQuotasRequest: describe_quotas,
+             sec.AlterQuotasRequest: alter_quotas}
     return {kind: partial(refused_names, handler) for kind, handler in table.items()}
