@@ -27,8 +27,9 @@ A failing device, too (`fail`, `heal`): from a `fail` on, the chosen calls (`FAU
 files or directories, opens, truncations, reservations), optionally only on files whose path matches a pattern,
 fail with the chosen errno (EIO by default) — each failure counted in the stats as `faults` — until `heal`. What
 failed changed nothing, neither the files nor the model: a failed write wrote nothing and a failed sync made
-nothing durable (the next sync that succeeds makes the file's data durable as a whole). A fault and a cut are
-independent: the cut's model is the same with or without faults before it.
+nothing durable. As on Linux, what was written to a file before a sync of it failed is lost to the next cut even
+after later syncs succeed (the kernel marks the pages it could not write clean; reads still see them until then):
+what a program acknowledged after a failed sync is safe only if it did not depend on those bytes.
 
 Processes: `python -m logway.bench.powerfs BACKING MOUNTPOINT` is the daemon (one FUSE thread, single-threaded,
 plus a control thread answering one JSON line per command on stdin: `stats`, `cut`, `fault`). `PowerFSMount`
@@ -399,7 +400,13 @@ class PowerFS:
     @_op
     def fsync(self, path, datasync, fh):
         fd, node = self.handles[fh]
-        self._check_fault("fsync", node.path)
+        try:
+            self._check_fault("fsync", node.path)
+        except OSError:
+            # As Linux does: the pages the failed sync could not write are marked clean all the same, so what was
+            # written before it never reaches the disk — no later sync writes it — unless it is written again.
+            node.dirty = []
+            raise
         self._sync_file(fd, node)
         self.counters["fdatasync" if datasync else "fsync"] += 1
         return 0

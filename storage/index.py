@@ -24,7 +24,7 @@ import sys
 import weakref
 from array import array
 
-from .files import sync_file, write_synced
+from .files import named, sync_file, write_synced
 from .openfiles import OpenFiles, PooledFile, not_open
 
 ENTRY = struct.Struct("<II")
@@ -339,8 +339,9 @@ def _write_pending(file: PooledFile, pending: bytearray) -> None:
     rest, written later, completes the entry it cut."""
     if pending:
         handle = file.handle()
-        while pending:
-            del pending[:os.write(handle.fd, pending)]
+        with named(file.path):
+            while pending:
+                del pending[:os.write(handle.fd, pending)]
 
 
 def write_behind(index: "OffsetIndex | TimeIndex") -> None:
