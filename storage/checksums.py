@@ -58,7 +58,7 @@ class Checksums:
         garbage between good entries, and nothing from there on is trusted. Read whole, like an index check."""
         entries = array("I")
         try:
-            with open(self.path, "rb") as f:
+            with open(self.path, "rb") as f, named(self.path):
                 data = f.read()
         except FileNotFoundError:
             return entries

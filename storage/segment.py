@@ -483,8 +483,13 @@ class Segment:
 
         Stops at the first torn, corrupt or out-of-sequence batch, and — for formats with side checksums, unless
         `check_side` is False (rebuilding them) — at the first batch whose side checksum is missing or differs.
-        Index and time-index entries are recomputed for every batch seen, as appends would have made them.
+        Index and time-index entries are recomputed for every batch seen, as appends would have made them. A read
+        that fails (an I/O error) raises, naming the file: that is no bad batch, and nothing is cut for it.
         """
+        with named(self.log_path):
+            return self._walk(position, offset, validate, check_side)
+
+    def _walk(self, position: int, offset: int, validate: bool, check_side: bool) -> WalkResult:
         fmt = self.fmt
         side = None
         crcs: list[tuple[int, int]] = []

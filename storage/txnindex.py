@@ -144,7 +144,8 @@ class TxnIndex(TxnState):
     def _load(self, log_start: int, log_end: int) -> int:
         """Replay the entries; returns the bytes cut (a torn or corrupt tail, or entries past the log end)."""
         handle = self._file.handle()
-        data = os.pread(handle.fd, os.fstat(handle.fd).st_size, 0)
+        with named(self.path):
+            data = os.pread(handle.fd, os.fstat(handle.fd).st_size, 0)
         good = 0
         skipped = 0
         for pos in range(0, len(data) - ENTRY_SIZE + 1, ENTRY_SIZE):
