@@ -26,19 +26,10 @@ from logway.codecs.kafka.records import encode_batch
 from logway.codecs.records import Record
 
 from ..kafka_wire import KafkaWireClient
+from .test_resources import log_of, nothing_set_aside, read_native
 
 SETTINGS = ("storage.flush=always",)
 EIO_ANSWER = "storage error: Input/output error"
-
-
-def log_of(path: Path) -> str:
-    return path.read_text(errors="replace")
-
-
-def nothing_set_aside(data: Path) -> None:
-    """Nothing quarantined, nothing half-made left in tmp/ or trash/."""
-    for sub in ("quarantine", "tmp", "trash"):
-        assert not (data / sub).exists() or os.listdir(data / sub) == [], (sub, os.listdir(data / sub))
 
 
 def stored_files(data: Path) -> dict[str, int]:
@@ -46,16 +37,6 @@ def stored_files(data: Path) -> dict[str, int]:
     a start takes the marker away before it opens anything, and empties tmp/ and trash/)."""
     return {str(p.relative_to(data)): p.stat().st_size for p in data.rglob("*")
             if p.is_file() and p.relative_to(data).parts[0] not in (".lock", ".clean_shutdown", "tmp", "trash")}
-
-
-def read_all(c: NativeClient, topic: str, partition: int) -> list[bytes]:
-    end = c.describe_topic(topic).partitions[partition].log_end_offset
-    out, offset = [], 0
-    while offset < end:
-        resp = c.fetch(topic, partition, offset, 1 << 20)
-        out += [r.value for r in resp.records]
-        offset = resp.next_offset
-    return out
 
 
 def kafka_batch(value: bytes) -> bytes:
@@ -92,7 +73,7 @@ def test_an_io_error_during_appends_fails_only_that_partition_and_loses_nothing_
                 code, _ = k.produce("a", 1, kafka_batch(b"during-kafka-%d" % i))
                 assert code == ErrorCode.NONE
                 acked[1].append(b"during-kafka-%d" % i)
-            assert read_all(c, "a", 0)[:5] == acked[0]
+            assert read_native(c, "a", 0)[:5] == acked[0]
             assert powerfs.stats()["faults"] >= 2
             powerfs.heal()
             for i in range(3):
@@ -106,7 +87,7 @@ def test_an_io_error_during_appends_fails_only_that_partition_and_loses_nothing_
     powerfs.cut()
     with GatewayProcess(str(data), *SETTINGS) as gw, NativeClient(*gw.native) as c:
         for p in (0, 1):
-            got = read_all(c, "a", p)
+            got = read_native(c, "a", p)
             assert [v for v in got if v in acked[p]] == acked[p], (p, got)
     nothing_set_aside(data)
 
@@ -151,14 +132,14 @@ def test_an_io_error_at_rolls_and_index_flushes_loses_nothing_acknowledged(power
             assert powerfs.stats()["faults"] >= refused
             powerfs.heal()
             assert produce_some(c, "r", 30, acked, "after") == 0
-            assert read_all(c, "r", 0) == acked  # (a refused append was cut back: not served either)
+            assert read_native(c, "r", 0) == acked  # (a refused append was cut back: not served either)
     finally:
         gw.kill()
     text = log_of(log)
     assert "Traceback" not in text and "I/O error (" in text and ".index)" in text, text[-3000:]
     powerfs.cut()
     with GatewayProcess(str(data), *SETTINGS, *SMALL) as gw, NativeClient(*gw.native) as c:
-        assert read_all(c, "r", 0) == acked
+        assert read_native(c, "r", 0) == acked
     nothing_set_aside(data)
 
 
@@ -184,7 +165,7 @@ def test_an_io_error_during_shutdown_is_one_line_and_unlocks(powerfs, tmp_path):
     log = tmp_path / "again.log"
     with open(log, "wb") as stderr, GatewayProcess(str(data), *SETTINGS, *SMALL, stderr=stderr) as gw:
         with NativeClient(*gw.native) as c:
-            assert read_all(c, "s", 0) == acked
+            assert read_native(c, "s", 0) == acked
     assert "in use by another" not in log_of(log)
     nothing_set_aside(data)
 
@@ -214,7 +195,7 @@ def test_an_io_error_at_start_fails_it_in_one_line_and_moves_nothing(powerfs, tm
     powerfs.heal()
     assert stored_files(data) == before  # nothing moved, nothing cut
     with GatewayProcess(str(data), *SETTINGS, *SMALL) as gw, NativeClient(*gw.native) as c:
-        assert read_all(c, "a", 0) == acked
+        assert read_native(c, "a", 0) == acked
         assert c.committed("a", 0, "g") == 17
     nothing_set_aside(data)
 
