@@ -23,10 +23,19 @@ Why FUSE rather than a shim of the `os` calls in the gateway: the gateway runs u
 every call reaches the layer whether or not the storage code routes it through a helper (`open()`, `mmap`,
 `sendfile`, `shutil`, `os.replace` …), so a forgotten fsync cannot hide from it.
 
+A failing device, too (`fail`, `heal`): from a `fail` on, the chosen calls (`FAULT_OPS`: reads, writes, syncs of
+files or directories, opens, truncations, reservations), optionally only on files whose path matches a pattern,
+fail with the chosen errno (EIO by default) — each failure counted in the stats as `faults` — until `heal`. What
+failed changed nothing, neither the files nor the model: a failed write wrote nothing and a failed sync made
+nothing durable. As on Linux, what was written to a file before a sync of it failed is lost to the next cut even
+after later syncs succeed (the kernel marks the pages it could not write clean; reads still see them until then):
+what a program acknowledged after a failed sync is safe only if it did not depend on those bytes.
+
 Processes: `python -m logway.bench.powerfs BACKING MOUNTPOINT` is the daemon (one FUSE thread, single-threaded,
-plus a control thread answering one JSON line per command on stdin: `stats`, `cut`). `PowerFSMount` drives it from
-the test or benchmark: `start()`, `cut(...)` (the caller has stopped every process using the mount: a power cut
-kills everything), `stop()`. Nothing here is used by the gateway itself.
+plus a control thread answering one JSON line per command on stdin: `stats`, `cut`, `fault`). `PowerFSMount`
+drives it from the test or benchmark: `start()`, `cut(...)` (the caller has stopped every process using the mount:
+a power cut kills everything), `fail(...)` and `heal()` (at any moment, processes running), `stop()`. Nothing here
+is used by the gateway itself.
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import fnmatch
 import json
 import logging
 import os
@@ -54,6 +64,9 @@ PAGE = 4096
 COPY_CHUNK = 1 << 20
 DATA_MODES = ("lose", "pages", "garbage")
 ENTRY_MODES = ("durable", "random")
+#: The calls a fault can fail: "fsync" is fsync(2) and fdatasync(2) of a file, "fsyncdir" of a directory, "open"
+#: opening and creating files, "truncate" ftruncate(2) and truncate(2), "fallocate" reserving blocks.
+FAULT_OPS = ("read", "write", "fsync", "fsyncdir", "open", "truncate", "fallocate")
 _FALLOC_FL_KEEP_SIZE = 1
 
 
@@ -89,6 +102,19 @@ class Node:
     dirty: list = field(default_factory=list)  # [start, end) byte ranges changed since the last sync
 
 
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """Which calls fail (`FAULT_OPS`), on which files (an fnmatch pattern of the path relative to the mount, `*`
+    matching across `/`; None: every file) and with which errno."""
+
+    ops: frozenset[str]
+    paths: str | None = None
+    errno: int = errno.EIO
+
+    def hits(self, op: str, rel: str | None) -> bool:
+        return op in self.ops and (self.paths is None or (rel is not None and fnmatch.fnmatchcase(rel, self.paths)))
+
+
 @dataclass(slots=True)
 class CutReport:
     """What one cut left behind."""
@@ -120,6 +146,7 @@ class PowerFS:
         os.makedirs(shadow_dir, exist_ok=True)
         self._mutex = threading.Lock()
         self.frozen = False
+        self.fault: Fault | None = None  # the calls that fail for now (`set_fault`)
         self.nodes: dict[int, Node] = {}
         self.ids: dict[str, int] = {}  # live relative path -> node id
         self.dentries: dict[int, dict[str, int]] = {}  # durable entries of each directory
@@ -128,7 +155,7 @@ class PowerFS:
         self._next_fh = 1
         self.counters = {"write": 0, "bytes_written": 0, "fsync": 0, "fdatasync": 0, "fsyncdir": 0,
                          "create": 0, "mkdir": 0, "rename": 0, "unlink": 0, "rmdir": 0, "truncate": 0,
-                         "fallocate": 0}
+                         "fallocate": 0, "faults": 0}
         self._scan("", is_dir=True)
 
     # -- model helpers -------------------------------------------------------------------------------------
@@ -208,6 +235,13 @@ class PowerFS:
         node.original = False
         node.dirty = []
 
+    def _check_fault(self, op: str, rel: str | None) -> None:
+        """Fail `op` on the file at `rel` if the fault set for now says so (before it changes anything)."""
+        fault = self.fault
+        if fault is not None and fault.hits(op, rel):
+            self.counters["faults"] += 1
+            raise OSError(fault.errno, os.strerror(fault.errno))
+
     # -- FUSE operations -----------------------------------------------------------------------------------
     def _op(fn: Callable) -> Callable:  # noqa: N805 — a decorator used in the class body
         def locked(self, *args):
@@ -260,6 +294,7 @@ class PowerFS:
     @_op
     def fsyncdir(self, path, datasync, fh):
         node = self.nodes.get(fh) or self._node(path)
+        self._check_fault("fsyncdir", node.path)
         self.dentries[node.id] = self._live_entries(node)
         self.counters["fsyncdir"] += 1
         return 0
@@ -284,6 +319,7 @@ class PowerFS:
         return 0
 
     def _open_fh(self, rel: str, node: Node, flags: int) -> int:
+        self._check_fault("open", rel)
         fd = os.open(self._full(rel), os.O_RDWR)
         if flags & os.O_TRUNC:
             self._truncate(fd, node, 0)
@@ -297,6 +333,7 @@ class PowerFS:
         rel = self._rel(path)
         if rel in self.ids:
             return self._open_fh(rel, self.nodes[self.ids[rel]], flags)
+        self._check_fault("open", rel)
         fd = os.open(self._full(rel), os.O_RDWR | os.O_CREAT | os.O_EXCL, mode)
         os.close(fd)
         self.counters["create"] += 1
@@ -309,11 +346,14 @@ class PowerFS:
 
     @_op
     def read(self, path, size, offset, fh):
-        return os.pread(self.handles[fh][0], size, offset)
+        fd, node = self.handles[fh]
+        self._check_fault("read", node.path)
+        return os.pread(fd, size, offset)
 
     @_op
     def write(self, path, data, offset, fh):
         fd, node = self.handles[fh]
+        self._check_fault("write", node.path)
         self._before_change(node)
         written = os.pwrite(fd, data, offset)
         node.dirty.append((offset, offset + written))
@@ -322,6 +362,7 @@ class PowerFS:
         return written
 
     def _truncate(self, fd: int, node: Node, length: int) -> None:
+        self._check_fault("truncate", node.path)
         size = os.fstat(fd).st_size
         if size != length:
             self._before_change(node)
@@ -346,6 +387,7 @@ class PowerFS:
     @_op
     def fallocate(self, path, mode, offset, size, fh):
         fd, node = self.handles[fh]
+        self._check_fault("fallocate", node.path)
         before = os.fstat(fd).st_size
         if not mode & _FALLOC_FL_KEEP_SIZE and offset + size > before:
             self._before_change(node)
@@ -358,6 +400,13 @@ class PowerFS:
     @_op
     def fsync(self, path, datasync, fh):
         fd, node = self.handles[fh]
+        try:
+            self._check_fault("fsync", node.path)
+        except OSError:
+            # As Linux does: the pages the failed sync could not write are marked clean all the same, so what was
+            # written before it never reaches the disk — no later sync writes it — unless it is written again.
+            node.dirty = []
+            raise
         self._sync_file(fd, node)
         self.counters["fdatasync" if datasync else "fsync"] += 1
         return 0
@@ -420,6 +469,11 @@ class PowerFS:
     def stats(self) -> dict[str, Any]:
         with self._mutex:
             return dict(self.counters)
+
+    def set_fault(self, fault: Fault | None) -> None:
+        """From now on, fail what `fault` names (None: nothing fails any more)."""
+        with self._mutex:
+            self.fault = fault
 
     def cut(self, data: str = "lose", entries: str = "durable", seed: int = 0) -> CutReport:
         """Freeze (every later call fails with EIO) and rewrite the backing directory as its durable state."""
@@ -557,8 +611,8 @@ except (OSError, AttributeError):  # pragma: no cover — Linux-only tool
 
 # ---------------------------------------------------------------------------------------------- the daemon
 def _control_loop(fs: PowerFS, ready: threading.Event) -> None:
-    """Answer one JSON line per command line on stdin: {"op": "stats"} or {"op": "cut", "data", "entries",
-    "seed"} (after which the daemon exits). EOF on stdin ends nothing: the controller unmounts."""
+    """Answer one JSON line per command line on stdin: {"op": "stats"}, {"op": "fault", "ops", "paths", "errno"}
+    (no ops: heal) or {"op": "cut", "data", "entries", "seed"} (after which the daemon exits). EOF on stdin ends nothing: the controller unmounts."""
     ready.wait()
     out = sys.stdout
     print(json.dumps({"ready": True}), file=out, flush=True)
@@ -567,6 +621,13 @@ def _control_loop(fs: PowerFS, ready: threading.Event) -> None:
             cmd = json.loads(line)
             if cmd["op"] == "stats":
                 answer: dict = {"stats": fs.stats()}
+            elif cmd["op"] == "fault":
+                ops = frozenset(cmd.get("ops") or ())
+                if not ops <= set(FAULT_OPS):
+                    raise ValueError(f"fault ops must be among {FAULT_OPS}, not {sorted(ops - set(FAULT_OPS))}")
+                code = getattr(errno, cmd.get("errno", "EIO"))
+                fs.set_fault(Fault(ops, cmd.get("paths"), code) if ops else None)
+                answer = {"stats": fs.stats()}
             elif cmd["op"] == "cut":
                 answer = {"cut": fs.cut(cmd.get("data", "lose"), cmd.get("entries", "durable"),
                                         int(cmd.get("seed", 0))).as_dict(), "stats": fs.stats()}
@@ -674,6 +735,16 @@ class PowerFSMount:
     def stats(self) -> dict[str, int]:
         """Calls seen since this mount: writes, fsyncs, fdatasyncs, directory fsyncs, renames …"""
         return self._command({"op": "stats"})["stats"]
+
+    def fail(self, *ops: str, paths: str | None = None, error: str = "EIO") -> None:
+        """From now on `ops` (of `FAULT_OPS`; every one when none is named) fail with errno `error` (its name) on
+        the files whose path relative to the mount matches `paths` (fnmatch; every file when None), until `heal` —
+        processes using the mount keep running, and see a failing device."""
+        self._command({"op": "fault", "ops": list(ops or FAULT_OPS), "paths": paths, "errno": error})
+
+    def heal(self) -> None:
+        """Nothing fails any more (what failed before stays failed: nothing is retried here)."""
+        self._command({"op": "fault", "ops": []})
 
     def cut(self, *, data: str = "lose", entries: str = "durable", seed: int = 0) -> dict:
         """Cut the power: drop (or tear) everything unsynced, unmount, mount again. Every process using the mount

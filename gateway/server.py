@@ -292,8 +292,8 @@ class Gateway:
                     if self.engine.close_error is None:
                         log.info("storage flushed and closed")
                     else:
-                        log.error("storage closed, not all of it durable: %s",
-                                  running_out_line(self.engine.close_error, cfg.data_dir))
+                        log.error("storage closed, not all of it durable (the next start recovers the logs as after "
+                                  "a crash): %s", running_out_line(self.engine.close_error, cfg.data_dir))
 
     async def _start_listener(self, listeners: trio.Nursery, conn_nursery: trio.Nursery, protocol: Protocol,
                               lc) -> None:

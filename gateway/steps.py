@@ -2,8 +2,9 @@
 
 - `append(plog, data)`: whole batches in the partition's storage format. It wakes the partition's long-polls — with
   `flush: always` only once the sync round that covers it is done, since readers then see only synced records.
-- `make_durable(plog)` / `sync_offsets()`: with `flush: always`, return once a group-commit round has synced what
-  was written (every waiting writer shares the round's fdatasync).
+- `make_durable(plog, since)` / `sync_offsets()`: with `flush: always`, return once a group-commit round has synced
+  what was written (every waiting writer shares the round's fdatasync); `since` is the partition's `cuts` read
+  before the append, so a write that a failed sync cut back is never taken as synced by a later round.
 - `read(plog, offset, max_bytes, as_=format, isolation=..., at_once=False)`: whole batches from `offset` in the
   format the reader asks for (`logway.gateway.formats`): the stored bytes untouched — a file range the pump sends
   as it lies — when they already are that format, otherwise decoded and re-encoded batch by batch (each batch once
@@ -144,10 +145,15 @@ class Steps:
         if target is not self.engine.offsets:
             self.notifier.notify((target.topic, target.partition))
 
-    async def make_durable(self, plog: PartitionLog) -> None:
-        """With `flush: always`, return once a sync covering every append made so far has finished."""
+    async def make_durable(self, plog: PartitionLog, since: int) -> None:
+        """With `flush: always`, return once a sync covering every append made so far has finished. `since`: the
+        partition's `cuts` as the caller read it before it appended — when a failed sync cut the log back since
+        then, the caller's append went with it (or may have): that sync's error is raised, whatever later syncs
+        did."""
         if self.sync_acks:
             await self.committer.sync(plog)
+            if plog.cuts != since:
+                raise plog.cut_error
 
     async def sync_offsets(self) -> None:
         """With `flush: always`, return once every offset commit written so far is synced."""

@@ -25,7 +25,7 @@ import sys
 from array import array
 from typing import Iterator
 
-from .files import sync_file, write_synced
+from .files import named, sync_file, write_synced
 from .openfiles import OpenFiles, PooledFile
 
 ENTRY = struct.Struct("<II")
@@ -46,7 +46,8 @@ class Checksums:
     def append(self, position: int, crc: int) -> None:
         """One entry, whole or not at all (a short write on a full disk is taken back)."""
         handle = self._file.handle()
-        written = os.write(handle.fd, ENTRY.pack(position, crc))
+        with named(self.path):
+            written = os.write(handle.fd, ENTRY.pack(position, crc))
         if written != ENTRY.size:
             os.ftruncate(handle.fd, os.fstat(handle.fd).st_size - written)
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), self.path)
@@ -57,7 +58,7 @@ class Checksums:
         garbage between good entries, and nothing from there on is trusted. Read whole, like an index check."""
         entries = array("I")
         try:
-            with open(self.path, "rb") as f:
+            with open(self.path, "rb") as f, named(self.path):
                 data = f.read()
         except FileNotFoundError:
             return entries
@@ -96,7 +97,8 @@ class Checksums:
             sync_file(self.path)
         else:
             handle = self._file.handle()
-            os.fdatasync(handle.fd)
+            with named(self.path):
+                os.fdatasync(handle.fd)
 
     def close(self) -> None:
         """Let go of the file; the next append (an active segment's) opens it again."""

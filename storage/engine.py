@@ -67,7 +67,8 @@ from typing import Any, Callable, Iterable, Mapping
 from .config import MAX_PARTITIONS, EngineLimits, TopicConfig, clamped_overrides
 from .errors import (DataDirLocked, InvalidPartitions, InvalidTopicName, NotAnOffsetLog, StorageError, UnknownFormat,
                      running_out)
-from .files import aside_name, makedirs_durably, name_max, quarantine, rename_durably, sync_names, write_synced
+from .files import (aside_name, makedirs_durably, name_max, named, quarantine, rename_durably, sync_names,
+                    write_synced)
 from .formats import BatchFormat
 from .names import validate_topic_name
 from .cleaner import CleanPlan, CleanStats, CleanerSettings, Throttle, clean, plan
@@ -333,6 +334,8 @@ class LogEngine(Engine):
                 topic = self._open_topic(name, partitions, overrides, created_ms, topic_id, clean=self.clean_start)
             except (OSError, ValueError, KeyError, TypeError, StorageError) as exc:
                 if running_out(exc):  # not damage: the start fails as what it is, the topic stays where it is
+                    if exc.filename is None:
+                        exc.filename = path
                     raise
                 if worker:  # the supervisor set aside what it could not open: this one is new damage
                     log.error("cannot open topic directory %s (%s): skipped", path, exc)
@@ -348,7 +351,7 @@ class LogEngine(Engine):
         path = os.path.join(self._topics_dir, name)
         if not os.path.isdir(path):
             raise StorageError("not a topic directory")
-        with open(os.path.join(path, "topic.json"), "rb") as f:
+        with open(os.path.join(path, "topic.json"), "rb") as f, named(f.name):
             st = os.fstat(f.fileno())
             meta = json.load(f)
         if not isinstance(meta, dict) or not isinstance(meta.get("config") or {}, dict):
@@ -390,7 +393,8 @@ class LogEngine(Engine):
         if os.path.lexists(path) and not os.path.isdir(path):
             self._set_aside(path, "offsets", "not a directory", "committed offsets start empty")
         try:
-            return OffsetStore(path)
+            with named(path):
+                return OffsetStore(path)
         except (NotAnOffsetLog, IsADirectoryError, NotADirectoryError) as exc:
             self._set_aside(path, "offsets", f"cannot open the offset store ({exc})", "committed offsets start empty")
             return OffsetStore(path)
@@ -403,8 +407,11 @@ class LogEngine(Engine):
         if os.path.lexists(path) and not os.path.isdir(path):
             self._set_aside(path, name, "not a directory", consequence)
         try:
-            return cls(path)
+            with named(path):
+                return cls(path)
         except (StorageError, IsADirectoryError, NotADirectoryError) as exc:
+            if running_out(exc):  # (a StorageIOError): not damage
+                raise
             self._set_aside(path, name, f"cannot open the {cls.what} ({exc})", consequence)
             return cls(path)
 
@@ -413,6 +420,8 @@ class LogEngine(Engine):
         try:
             return IdAllocator(path, first=first)
         except (StorageError, OSError) as exc:
+            if running_out(exc):  # an I/O error, no descriptor left …: not damage, nothing set aside
+                raise
             if first:  # a worker's range: a floor inside it (1000 ids per ms)
                 first += int(self.clock() * 1000) * 1000 % WORKER_PRODUCER_ID_SPAN
             else:
@@ -626,7 +635,7 @@ class LogEngine(Engine):
 
         Never fails for the file system (a full disk, an I/O error, no descriptor left): what cannot be made durable
         makes the shutdown unclean — no marker, the next start recovers as after a crash — the first such failure is
-        kept in `close_error` (an OSError) with an error line, and everything is closed and the directory unlocked
+        kept in `close_error` (an OSError) for the caller to report (the gateway does, in one line), and everything is closed and the directory unlocked
         all the same.
         """
         if self._closed:
@@ -664,9 +673,6 @@ class LogEngine(Engine):
                 sync_names(marker)
             except OSError as exc:
                 failed(exc)
-        if self.close_error is not None:
-            log.error("%s: storage closed without everything made durable (%s): the next start recovers the logs as "
-                      "after a crash", self.data_dir, self.close_error)
         os.close(self._lock_fd)
 
     # -- sharing the directory with other worker processes (share mode) ----------------------------------

@@ -18,15 +18,30 @@ import errno
 import logging
 import os
 import uuid
+from contextlib import contextmanager
 
 log = logging.getLogger("logway.storage")
+
+
+@contextmanager
+def named(path: str | os.PathLike):
+    """Name `path` in an OSError raised inside that names no file: calls on a descriptor (write, fdatasync,
+    ftruncate) fail without one, and the line that reports the failure (an I/O error, a full disk) must say which
+    file it was."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None:
+            exc.filename = os.fspath(path)
+        raise
 
 
 def fsync_dir(path: str | os.PathLike) -> None:
     """Make a directory's entries (created, renamed, removed files) durable."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        os.fsync(fd)
+        with named(path):
+            os.fsync(fd)
     finally:
         os.close(fd)
 
@@ -74,7 +89,8 @@ def sync_file(path: str | os.PathLike) -> None:
     except FileNotFoundError:
         return
     try:
-        os.fdatasync(fd)
+        with named(path):
+            os.fdatasync(fd)
     finally:
         os.close(fd)
 
@@ -83,8 +99,9 @@ def write_synced(path: str, data: bytes) -> None:
     """Write a whole small file and fsync it (the caller renames it into place and fsyncs the directory)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        os.write(fd, data)
-        os.fsync(fd)
+        with named(path):
+            os.write(fd, data)
+            os.fsync(fd)
     finally:
         os.close(fd)
 

@@ -24,7 +24,7 @@ import sys
 import weakref
 from array import array
 
-from .files import sync_file, write_synced
+from .files import named, sync_file, write_synced
 from .openfiles import OpenFiles, PooledFile, not_open
 
 ENTRY = struct.Struct("<II")
@@ -82,13 +82,17 @@ class OffsetIndex:
             mapped = self._files.map(self.path, usable, "I")
             self._mapped = weakref.ref(mapped)
             return mapped.view
+        self._entries = arr = self._read_file(usable)
+        return arr
+
+    def _read_file(self, size: int) -> array:
+        """The first `size` bytes of entries, read from the file."""
         arr = array("I")
-        if usable:
-            with open(self.path, "rb") as f:
-                arr.frombytes(f.read(usable))
+        if size:
+            with open(self.path, "rb") as f, named(self.path):
+                arr.frombytes(f.read(size))
             if not _LITTLE:
                 arr.byteswap()
-        self._entries = arr
         return arr
 
     def __len__(self) -> int:
@@ -164,7 +168,9 @@ class OffsetIndex:
         size = os.path.getsize(self.path) if os.path.exists(self.path) else 0
         if size % ENTRY.size:
             raise IndexCorrupt(f"{self.path}: size {size} is not a multiple of {ENTRY.size}")
-        e = self._load()
+        # A frozen index is read here, not through its mapping: a device that fails the read must fail the open
+        # with an I/O error (OSError), not kill the process with SIGBUS at the first look at a mapped page.
+        e = self._read_file(size) if self.frozen else self._load()
         if not e:
             if data_size:  # the first batch of a segment is always indexed
                 raise IndexCorrupt(f"{self.path}: empty or missing, for a {data_size}-byte data file")
@@ -320,13 +326,14 @@ def _last_timestamp(fd: int) -> int:
 
 
 def _rewrite(path: str, data: bytes, pending: bytearray) -> bool:
-    """Replace an index file with `data`, synced. On a full disk (or quota) the file is left empty and `data` put in
-    `pending`, for the next write, `sync` or `close` to write when there is room: a rebuilt index is derived data,
-    and recovery on a full disk must not fail for it (nor the start of a gateway whose disk filled up). False then."""
+    """Replace an index file with `data`, synced. On a full disk (or quota, or a device failing writes) the file is
+    left empty and `data` put in `pending`, for the next write, `sync` or `close` to write when the file system
+    takes it: a rebuilt index is derived data, and recovery — or cutting a log back after a failed sync — must not
+    fail for it (nor the start of a gateway whose disk filled up). False then."""
     try:
         write_synced(path, data)
     except OSError as exc:
-        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EIO):
             raise
         os.truncate(path, 0)
         pending[:] = data
@@ -339,8 +346,9 @@ def _write_pending(file: PooledFile, pending: bytearray) -> None:
     rest, written later, completes the entry it cut."""
     if pending:
         handle = file.handle()
-        while pending:
-            del pending[:os.write(handle.fd, pending)]
+        with named(file.path):
+            while pending:
+                del pending[:os.write(handle.fd, pending)]
 
 
 def write_behind(index: "OffsetIndex | TimeIndex") -> None:

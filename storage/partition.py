@@ -16,6 +16,13 @@ Visibility: readers see every append, or — with `reads_need_sync`, which the g
 only what `sync()` made durable (the *high watermark*, Kafka's name for the end of what consumers may read). Then
 no consumer reads, and commits an offset past, a record that a power cut could still take back.
 
+A failed sync: the kernel may have dropped what it could not write (Linux marks those pages clean, so no later sync
+writes them: PostgreSQL's "fsyncgate"), and anything appended after it would sit behind bytes that may never reach
+the disk. With `reads_need_sync` nothing past the durable end was acknowledged, so the log is cut back there
+(`cuts` counts it; a caller that began waiting for a sync before a cut must not take a later sync for its own, see
+`cuts`); what comes next is written again from that point, fresh pages the next sync writes. If even the cut fails,
+the partition refuses appends (`broken`) until it is opened again; its close then counts as unclean.
+
 Compaction (topics with `cleanup.policy` compact): the log cleaner (`logway.storage.cleaner`) replaces runs of
 frozen segments with cleaned ones (`install_cleaned`); a swap it committed but did not finish before a crash is
 finished when the partition is opened (`_finish_cleaning`). `cleaner-offset` holds where the part not yet cleaned
@@ -29,6 +36,7 @@ outside `lock`), and the cleaner holds `_clean_lock` while it cleans the partiti
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import threading
@@ -40,7 +48,7 @@ from typing import Callable, NamedTuple
 
 from .config import TopicConfig
 from .errors import (BatchTooLarge, CleaningStopped, CorruptBatch, InvalidBatchOffset, InvalidRecord,
-                     OffsetOutOfRange, StorageError)
+                     OffsetOutOfRange, StorageError, StorageIOError)
 from .files import fsync_dir, makedirs_durably, quarantine, write_synced
 from .formats import BatchFormat
 from .openfiles import FileHandle, OpenFiles
@@ -50,6 +58,10 @@ from .txnindex import INDEX_NAME as TXN_INDEX, TxnIndex
 from .cleaner import CLEANER_OFFSET, SWAP, CleanedSegment
 
 log = logging.getLogger("logway.storage")
+
+#: Errors of a sync that fail it before anything reached the device (no descriptor, no memory to open the file):
+#: nothing the kernel held was dropped, so nothing is cut for them.
+NOTHING_WRITTEN = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
 
 RECOVERY_POINT = "recovery-point"
 LOG_START = "log-start-offset"
@@ -138,6 +150,14 @@ class PartitionLog:
         # (end offset, its segment, that segment's size then): everything before it is on stable storage.
         self._durable: tuple[int, Segment | None, int] = (0, None, 0)
         self._log_start = 0  # records below this were deleted (`delete_records`); see `log_start_offset`
+        #: How many times a failed sync cut the log back to its durable end (see the module docstring): a writer that
+        #: reads it before appending and finds it changed once its sync is done was cut, or may have been — its
+        #: write is not durable, whatever that sync says.
+        self.cuts = 0
+        #: The failed sync that made the last cut (what a writer whose append it cut is answered).
+        self.cut_error: OSError | None = None
+        #: The failed sync whose cut failed too: appends are refused with it until the partition is opened again.
+        self.broken: OSError | None = None
         self._trim_lock = threading.Lock()  # held while segments are taken out (retention, delete_records, cleaning)
         self._clean_lock = threading.Lock()  # held by the cleaner while it cleans this partition
         self._retiring = False  # closing or deleted: the cleaner stops (`stop_cleaning`)
@@ -437,6 +457,9 @@ class PartitionLog:
 
     def _append_locked(self, batches, producer: tuple[int, int] | None) -> AppendResult:
         """Write validated `batches` (the caller holds `lock`)."""
+        if self.broken is not None:
+            raise _io_error(f"{self.directory}: a sync failed and its unsynced tail could not be cut: appends are "
+                            f"refused until the gateway restarts", self.broken)
         fmt = self.fmt
         now = int(self.clock() * 1000)
         cfg = self.config
@@ -694,15 +717,47 @@ class PartitionLog:
                 dir_dirty = True
             if dir_dirty:
                 fsync_dir(self.directory)
-        except BaseException:
+        except BaseException as exc:
             with self.lock:  # the next sync tries again
                 self._unsynced = pending + self._unsynced
                 self._dir_dirty = self._dir_dirty or dir_dirty
+                if self.reads_need_sync and isinstance(exc, OSError) and exc.errno not in NOTHING_WRITTEN:
+                    self._cut_to_durable(exc)
             raise
         with self.lock:
             if target > self._durable[0]:
                 self._durable = (target, active, size)
         return target
+
+    def _cut_to_durable(self, exc: OSError) -> None:
+        """A sync failed with `exc` (`reads_need_sync`: nothing past the durable end was acknowledged): cut the log
+        back to its durable end, so that what comes next is not written behind bytes the kernel may have dropped
+        (the caller holds `lock`). If that fails too, the partition is `broken`."""
+        end, seg, size = self._durable
+        if seg is None:  # nothing synced since the partition was opened, on an empty log
+            seg, size, end = self.segments[0], 0, self.segments[0].base_offset
+        try:
+            if not any(s is seg for s in self.segments):
+                raise OSError(exc.errno, f"the durable end's segment {segment_name(seg.base_offset)} is gone")
+            kept = self.segments[:next(i for i, s in enumerate(self.segments) if s is seg) + 1]
+            dropped = self.segments[-1].next_offset - end
+            self._undo((kept, size, end))
+            self._unsynced = [s for s in self._unsynced if any(s is k for k in kept)]
+            if self.txns.exists:  # its entries past the new end describe nothing; its unsynced ones may be lost
+                self.txns.close()
+                self.txns = TxnIndex(self.directory, self.log_start_offset, end, self._files)
+                self.txns.rewrite()
+            self._dir_dirty = True
+        except Exception as cut_exc:
+            self.broken = exc
+            log.error("%s: a sync failed (%s) and cutting the log back to its durable end failed too (%s): appends "
+                      "are refused until the gateway restarts", self.directory, exc, cut_exc)
+            return
+        self.cuts += 1
+        self.cut_error = _io_error(f"{self.directory}: a sync failed ({exc.strerror or exc}): what was written since "
+                                   f"the last sync was cut back, nothing of it acknowledged", exc)
+        log.warning("%s: a sync failed (%s): cut the log back to its durable end, offset %d (%d unacknowledged "
+                    "offset(s) dropped; their writers got the error)", self.directory, exc, end, dropped)
 
     # -- deleting records (the log start offset) -----------------------------------------------------------
     def _read_offset_file(self, name: str) -> int:
@@ -961,6 +1016,8 @@ class PartitionLog:
         self.stop_cleaning()
         with self.lock:
             try:
+                if durable and self.broken is not None:
+                    raise self.broken  # (recovery checks the tail at the next start)
                 if durable:
                     active = self.segments[-1]
                     active.sync()
@@ -1064,3 +1121,10 @@ def batch_offset(offset: int, explicit: int | None, delta: int, explicit_offsets
     if offset + delta >= MAX_OFFSET:
         raise InvalidBatchOffset(f"batch reaches offset {offset + delta}, beyond {MAX_OFFSET - 1}")
     return offset
+
+
+def _io_error(message: str, cause: OSError) -> StorageIOError:
+    """A StorageIOError with the errno and the file of the OSError that caused it."""
+    err = StorageIOError(cause.errno, message)
+    err.filename = cause.filename
+    return err

@@ -33,7 +33,7 @@ from crc32c import crc32c
 
 from .checksums import Checksums
 from .config import MAX_SEGMENT_BYTES
-from .files import preallocate
+from .files import named, preallocate
 from .formats import BatchFormat
 from .index import IndexCorrupt, OffsetIndex, TimeIndex, sample_points
 from .openfiles import FileHandle, OpenFiles, PooledFile
@@ -265,18 +265,19 @@ class Segment:
         position = self.size
         handle = self._data.handle()
         fd = handle.fd
-        if position + length > self._reserved:
-            self._reserve(fd, position, length)
-        written = os.writev(fd, pieces)
-        if written != length:  # short write (disk full mid-batch): finish or roll back
-            try:
-                rest = b"".join(bytes(p) for p in pieces)[written:]
-                while rest:
-                    n = os.write(fd, rest)
-                    rest = rest[n:]
-            except OSError:
-                os.ftruncate(fd, position)
-                raise
+        with named(self.log_path):
+            if position + length > self._reserved:
+                self._reserve(fd, position, length)
+            written = os.writev(fd, pieces)
+            if written != length:  # short write (disk full mid-batch): finish or roll back
+                try:
+                    rest = b"".join(bytes(p) for p in pieces)[written:]
+                    while rest:
+                        n = os.write(fd, rest)
+                        rest = rest[n:]
+                except OSError:
+                    os.ftruncate(fd, position)
+                    raise
         if self.checksums is not None:
             crc = 0
             for piece in pieces:
@@ -318,7 +319,8 @@ class Segment:
     def rollback(self, size: int) -> None:
         """Undo a failed write: cut the data file back to `size` bytes."""
         handle = self._data.handle()
-        os.ftruncate(handle.fd, size)
+        with named(self.log_path):
+            os.ftruncate(handle.fd, size)
         self.size = size
         self._forget()
         if self.checksums is not None:
@@ -363,7 +365,8 @@ class Segment:
         """fdatasync the data (and its checksums); with `indexes`, the offset and time indexes too (a frozen
         segment's, once: recovery trusts a frozen segment's index, it rebuilds only the active one's)."""
         handle = self._data.handle()
-        os.fdatasync(handle.fd)
+        with named(self.log_path):
+            os.fdatasync(handle.fd)
         if self.checksums is not None:
             self.checksums.sync()
         if indexes:
@@ -480,8 +483,13 @@ class Segment:
 
         Stops at the first torn, corrupt or out-of-sequence batch, and — for formats with side checksums, unless
         `check_side` is False (rebuilding them) — at the first batch whose side checksum is missing or differs.
-        Index and time-index entries are recomputed for every batch seen, as appends would have made them.
+        Index and time-index entries are recomputed for every batch seen, as appends would have made them. A read
+        that fails (an I/O error) raises, naming the file: that is no bad batch, and nothing is cut for it.
         """
+        with named(self.log_path):
+            return self._walk(position, offset, validate, check_side)
+
+    def _walk(self, position: int, offset: int, validate: bool, check_side: bool) -> WalkResult:
         fmt = self.fmt
         side = None
         crcs: list[tuple[int, int]] = []

@@ -11,7 +11,7 @@ import os
 import threading
 
 from .errors import StorageError
-from .files import rename_durably, write_synced
+from .files import named, rename_durably, write_synced
 
 #: Ids taken per durable write: one fsync per this many InitProducerId calls.
 BLOCK = 1000
@@ -27,7 +27,7 @@ class IdAllocator:
         self.block = block
         self._lock = threading.Lock()
         try:
-            with open(self.path, "rb") as f:
+            with open(self.path, "rb") as f, named(self.path):
                 text = f.read().strip()
         except FileNotFoundError:
             self._next_block = first

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 from crc32c import crc32c
 
+from .files import named
 from .openfiles import OpenFiles, PooledFile
 
 __all__ = ["TxnIndex", "TxnState", "AbortedTxn", "INDEX_NAME"]
@@ -143,7 +144,8 @@ class TxnIndex(TxnState):
     def _load(self, log_start: int, log_end: int) -> int:
         """Replay the entries; returns the bytes cut (a torn or corrupt tail, or entries past the log end)."""
         handle = self._file.handle()
-        data = os.pread(handle.fd, os.fstat(handle.fd).st_size, 0)
+        with named(self.path):
+            data = os.pread(handle.fd, os.fstat(handle.fd).st_size, 0)
         good = 0
         skipped = 0
         for pos in range(0, len(data) - ENTRY_SIZE + 1, ENTRY_SIZE):
@@ -166,7 +168,7 @@ class TxnIndex(TxnState):
         if good < len(data):
             os.ftruncate(handle.fd, good)
         if skipped:
-            self._rewrite()  # the entries kept, without those that describe nothing
+            self.rewrite()  # the entries kept, without those that describe nothing
         self.prune(log_start)
         return dropped
 
@@ -209,9 +211,10 @@ class TxnIndex(TxnState):
     def sync(self) -> bool:
         """Make the written entries durable; True when the file's name is new and its directory needs a sync."""
         if self.dirty and self._exists:
-            self.dirty = False
             handle = self._file.handle()
-            os.fdatasync(handle.fd)
+            with named(self.path):
+                os.fdatasync(handle.fd)
+            self.dirty = False
         new, self.new_name = self.new_name, False
         return new
 
@@ -221,16 +224,16 @@ class TxnIndex(TxnState):
         with the next sync of the directory)."""
         gone = {(t.producer_id, t.first) for t in txns}
         self._aborted = [t for t in self._aborted if (t.producer_id, t.first) not in gone]
-        self._rewrite()
+        self.rewrite()
 
     def prune(self, log_start: int) -> None:
         """Forget aborted transactions entirely below the log start; rewrite the file when it is mostly history."""
         self._aborted = [t for t in self._aborted if t.end >= log_start]
         live = sum(len(t.ranges) for t in self._open.values()) + sum(len(t.ranges) + 1 for t in self._aborted)
         if self._entries - live > _REWRITE_SLACK:
-            self._rewrite()
+            self.rewrite()
 
-    def _rewrite(self) -> None:
+    def rewrite(self) -> None:
         """Replace the file with the live entries only (aborted ranges still above the log start, open
         transactions); synced before it replaces the old content."""
         out = bytearray()
@@ -256,6 +259,11 @@ class TxnIndex(TxnState):
         self._exists = True
         self._entries = count
         self.new_name = True
+
+    @property
+    def exists(self) -> bool:
+        """Whether the file was created (by the first transactional write)."""
+        return self._exists
 
     def close(self) -> None:
         self._file.close()

@@ -90,6 +90,7 @@ class _Pending:
 
 class PgPartitionLog:
     reads_need_sync = True  # readers see committed rows only (see the module docstring)
+    cuts = 0  # a failed commit cuts nothing back: its rows are committed with the next one (`PartitionLog.cuts`)
 
     def __init__(self, engine: "PgEngine", partition_id: int, topic: str, partition: int, fmt: BatchFormat,
                  config: TopicConfig, *, log_start: int = 0, first: tuple[int, int] | None = None,

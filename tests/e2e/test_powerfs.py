@@ -295,3 +295,66 @@ def test_a_cut_is_refused_while_modes_are_unknown(powerfs):
 
     with pytest.raises(PowerFSError, match="cut modes"):
         powerfs.cut(data="sometimes")
+
+
+# -- a failing device -------------------------------------------------------------------------------------------
+
+def test_faults_fail_the_chosen_calls_on_matching_files_until_healed(powerfs):
+    """`fail("write", "fsync", paths="*.index")`: writes and syncs of index files fail with EIO, and change nothing
+    (a failed write wrote nothing, a failed sync made nothing durable); other files and other calls work; after
+    `heal` everything works again — but, as on Linux, what was written before the failed sync never reaches the
+    disk (its pages were marked clean): a later sync makes durable only what was written after it."""
+    import errno
+
+    root = powerfs.path
+    os.mkdir(os.path.join(root, "d"))
+    idx, log_ = os.path.join(root, "d", "0.index"), os.path.join(root, "d", "0.log")
+    write(idx, b"first", sync=True)
+    fsync_dir(os.path.join(root, "d"))
+    fsync_dir(root)
+    fd = os.open(idx, os.O_RDWR | os.O_APPEND)
+    try:
+        os.write(fd, b"+unsynced")
+        powerfs.fail("write", "fsync", paths="*.index")
+        with pytest.raises(OSError) as failed:
+            os.write(fd, b"+refused")
+        assert failed.value.errno == errno.EIO
+        with pytest.raises(OSError) as failed:
+            os.fsync(fd)
+        assert failed.value.errno == errno.EIO
+        assert read(idx) == b"first+unsynced"  # reads work, the refused write wrote nothing
+        write(log_, b"data", sync=True)  # another file: nothing fails
+        assert powerfs.stats()["faults"] == 2
+        powerfs.heal()
+        os.write(fd, b"+healed")
+    finally:
+        os.close(fd)
+    write(idx, b"", mode="ab", sync=True)
+    assert read(idx) == b"first+unsynced+healed"  # read back meanwhile (the page cache)
+    powerfs.cut()
+    assert read(idx) == b"first" + b"\0" * len(b"+unsynced") + b"+healed"
+
+
+def test_read_and_open_faults_and_other_errnos(powerfs):
+    import errno
+
+    f = os.path.join(powerfs.path, "store.log")
+    write(f, b"kept", sync=True)
+    powerfs.fail("read", paths="*.log")
+    fd = os.open(f, os.O_RDONLY)  # opening still works
+    try:
+        with pytest.raises(OSError) as failed:
+            os.pread(fd, 4, 0)
+        assert failed.value.errno == errno.EIO
+    finally:
+        os.close(fd)
+    powerfs.fail("open", error="ENOSPC")  # every file
+    with pytest.raises(OSError) as failed:
+        open(os.path.join(powerfs.path, "new"), "wb")
+    assert failed.value.errno == errno.ENOSPC
+    powerfs.heal()
+    assert read(f) == b"kept"
+    from logway.bench.powerfs import PowerFSError
+
+    with pytest.raises(PowerFSError, match="fault ops"):
+        powerfs.fail("stat")

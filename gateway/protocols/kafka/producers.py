@@ -153,6 +153,11 @@ class ProducerStates:
         for key in [k for k in self._states if k[0] == topic]:
             del self._states[key]
 
+    def forget_partition(self, plog: PartitionLog) -> None:
+        """A write recorded in the partition's state was not made durable (a failed sync may have cut it back): the
+        state is loaded from the log again when next needed."""
+        self._states.pop((plog.topic, plog.partition), None)
+
 
 def rebuild(plog: PartitionLog, scan_bytes: int = SCAN_BYTES) -> PartitionProducers:
     """Read the RecordBatch headers of the log tail and replay every idempotent batch into a fresh state."""

@@ -131,6 +131,7 @@ async def _produce_partition(broker: "KafkaBroker", topic: str, partition: int, 
         except TxnError as exc:
             return answer(txn_error_code(exc, knows_fenced=False), message=str(exc))
     steps = broker.steps
+    cuts = plog.cuts  # (see Steps.make_durable)
     try:
         result = steps.append(plog, stored, producer=producer)
     except FAILURES as exc:
@@ -143,9 +144,11 @@ async def _produce_partition(broker: "KafkaBroker", topic: str, partition: int, 
             offset += h.last_offset_delta + 1
     if durable:
         try:
-            await steps.make_durable(plog)
-        except OSError as exc:
-            return answer(E.UNKNOWN_SERVER_ERROR, message=f"fdatasync failed: {exc.strerror or exc}")
+            await steps.make_durable(plog, cuts)
+        except OSError as exc:  # not durable: nothing acknowledged (a retry must not pass for a duplicate of it)
+            if state is not None:
+                broker.producers.forget_partition(plog)
+            return _refused(answer, plog, exc, broker.engine.data_dir)
     return answer(E.NONE, base=result.base_offset, start=plog.log_start_offset)
 
 

@@ -186,8 +186,9 @@ class NativeHandler:
                                      f"frame (limits.max_frame_bytes): send at most {most} per request")
         encode = partial(plog.fmt.encode, now_ms=int(time.time() * 1000), max_batch_bytes=plog.config.max_batch_bytes)
         data = await self.steps.convert(count * RECORD_SIZE_GUESS, encode, ev.records)
+        cuts = plog.cuts  # (see Steps.make_durable)
         result = self.steps.append(plog, data)
-        await self.steps.make_durable(plog)
+        await self.steps.make_durable(plog, cuts)
         return nev.ProduceResponse(list(range(result.base_offset, result.last_offset + 1)))
 
     async def _fetch(self, ev: nev.FetchRequest):

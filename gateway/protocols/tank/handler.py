@@ -161,7 +161,7 @@ class TankHandler:
     async def _produce_parts(self, req: ProduceRequest) -> ProduceResponse:
         """A Produce appended here, its entries for other workers' partitions relayed to them."""
         results = []
-        touched: dict[int, PartitionLog] = {}
+        touched: dict[int, tuple[PartitionLog, int]] = {}  # each partition appended to, and its `cuts` before
         foreign: dict[int, list[int]] = {}  # owner -> indexes of the entries for its partitions
         for entry in req.entries:
             topic = self.engine.topics_by_name.get(entry.topic)
@@ -177,9 +177,10 @@ class TankHandler:
                     foreign.setdefault(plog.owner, []).append(len(results))
                 results.append(ProduceResult(entry.topic, entry.partition, ProduceError.SYSTEM_ERROR))
                 continue
+            cuts = plog.cuts  # (see Steps.make_durable)
             error = await self._append(plog, entry, req.with_seqnum)
             if error == ProduceError.OK:
-                touched[id(plog)] = plog
+                touched.setdefault(id(plog), (plog, cuts))
             results.append(ProduceResult(entry.topic, entry.partition, error))
         for owner, indexes in foreign.items():  # (workers: N) each other worker appends its entries
             part = replace(req, entries=[req.entries[i] for i in indexes])
@@ -189,10 +190,12 @@ class TankHandler:
                 continue  # a system error for these entries
             for i, result in zip(indexes, answer.results):
                 results[i] = result
-        for plog in touched.values():
+        for plog, cuts in touched.values():
             try:
-                await self.steps.make_durable(plog)
-            except OSError:
+                await self.steps.make_durable(plog, cuts)
+            except OSError as exc:
+                log.error("produce to %s-%d failed: %s", plog.topic, plog.partition,
+                          running_out_line(exc, self.engine.data_dir))
                 results = [r if (r.topic, r.partition) != (plog.topic, plog.partition)
                            else ProduceResult(r.topic, r.partition, ProduceError.SYSTEM_ERROR) for r in results]
         return ProduceResponse(req.request_id, results)
