@@ -999,3 +999,30 @@ def test_a_micro_batch_rerun_after_a_restart_is_written_once_with_exactly_once(
         assert got == native == values
     else:
         assert len(got) == len(native) == 80 and sorted(set(got)) == values
+
+
+def test_spark_writes_and_reads_a_gateway_on_postgres(spark, tmp_path, pg_server, pg_database):
+    """The data source against a gateway whose log is in PostgreSQL (storage.backend postgres): transactional writes
+    (one per task) committed in the database, read back exactly once, and the rows stored there."""
+    import psycopg
+
+    from logway.bench.launcher import GatewayProcess
+
+    with GatewayProcess(str(tmp_path / "data"), "storage.backend=postgres", f"storage.postgres.dsn={pg_database}",
+                        "log_level=WARNING") as gw:
+        address = "%s:%d" % gw.addresses["kafka"]
+        topic = new_topic("pg")
+        with client_for(address) as client:
+            client.create_topic(topic, 3)
+        df = spark.createDataFrame([(b"k%d" % (i % 7), b"v%d" % i) for i in range(300)], "key binary, value binary")
+        df.repartition(4).write.format("logway").option("gateway", address).option("topic", topic).mode(
+            "append").save()
+        rows = read_rows(spark, address, subscribe=topic)
+        assert sorted(r.value for r in rows) == sorted(b"v%d" % i for i in range(300))
+        with NativeClient(*gw.native) as c:  # (every protocol reads what Spark wrote)
+            ends = [p.log_end_offset for p in c.describe_topic(topic).partitions]
+    with psycopg.connect(pg_database) as conn:  # what the database holds: the batches, the tasks' markers among them
+        stored = conn.execute("SELECT max(b.end_offset) FROM logway.batches b JOIN logway.partitions p USING "
+                              "(partition_id) JOIN logway.topics t USING (topic_id) WHERE t.name = %s "
+                              "GROUP BY p.partition ORDER BY p.partition", (topic,)).fetchall()
+    assert [end for (end,) in stored] == ends and sum(ends) > 300  # (300 records and the commit markers)
