@@ -1,5 +1,6 @@
 """librdkafka (confluent-kafka) and aiokafka, unmodified, against a real gateway: admin, idempotent compressed
-produce, a consumer group, commits."""
+produce, a consumer group, commits — on each storage backend (local files, and PostgreSQL: a database of the
+session's throwaway server)."""
 
 from __future__ import annotations
 
@@ -14,12 +15,19 @@ from logway.clients.native import NativeClient
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def gw(tmp_path_factory):
+@pytest.fixture(scope="module", params=["local", "postgres"])
+def gw(request, tmp_path_factory):
+    backend, database = (), None
+    if request.param == "postgres":
+        server = request.getfixturevalue("pg_server")
+        database = server.create_database()
+        backend = ("storage.backend=postgres", f"storage.postgres.dsn={server.dsn(database)}")
     g = GatewayProcess(str(tmp_path_factory.mktemp("clients") / "data"), "storage.flush=always",
-                       "log_level=WARNING", "kafka.auto_create_topics=true")  # (aiokafka's topic is auto-created)
+                       "log_level=WARNING", "kafka.auto_create_topics=true", *backend)  # (aiokafka's is auto-created)
     yield g
     g.stop()
+    if database is not None:
+        server.drop_database(database)
 
 
 def test_librdkafka_admin_idempotent_lz4_producer_and_group_consumer(gw):
