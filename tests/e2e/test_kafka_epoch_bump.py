@@ -17,6 +17,7 @@ import pytest
 
 from logway.bench.launcher import GatewayProcess
 from logway.clients.kafka import KafkaClient, KafkaConfig
+from logway.codecs.kafka.connection import KafkaRequest, KafkaServerConnection
 from logway.codecs.kafka.records import decode_batch, iter_batches
 
 pytestmark = pytest.mark.slow
@@ -26,14 +27,13 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 
 class HoldingProxy:
     """Forwards bytes both ways between clients and `target`; while `hold` is set, the answers wait in the proxy
-    (forwarded, in order, once it is cleared). Requests always go through."""
+    (forwarded, in order, once it is cleared). Requests always go through, and are kept (`requests`, parsed by the
+    gateway's own codec)."""
 
     def __init__(self, listener: socket.socket, target: tuple[str, int]) -> None:
         self.listener, self.target = listener, target
         self.hold = threading.Event()
-        self.released = threading.Event()
-        self.requests_seen = 0
-        self._closing = False
+        self.requests: list[KafkaRequest] = []
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -48,6 +48,7 @@ class HoldingProxy:
 
     def _pipe(self, src: socket.socket, dst: socket.socket, answers: bool) -> None:
         held: list[bytes] = []
+        requests = None if answers else KafkaServerConnection()
         try:
             while True:
                 if answers and not self.hold.is_set() and held:
@@ -60,6 +61,10 @@ class HoldingProxy:
                     continue
                 if not data:
                     return
+                if requests is not None:
+                    requests.receive_data(data)
+                    while isinstance(event := requests.next_event(), KafkaRequest):
+                        self.requests.append(event)
                 if answers and (self.hold.is_set() or held):
                     held.append(data)
                 else:
@@ -122,3 +127,48 @@ def test_an_idempotent_producer_whose_messages_time_out_bumps_its_epoch_and_goes
     after = [(h.producer_id, h.producer_epoch, h.base_sequence) for h, records in batches
              if records[0].value == b"after-0"]
     assert after == [(pid, first_epoch + 1, 0)], ids  # the same producer id, the next epoch, sequences anew
+
+
+def test_a_transactional_producer_whose_messages_time_out_aborts_bumps_its_epoch_and_commits_the_next(tmp_path):
+    """An abortable error (a message timed out in a transaction): librdkafka aborts, then asks InitProducerId v3+
+    for the next epoch of the producer id and epoch it names (KIP-360); the next transaction commits."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    topic = "bumptx-" + uuid.uuid4().hex[:8]
+    with GatewayProcess(str(tmp_path / "data"), f"kafka.advertised_port={port}", "log_level=WARNING",
+                        "kafka.transaction_abort_check_ms=200") as gw:
+        proxy = HoldingProxy(listener, gw.addresses["kafka"])
+        try:
+            with KafkaClient(KafkaConfig.parse("%s:%d" % gw.addresses["kafka"])) as admin:
+                admin.create_topic(topic, 1)
+            producer = confluent_kafka.Producer({
+                "bootstrap.servers": f"127.0.0.1:{port}", "transactional.id": "tx-" + uuid.uuid4().hex[:6],
+                "linger.ms": 0, "message.timeout.ms": 1500, "request.timeout.ms": 30000,
+                "transaction.timeout.ms": 60000})
+            producer.init_transactions(20)
+            producer.begin_transaction()
+            producer.produce(topic, b"committed-1", partition=0)
+            producer.commit_transaction(20)
+            producer.begin_transaction()
+            proxy.hold.set()
+            producer.produce(topic, b"held", partition=0)
+            producer.flush(5)  # (the message times out: an abortable error)
+            proxy.hold.clear()
+            with pytest.raises(confluent_kafka.KafkaException) as failed:
+                producer.commit_transaction(20)
+            assert failed.value.args[0].txn_requires_abort()
+            producer.abort_transaction(20)
+            producer.begin_transaction()
+            producer.produce(topic, b"committed-2", partition=0)
+            producer.commit_transaction(20)
+            del producer
+        finally:
+            proxy.close()
+        with KafkaClient(KafkaConfig.parse("%s:%d" % gw.addresses["kafka"])) as client:
+            batches = [decode_batch(b) for b in iter_batches(client.fetch(topic, 0, 0, 1 << 20).records)]
+    data = [(h.producer_id, h.producer_epoch, records[0].value) for h, records in batches if not h.is_control]
+    (pid, epoch, _), = [d for d in data if d[2] == b"committed-1"]
+    assert [d for d in data if d[2] == b"committed-2"] == [(pid, epoch + 1, b"committed-2")]
+    inits = [(r.api_version >= 3, r.body.producer_id, r.body.producer_epoch) for r in proxy.requests
+             if r.api_key == 22]
+    assert inits[-1] == (True, pid, epoch)  # the bump named the producer it bumps
