@@ -55,7 +55,7 @@ def migrate(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, config, data_dir: str) -> int:
     from logway.gateway.formats import STORAGE_FORMATS
-    from logway.storage import DataDirLocked, LogEngine, MigrationRefused, StorageError
+    from logway.storage import DatabaseError, DataDirLocked, LogEngine, MigrationRefused, StorageError
     from logway.storage.pg import PgEngine, conninfo
     from logway.storage.pg import migrate as copying
 
@@ -87,11 +87,12 @@ def _run(args: argparse.Namespace, config, data_dir: str) -> int:
         engine = target(0)  # (no cache: what verify reads comes from the database)
         copied = copying.verify(source, engine, done)
         engine.end_migration()
-    except MigrationRefused as exc:
-        where = f" (database {engine.where})" if engine is not None else ""
-        return fail(f"{exc}{where}; the database stays marked as an unfinished migration")
-    except StorageError as exc:  # (a DatabaseError's message says what to do)
+    except MigrationRefused as exc:  # (from the copy or its verification: the database stays marked)
+        return fail(f"{exc} (database {engine.where}): no gateway opens it until a run of logway migrate finishes")
+    except DatabaseError as exc:  # (its message says what to do)
         return fail(str(exc))
+    except StorageError as exc:  # e.g. the database was lost for longer than commit_retry_ms
+        return fail(f"{exc}: what was copied is committed; run logway migrate again to go on")
     finally:
         if engine is not None:
             engine.close()

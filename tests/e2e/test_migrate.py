@@ -210,6 +210,11 @@ def test_what_cannot_be_migrated_is_refused_in_one_line(tmp_path, pg_server, pg_
     assert migrate("--data-dir", other, "--to", pg_database).returncode == 0
     one_line(migrate("--data-dir", plain, "--to", pg_database), 1, "holds topics of its own (theirs)",
              "--into-existing")
-    assert migrate("--data-dir", plain, "--to", pg_database, "--into-existing").returncode == 0
+    done = migrate("--data-dir", plain, "--to", pg_database, "--into-existing")
+    assert done.returncode == 0, done.stderr
+    header, row, sentence = done.stdout.splitlines()
+    assert header == "topic\ttopic_id\tpartitions\tformat\trecords\tbytes\tstatus"
+    assert row.split("\t")[2:] == ["1", "kafka", "0", "0", "copied"]
+    assert sentence.startswith("copied and verified 1 topic(s) into database postgresql://127.0.0.1:")
     one_line(migrate("--data-dir", str(tmp_path / "nothing"), "--to", pg_database), 2, "holds no logway data")
     one_line(migrate("--data-dir", plain, "--to", pg_database, "--schema", "Bad-Name"), 2, "configuration error")
