@@ -55,36 +55,26 @@ def migrate(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, config, data_dir: str) -> int:
     from logway.gateway.formats import STORAGE_FORMATS
+    from logway.gateway.server import open_database
     from logway.storage import DatabaseError, DataDirLocked, LogEngine, MigrationRefused, StorageError
-    from logway.storage.pg import PgEngine, conninfo
     from logway.storage.pg import migrate as copying
 
-    pg = config.storage.postgres
-    defaults = config.storage.topic_defaults
-
-    def target(cache_bytes: int) -> PgEngine:
-        return PgEngine(conninfo(pg.dsn, host=pg.host, port=pg.port, dbname=pg.dbname, user=pg.user,
-                                 password=pg.password), STORAGE_FORMATS, defaults, schema=pg.schema,
-                        data_dir=data_dir, pool_size=pg.pool_size, statement_timeout_ms=pg.statement_timeout_ms,
-                        connect_timeout_ms=pg.connect_timeout_ms, commit_retry_ms=pg.commit_retry_ms,
-                        cache_bytes=cache_bytes, migrating=True)
-
     try:
-        source = LogEngine(data_dir, STORAGE_FORMATS, defaults)
+        source = LogEngine(data_dir, STORAGE_FORMATS, config.storage.topic_defaults)
     except DataDirLocked as exc:
         return fail(f"{exc}: stop that gateway first (logway migrate copies a stopped gateway's data directory)")
     except (StorageError, OSError) as exc:
         return fail(f"cannot open the data directory {data_dir}: {exc}")
     engine = None
     try:
-        engine = target(pg.cache_bytes)
+        engine = open_database(config, migrating=True)
         refused = copying.refusal(source, engine, into_existing=args.into_existing)
         if refused is not None:
             return fail(f"{refused} (database {engine.where})")
         engine.begin_migration(data_dir)
         done = copying.copy(source, engine)
         engine.close()
-        engine = target(0)  # (no cache: what verify reads comes from the database)
+        engine = open_database(config, migrating=True, cache_bytes=0)  # (what verify reads: from the database)
         copied = copying.verify(source, engine, done)
         engine.end_migration()
     except MigrationRefused as exc:  # (from the copy or its verification: the database stays marked)
