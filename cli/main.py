@@ -1,4 +1,4 @@
-"""The `logway` command's parser and dispatch: `serve`, `config`, `produce`, `consume`, `topics
+"""The `logway` command's parser and dispatch: `serve`, `config`, `migrate`, `produce`, `consume`, `topics
 create|list|describe|delete|alter|config|add-partitions|delete-records`, `groups list|describe|reset-offsets`,
 `acls list|add|remove`, `users list|set|delete`, `quotas list|set|delete`, and `bench <name>`.
 
@@ -118,6 +118,25 @@ def build_parser(*, bench: bool = True) -> argparse.ArgumentParser:
     _config_options(config)
     config.add_argument("--json", action="store_true", help="print JSON lines (one object per key)")
     config.add_argument("--changed", action="store_true", help="only the keys that are not at their default")
+
+    migrate = sub.add_parser("migrate", help="move a stopped gateway's data directory into a PostgreSQL database "
+                                             "(storage.backend: postgres), then verify the copy",
+                             description="Copy every topic of the data directory — its id, config overrides and "
+                                         "partitions, each partition's stored batches verbatim at their offsets "
+                                         "and its log start offset — the committed offsets, transaction and share "
+                                         "group states, ACLs, SCRAM credentials and quotas, and the producer ids "
+                                         "into a PostgreSQL database, then verify it and print a row per topic. The "
+                                         "gateway must be stopped. Run again after an interruption: it goes on.")
+    _config_options(migrate)
+    migrate.add_argument("--to", type=_non_empty("a libpq connection string"), metavar="DSN",
+                         help="the database, as a libpq connection string or URI (\"host=db1 dbname=logway\"; = "
+                              "--set storage.postgres.dsn=DSN; the storage.postgres keys set win over it)")
+    migrate.add_argument("--schema", type=_non_empty("a schema name"), metavar="NAME",
+                         help="the schema of the database (default logway; = --set storage.postgres.schema=NAME)")
+    migrate.add_argument("--into-existing", action="store_true",
+                         help="copy into a schema that already holds other topics (never over them: a topic of "
+                              "the same name, an offset or a state that differs is still refused)")
+    migrate.add_argument("--json", action="store_true", help="print JSON lines (one object per topic)")
 
     _records_parsers(sub)
 
@@ -382,6 +401,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from .groups import groups
 
         return groups(args)
+    if args.command == "migrate":
+        from .migrate import migrate
+
+        return migrate(args)
     if args.command in ("acls", "users", "quotas"):
         from . import security
 

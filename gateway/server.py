@@ -404,16 +404,22 @@ def open_engine(cfg: Config, flush: Flush, share, limits: EngineLimits):
     """The storage engine `storage.backend` names (blocking: run it in a worker thread)."""
     storage = cfg.storage
     if storage.backend == "postgres":
-        from logway.storage.pg import PgEngine, conninfo  # (the driver is loaded only for this backend)
-
-        pg = storage.postgres
-        return PgEngine(conninfo(pg.dsn, host=pg.host, port=pg.port, dbname=pg.dbname, user=pg.user,
-                                 password=pg.password), STORAGE_FORMATS, storage.topic_defaults, schema=pg.schema,
-                        data_dir=cfg.data_dir, pool_size=pg.pool_size, statement_timeout_ms=pg.statement_timeout_ms,
-                        connect_timeout_ms=pg.connect_timeout_ms, commit_retry_ms=pg.commit_retry_ms,
-                        cache_bytes=pg.cache_bytes, limits=limits)
+        return open_database(cfg, limits=limits)
     return LogEngine(cfg.data_dir, STORAGE_FORMATS, storage.topic_defaults, reads_need_sync=flush == Flush.ALWAYS,
                      share=share, limits=limits)
+
+
+def open_database(cfg: Config, **options):
+    """The `PgEngine` of `storage.postgres` (blocking); `options` go to it over the configuration's (`limits`,
+    `cache_bytes`, `migrating`)."""
+    from logway.storage.pg import PgEngine, conninfo  # (the driver is loaded only for this backend)
+
+    pg = cfg.storage.postgres
+    settings = dict(schema=pg.schema, data_dir=cfg.data_dir, pool_size=pg.pool_size,
+                    statement_timeout_ms=pg.statement_timeout_ms, connect_timeout_ms=pg.connect_timeout_ms,
+                    commit_retry_ms=pg.commit_retry_ms, cache_bytes=pg.cache_bytes)
+    return PgEngine(conninfo(pg.dsn, host=pg.host, port=pg.port, dbname=pg.dbname, user=pg.user, password=pg.password),
+                    STORAGE_FORMATS, cfg.storage.topic_defaults, **(settings | options))
 
 
 def descriptor_budget(max_connections: int, open_segment_files: int) -> int:

@@ -11,7 +11,8 @@ from .config import MAX_PARTITIONS, EngineLimits, TopicConfig
 from .engine import LogEngine, Topic
 from .errors import (BatchTooLarge, CleaningStopped, CorruptBatch, DatabaseAuthFailed, DatabaseError, DatabaseInUse,
                      DatabaseUnreachable, DataDirLocked, InvalidBatchOffset, InvalidConfig, InvalidPartitions,
-                     InvalidRecord, InvalidTopicName, LimitReached, NotAnOffsetLog, OffsetOutOfRange, ReadWouldWait,
+                     InvalidRecord, InvalidTopicName, LimitReached, MigrationRefused,
+                     MigrationUnfinished, NotAnOffsetLog, OffsetOutOfRange, ReadWouldWait,
                      SchemaTooNew, StorageClosed, StorageError, StorageIOError, TopicExists, UnknownFormat,
                      UnknownPartition, UnknownTopic, running_out)
 from .formats import BatchFormat, BatchInfo, BatchKeys, CompactionFormat
@@ -28,7 +29,7 @@ __all__ = [
     "CleanerSettings", "CleaningStopped", "CommittedOffset", "CompactionFormat", "CorruptBatch", "DatabaseAuthFailed",
     "DatabaseError", "DatabaseInUse", "DatabaseUnreachable", "DataDirLocked", "Engine", "EngineLimits", "IdAllocator",
     "InvalidBatchOffset", "InvalidConfig", "InvalidPartitions", "InvalidRecord", "InvalidTopicName", "Throttle",
-    "LimitReached", "LogEngine", "MAX_PARTITIONS", "NotAnOffsetLog", "OffsetMap", "OffsetOutOfRange", "OffsetStore",
+    "LimitReached", "LogEngine", "MigrationRefused", "MigrationUnfinished", "MAX_PARTITIONS", "NotAnOffsetLog", "OffsetMap", "OffsetOutOfRange", "OffsetStore",
     "PartitionLog", "ReadSlice", "ReadWouldWait", "RecoveryReport", "SchemaTooNew", "StorageClosed", "StorageError",
     "StorageIOError", "Topic", "TopicConfig", "TopicExists", "TransactionStore", "TxnIndex", "TxnState", "AbortedTxn",
     "UnknownFormat", "UnknownPartition", "UnknownTopic", "running_out", "validate_topic_name"

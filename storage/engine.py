@@ -429,6 +429,17 @@ class LogEngine(Engine):
             self._set_aside(path, "producer_ids", exc, f"producer ids continue from {first}")
             return IdAllocator(path, first=first)
 
+    def producer_ids_reserved(self) -> int:
+        """The first producer id that no allocator of this directory handed out: its own, and those of the workers
+        of a gateway that ran several processes over it (`workers/<i>/producer_ids`)."""
+        reserved = self.producer_ids.reserved
+        workers = os.path.join(self.data_dir, "workers")
+        for entry in sorted(os.listdir(workers)) if os.path.isdir(workers) else ():
+            path = os.path.join(workers, entry, "producer_ids")
+            if entry.isdigit() and os.path.isfile(path):
+                reserved = max(reserved, IdAllocator(path).reserved)
+        return reserved
+
     def _open_topic(self, name: str, partitions: int, overrides: dict, created_ms: int, topic_id: uuid.UUID, *,
                     clean: bool) -> Topic:
         if not 1 <= partitions <= MAX_PARTITIONS:

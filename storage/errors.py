@@ -120,6 +120,15 @@ class DatabaseInUse(DatabaseError):
     """Another logway gateway writes to the database (one gateway per database until gateways form a cluster)."""
 
 
+class MigrationUnfinished(DatabaseError):
+    """The database holds a `logway migrate` that did not finish: no gateway opens it until a run finishes it."""
+
+
+class MigrationRefused(StorageError):
+    """`logway migrate` will not copy (a target that holds other topics, a compacted topic, a topic the target
+    holds under another id) or found the copy unequal to its source: one line that says which and what to do."""
+
+
 class StorageIOError(StorageError, OSError):
     """A write or sync failed at the file system (disk full, EIO) or the database (a lost connection, a commit
     that failed): nothing was acknowledged, retry later.

@@ -38,6 +38,12 @@ class IdAllocator:
             self._next_block = int(text)
         self._next = self._end = self._next_block
 
+    @property
+    def reserved(self) -> int:
+        """The first id of the next block: no id from here on was ever handed out."""
+        with self._lock:
+            return self._next_block
+
     def next_id(self) -> int:
         """A new id, never returned before by this data directory (may block on one fsync per block)."""
         with self._lock:

@@ -5,7 +5,8 @@ and transaction state of a gateway in one PostgreSQL database, behind the interf
 Modules: `engine` (opening, the topic catalogue, the group commit's transaction and what a lost connection leaves
 unknown), `partition` (appends, reads, retention of one partition), `rows` (rows in memory, the readers' cache),
 `txns` (transactions of a partition), `offsets` (committed offsets), `states` (coordinators' states, producer ids),
-`schema` (the tables and their migrations), `db` (connections, the pool, errors).
+`schema` (the tables and their migrations), `db` (connections, the pool, errors), `migrate` (a data
+directory copied into the database and verified: `logway migrate`).
 """
 
 from .db import conninfo

@@ -39,7 +39,8 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from ..config import EngineLimits, TopicConfig, clamped_overrides
-from ..errors import DatabaseError, DatabaseInUse, InvalidConfig, StorageError, StorageIOError, UnknownFormat
+from ..errors import (DatabaseError, DatabaseInUse, InvalidConfig, MigrationUnfinished, StorageError, StorageIOError,
+                      TopicExists, UnknownFormat)
 from ..formats import BatchFormat
 from ..topics import Engine, Topic, new_topic_id
 from .db import Connector, Pool, io_error
@@ -84,10 +85,12 @@ class PgEngine(Engine):
                  schema: str = "logway", data_dir: str | None = None, pool_size: int = 4,
                  statement_timeout_ms: int = 30_000, connect_timeout_ms: int = 5000, commit_retry_ms: int = 15_000,
                  cache_bytes: int = 64 * 1024 * 1024, clock: Callable[[], float] = time.time,
-                 limits: EngineLimits | None = None) -> None:
+                 limits: EngineLimits | None = None, migrating: bool = False) -> None:
         """`info`: a libpq connection string (`db.conninfo`); `schema`: a plain lower-case name; `data_dir`: the
-        gateway's directory, named where it asks for one (DescribeLogDirs). Raises DatabaseUnreachable,
-        DatabaseAuthFailed, SchemaTooNew, DatabaseInUse (each a one-line message), or a StorageIOError."""
+        gateway's directory, named where it asks for one (DescribeLogDirs); `migrating`: opened by `logway
+        migrate`, which may open a database its unfinished run left (see `begin_migration`). Raises
+        DatabaseUnreachable, DatabaseAuthFailed, SchemaTooNew, DatabaseInUse, MigrationUnfinished (each a one-line
+        message), or a StorageIOError."""
         super().__init__(formats, defaults, clock, limits)
         self.connector = Connector(info, schema, statement_timeout_ms=statement_timeout_ms,
                                    connect_timeout_ms=connect_timeout_ms)
@@ -113,6 +116,10 @@ class PgEngine(Engine):
             if found != version:
                 log.info("database %s: logway's tables %s (schema version %d)", self.where,
                          "created" if found == 0 else f"migrated from version {found}", version)
+            unfinished = conn.execute("SELECT value FROM meta WHERE key = 'migration'").fetchone()
+            if unfinished is not None and not migrating:
+                raise MigrationUnfinished(f"database {self.where} holds an unfinished `logway migrate` (of "
+                                          f"{unfinished[0]}): run it again to finish it, then start the gateway")
             self._lock_writer(conn, time.monotonic() + self._wait_s)
             self._register(conn)
             self._writer = conn
@@ -202,6 +209,19 @@ class PgEngine(Engine):
         self.share_state = PgStateStore(self.pool, "share_groups", "share group state store", rows("share_groups"))
         self.security = PgSecurityStore(self.pool, rows("security"))
 
+    # -- migration ---------------------------------------------------------------------------------------
+    def begin_migration(self, source: str) -> None:
+        """Mark the database as being filled by `logway migrate` from `source` (a data directory): until
+        `end_migration`, no gateway opens it (MigrationUnfinished), so none serves a half-copied log."""
+        with self.pool.connection("marking the migration") as conn:
+            conn.execute("INSERT INTO meta (key, value) VALUES ('migration', %s) ON CONFLICT (key) DO UPDATE SET "
+                         "value = excluded.value", (source,))
+
+    def end_migration(self) -> None:
+        """The migration finished (copied and verified): gateways may open the database."""
+        with self.pool.connection("ending the migration") as conn:
+            conn.execute("DELETE FROM meta WHERE key = 'migration'")
+
     # -- topics ------------------------------------------------------------------------------------------
     def _check_compactable(self, config: TopicConfig) -> None:
         if config.compact:
@@ -209,9 +229,33 @@ class PgEngine(Engine):
                                 f"backend (its topics are not compacted yet): use delete")
         super()._check_compactable(config)
 
-    def _create(self, name: str, partitions: int, overrides: dict, config: TopicConfig) -> Topic:
-        created_ms = int(self.clock() * 1000)
-        topic_id = new_topic_id()
+    def create_copy(self, source: Topic) -> Topic:
+        """A topic made as `source` (of another engine) is — its name, id, creation time, config overrides and
+        partition count — for `logway migrate` to copy its partitions into: TopicExists, LimitReached, and the
+        checks of `create_topic` (a compacted topic: InvalidConfig)."""
+        self._check_open()
+        cfg = self.defaults.with_overrides(source.overrides)
+        if cfg.format not in self.formats:
+            raise UnknownFormat(f"unknown storage format {cfg.format!r} (known: {sorted(self.formats)})")
+        self._check_compactable(cfg)
+        with self._lock:
+            if source.name in self.topics_by_name:
+                raise TopicExists(f"topic {source.name!r} already exists")
+            if self.topic_by_id(source.topic_id) is not None:
+                raise TopicExists(f"topic id {source.topic_id} is taken by topic "
+                                  f"{self.topic_by_id(source.topic_id).name!r}")
+            self._check_room(topics=1, partitions=len(source.partitions))
+            topic = self._create(source.name, len(source.partitions), dict(source.overrides), cfg,
+                                 topic_id=source.topic_id, created_ms=source.created_ms)
+            self.topics_by_name = {**self.topics_by_name, source.name: topic}
+        log.info("created topic %s (id %s) with %d partition(s) as a copy", source.name, source.topic_id,
+                 len(source.partitions))
+        return topic
+
+    def _create(self, name: str, partitions: int, overrides: dict, config: TopicConfig, *,
+                topic_id: uuid.UUID | None = None, created_ms: int | None = None) -> Topic:
+        created_ms = int(self.clock() * 1000) if created_ms is None else created_ms
+        topic_id = new_topic_id() if topic_id is None else topic_id
         with self.pool.connection(f"creating topic {name}") as conn, conn.transaction():
             conn.execute("INSERT INTO topics (topic_id, name, partitions, config, created_ms) VALUES "
                          "(%s, %s, %s, %s, %s)", (topic_id, name, partitions, Jsonb(overrides), created_ms))

@@ -30,9 +30,10 @@ import threading
 from typing import TYPE_CHECKING
 
 from ..config import TopicConfig
-from ..errors import OffsetOutOfRange, ReadWouldWait, UnknownTopic
+from ..errors import CorruptBatch, InvalidBatchOffset, OffsetOutOfRange, ReadWouldWait, UnknownTopic
 from ..formats import BatchFormat
 from ..partition import AppendResult, ReadSlice, RecoveryReport, batch_offset, scan_batches
+from ..txnindex import TxnState
 from .rows import Row
 from .txns import PgTxnIndex
 
@@ -235,6 +236,62 @@ class PgPartitionLog:
         pending.max_ts = max(pending.max_ts, max_ts)
         pending.time_ms = now
         self._next_pos += len(stored)
+
+    def copy_batches(self, data, first: int) -> int:
+        """Keep whole batches stored by another log (`logway migrate`) *verbatim*, for the next commit as appends
+        are: the bytes as they are (not stamped again), the first batch at offset `first` — at or after the log
+        end: a gap before it stays a gap — and each next one where an append would put it. A batch that records
+        an offset of its own must record its place (InvalidBatchOffset otherwise), so a `kafka` batch keeps its
+        base offset; each is validated as on append (CorruptBatch), but the topic's `max.message.bytes` does not
+        apply (a batch stored before it was lowered is kept). The offset after the last batch."""
+        view = memoryview(data)
+        batches, pos = [], 0
+        try:
+            while pos < len(view):
+                info = self.fmt.scan(view, pos)
+                if info is None or info[0] <= 0 or pos + info[0] > len(view):
+                    raise CorruptBatch(f"truncated batch at position {pos} of {len(view)} bytes")
+                size, explicit, delta, max_ts = info[:4]
+                self.fmt.validate(view[pos:pos + size])
+                batches.append((view[pos:pos + size], explicit, delta, max_ts))
+                pos += size
+        except ValueError as exc:
+            raise CorruptBatch(str(exc)) from None
+        with self.lock:
+            if self._retired:
+                raise UnknownTopic(f"topic {self.topic!r} was deleted")
+            if first < self._next:
+                raise InvalidBatchOffset(f"{self.topic}-{self.partition}: batches copied to offset {first} would "
+                                         f"overwrite the log, which ends at {self._next}")
+            now = int(self.clock() * 1000)
+            placed, offset = [], first
+            for batch, explicit, delta, max_ts in batches:  # every place checked before anything is kept
+                start = offset if not placed else batch_offset(offset, explicit, delta, self.explicit_offsets)
+                if explicit is not None and explicit != start:
+                    raise InvalidBatchOffset(f"{self.topic}-{self.partition}: a batch that records offset "
+                                             f"{explicit} was to be copied to offset {start}")
+                offset = start + delta + 1
+                placed.append((bytes(batch), start, offset, max_ts))
+            for stored, start, end, max_ts in placed:
+                self._add(stored, start, end, max_ts, now)
+                self._next = end
+            return offset
+
+    def copy_log_start(self, offset: int, txns: TxnState) -> None:
+        """The last step of copying another log into this one (`logway migrate`), after its batches were committed:
+        its transactions (`txns`: the open ones and those aborted) are committed, then the log start offset is
+        moved to `offset` (as DeleteRecords); a log holding nothing up to `offset` then ends there (the source's
+        records were all deleted). Both steps may be taken again (a migration run again)."""
+        with self._trim_lock:
+            with self.lock:
+                if self._pending or self._next != self._committed:
+                    raise InvalidBatchOffset(f"{self.topic}-{self.partition}: copied batches are not committed yet")
+                self.txns.copy_from(txns)
+            self.sync()
+            self._trim(offset, offset)
+            with self.lock:
+                if self._committed < self._log_start:
+                    self._next = self._committed = self._log_start
 
     def end_transaction(self, producer_id: int, epoch: int, *, committed: bool, marker=None) -> bool:
         """End the producer's open transaction here (its `marker` batch appended first, when the format has one);

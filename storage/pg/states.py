@@ -95,6 +95,18 @@ class PgIdAllocator:
         self._lock = threading.Lock()
         self._next = self._end = 0
 
+    def reserve_below(self, first: int) -> None:
+        """Never hand out an id below `first` (those another store handed out: `logway migrate`)."""
+        with self._lock, self._pool.connection("moving the producer ids on") as conn:
+            conn.execute("UPDATE meta SET value = greatest(value::bigint, %s)::text WHERE key = 'next_producer_id'",
+                         (first,))
+            self._next = self._end = 0  # (a block taken before is given up)
+
+    def position(self) -> int:
+        """The first id of the next block the database hands out."""
+        with self._pool.connection("reading the producer ids") as conn:
+            return conn.execute("SELECT value::bigint FROM meta WHERE key = 'next_producer_id'").fetchone()[0]
+
     def next_id(self) -> int:
         """A new id, never handed out before from this database (one round trip per block). StorageIOError."""
         with self._lock:

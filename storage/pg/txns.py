@@ -46,6 +46,19 @@ class PgTxnIndex(TxnState):
         self._changes[(producer_id, txn.first)] = None if committed else (txn.epoch, offset, _flat(txn.ranges))
         return True
 
+    def copy_from(self, source: TxnState) -> None:
+        """Take another partition's transactions as they are (`logway migrate`): its open ones and those aborted,
+        written with the next commit (a transaction here that `source` has too is replaced)."""
+        for pid, txn in source._open.items():
+            self._open[pid] = _Open(txn.epoch, txn.first, list(txn.ranges))
+            self._changes[(pid, txn.first)] = (txn.epoch, None, _flat(txn.ranges))
+        known = {(t.producer_id, t.first) for t in self._aborted}
+        for txn in source._aborted:
+            if (txn.producer_id, txn.first) not in known:
+                self._aborted.append(txn)
+            self._changes[(txn.producer_id, txn.first)] = (0, txn.end, _flat(txn.ranges))  # (no epoch kept)
+        self._aborted.sort(key=lambda t: t.first)
+
     def prune(self, log_start: int) -> None:
         """Forget aborted transactions wholly below the log start (the commit that moved it deleted their rows)."""
         self._aborted = [t for t in self._aborted if t.end >= log_start]
