@@ -22,9 +22,12 @@ must be the same bytes (the cases' answers do not change during a run):
 Per case: p50/p90/p99/max in µs, and the gateway's CPU per connection over the counted connections (its threads'
 schedstat, as `bench requests` reads it) — the whole life of each connection, its close included. The client is
 Python too: its own share (socket creation, connect, send, receive) is in every sample; `--cases` picks cases.
-Timings on a shared machine move by tens of percent between runs; `--count-calls` has the gateway count its event
-loop's function calls (`count_calls: true`, `gateway/admin/calls.py`) and reports them per connection instead of
-CPU — a figure that moves only with the code path, for before/after comparisons (the latencies then say nothing).
+`--floor` adds the native-ping case against minimal Python servers (`logway.bench.floor`'s accept-floor: a bare
+epoll loop, and trio with a task per connection), which answer every read with a Pong and do nothing else: what
+the same client measures before any gateway work. Timings on a shared machine move by tens of percent between
+runs; `--count-calls` has the gateway count its event loop's function calls (`count_calls: true`,
+`gateway/admin/calls.py`) and reports them per connection instead of CPU — a figure that moves only with the code
+path, for before/after comparisons (the latencies then say nothing).
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ import argparse
 import os
 import socket
 import struct
+import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -60,6 +65,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--message-bytes", type=int, default=11, help="tank-p2c: bytes of the produced message")
     parser.add_argument("--flush", default="none", choices=("none", "interval", "always"),
                         help="the gateway's storage.flush")
+    parser.add_argument("--floor", action="store_true",
+                        help="also time native-ping against minimal Python servers (bare epoll, trio)")
     parser.add_argument("--count-calls", action="store_true",
                         help="the gateway counts its function calls: calls per connection instead of CPU (slower)")
 
@@ -70,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         raise SystemExit(f"logway bench accept: unknown case(s) {', '.join(unknown)}; choose from {', '.join(CASES)}")
     print(bench_accept(cases, args.connections, args.warmup, args.message_bytes, args.flush,
-                       count_calls=args.count_calls).format())
+                       count_calls=args.count_calls, floor=args.floor).format())
     return 0
 
 
@@ -108,8 +115,9 @@ class AcceptReport:
                  + (" (the gateway counting its calls: the latencies say nothing)" if self.count_calls else "")]
         width = max(len(r.name) for r in self.results)
         for r in self.results:
-            cost = (f"gateway CPU {r.cpu_us_per_connection:6.1f} µs/connection" if r.calls_per_connection is None
-                    else f"gateway calls {r.calls_per_connection:7.1f}/connection")
+            who = "server" if r.name.startswith("floor") else "gateway"
+            cost = (f"{who} CPU {r.cpu_us_per_connection:6.1f} µs/connection" if r.calls_per_connection is None
+                    else f"{who} calls {r.calls_per_connection:7.1f}/connection")
             extra = f"; missed wake-ups {r.missed}" if r.name == "tank-p2c" else ""
             lines.append(f"  {r.name:<{width}}  p50 {r.pct(0.50):7.1f}  p90 {r.pct(0.90):7.1f}  p99 "
                          f"{r.pct(0.99):7.1f}  max {r.latencies_us[-1]:8.1f}  {cost}{extra}")
@@ -268,7 +276,8 @@ _EXCHANGES = {"native-ping": _native_ping, "kafka-apiversions-v3": lambda: _kafk
               "tank-status": _tank_status}
 
 
-def _exchange_case(gw, cost: _GatewayCost, name: str, connections: int, warmup: int) -> CaseResult:
+def _exchange_case(gw, cost: _GatewayCost, name: str, connections: int, warmup: int,
+                   label: str | None = None) -> CaseResult:
     exchange = _EXCHANGES[name]()
     address = gw.addresses[exchange.listener]
     expected = None
@@ -296,7 +305,7 @@ def _exchange_case(gw, cost: _GatewayCost, name: str, connections: int, warmup: 
             latencies.append((t1 - t0) * 1e6)
     cpu, calls = cost.per_connection(connections)
     latencies.sort()
-    return CaseResult(name, latencies, cpu, calls)
+    return CaseResult(label or name, latencies, cpu, calls)
 
 
 def _p2c_case(gw, cost: _GatewayCost, connections: int, warmup: int, message_bytes: int) -> CaseResult:
@@ -359,8 +368,31 @@ def _p2c_case(gw, cost: _GatewayCost, connections: int, warmup: int, message_byt
     return CaseResult("tank-p2c", latencies, cpu, calls, missed)
 
 
+class _FloorServer:
+    """An accept-floor server of `logway.bench.floor` (`mode`: epoll or trio) in a subprocess, as the native
+    listener of a gateway-like object (`addresses`, `pid`)."""
+
+    def __init__(self, mode: str) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "logway.bench.floor", f"accept-{mode}"],
+                                     stdout=subprocess.PIPE, text=True)
+        self.pid = self.proc.pid
+        try:
+            self.addresses = {"native": ("127.0.0.1", int(self.proc.stdout.readline()))}
+        except BaseException:
+            self.__exit__()
+            raise
+
+    def __enter__(self) -> "_FloorServer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.proc.kill()
+        self.proc.wait()
+        self.proc.stdout.close()
+
+
 def bench_accept(cases: list[str], connections: int, warmup: int, message_bytes: int, flush: str, *,
-                 count_calls: bool = False) -> AcceptReport:
+                 count_calls: bool = False, floor: bool = False) -> AcceptReport:
     from .launcher import GatewayProcess
 
     results = []
@@ -373,4 +405,11 @@ def bench_accept(cases: list[str], connections: int, warmup: int, message_bytes:
                     results.append(_p2c_case(gw, cost, connections, warmup, message_bytes))
                 else:
                     results.append(_exchange_case(gw, cost, name, connections, warmup))
+    if floor:
+        from .floor import MODES
+
+        for mode in MODES:
+            with _FloorServer(mode) as server:
+                results.append(_exchange_case(server, _GatewayCost(server, False), "native-ping", connections,
+                                              warmup, f"floor ({mode}): native-ping"))
     return AcceptReport(connections, warmup, flush, message_bytes, results, count_calls)

@@ -23,6 +23,15 @@ def test_every_case_answers_every_connection():
     assert "tank-p2c" in report.format() and "gateway CPU" in report.format()
 
 
+def test_the_floor_servers_answer_the_same_client():
+    report = bench_accept(["native-ping"], connections=20, warmup=2, message_bytes=11, flush="none", floor=True)
+    assert [r.name for r in report.results] == ["native-ping", "floor (epoll): native-ping",
+                                                "floor (trio): native-ping"]
+    for result in report.results:
+        assert len(result.latencies_us) == 20 and result.cpu_us_per_connection > 0, result.name
+    assert "server CPU" in report.format()
+
+
 def test_counting_calls_reports_them_per_connection():
     report = bench_accept(["native-ping", "tank-status"], connections=20, warmup=2, message_bytes=11, flush="none",
                           count_calls=True)
