@@ -117,6 +117,17 @@ def bench_floor(mode: str, samples: int, warmup: int, gap_ms: float) -> list[flo
 PONG = b'\x00\x00\x00\x0b{"Pong":{}}'
 
 
+def _backlog(listener: socket.socket):
+    """The connections waiting in a non-blocking listener's backlog, each made non-blocking."""
+    while True:
+        try:
+            sock, _ = listener.accept()
+        except BlockingIOError:
+            return
+        sock.setblocking(False)
+        yield sock
+
+
 def _accept_serve(mode: str) -> None:
     """The accept-floor server process: print the port, then accept connections until killed, answering every read
     with `PONG` and closing a connection at its EOF — `epoll` in one bare `select.epoll` loop, `trio` with one task
@@ -131,12 +142,7 @@ def _accept_serve(mode: str) -> None:
         while True:
             for fd, _ in poller.poll():
                 if fd == listener.fileno():
-                    while True:
-                        try:
-                            sock, _ = listener.accept()
-                        except BlockingIOError:
-                            break
-                        sock.setblocking(False)
+                    for sock in _backlog(listener):
                         by_fd[sock.fileno()] = sock
                         poller.register(sock.fileno(), select.EPOLLIN)
                     continue
@@ -171,12 +177,7 @@ def _accept_serve(mode: str) -> None:
         async with trio.open_nursery() as nursery:
             while True:
                 await trio.lowlevel.wait_readable(listener)
-                while True:
-                    try:
-                        sock, _ = listener.accept()
-                    except BlockingIOError:
-                        break
-                    sock.setblocking(False)
+                for sock in _backlog(listener):
                     nursery.start_soon(answer, sock)
 
     trio.run(main)
