@@ -9,6 +9,10 @@ second. MODE `epoll` waits with a bare `select.epoll`, `trio` with `trio.lowleve
 as the gateway's transport does. A gateway's answer to a parked consumer costs this much before it does any work
 of its own (parse, append, wake, build, encode); figures in BENCHMARKS.md.
 
+`logway bench accept --floor` times its native-ping case against an accept-floor server (`python -m
+logway.bench.floor accept-MODE`): it accepts connections until killed and answers every read with a native Pong,
+nothing else — what a new connection's first answer costs a Python server before any gateway work.
+
 `logway bench load-floor` does for `logway bench load` what `floor` does for tank-tail: a server process
 (`python -m logway.bench.floor serve-MODE N`) accepts N connections (default 1,000, as `load` opens) and answers
 every read with a 64-byte reply, nothing else — `epoll` in one bare `select.epoll` loop, `trio` with one task per
@@ -105,6 +109,78 @@ def bench_floor(mode: str, samples: int, warmup: int, gap_ms: float) -> list[flo
             proc.wait()
     rtts.sort()
     return rtts
+
+
+# --- the accept floor: a new connection per request -----------------------------------------------------------------
+
+#: What the accept-floor server answers every read with: a native Pong frame (`logway bench accept --floor`).
+PONG = b'\x00\x00\x00\x0b{"Pong":{}}'
+
+
+def _backlog(listener: socket.socket):
+    """The connections waiting in a non-blocking listener's backlog, each made non-blocking."""
+    while True:
+        try:
+            sock, _ = listener.accept()
+        except BlockingIOError:
+            return
+        sock.setblocking(False)
+        yield sock
+
+
+def _accept_serve(mode: str) -> None:
+    """The accept-floor server process: print the port, then accept connections until killed, answering every read
+    with `PONG` and closing a connection at its EOF — `epoll` in one bare `select.epoll` loop, `trio` with one task
+    per connection as the gateway has (the first read tried before waiting, `os.write`, the socket closed at EOF)."""
+    listener = socket.create_server(("127.0.0.1", 0), backlog=1024)
+    listener.setblocking(False)
+    print(listener.getsockname()[1], flush=True)
+    if mode == "epoll":
+        poller = select.epoll()
+        poller.register(listener.fileno(), select.EPOLLIN)
+        by_fd: dict[int, socket.socket] = {}
+        while True:
+            for fd, _ in poller.poll():
+                if fd == listener.fileno():
+                    for sock in _backlog(listener):
+                        by_fd[sock.fileno()] = sock
+                        poller.register(sock.fileno(), select.EPOLLIN)
+                    continue
+                try:
+                    data = os.read(fd, 65536)
+                except BlockingIOError:
+                    continue
+                if data:
+                    os.write(fd, PONG)
+                    continue
+                poller.unregister(fd)
+                by_fd.pop(fd).close()
+    import trio
+
+    async def answer(sock: socket.socket) -> None:
+        fd = sock.fileno()
+        try:
+            while True:
+                try:
+                    data = os.read(fd, 65536)
+                except BlockingIOError:
+                    await trio.lowlevel.wait_readable(sock)
+                    continue
+                if not data:
+                    return
+                os.write(fd, PONG)
+        finally:
+            trio.lowlevel.notify_closing(sock)
+            sock.close()
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            while True:
+                await trio.lowlevel.wait_readable(listener)
+                for sock in _backlog(listener):
+                    nursery.start_soon(answer, sock)
+
+    trio.run(main)
 
 
 # --- the load floor: many connections, closed loop -------------------------------------------------------------------
@@ -276,7 +352,9 @@ BENCHMARKS = [Benchmark("floor", "the round trip of a minimal Python relay (bare
                         add_load_arguments, run_load)]
 
 if __name__ == "__main__":
-    if sys.argv[1].startswith("serve-"):
+    if sys.argv[1].startswith("accept-"):
+        _accept_serve(sys.argv[1][len("accept-"):])
+    elif sys.argv[1].startswith("serve-"):
         _serve(sys.argv[1][len("serve-"):], int(sys.argv[2]))
     else:
         _relay(sys.argv[1])

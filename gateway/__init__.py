@@ -1,6 +1,7 @@
-"""logway.gateway — the only package with trio: listeners, per-connection pumps, dispatch, long-poll waits,
-group commit and configuration. (Clients are `logway.clients`, the command `logway.cli`, benchmarks
-`logway.bench`: none of them is imported from here.)
+"""logway.gateway — the server, on trio: listeners, per-connection pumps, dispatch, long-poll waits,
+group commit and configuration. The packages below it, storage and codecs, never import trio (tests/test_layering.py);
+the tooling around it uses trio too — the clients' trio variants, `logway serve`, a benchmark — and none of it is
+imported from here (clients are `logway.clients`, the command `logway.cli`, benchmarks `logway.bench`).
 
 Public names: `Gateway` (server), `load_config`/`Config`/`ConfigError` (configuration).
 """

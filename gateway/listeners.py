@@ -118,6 +118,9 @@ async def serve(stream: trio.abc.Stream, conn: Connection, protocol, connections
 
 
 async def _close(stream: trio.abc.Stream, conn: Connection) -> None:
+    if type(stream) is trio.SocketStream:  # (its `aclose` closes the socket, then adds a scheduler pass: not needed)
+        stream.socket.close()
+        return
     with trio.move_on_after(1) as cleanup:
         cleanup.shield = True
         try:

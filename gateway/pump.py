@@ -296,91 +296,102 @@ async def serve_connection(stream: trio.abc.Stream, conn: Connection, protocol, 
     else:
         session.resume(resumed.state)
         codec.receive_data(resumed.data)
-    # At most one try per connection, and none for one handed over already: it does not bounce between workers.
     hand_over = protocol.hand_over
-    may_hand_over = (hand_over is not None and resumed is None and not conn.internal
-                     and type(stream) is trio.SocketStream)
-    # A connection handed over starts with its request buffered, in a task that has just started (a scheduler pass
-    # of its own): the first read takes it without another pass.
-    fresh = resumed is not None
-    streak = 0  # data requests in a row, up to the last one
-    try:
-        async with trio.open_nursery() as parked:
+
+    async def serve_requests(parked: trio.Nursery | None) -> None:
+        """Read, handle and answer requests until the connection ends (`parked`: where parked requests wait, when
+        `max_parked` lets them)."""
+        # At most one try per connection, and none for one handed over already: it does not bounce between workers.
+        may_hand_over = (hand_over is not None and resumed is None and not conn.internal
+                         and type(stream) is trio.SocketStream)
+        # The connection's task has just started (a scheduler pass of its own), and its first request is most likely
+        # in already: a client that speaks first sends it right after connecting, and a connection handed over
+        # starts with its request buffered. The first read takes it without another pass (nothing there: one failed
+        # read, then the wait it would have had anyway).
+        fresh = True
+        streak = 0  # data requests in a row, up to the last one
+        while True:
+            # Saturated, and this connection's last requests were data requests: its next one most likely is
+            # too, and would wait for a turn once read. Wait for it first, then read without waiting for the
+            # socket (the request is there already in a closed loop): one scheduler pass per deferred request
+            # instead of two. (A control request read with it went through the queue too: one that follows two
+            # data requests or more on a connection waits one turn; a client that alternates them — a
+            # transactional producer's Produce and EndTxn — does not.)
+            eager = streak > 1 and turns is not None and turns.waiting > 0
+            if eager:
+                await turns.take()
             try:
-                while True:
-                    # Saturated, and this connection's last requests were data requests: its next one most likely is
-                    # too, and would wait for a turn once read. Wait for it first, then read without waiting for the
-                    # socket (the request is there already in a closed loop): one scheduler pass per deferred request
-                    # instead of two. (A control request read with it went through the queue too: one that follows two
-                    # data requests or more on a connection waits one turn; a client that alternates them — a
-                    # transactional producer's Produce and EndTxn — does not.)
-                    eager = streak > 1 and turns is not None and turns.waiting > 0
-                    if eager:
-                        await turns.take()
-                    try:
-                        event = await reader.next(eager or fresh)
-                    except RemoteProtocolError as exc:
-                        reader.release()
-                        stats.named("malformed").observe(0.0, True)
-                        answer = session.protocol_error(exc)
-                        if answer is None:
-                            log.info("%s: closing: %s", conn.peer, exc.message)
-                            return
-                        log.debug("%s: protocol error: %s", conn.peer, exc.message)
-                        await out.send(answer)
-                        if exc.fatal:
-                            return
-                        continue
-                    if event is None:
-                        return
-                    fresh = False
-                    conn.start_request()
-                    request = stats.request(event)
-                    started = perf_counter()
-                    if request.name in data_requests:
-                        streak += 1
-                        if turns is not None and not eager and not turns.take_now():
-                            await turns.take()
-                        if memory is not None and memory.used > memory.soft:
-                            await memory.wait_below(conn)  # its answer may be large: past the soft limit, fair shares
-                    else:
-                        streak = 0
-                    try:
-                        reply = await session.handle(event)
-                    except Exception:
-                        request.observe(perf_counter() - started, True)
-                        raise
-                    finally:
-                        reader.release()
-                    if type(reply) is HandOver:
-                        if may_hand_over and conn.inflight == 1 and not conn.draining:
-                            may_hand_over = False
-                            if await hand_over.give(reply, stream, codec, session):
-                                conn.end_request()  # answered (and counted) by the owner
-                                return
-                        reply = await reply.relay()
-                    sent = False
-                    if type(reply) is Park:
-                        if not max_parked:  # answers go out in request order: this one is awaited here
-                            reply, sent = await wait_for(reply)
-                        elif conn.inflight <= max_parked:
-                            parked.start_soon(answer_later, reply, request, started)
-                            continue
-                        else:
-                            reply = await reply.now()
-                    closing = type(reply) is Close
-                    if closing:
-                        reply = reply.event
-                    if reply is not None and not sent:
-                        await out.send(reply)
-                    request.answered(started, reply, closing)
-                    # Nothing of this request and its answer stays with the connection while it waits for the next: a
-                    # read's file slice would keep a segment that retention deletes meanwhile (and its disk space).
-                    event = reply = None
-                    if not conn.end_request() or closing:
-                        return
+                event = await reader.next(eager or fresh)
+            except RemoteProtocolError as exc:
+                reader.release()
+                stats.named("malformed").observe(0.0, True)
+                answer = session.protocol_error(exc)
+                if answer is None:
+                    log.info("%s: closing: %s", conn.peer, exc.message)
+                    return
+                log.debug("%s: protocol error: %s", conn.peer, exc.message)
+                await out.send(answer)
+                if exc.fatal:
+                    return
+                continue
+            if event is None:
+                return
+            fresh = False
+            conn.start_request()
+            request = stats.request(event)
+            started = perf_counter()
+            if request.name in data_requests:
+                streak += 1
+                if turns is not None and not eager and not turns.take_now():
+                    await turns.take()
+                if memory is not None and memory.used > memory.soft:
+                    await memory.wait_below(conn)  # its answer may be large: past the soft limit, fair shares
+            else:
+                streak = 0
+            try:
+                reply = await session.handle(event)
+            except Exception:
+                request.observe(perf_counter() - started, True)
+                raise
             finally:
-                parked.cancel_scope.cancel()
+                reader.release()
+            if type(reply) is HandOver:
+                if may_hand_over and conn.inflight == 1 and not conn.draining:
+                    may_hand_over = False
+                    if await hand_over.give(reply, stream, codec, session):
+                        conn.end_request()  # answered (and counted) by the owner
+                        return
+                reply = await reply.relay()
+            sent = False
+            if type(reply) is Park:
+                if not max_parked:  # answers go out in request order: this one is awaited here
+                    reply, sent = await wait_for(reply)
+                elif conn.inflight <= max_parked:
+                    parked.start_soon(answer_later, reply, request, started)
+                    continue
+                else:
+                    reply = await reply.now()
+            closing = type(reply) is Close
+            if closing:
+                reply = reply.event
+            if reply is not None and not sent:
+                await out.send(reply)
+            request.answered(started, reply, closing)
+            # Nothing of this request and its answer stays with the connection while it waits for the next: a
+            # read's file slice would keep a segment that retention deletes meanwhile (and its disk space).
+            event = reply = None
+            if not conn.end_request() or closing:
+                return
+
+    try:
+        if max_parked:  # parked requests are answered by tasks of their own, beside the loop
+            async with trio.open_nursery() as parked:
+                try:
+                    await serve_requests(parked)
+                finally:
+                    parked.cancel_scope.cancel()
+        else:  # answers in request order: nothing runs beside the loop, no nursery needed
+            await serve_requests(None)
     finally:  # (after the parked answers ended) whatever the connection was doing, it gives back what it held
         if memory is not None and conn.memory:
             memory.release(conn, conn.memory)

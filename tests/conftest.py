@@ -65,6 +65,25 @@ class AsyncNative(AsyncNativeClient):
             v if isinstance(v, Record) else Record(bytes(v)) for v in values]))
 
 
+#: How often `until` looks at the state it waits for.
+POLL_S = 0.005
+
+
+async def until(condition, what: str, timeout: float = 10.0) -> None:
+    """Wait until `condition()` holds: a state of the gateway a test cannot await directly (a real socket or another
+    thread lies between), looked at every `POLL_S` — never a fixed sleep — failing with `what` after `timeout` s."""
+    with trio.move_on_after(timeout):
+        while not condition():
+            await trio.sleep(POLL_S)
+        return
+    raise AssertionError(f"not within {timeout:g} s: {what}")
+
+
+async def long_polls_parked(gw: Gateway, count: int = 1) -> None:
+    """Wait until `count` long-polls are parked at the gateway (its notifier's)."""
+    await until(lambda: gw.notifier.waiting >= count, f"{count} long-poll(s) parked")
+
+
 @pytest.fixture
 async def gateway(tmp_path):
     async with running_gateway(tmp_path / "data", "storage.flush=always") as gw:

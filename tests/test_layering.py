@@ -1,12 +1,13 @@
-"""The package layering promised in design.md, checked by walking every module's imports with `ast` (a lazy import
-inside a function counts too; relative imports are resolved, so `from ..gateway import x` cannot slip through):
-
+"""The package layering of docs/architecture.md (its table of packages), checked by walking every module's imports
+with `ast` (a lazy import inside a function counts too; relative imports are resolved, so `from ..gateway import x`
+cannot slip through):
 - storage imports no trio/codecs/gateway; codecs import no trio/storage/gateway;
 - the gateway imports none of the tooling (pipeline, bench, clients, cli);
 - pipeline (a client of the gateway) imports no gateway, storage, bench or cli;
 - clients import no storage, gateway, pipeline, bench or cli; bench imports no cli;
 - bench and clients are leaves: nothing in gateway/storage/codecs/pipeline imports bench, and only cli, bench,
-  pipeline (and tests) import clients.
+  pipeline (and tests) import clients;
+- gateway's modules import one another without a cycle at import time.
 """
 
 from __future__ import annotations
@@ -41,27 +42,46 @@ def _module_name(path: Path) -> str:
     return ".".join(("logway", *parts))
 
 
-def imported_modules(path: Path) -> set[str]:
-    """Every module `path` imports, relative imports made absolute."""
+def imported_modules(path: Path, *, at_import: bool = False) -> set[str]:
+    """Every module `path` imports, relative imports made absolute (`from p import x`: both p and p.x, as x may be a
+    module). `at_import`: only the imports that run when the module is imported (`_import_time`)."""
     tree = ast.parse(path.read_text(), str(path))
     package = _module_name(path).split(".")
     if path.name != "__init__.py":
         package = package[:-1]
     names = set()
-    for node in ast.walk(tree):
+    for node in _import_time(tree.body) if at_import else ast.walk(tree):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             if node.level == 0:
-                if node.module:
-                    names.add(node.module)
-                continue
-            base = package[:len(package) - node.level + 1]
+                module = node.module
+            else:
+                base = package[:len(package) - node.level + 1]
+                module = ".".join((*base, node.module) if node.module else base)
             if node.module:
-                names.add(".".join((*base, node.module)))
-            else:  # `from . import x`: x may be a module
-                names.update(".".join((*base, alias.name)) for alias in node.names)
+                names.add(module)
+            names.update(f"{module}.{alias.name}" for alias in node.names)
     return names
+
+
+def _import_time(body: list[ast.stmt]):
+    """The import statements of `body` that run when its module is imported: at module level, in class bodies and in
+    `if`/`try`/`with` blocks — not inside functions (run when called) nor under `if TYPE_CHECKING:` (never run)."""
+    for node in body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        elif isinstance(node, ast.If):
+            test = node.test
+            if not (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING"
+                    or isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"):
+                yield from _import_time(node.body)
+            yield from _import_time(node.orelse)
+        elif isinstance(node, ast.Try):
+            for block in (node.body, *(handler.body for handler in node.handlers), node.orelse, node.finalbody):
+                yield from _import_time(block)
+        elif isinstance(node, (ast.ClassDef, ast.With)):
+            yield from _import_time(node.body)
 
 
 def _files(package: str) -> list[Path]:
@@ -126,3 +146,51 @@ def test_only_the_postgres_backend_imports_its_driver():
                 if _within(name, "logway.storage.pg") and package == "storage" and not inside:
                     offenders.append(f"{path.relative_to(ROOT)} imports {name}")
     assert not offenders, offenders
+
+
+def import_time_cycle(package: str) -> list[str] | None:
+    """A cycle among `package`'s modules through the imports that run when they are imported (a module also depends
+    on the packages above each module it imports: their `__init__` runs first), as [a, b, …, a]; None if there is
+    none."""
+    modules = {_module_name(path): path for path in _files(package)}
+    graph = {}
+    for name, path in modules.items():
+        deps = set()
+        for imported in imported_modules(path, at_import=True):
+            parts = imported.split(".")
+            for end in range(2, len(parts) + 1):
+                dep = ".".join(parts[:end])
+                if dep in modules and dep != name and not _within(name, dep):  # (its own packages run first anyway)
+                    deps.add(dep)
+        graph[name] = sorted(deps)
+    assert "logway.gateway.listeners" in graph.get("logway.gateway.server", ()), "the import graph is not resolved"
+    done: set[str] = set()
+    path: list[str] = []
+
+    def visit(name: str) -> list[str] | None:
+        if name in path:
+            return path[path.index(name):] + [name]
+        if name in done:
+            return None
+        path.append(name)
+        for dep in graph[name]:
+            cycle = visit(dep)
+            if cycle:
+                return cycle
+        path.pop()
+        done.add(name)
+        return None
+
+    for name in sorted(graph):
+        cycle = visit(name)
+        if cycle:
+            return cycle
+    return None
+
+
+def test_gateway_has_no_import_cycle():
+    """No gateway module imports one that (through others) imports it back while it is being imported — such a circle
+    works or breaks depending on which module is imported first. Imports inside functions and under `if
+    TYPE_CHECKING:` are not counted: they are how the remaining circles are kept out of import time (issue 35)."""
+    cycle = import_time_cycle("gateway")
+    assert cycle is None, " -> ".join(cycle)

@@ -25,7 +25,7 @@ from logway.gateway.formats import KAFKA, STORAGE_FORMATS
 from logway.gateway.server import Gateway
 
 from ..certs import self_signed
-from ..conftest import AsyncNative, gateway_config, running_gateway
+from ..conftest import AsyncNative, gateway_config, long_polls_parked, running_gateway, until
 
 
 # -- an HTTP client on h11 --------------------------------------------------------------------------------------------
@@ -195,9 +195,7 @@ async def test_long_polls_and_connections_are_counted(tmp_path):
         parked = await AsyncNative.connect(gw)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(parked.request, nv.FetchRequest("waits", 0, 0, 1 << 20, max_wait_ms=10_000))
-            with trio.fail_after(5):
-                while gw.notifier.waiting == 0:
-                    await trio.sleep(0.01)
+            await long_polls_parked(gw)
             during = await scrape(gw)
             refused = await trio.open_tcp_stream(*gw.addresses["native"])  # a third from 127.0.0.1: refused
             with trio.fail_after(5):
@@ -220,7 +218,7 @@ async def test_interval_flushes_are_counted(tmp_path):
         native = await AsyncNative.connect(gw)
         await native.request(nv.CreateTopicRequest("r", 1))
         await native.produce("r", 0, [b"x" * 100] * 10)
-        await trio.sleep(0.2)
+        await until(lambda: gw.committer.stats.passes["interval"] >= 2, "two interval flushes")
         samples = await scrape(gw)
         await native.aclose()
     assert value(samples, "logway_fsyncs_total", trigger="interval") >= 2

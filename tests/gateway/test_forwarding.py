@@ -21,6 +21,7 @@ from logway.codecs.tank.messages import PingEvent
 from logway.gateway.forwarding import NativeForwarder, TankForwarder, Unreachable
 from logway.gateway.relays import bind_relay, relay_address
 
+from ..conftest import until
 from ..other_user import CAN_SWITCH, WHY_NOT, OtherUser
 
 
@@ -53,6 +54,7 @@ class Owner:
 
     def __init__(self) -> None:
         self.accepted = 0
+        self.closed = 0  # connections it has closed
         self.release = trio.Event()
         self.hang_up = False
         self.close_after_answer = False
@@ -66,20 +68,23 @@ class Owner:
     async def handle(self, stream):
         self.accepted += 1
         codec = NativeConnection("server")
-        async with stream:
-            async for event in requests_of(stream, codec):
-                if self.hang_up:
-                    return
-                if isinstance(event, FetchRequest):
-                    await self.release.wait()
-                    try:
-                        await stream.send_all(codec.send(ErrorResponse("offset out of range: parked")))
-                    except trio.BrokenResourceError:  # the relay gave up on it and closed (as a worker, go on)
+        try:
+            async with stream:
+                async for event in requests_of(stream, codec):
+                    if self.hang_up:
                         return
-                else:
-                    await stream.send_all(codec.send(PongResponse()))
-                if self.close_after_answer:  # e.g. the worker is stopped, or killed and started again
-                    return
+                    if isinstance(event, FetchRequest):
+                        await self.release.wait()
+                        try:
+                            await stream.send_all(codec.send(ErrorResponse("offset out of range: parked")))
+                        except trio.BrokenResourceError:  # the relay gave up on it and closed (as a worker, go on)
+                            return
+                    else:
+                        await stream.send_all(codec.send(PongResponse()))
+                    if self.close_after_answer:  # e.g. the worker is stopped, or killed and started again
+                        return
+        finally:
+            self.closed += 1
 
 
 @pytest.mark.trio
@@ -163,7 +168,7 @@ async def test_an_idle_connection_the_owner_closed_is_dropped_not_used(nursery):
     fwd = NativeForwarder(lambda: [None, owner.address], max_frame=1 << 20)
     owner.close_after_answer = True
     assert await fwd.call(1, PingRequest()) == RelayedResponse(b'{"Pong":{}}', 0)
-    await trio.sleep(0.05)  # the owner's close reaches the idle connection
+    await until(lambda: owner.closed == 1, "the owner closed the connection")  # (its FIN is at the relay's end)
     owner.close_after_answer = False
     assert await fwd.call(1, PingRequest()) == RelayedResponse(b'{"Pong":{}}', 0)  # on a new connection
     assert owner.accepted == 2 and fwd.failed == 0

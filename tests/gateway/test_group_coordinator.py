@@ -1,6 +1,8 @@
 """The Kafka consumer-group coordinator (gateway/protocols/kafka/coordinator.py, group_state.py) driven through its public API
-with real trio time and short timeouts: handshakes, rebalances, syncs, heartbeats, expiry, static membership,
-describe/list, offset-commit checks, cancellation and shutdown."""
+with trio time and short timeouts: handshakes, rebalances, syncs, heartbeats, expiry, static membership,
+describe/list, offset-commit checks, cancellation and shutdown. The coordinator reads trio's clock only, so the tests
+that wait for a timeout run on virtual time (`autojump_clock`): the timeouts play out exactly, at once, and a loaded
+machine cannot stretch them."""
 
 from __future__ import annotations
 
@@ -86,7 +88,7 @@ async def c(nursery):
 
 
 # -- joining ------------------------------------------------------------------------------------------------
-async def test_lone_consumer_gets_generation_one_and_leadership_promptly(c):
+async def test_lone_consumer_gets_generation_one_and_leadership_promptly(c, autojump_clock):
     start = trio.current_time()
     member = await handshake(c)
     r = await join(c, member)
@@ -117,7 +119,7 @@ async def test_member_id_required_handshake(c):
     assert old.error_code == E.NONE and old.member_id.startswith("kp-") and old.generation_id == 1
 
 
-async def test_pending_member_id_expires_after_the_session_timeout(c, nursery):
+async def test_pending_member_id_expires_after_the_session_timeout(c, nursery, autojump_clock):
     pending = await handshake(c, session=100)
     a = await handshake(c)
     start = trio.current_time()
@@ -217,7 +219,7 @@ async def test_follower_rejoin_without_change_keeps_the_generation_but_a_leader_
 
 
 # -- timeouts -----------------------------------------------------------------------------------------------
-async def test_session_timeout_evicts_a_silent_member_and_the_survivor_rejoins_alone(c, nursery):
+async def test_session_timeout_evicts_a_silent_member_and_the_survivor_rejoins_alone(c, nursery, autojump_clock):
     a, b = await stable_pair(c, nursery, session_a=SESSION, session_b=150)
     start = trio.current_time()
     with trio.fail_after(1):
@@ -230,7 +232,7 @@ async def test_session_timeout_evicts_a_silent_member_and_the_survivor_rejoins_a
     assert (r.generation_id, r.leader, [m.member_id for m in r.members]) == (2, a, [a])
 
 
-async def test_heartbeats_keep_a_member_alive_past_its_session_timeout(c, nursery):
+async def test_heartbeats_keep_a_member_alive_past_its_session_timeout(c, nursery, autojump_clock):
     a, b = await stable_pair(c, nursery, session_a=100, session_b=100)
     for _ in range(10):  # 0.25 s, well past the 0.1 s session timeout
         await trio.sleep(0.025)
@@ -240,7 +242,6 @@ async def test_heartbeats_keep_a_member_alive_past_its_session_timeout(c, nurser
 
 
 async def test_members_parked_in_join_or_sync_outlive_their_session_timeout(c, nursery, autojump_clock):
-    # Virtual time (autojump_clock): a loaded machine stalling this task past b's 100 ms session made it flaky.
     a, b = await handshake(c), await handshake(c, session=100)
     ja = Bg(nursery, join(c, a))
     await wait_all_tasks_blocked()
@@ -261,7 +262,7 @@ async def test_members_parked_in_join_or_sync_outlive_their_session_timeout(c, n
     assert [m.member_id for m in ra.members] == [a, b] and (await jb.result()).generation_id == 2
 
 
-async def test_rebalance_timeout_removes_members_that_never_rejoin(c, nursery):
+async def test_rebalance_timeout_removes_members_that_never_rejoin(c, nursery, autojump_clock):
     a, b = await stable_pair(c, nursery, rebalance=150)
     x = await handshake(c)
     start = trio.current_time()
@@ -276,7 +277,7 @@ async def test_rebalance_timeout_removes_members_that_never_rejoin(c, nursery):
     assert c.heartbeat("g", 1, a, None) == E.UNKNOWN_MEMBER_ID
 
 
-async def test_initial_rebalance_delay_holds_the_first_rebalance(nursery):
+async def test_initial_rebalance_delay_holds_the_first_rebalance(nursery, autojump_clock):
     c = GroupCoordinator(initial_rebalance_delay_ms=100, min_session_timeout_ms=10)
     await nursery.start(c.run)
     start = trio.current_time()
@@ -450,7 +451,7 @@ async def test_static_replacement_fences_a_parked_request(c, nursery):
 
 
 # -- describe, list, commit ---------------------------------------------------------------------------------
-async def test_describe_and_list_groups_follow_the_states(nursery):
+async def test_describe_and_list_groups_follow_the_states(nursery, autojump_clock):
     c = GroupCoordinator(min_session_timeout_ms=10, empty_group_retention_ms=100)
     await nursery.start(c.run)
     assert c.describe_groups(["g"]) == [C.GroupDescription(E.NONE, "g", "Dead", "", "", [])]
@@ -508,7 +509,7 @@ async def test_validate_commit(c, nursery):
 
 
 # -- cancellation and shutdown ------------------------------------------------------------------------------
-async def test_a_cancelled_join_does_not_break_the_group(c, nursery):
+async def test_a_cancelled_join_does_not_break_the_group(c, nursery, autojump_clock):
     a = await handshake(c)
     assert (await join(c, a)).generation_id == 1
     await c.sync_group("g", 1, a, None, [(a, b"A")])
@@ -527,7 +528,7 @@ async def test_a_cancelled_join_does_not_break_the_group(c, nursery):
     assert (r.generation_id, [m.member_id for m in r.members]) == (3, [a])
 
 
-async def test_a_cancelled_sync_does_not_break_the_group(c, nursery):
+async def test_a_cancelled_sync_does_not_break_the_group(c, nursery, autojump_clock):
     a, b = await handshake(c), await handshake(c)
     ja = Bg(nursery, join(c, a))
     await wait_all_tasks_blocked()
@@ -539,7 +540,7 @@ async def test_a_cancelled_sync_does_not_break_the_group(c, nursery):
     assert (await c.sync_group("g", 1, b, None, [])).assignment == b"B"
 
 
-async def test_close_wakes_parked_callers_and_stops_run(nursery):
+async def test_close_wakes_parked_callers_and_stops_run(nursery, autojump_clock):
     c = GroupCoordinator(min_session_timeout_ms=10)
     stopped = trio.Event()
 

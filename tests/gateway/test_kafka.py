@@ -237,16 +237,22 @@ def test_an_idle_producers_idempotence_state_expires_and_an_active_ones_does_not
             first = batch(idle, 0)
             assert c.produce("exp", 0, first) == (0, 0)
             assert c.produce("exp", 0, first) == (0, 0)  # a retry: recognised, not appended again
-            seq, started = 0, time.monotonic()
-            while time.monotonic() - started < 3.5:  # (expiry looked at every second) a batch every 100 ms
+            def expired() -> bool:  # (the gateway looks for expired states every second)
+                metrics = urllib.request.urlopen("http://%s:%d/metrics" % tuple(g.addresses["admin"]),
+                                                 timeout=10).read()
+                return re.search(rb'^logway_expired_total\{what="producer_states"\} [1-9]', metrics, re.M) is not None
+
+            seq, deadline = 0, time.monotonic() + 15
+            while True:  # a batch of the busy producer every 100 ms, until the idle one's state has expired
                 offset = c.produce("exp", 0, batch(busy, seq))[1]
                 seq += 1
+                if expired():
+                    break
+                assert time.monotonic() < deadline, "no producer state expired"
                 time.sleep(0.1)
             assert c.produce("exp", 0, batch(busy, seq - 1)) == (0, offset)  # still known: its original offset
             assert c.produce("exp", 0, first) == (0, offset + 1)  # forgotten: taken as a new producer's batch
             assert c.produce("exp", 0, first) == (0, offset + 1)  # ... and known again from then on
-        metrics = urllib.request.urlopen("http://%s:%d/metrics" % tuple(g.addresses["admin"]), timeout=10).read()
-        assert re.search(rb'^logway_expired_total\{what="producer_states"\} [1-9]', metrics, re.M), metrics
 
 
 # -- metadata and admin --------------------------------------------------------------------------------------------

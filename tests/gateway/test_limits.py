@@ -13,7 +13,7 @@ from logway.codecs.kafka.api import ApiVersionsRequest
 from logway.codecs.kafka.api import fetch as F
 from logway.codecs.kafka.connection import NEED_DATA, KafkaClientConnection, KafkaRequest
 
-from ..conftest import AsyncNative, running_gateway
+from ..conftest import AsyncNative, long_polls_parked, running_gateway, until
 
 
 async def _closed_within(stream: trio.SocketStream, seconds: float) -> bool:
@@ -66,7 +66,7 @@ async def test_connections_per_address(tmp_path):
         assert await _closed_within(refused, 3)
         assert await a.request(nv.PingRequest()) == nv.PongResponse()
         await b.aclose()
-        await trio.sleep(0.05)
+        await until(lambda: gw.connections.clients == 1, "the closed connection released")
         c = await AsyncNative.connect(gw)
         assert await c.request(nv.PingRequest()) == nv.PongResponse()
         for s in (a, c, refused):
@@ -114,7 +114,7 @@ async def test_max_waiters_answers_extra_long_polls_at_once(tmp_path):
         async with trio.open_nursery() as nursery:
             for c in parked:
                 nursery.start_soon(poll, c)
-            await trio.sleep(0.3)  # both parked: the limit is reached
+            await long_polls_parked(gw, 2)  # both parked: the limit is reached
             nursery.start_soon(extra_native)
             nursery.start_soon(extra_kafka)
         times = sorted(t for t, _ in done)

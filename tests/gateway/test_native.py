@@ -15,7 +15,7 @@ import trio
 from logway.codecs import native as nv
 from logway.codecs.records import Record
 
-from ..conftest import AsyncNative, running_gateway
+from ..conftest import AsyncNative, long_polls_parked, running_gateway, until
 
 
 def frame(obj) -> bytes:
@@ -139,11 +139,11 @@ async def test_long_poll_fetch_is_woken_by_produce(gateway, client):
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(poll)
-        await trio.sleep(0.2)
+        await long_polls_parked(gateway)
         assert "resp" not in result  # parked at the log end
         await producer.produce("lp", 0, [b"wake"])
     assert [r.value for r in result["resp"].records] == [b"wake"]
-    assert 0.2 <= result["elapsed"] < 2.0
+    assert result["elapsed"] < 2.0  # woken by the produce, long before its max_wait_ms
     # Without data the wait ends at max_wait_ms with an empty answer.
     t0 = trio.current_time()
     resp = await client.request(nv.FetchRequest("lp", 0, 1, 1 << 20, max_wait_ms=300))
@@ -158,7 +158,7 @@ async def test_long_poll_fetch_is_woken_by_produce(gateway, client):
 
         nursery.start_soon(poll_min)
         for i in range(4):
-            await trio.sleep(0.05)
+            await long_polls_parked(gateway)  # (still: the appends so far hold less than min_bytes)
             assert "resp" not in result
             await producer.produce("lp", 0, [b"abc"])
     assert [r.offset for r in result["resp"].records] == [1, 2, 3, 4]
@@ -221,7 +221,7 @@ async def test_connection_limit(tmp_path):
         assert refused == b""  # closed at once, nothing answered
         await extra.aclose()
         await a.aclose()
-        await trio.sleep(0.05)
+        await until(lambda: gw.connections.clients == 1, "the closed connection released")
         c = await AsyncNative.connect(gw)
         assert await c.request(nv.PingRequest()) == nv.PongResponse()
         for conn in (b, c):
@@ -250,7 +250,7 @@ async def test_graceful_shutdown_finishes_in_flight_long_poll_and_persists(tmp_p
                 results["poll"] = await poller.request(nv.FetchRequest("g", 0, 2, 100, max_wait_ms=20_000))
 
             nursery.start_soon(poll)
-            await trio.sleep(0.1)
+            await long_polls_parked(gw)
             # leaving the block asks for shutdown: the parked fetch is answered (empty), not dropped
         assert results["poll"] == nv.FetchResponse([], 2)
     async with running_gateway(data) as gw:

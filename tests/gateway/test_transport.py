@@ -53,7 +53,7 @@ async def test_an_eager_receive_with_nothing_there_waits_for_the_bytes():
     with peer:
         async with trio.open_nursery() as nursery:
             async def later():
-                await trio.sleep(0.05)
+                await trio.testing.wait_all_tasks_blocked()  # the receive found nothing and waits for the socket
                 peer.sendall(b"late")
             nursery.start_soon(later)
             with trio.fail_after(5):

@@ -28,16 +28,10 @@ from logway.codecs.tank import (ConsumeFlags, DiscoverPartitionsRequest, TankCli
 from logway.codecs.tank.messages import MsgType
 from logway.codecs.tank.responses import parse_response
 
-from ..conftest import running_gateway
+from ..conftest import long_polls_parked, running_gateway
 from ..kafka_wire import KafkaWireClient
 
 MiB = 1024 * 1024
-
-
-async def _parked(gw, count: int = 1) -> None:
-    with trio.fail_after(5):
-        while gw.notifier.waiting < count:
-            await trio.sleep(0.005)
 
 
 def _read_frame(sock: socket.socket) -> tuple[int, bytes]:
@@ -73,7 +67,7 @@ async def test_a_parked_consume_is_answered_by_the_append_and_counted_for_its_pr
         try:
             rid = await trio.to_thread.run_sync(
                 lambda: consumer.send(consume_request({"tailed": [(0, 1, MiB)]}, max_wait_ms=10_000)))
-            await _parked(gw)
+            await long_polls_parked(gw)
             before = gw.notifier.answered_at_once
             tank_out = gw.metrics.protocol("tank").records_out
             native_out = gw.metrics.protocol("native").records_out
@@ -105,7 +99,7 @@ async def test_an_answer_the_socket_cannot_take_at_once_is_finished_in_order(tmp
         codec = TankClientConnection()
         try:
             sock.sendall(codec.send(consume_request({"big": [(0, 1, 64 * MiB)]}, max_wait_ms=10_000)))
-            await _parked(gw)
+            await long_polls_parked(gw)
 
             def produce():
                 with TankClient(*gw.addresses["tank"]) as tank:
@@ -137,7 +131,7 @@ async def test_a_transcoded_parked_consume_and_several_parked_on_one_connection(
             rids = [await trio.to_thread.run_sync(
                 lambda p=p: consumer.send(consume_request({"kafka-format": [(p, 1, MiB)]}, max_wait_ms=10_000)))
                 for p in (0, 1)]
-            await _parked(gw, 2)
+            await long_polls_parked(gw, 2)
 
             def produce():
                 with NativeClient(*gw.addresses["native"]) as native:
@@ -180,7 +174,7 @@ async def test_a_parked_kafka_fetch_is_answered_by_the_append_before_a_request_p
             fetch = F.FetchRequest(max_wait_ms=10_000, min_bytes=1, topics=[F.FetchTopic("kt", [F.FetchPartition(
                 partition=0, fetch_offset=0, partition_max_bytes=MiB)])])
             sock.sendall(codec.send(KafkaRequest(F.API_KEY, 11, body=fetch)))
-            await _parked(gw)
+            await long_polls_parked(gw)
             sock.sendall(codec.send(KafkaRequest(V.API_KEY, 0, body=V.ApiVersionsRequest())))
             await trio.sleep(0.05)  # read by now if the gateway read past the parked fetch (it must not)
             before = gw.notifier.answered_at_once
@@ -208,7 +202,7 @@ async def test_a_parked_native_fetch_is_answered_by_the_append_and_a_failure_get
         codec = NativeConnection("client")
         try:
             sock.sendall(codec.send(FetchRequest("nt", 0, 0, max_bytes=MiB, max_wait_ms=10_000)))
-            await _parked(gw)
+            await long_polls_parked(gw)
             sock.sendall(codec.send(PingRequest()))
             await trio.sleep(0.05)
             before = gw.notifier.answered_at_once
@@ -226,7 +220,7 @@ async def test_a_parked_native_fetch_is_answered_by_the_append_and_a_failure_get
             # only): the woken fetch cannot be built — the appending task leaves it to the parked one, which
             # answers with the native error text, and the connection goes on.
             sock.sendall(codec.send(FetchRequest("nt", 1, 0, max_bytes=MiB, max_wait_ms=10_000)))
-            await _parked(gw)
+            await long_polls_parked(gw)
             batch = bytearray(encode_batch([Record(b"x" * 40)], default_timestamp=1))
             batch[61:] = b"\xff" * (len(batch) - 61)  # the records, past the 61-byte header: garbage
             struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))

@@ -21,7 +21,7 @@ async def test_one_holder_at_a_time_in_arrival_order():
         holders += 1
         assert holders == 1 and lock.locked()  # a hand-over keeps it locked: nobody can slip in between
         order.append(i)
-        await trio.sleep(0.001)  # hold it across scheduler passes
+        await trio.testing.wait_all_tasks_blocked()  # hold it until every other writer waits for it
         holders -= 1
         lock.release()
 
