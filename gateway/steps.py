@@ -115,7 +115,8 @@ class Steps:
         #: Answers that need no durability elsewhere (Kafka's acks=1: the leader wrote it) wait for it all the same
         #: when an append does not outlive the process before its sync (the postgres backend's pending rows).
         self.leader_acks_wait = not engine.appends_outlive_the_process
-        #: The turns of heavy work (see `HEAVY_AT_ONCE`): large transcodes, decodes and conversions take one.
+        #: The turns of heavy work (see `HEAVY_AT_ONCE`): large transcodes, decodes, conversions and reads into memory
+        #: take one.
         self.heavy = trio.CapacityLimiter(HEAVY_AT_ONCE)
 
     # -- writing -----------------------------------------------------------------------------------------
@@ -269,14 +270,15 @@ class Steps:
             self.on_read(read, offset)
         return read
 
-    @staticmethod
-    async def _bytes(rng: ReadSlice, at_once: bool) -> bytes:
-        """The bytes of a slice: inline when small; when large, in a worker thread (or `NotNow` when `at_once`)."""
+    async def _bytes(self, rng: ReadSlice, at_once: bool) -> bytes:
+        """The bytes of a slice: inline when small; when large, in a worker thread taking a turn of heavy work (or
+        `NotNow` when `at_once`) — dozens of readers asking for tens of MiB each at once would otherwise copy a GiB
+        out of the page cache, and fault it into fresh memory, all together, starving the event loop of CPU."""
         if rng.length <= INLINE_READ_BYTES:
             return rng.read()
         if at_once:
             raise NotNow
-        return await trio.to_thread.run_sync(rng.read)
+        return await trio.to_thread.run_sync(rng.read, limiter=self.heavy)
 
     async def convert(self, size: int, fn: Callable[..., T], *args) -> T:
         """`fn(*args)`: a pure conversion of records worth `size` bytes (a produce in another format than the

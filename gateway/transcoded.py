@@ -32,11 +32,16 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from .formats import ReadFormat
+
 __all__ = ["STEP_BYTES", "TranscodedReads"]
 
 #: `transcode_in_steps` yields after decoding about this many stored bytes: a few milliseconds of decoding and
 #: encoding, the most one read may hold the event loop in one go.
 STEP_BYTES = 128 * 1024
+#: A read joined from its parts copies this many bytes per step at most (a memory copy of a few MiB is a
+#: millisecond or two; an answer of 32 MiB copied in one go held the event loop for tens of milliseconds).
+JOIN_STEP_BYTES = 2 * 1024 * 1024
 
 
 class TranscodedReads:
@@ -129,7 +134,7 @@ class TranscodedReads:
             self.misses += 1
         else:
             self.hits += 1
-        read = as_.join(parts), count, first
+        read = (yield from _join_in_steps(as_, parts)), count, first
         if len(parts) > 1:  # (one part is kept as its batch already)
             self._put(_slice_key(rng, min_offset, as_), read, rng.length)
         return read
@@ -176,3 +181,26 @@ def _slice_key(rng, offset: int, as_) -> tuple:
     offset asked for, the format."""
     seg = rng.segment
     return seg.uid, seg.generation, rng.position, rng.length, max(offset, rng.first_offset), as_
+
+
+def _join_in_steps(as_, parts: list):
+    """`as_.join(parts)`, as a generator that yields after each `JOIN_STEP_BYTES` copied when the format's join is
+    the plain concatenation (a bytearray filled part by part); other joins are done at once."""
+    if len(parts) < 2 or type(as_).join is not ReadFormat.join:
+        return as_.join(parts)
+    total = sum(memoryview(p).nbytes for p in parts)
+    if total <= JOIN_STEP_BYTES:
+        return as_.join(parts)
+    out = bytearray(total)
+    view = memoryview(out)
+    pos = copied = 0
+    for part in parts:
+        n = memoryview(part).nbytes
+        view[pos:pos + n] = part
+        pos += n
+        copied += n
+        if copied >= JOIN_STEP_BYTES:
+            copied = 0
+            yield
+    view.release()
+    return out

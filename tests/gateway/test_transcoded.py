@@ -221,3 +221,37 @@ async def test_the_cache_does_not_keep_a_segment_retention_deleted_alive(tmp_pat
     gc.collect()
     assert first() is None and len(steps.transcoded) == cached  # its parts still cached, the segment gone
     engine.close()
+
+
+def test_a_large_read_is_joined_in_steps_into_the_same_bytes(tmp_path):
+    """A transcoded read of many parts larger than JOIN_STEP_BYTES is copied into its answer step by step (the
+    event loop let go between the steps), and holds exactly what one join holds; a small one is joined at once."""
+    from logway.gateway.transcoded import JOIN_STEP_BYTES, STEP_BYTES, TranscodedReads
+
+    engine = LogEngine(str(tmp_path / "data"), STORAGE_FORMATS)
+    tank = engine.create_topic("big", 1, {"format": "tank"}).partitions[0]
+    value = bytes(range(256)) * 256  # 64 KiB
+    for _ in range(96):  # 6 MiB of bundles of 64 KiB records, read as Kafka batches
+        tank.append(TANK.encode([Record(value)], now_ms=1, max_batch_bytes=MiB))
+    rng = tank.read(0, 16 * MiB)
+    data = rng.read()
+    steps = TranscodedReads(0).transcode_in_steps(rng, data, 0, STORAGE_FORMATS["tank"], KAFKA)
+    yields = 0
+    try:
+        while True:
+            next(steps)
+            yields += 1
+    except StopIteration as done:
+        joined, count, first = done.value
+    decoding_steps = len(data) // STEP_BYTES
+    assert yields >= decoding_steps + len(joined) // JOIN_STEP_BYTES - 1  # (the join's own steps)
+    records = decode_records(bytes(joined))
+    assert (count, first, len(records)) == (96, 0, 96)
+    assert [r.offset for r in records] == list(range(96)) and all(r.value == value for r in records)
+    few = engine.create_topic("few", 1, {"format": "tank"}).partitions[0]
+    for _ in range(3):
+        few.append(TANK.encode([Record(value)], now_ms=1, max_batch_bytes=MiB))
+    rng = few.read(0, MiB)
+    small = TranscodedReads(0).transcode(rng, rng.read(), 0, STORAGE_FORMATS["tank"], KAFKA)
+    assert type(small[0]) is bytes and small[1] == 3  # (joined at once)
+    engine.close()
