@@ -239,7 +239,7 @@ def _keyed_rows(plog, fmt: str) -> list[tuple[int, bytes | None, bytes | None]]:
 @pytest.mark.parametrize("fmt", ["kafka", "tank"])
 def test_power_cuts_while_cleaning_leave_the_old_segments_or_the_cleaned_ones(powerfs, fmt):
     """The log cleaner rewriting a compacted partition (every record synced before), the power cut at a random
-    moment of it, in every mode: after each cut the partition holds every record the cleaning keeps and none it
+    moment of it — every other cut as soon as a cleaned segment is being written — in every mode: after each cut the partition holds every record the cleaning keeps and none it
     never held, each offset once in order, and no half-made segment; the cleaning, run to its end, keeps exactly
     the last record of each key."""
     import random
@@ -276,8 +276,17 @@ def test_power_cuts_while_cleaning_leave_the_old_segments_or_the_cleaned_ones(po
 
         worker = threading.Thread(target=clean)
         worker.start()
-        time.sleep(rnd.uniform(0.05, 1.2))
-        swapping = [n for n in os.listdir(plog.directory) if n.endswith((".tmp", ".swap"))]
+
+        def half_made() -> list[str]:
+            return [n for n in os.listdir(plog.directory) if n.endswith((".tmp", ".swap"))]
+
+        if cycle % 2:  # every other cut while a cleaned segment is being written: as soon as one appears
+            deadline = time.monotonic() + 20
+            while not half_made() and worker.is_alive() and time.monotonic() < deadline:
+                time.sleep(0.002)
+        else:  # the others at a random moment of the cleaning (mapping, writing, swapping, or after it)
+            time.sleep(rnd.uniform(0.05, 1.2))
+        swapping = half_made()
         cut_during.append("writing" if swapping else "mapping or done")
         powerfs.cut(data=DATA_MODES[cycle % 3], entries=ENTRY_MODES[cycle // 3 % 2], seed=cycle)
         worker.join(30)
