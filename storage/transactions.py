@@ -45,7 +45,24 @@ MAX_RECORD_BYTES = 16 * 1024 * 1024
 MIN_RECORD_BYTES = 2
 
 
-class TransactionStore:
+class KeyedStates:
+    """Reading a store of keyed JSON states held in memory (`_states`, guarded by `_lock`): copies, so that no caller
+    changes what the store holds. This store's and the postgres backend's (`pg.states.PgStateStore`) share it."""
+
+    _lock: threading.Lock
+    _states: dict[str, dict[str, Any]]
+
+    def get(self, tid: str) -> dict[str, Any] | None:
+        with self._lock:
+            state = self._states.get(tid)
+            return None if state is None else dict(state)
+
+    def items(self) -> list[tuple[str, dict[str, Any]]]:
+        with self._lock:
+            return [(tid, dict(state)) for tid, state in self._states.items()]
+
+
+class TransactionStore(KeyedStates):
     """transactional id -> state (a JSON-able dict); thread-safe (one lock), every `put` durable on return.
 
     The same durable map of keys to JSON states serves other coordinators (`share_state.ShareStateStore`): a subclass
@@ -104,16 +121,6 @@ class TransactionStore:
             self._states.pop(tid, None)
         else:
             self._states[tid] = state
-
-    # -- reading -----------------------------------------------------------------------------------------
-    def get(self, tid: str) -> dict[str, Any] | None:
-        with self._lock:
-            state = self._states.get(tid)
-            return None if state is None else dict(state)
-
-    def items(self) -> list[tuple[str, dict[str, Any]]]:
-        with self._lock:
-            return [(tid, dict(state)) for tid, state in self._states.items()]
 
     # -- writing -----------------------------------------------------------------------------------------
     def put(self, tid: str, state: dict[str, Any] | None, *, sync: bool = True) -> None:

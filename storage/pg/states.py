@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from ..security import SecurityStates
+from ..transactions import KeyedStates
 
 __all__ = ["PgIdAllocator", "PgSecurityStore", "PgStateStore"]
 
@@ -23,7 +24,7 @@ __all__ = ["PgIdAllocator", "PgSecurityStore", "PgStateStore"]
 BLOCK = 1000
 
 
-class PgStateStore:
+class PgStateStore(KeyedStates):
     """`store` names the coordinator's states in the table ("transactions", "share_groups")."""
 
     def __init__(self, pool, store: str, what: str, rows) -> None:
@@ -33,15 +34,6 @@ class PgStateStore:
         self._lock = threading.Lock()
         self.version = 0  # moves on every change made here
         self._states: dict[str, dict[str, Any]] = {bytes(key).decode(): orjson.loads(state) for key, state in rows}
-
-    def get(self, tid: str) -> dict[str, Any] | None:
-        with self._lock:
-            state = self._states.get(tid)
-            return None if state is None else dict(state)
-
-    def items(self) -> list[tuple[str, dict[str, Any]]]:
-        with self._lock:
-            return [(tid, dict(state)) for tid, state in self._states.items()]
 
     def put(self, tid: str, state: dict[str, Any] | None, *, sync: bool = True) -> None:
         """Record `tid`'s new state (None: forget it), committed when this returns (see the module docstring).
