@@ -73,7 +73,7 @@ def _produce(protocol: str, address, topic: str, partition: int) -> tuple[float,
 
 def bench_handover(connections: int = 300, protocols: tuple[str, ...] = PROTOCOLS) -> HandOverReport:
     from logway.clients.native import NativeClient
-    from logway.storage.engine import Share
+    from logway.gateway.cluster.ownership import partition_leader
 
     from .launcher import GatewayProcess
     from .requests import metric_readings
@@ -88,7 +88,7 @@ def bench_handover(connections: int = 300, protocols: tuple[str, ...] = PROTOCOL
                     topic = f"handover-{protocol}"
                     with NativeClient(*gw.addresses["native.0"]) as admin:
                         admin.create_topic(topic, 4)
-                    owners = [Share(2).owner(topic, p) for p in range(4)]
+                    owners = [partition_leader(topic, p, 2) for p in range(4)]
                     for where, partition in (("own", owners.index(0)), ("other", owners.index(1))):
                         runs = [_produce(protocol, gw.addresses[f"{protocol}.0"], topic, partition)
                                 for _ in range(connections)]

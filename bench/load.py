@@ -678,10 +678,11 @@ class _Driver:
         self.probe = probe
         self.run = _Run(settings, report)
         self.conns: list[_Conn] = []
+        from logway.gateway.cluster.ownership import leaders
         from logway.storage.engine import Share
 
         protocols = settings.protocols
-        share = Share(settings.workers) if settings.workers > 1 else None
+        share = Share(settings.workers, leaders(settings.workers)) if settings.workers > 1 else None
         for i in range(settings.connections):
             proto, turn = protocols[i % len(protocols)], i // len(protocols)
             topic = TOPICS[OTHER_FORMAT[proto] if turn % 4 == 3 else HOME_FORMAT[proto]]

@@ -293,14 +293,14 @@ def bench_tail(samples: int, warmup: int, message_bytes: int, gap_ms: float, flu
     from logway.clients.tank import consume_request
     from logway.codecs.records import Record
     from logway.codecs.tank import ConsumeFlags, ProduceEntry, ProduceRequest, count_messages, encode_bundle
-    from logway.storage.engine import Share
+    from logway.gateway.cluster.ownership import partition_leader
 
     from .requests import metric_readings
 
     listener, overrides = "tank", settings
     if workers > 1:
         overrides = (f"workers={workers}", *settings)
-        listener = f"tank.{(Share(workers).owner(TOPIC, 0) + 1) % workers}"  # not the partition's owner
+        listener = f"tank.{(partition_leader(TOPIC, 0, workers) + 1) % workers}"  # not the partition's owner
     with _Gateway(flush, overrides) as gw, _client(gw, listener=listener) as producer, \
             _client(gw, listener=listener) as consumer:
         err = producer.create_topic(TOPIC, 1)

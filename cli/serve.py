@@ -14,7 +14,7 @@ nurseries wrapped in exception groups, which `_leaves` unwraps. An unexpected ex
 A data directory that does not exist is created before the gateway starts, with a log line naming it (and the
 parents created with it).
 
-With `workers: N` > 1 this process is the supervisor of N worker processes (`logway.gateway.workers.supervise`):
+With `workers: N` > 1 this process is the supervisor of N worker processes (`logway.gateway.cluster.workers.supervise`):
 they are `logway serve` again with the same arguments, told which worker they are by the environment
 (LOGWAY_WORKER); the ready file then names every worker's listeners ("kafka", "kafka.1", ...). Exit status: as
 above, or 1 when a worker died.
@@ -49,7 +49,7 @@ def serve(args: argparse.Namespace) -> int:
     problem = data_dir_problem(config.data_dir)
     if problem is not None:
         return fail(problem, 2)
-    from logway.gateway.workers import WorkerRole
+    from logway.gateway.cluster.workers import WorkerRole
 
     try:
         role = WorkerRole.from_env() if config.workers > 1 else None
@@ -120,7 +120,7 @@ def serve(args: argparse.Namespace) -> int:
 def _supervise(args: argparse.Namespace, config) -> int:
     """`workers` > 1: start and watch the worker processes (each gets this command's arguments)."""
     from logway.gateway import ConfigError
-    from logway.gateway.workers import supervise
+    from logway.gateway.cluster.workers import supervise
     from logway.storage import StorageError
 
     argv = ["--config", args.config] if args.config is not None else []

@@ -626,7 +626,7 @@ TEXT_KEYS = frozenset(path for path, hint, _ in settings() if isinstance(hint, t
 
 
 #: `LOGWAY_*` environment variables that are not settings: scripts/dev's venv, where the tests keep artifacts, what a
-#: supervisor tells the worker processes it starts (`logway.gateway.workers`), and the passwords and token the
+#: supervisor tells the worker processes it starts (`logway.gateway.cluster.workers`), and the passwords and token the
 #: `logway` commands that talk to a gateway read (`cli/connect.py`).
 NOT_SETTINGS = frozenset({"LOGWAY_VENV", "LOGWAY_ARTIFACTS", "LOGWAY_WORKER", "LOGWAY_WORKER_FD",
                           "LOGWAY_WORKER_ENTRIES", "LOGWAY_WORKER_RELAYS",

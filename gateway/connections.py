@@ -9,10 +9,10 @@ by holding connections it does not use. Busy connections are never closed for an
 A `Connection` is idle (waiting for the next request: safe to cancel) or busy (requests are being served:
 let them finish). `drain()` cancels idle connections at once and asks busy ones to close after their
 current response. The registry counts connections accepted and refused per protocol (`logway_connections_*`).
-With `workers: N`, the connections other workers open to relay their clients' requests (`relays.py`) are
+With `workers: N`, the connections other workers open to relay their clients' requests (`cluster/relays.py`) are
 `internal`: drained and timed out like the others, but outside the limits and the client connection metrics
 (those clients were admitted, and counted, by the worker that relays them; `logway_relay_connections_open`). A
-client connection another worker hands over (`handover.py`) is admitted under the limits as if it had just been
+client connection another worker hands over (`cluster/handover.py`) is admitted under the limits as if it had just been
 accepted (refused, it stays where it is), and is a client connection of this worker from then on.
 
 Deadlines: while the pump waits for bytes it sets `read_deadline` (and `waiting_for`, the reason a timeout
@@ -126,7 +126,7 @@ class ConnectionRegistry:
 
     def admit_handed(self, protocol: str, stream: trio.abc.Stream) -> Connection | None:
         """`admit` without counting the connection as accepted or refused: a client's connection another worker
-        handed over (`handover.py`), a client of this worker from now on. Refused (None), it stays with the worker
+        handed over (`cluster/handover.py`), a client of this worker from now on. Refused (None), it stays with the worker
         that accepted it (which relays its requests), so no worker serves more clients than its limits allow."""
         try:
             host, port = stream.socket.getpeername()[:2]

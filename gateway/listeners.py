@@ -2,7 +2,7 @@
 admitted against the connection limits, wrapped in TLS when the listener asks for it, and served by the pump.
 A listener that cannot bind raises `errors.ListenerError` (the listener, the address and what to change).
 `warn_if_exposed` logs the warning for a listener bound to a non-loopback address. `listen_relay` serves a worker's
-relay socket (`relays.py`): the other workers' connections, from this user only, outside the limits, never TLS.
+relay socket (`cluster/relays.py`): the other workers' connections, from this user only, outside the limits, never TLS.
 
 A listener with `tls: true` wraps each accepted connection in a trio SSL stream; the handshake must finish within
 `limits.request_timeout_ms` (a client that stalls it is dropped like any slow client). With mutual TLS the verified
@@ -23,7 +23,7 @@ import trio
 from .connections import Connection, ConnectionRegistry
 from .errors import ListenerError
 from .pump import serve_connection
-from .relays import same_user
+from .cluster.relays import same_user
 from .tls import NoMatchingRule, client_principal
 
 log = logging.getLogger("logway.gateway")
@@ -66,7 +66,7 @@ async def listen(protocol, listener_config, connections: ConnectionRegistry, lim
 async def listen_relay(protocol, sock: socket.socket, connections: ConnectionRegistry, limits,
                        conn_nursery: trio.Nursery, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Serve the other workers' connections to this worker's relay socket for `protocol` (`sock`, bound and
-    listening: `relays.bind_relay`) in `conn_nursery`: a peer of another user is closed unserved."""
+    listening: `cluster.relays.bind_relay`) in `conn_nursery`: a peer of another user is closed unserved."""
     task_status.started()
     name = protocol.name
 

@@ -14,7 +14,7 @@ protocol. A protocol plugs in with a `Session` (one per connection) and three sm
 
 With `workers: N`, `handle` may also answer `HandOver(worker, event, relay)`: the request is wholly for another
 worker's partitions. The pump then gives the whole connection to that worker (the protocol's `hand_over`, a
-`handover.HandOvers`) when it can — plain TCP, nothing else in flight, not shutting down, not a relay connection,
+`cluster.handover.HandOvers`) when it can — plain TCP, nothing else in flight, not shutting down, not a relay connection,
 and never handed over or tried before — and stops serving it there: the owner answers the request and serves the
 connection from then on (`serve_connection(..., resumed=Resumed(state, data))`: no greeting, the session's state
 restored — `Session.handover_state()` / `resume(state)` — and the codec fed the request and the bytes after it
@@ -54,7 +54,7 @@ import trio
 
 from logway.codecs.errors import RemoteProtocolError
 
-from .admin.stats import CURRENT, ProtocolStats, RequestStats
+from .admin.stats import CURRENT, RequestStats
 from .connections import Connection
 from .memory import LEASE, SMALL_FRAME_BYTES
 from .reading import RequestReader
@@ -237,32 +237,24 @@ class Outbox:
             self.memory.release(self.conn, held)
 
 
-def protocol_stats(protocol) -> ProtocolStats:
-    """The counters of `protocol` in its gateway's metrics (throwaway ones for a protocol without a gateway)."""
-    metrics = getattr(getattr(protocol, "gateway", None), "metrics", None)
-    return metrics.protocol(protocol.name) if metrics is not None else ProtocolStats(protocol.name)
-
-
 async def serve_connection(stream: trio.abc.Stream, conn: Connection, protocol, limits,
                            resumed: Resumed | None = None) -> None:
     """Serve one connection of `protocol` (a `logway.gateway.protocols.Protocol`) until it closes — or until it is
     handed over to another worker; `resumed`: a connection another worker handed over to this one."""
-    stats = protocol_stats(protocol)
+    ctx = protocol.ctx
+    stats = ctx.stats(protocol.name)
     CURRENT.set(stats)  # this connection's task (and its parked answers): the steps count records for `stats`
     codec = protocol.codec()
     session = protocol.session(conn, codec)
     transport = transport_for(stream, stats, conn, limits.request_timeout_ms / 1000)
-    gateway = getattr(protocol, "gateway", None)
-    memory = getattr(gateway, "memory", None)
+    memory = ctx.memory
     if memory is not None:
         LEASE.set((memory, conn))  # (the steps take large reads' share of the budget through it)
-    steps = getattr(gateway, "steps", None)
     reader = RequestReader(transport, codec, conn, limits, memory,
-                           None if memory is None else int(memory.limit * MAX_REQUEST_SHARE),
-                           None if steps is None else steps.heavy)
+                           None if memory is None else int(memory.limit * MAX_REQUEST_SHARE), ctx.steps.heavy)
     max_parked = protocol.max_parked
     out = Outbox(transport, codec, shared=max_parked > 0, memory=memory, conn=conn)
-    turns = getattr(gateway, "turns", None)
+    turns = ctx.turns
     data_requests = protocol.data_requests if turns is not None or memory is not None else ()
 
     async def wait_for(park: Park) -> tuple[Any, bool]:

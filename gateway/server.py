@@ -13,10 +13,12 @@ The admin listener (`listeners.admin`: metrics, probes, the console; `admin/`) s
 `/health` answers while storage recovers and `/ready` says when the gateway can serve: `state` goes "starting" →
 "ready" (storage open, every enabled listener bound) → "stopping" (shutdown asked) → "stopped".
 
-`Gateway(config, worker=WorkerRole(...))` is one worker process of several (`workers: N`, `workers.py`): its engine
-opens only its partitions, it also serves its native and TANK relay sockets (`relays.py`: the requests the others relay
-to it) and its hand-over socket (`handover.py`: the client connections they give it), and it is ready once the
-supervisor told it the other workers' addresses.
+`Gateway(config, worker=membership)` is one member of a cluster (`cluster/`): it makes a `cluster.seam.Cluster` of the
+membership and hands it to the protocols through their `context.Context` (with one process, `worker=None`, there is
+none). A member of `workers: N` (`cluster.workers.WorkerRole`) opens only its partitions, also serves its native and
+TANK relay sockets (`cluster/relays.py`: the requests the others relay to it) and its hand-over socket
+(`cluster/handover.py`: the client connections they give it), and is ready once the supervisor told it the other
+workers' addresses.
 """
 
 from __future__ import annotations
@@ -41,27 +43,29 @@ from .admin.calls import CallCounter
 from .admin.metrics import GatewayMetrics, RecoverySnapshot
 from .admin.server import AdminServer
 from .cleaning import LogCleaner
+from .cluster.handover import listen_handover
+from .cluster.relays import HANDOVER
+from .cluster.seam import Cluster
+from .cluster.txn_peers import make_peers
 from .config import Config
 from .connections import ConnectionRegistry
+from .context import Context
 from .durability import Flush, GroupCommitter
 from .errors import running_out_line
 from .formats import STORAGE_FORMATS
 from .memory import MemoryBudget, default_memory_bytes, fix_mmap_threshold
-from .handover import listen_handover
 from .listeners import listen, listen_relay, serve, warn_if_exposed
 from .notify import AppendNotifier
 from .offset_retention import OffsetRetention
 from .protocols import REGISTRY, Protocol
-from .relays import HANDOVER
 from .security import Security, authentication_required
 from .steps import Steps
 from .tls import server_ssl_context
 from .transactions import TransactionCoordinator
-from .txn_peers import make_peers
 from .turns import Turns
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .workers import WorkerRole
+    from .cluster.membership import Membership
 
 log = logging.getLogger("logway.gateway")
 
@@ -106,7 +110,7 @@ class DescriptorWatch:
 
 
 class Gateway:
-    def __init__(self, config: Config, *, listen: bool = True, worker: "WorkerRole | None" = None) -> None:
+    def __init__(self, config: Config, *, listen: bool = True, worker: "Membership | None" = None) -> None:
         self.config = config
         self.listen = listen
         self.worker = worker
@@ -117,6 +121,10 @@ class Gateway:
         self.offset_retention: OffsetRetention | None = None  # (where the offsets live)
         self.cleaner: LogCleaner | None = None
         self.security: Security | None = None  # users, ACLs and quotas, once storage is open
+        #: (workers: N) This gateway as one member of several, once storage is open; None with one process.
+        self.cluster: Cluster | None = None
+        #: What the protocols are given of this gateway, once storage is open.
+        self.context: Context | None = None
         self.protocols: dict[str, Protocol] = {}
         self.notifier = AppendNotifier(config.limits.max_waiters)
         per_pass = config.limits.data_requests_per_pass
@@ -204,10 +212,14 @@ class Gateway:
                                                    check_interval_ms=kc.transaction_abort_check_ms,
                                                    expiration_ms=kc.transactional_id_expiration_ms)
         worker = self.worker
-        native = cfg.listeners.get("native")
-        if worker is not None and worker.count > 1 and native is not None and native.enabled:
-            # transactions across workers: requests to the others over their native relay sockets
-            self.transactions.peers = make_peers(worker, cfg)
+        if worker is not None:
+            self.cluster = Cluster(worker, worker.ownership, self.engine, cfg)
+            native = cfg.listeners.get("native")
+            if self.cluster.several and native is not None and native.enabled:
+                # transactions across workers: requests to the others over their native relay sockets
+                self.transactions.peers = make_peers(self.cluster)
+        self.context = Context(cfg, self.steps, self.engine, self.memory, self.turns, self.security,
+                               self.transactions, self.metrics.protocol, self.cluster, self.protocols)
         recovered = await trio.to_thread.run_sync(self.transactions.recover)
         self.metrics.recovery = RecoverySnapshot(self.engine, {"completed": recovered["completed"],
                                                               "ended": recovered["orphans"]})
@@ -220,7 +232,7 @@ class Gateway:
             if name not in REGISTRY:
                 log.warning("listener %s is configured but not implemented; not started", name)
                 continue
-            self.protocols[name] = REGISTRY[name](self)
+            self.protocols[name] = REGISTRY[name](self.context)
             self.metrics.protocol(name)  # its counters exist (at 0) from the start
         try:
             async with trio.open_nursery() as background:
@@ -237,7 +249,7 @@ class Gateway:
                                           settings=CleanerSettings(storage.cleaner_dedupe_buffer_bytes,
                                                                    cfg.kafka.producer_id_expiration_ms))
                 background.start_soon(self.cleaner.run)
-                if self.engine.offsets is not None and (self.worker is None or self.worker.index == 0):
+                if self.engine.offsets is not None and (self.cluster is None or self.cluster.is_coordinator):
                     self.offset_retention = OffsetRetention(self.engine.offsets, cfg.storage.offsets_retention_ms,
                                                             self._kafka_active_groups)
                     background.start_soon(self.offset_retention.run)
@@ -309,7 +321,7 @@ class Gateway:
 
     async def _start_entry(self, listeners: trio.Nursery, conn_nursery: trio.Nursery, protocol: Protocol, lc,
                            fd: int) -> None:
-        """(workers: N) Serve this worker's socket on the port every worker shares (`workers.entry_sockets`): the
+        """(workers: N) Serve this worker's socket on the port every worker shares (`cluster.workers.entry_sockets`): the
         same protocol as the worker's own listener, which relays what other workers own."""
         ssl_context = self.ssl_context_for(lc)
         addr = await listeners.start(partial(listen, bound=socket.socket(fileno=fd)), protocol, lc, self.connections,

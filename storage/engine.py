@@ -39,11 +39,11 @@ Partitions are added (never removed) by creating their directories first and the
 crash leaves either the old count (the next attempt clears the directories it left) or the new one.
 
 Sharing a directory between processes (`share=Share(...)`, the gateway's `workers: N`): partition p of topic t
-belongs to worker `Share.owner(t, p)`, and only its owner ever opens it (recovery, appends, retention). The
-supervisor's engine (`Share(workers=N)`, no worker) takes `.lock`, reads and clears the clean-shutdown marker,
-clears tmp/ and trash/, checks the topic directories and opens no partition and no store; each worker's engine
-(`Share(N, worker=i, clean_start=...)`) locks workers/<i>/.lock, opens its own partitions — the others are
-`ForeignPartition` stubs, and a topic's `partitions` is then a `WorkerPartitions` (len() = the partition count,
+belongs to worker `Share.owner(t, p)` — the ownership predicate the gateway's cluster hands in — and only its
+owner ever opens it (recovery, appends, retention). The supervisor's engine (`Share(N, owner)`, no worker) takes
+`.lock`, reads and clears the clean-shutdown marker, clears tmp/ and trash/, checks the topic directories and opens
+no partition and no store; each worker's engine (`Share(N, owner, worker=i, clean_start=...)`) locks
+workers/<i>/.lock, opens its own partitions — the others are `ForeignPartition` stubs, and a topic's `partitions` is then a `WorkerPartitions` (len() = the partition count,
 [p] = the log or the stub, iteration = this worker's logs only) — and sees other workers' topic changes with
 `refresh()`. Topic creation, deletion and changes are serialized across workers by workers/admin.lock, and each
 one made calls `on_shared_change(name)` when set (from the thread that made it), so the caller can tell the other
@@ -59,7 +59,6 @@ import os
 import shutil
 import time
 import uuid
-import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
@@ -119,16 +118,13 @@ def _topic_json(name: str, partitions: int, overrides: Mapping[str, Any], create
 @dataclass(frozen=True, slots=True)
 class Share:
     """One of several processes over the same data directory: `workers` of them, this one `worker` (None: the
-    supervisor, which owns the directory but no partition), `clean_start` what the supervisor found."""
+    supervisor, which owns the directory but no partition), `clean_start` what the supervisor found, and `owner`
+    the ownership predicate — which worker owns partition p of topic t (`owner(t, p)`, stable for the directory's
+    life: the gateway's cluster decides it)."""
     workers: int
+    owner: Callable[[str, int], int]
     worker: int | None = None
     clean_start: bool = False
-
-    def owner(self, topic: str, partition: int) -> int:
-        """The worker that owns partition `partition` of `topic`: consecutive partitions on consecutive workers,
-        starting at a worker chosen by the topic's name (CRC-32), so one-partition topics spread too. Stable:
-        it depends on the name, the partition and `workers` only."""
-        return (zlib.crc32(topic.encode("utf-8")) + partition) % self.workers
 
     def owns(self, topic: str, partition: int) -> bool:
         return self.worker is not None and self.owner(topic, partition) == self.worker

@@ -1,5 +1,5 @@
 """A function run in a forked child as another user ("nobody", uid and gid 65534): for the checks that tell the
-gateway's own processes from other users' (the workers' relay sockets, `logway.gateway.relays`). Switching users
+gateway's own processes from other users' (the workers' relay sockets, `logway.gateway.cluster.relays`). Switching users
 needs root — CI runs as root; elsewhere the tests that use this are skipped with `WHY_NOT`."""
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ from .http import HttpAnswer, HttpRequest
 from .http import json_answer as _json
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..server import Gateway
+    from ..context import GatewayView
 
 log = logging.getLogger("logway.gateway.admin")
 
@@ -67,7 +67,7 @@ def refused_by_guards(request: HttpRequest) -> HttpAnswer | None:
 
 
 class ConsoleActions:
-    def __init__(self, gateway: Gateway, access) -> None:
+    def __init__(self, gateway: GatewayView, access) -> None:
         self.gateway = gateway
         self.access = access
 

@@ -43,7 +43,7 @@ from .http import text_answer as _text
 from .metrics import CONTENT_TYPE, group_offsets, kafka_groups
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..server import Gateway
+    from ..context import GatewayView
 
 log = logging.getLogger("logway.gateway.admin")
 
@@ -99,7 +99,7 @@ class RateSampler:
 
 
 class AdminApi:
-    def __init__(self, gateway: Gateway, sampler: RateSampler) -> None:
+    def __init__(self, gateway: GatewayView, sampler: RateSampler) -> None:
         self.gateway = gateway
         self.sampler = sampler
         self.access = AdminAccess(gateway)

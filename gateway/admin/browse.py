@@ -32,7 +32,7 @@ from .http import HttpAnswer
 from .http import json_answer as _json
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..server import Gateway
+    from ..context import GatewayView
 
 __all__ = ["MAX_LIMIT", "SCAN_BYTES", "SHOWN_BYTES", "messages"]
 
@@ -49,7 +49,7 @@ READ_BYTES = 1024 * 1024
 BACK_STEP = 64
 
 
-async def messages(gateway: Gateway, topic: str, partition: str, query: dict[str, list[str]]) -> HttpAnswer:
+async def messages(gateway: GatewayView, topic: str, partition: str, query: dict[str, list[str]]) -> HttpAnswer:
     try:
         number = int(partition)
         ask = {name: int(query[name][-1]) for name in ("limit", "last", "offset", "before", "from_time", "to_time")
@@ -93,7 +93,7 @@ async def messages(gateway: Gateway, topic: str, partition: str, query: dict[str
                        "scanned": {"from": scan.low, "to": scan.high, "bytes": scan.bytes, "complete": scan.complete}})
 
 
-async def _search(gateway: Gateway, plog, scan: "_Scan", ask: dict[str, int], limit: int) -> list[Record]:
+async def _search(gateway: GatewayView, plog, scan: "_Scan", ask: dict[str, int], limit: int) -> list[Record]:
     start, end = plog.log_start_offset, plog.last_stable_offset
     if "to_time" in ask:  # nothing at or after the time past it: where records that late begin (the time index)
         after = await gateway.steps.in_thread(plog.offset_for_timestamp, ask["to_time"] + 1)
@@ -111,7 +111,7 @@ class _Scan:
     """Reads a partition's committed records in a range, keeping those `wanted` approves (all when None), within
     `SCAN_BYTES`; `low`/`high` are the offsets it covered, `complete` whether it looked at all it was asked to."""
 
-    def __init__(self, gateway: Gateway, plog, wanted: Callable[[Record], bool] | None) -> None:
+    def __init__(self, gateway: GatewayView, plog, wanted: Callable[[Record], bool] | None) -> None:
         self.steps = gateway.steps
         self.plog = plog
         self.wanted = wanted

@@ -31,12 +31,12 @@ from logway.storage import AppendResult, PartitionLog
 
 from .. import log_limits
 from ..steps import Read
-from ..workers import SHARED
+from ..cluster.relays import SHARED
 from .calls import CallCounter
 from .stats import CURRENT, Histogram, ProtocolStats
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..server import Gateway
+    from ..context import GatewayView
 
 #: The admin listener's name in `listeners` and in the connection metrics.
 ADMIN = "admin"
@@ -76,7 +76,7 @@ class GatewayMetrics:
     """The metrics of one gateway: its protocols' traffic counters, per-partition append counts, and the registry
     Prometheus scrapes (`exposition()`)."""
 
-    def __init__(self, gateway: Gateway) -> None:
+    def __init__(self, gateway: GatewayView) -> None:
         self.gateway = gateway
         self.protocols: dict[str, ProtocolStats] = {}
         self.appends: dict[PartitionLog, list[int]] = {}  # plog -> [records, bytes]; pruned when scraped
@@ -390,7 +390,7 @@ class GatewayCollector(Collector):
         for (name, client), count in sorted(registry.client_software().items()):
             software.add_metric([name, client], count)
         yield software
-        if gw.worker is not None:  # the other workers' relay connections to this one (not in the gauge above)
+        if gw.cluster is not None:  # the other workers' relay connections to this one (not in the gauge above)
             relays = GaugeMetricFamily("logway_relay_connections_open", "Relay connections other workers hold to "
                                        "this one now, per listener (workers: N)", labels=["listener"])
             open_now = registry.open_by_protocol(internal=True)

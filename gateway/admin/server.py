@@ -11,13 +11,13 @@ from .api import AdminApi, RateSampler
 from .http import AdminConnections, serve_http
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..server import Gateway
+    from ..context import GatewayView
 
 __all__ = ["AdminServer"]
 
 
 class AdminServer:
-    def __init__(self, gateway: Gateway) -> None:
+    def __init__(self, gateway: GatewayView) -> None:
         self.gateway = gateway
         self.config = gateway.config.listeners["admin"]
         self.connections = AdminConnections()

@@ -41,8 +41,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
-from logway.storage.engine import Share
-
+from ..cluster.ownership import partition_leader
 from .api import console_file
 from .http import NO_STORE, AdminConnections, HttpAnswer, HttpRequest, serve_http
 from .http import json_answer as _json
@@ -337,7 +336,7 @@ class SupervisorAdmin:
         """The message browser's request, asked of the partition's owner (worker 0 answers a partition that is
         not a number: its 400)."""
         number = partition.isascii() and partition.isdigit() and int(partition)
-        owner = Share(self.view.count).owner(topic, number) if number is not False else 0
+        owner = partition_leader(topic, number, self.view.count) if number is not False else 0
         addresses = self.view.admin_addresses()
         address = addresses[owner] if owner < len(addresses) else None
         try:

@@ -7,14 +7,15 @@ from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..connections import Connection
+    from ..context import Context
     from ..pump import Session
-    from ..server import Gateway
 
 __all__ = ["Protocol", "INFO", "WARNING"]
 
 
 class Protocol:
-    """One wire protocol as the gateway serves it (one instance per gateway, made once storage is open)."""
+    """One wire protocol as the gateway serves it (one instance per gateway, made once storage is open, given the
+    gateway's `context.Context`)."""
 
     name: ClassVar[str]
     #: Long-polls one connection may have parked at once while later requests are answered (out of order);
@@ -26,11 +27,11 @@ class Protocol:
     #: partitions (the pump uses it when a handler answers `pump.HandOver`), or None: they are never handed over.
     hand_over = None
 
-    def __init__(self, gateway: "Gateway") -> None:
-        self.gateway = gateway
-        self.config = gateway.config
-        self.steps = gateway.steps
-        self.engine = gateway.engine
+    def __init__(self, ctx: "Context") -> None:
+        self.ctx = ctx
+        self.config = ctx.config
+        self.steps = ctx.steps
+        self.engine = ctx.engine
 
     def codec(self):
         """A fresh server-side codec for one connection."""

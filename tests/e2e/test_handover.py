@@ -31,12 +31,12 @@ from logway.clients.tank import TankClient, consume_request, make_bundle
 from logway.codecs import native as nv
 from logway.codecs.records import Record
 from logway.codecs.tank import ProduceEntry, ProduceRequest, TankServerConnection
-from logway.gateway import handover
-from logway.gateway.handover import ACK, HEADER, HELLO, MAGIC, MAX_META, HandOvers
+from logway.gateway.cluster import handover
+from logway.gateway.cluster.handover import ACK, HEADER, HELLO, MAGIC, MAX_META, HandOvers
+from logway.gateway.cluster.ownership import partition_leader
+from logway.gateway.cluster.relays import RELAYS_SUPPORTED
 from logway.gateway.protocols.tank import _encoded
 from logway.gateway.pump import HandOver, Session
-from logway.gateway.relays import RELAYS_SUPPORTED
-from logway.storage.engine import Share
 
 from ..worker_procs import relay_sockets, worker_pid
 
@@ -59,7 +59,7 @@ def _topic(client, name: str) -> tuple[int, int]:
     """Create `name` through `client`; (a partition of worker 0, a partition of worker 1)."""
     created = client.create_topic(name, PARTITIONS)
     assert created in (True, 0)
-    owners = [Share(2).owner(name, p) for p in range(PARTITIONS)]
+    owners = [partition_leader(name, p, 2) for p in range(PARTITIONS)]
     return owners.index(0), owners.index(1)
 
 

@@ -16,6 +16,7 @@ from logway.bench.powerloss import PowerLossConfig, PowerLossReport, PowerLossRu
 from logway.codecs.kafka.records import KafkaFormat, decode_records, encode_batch
 from logway.codecs.records import Record
 from logway.codecs.tank import TankFormat, decode_chunk, encode_bundle, wrap
+from logway.gateway.cluster.ownership import leaders, partition_leader
 from logway.storage import LogEngine, TopicConfig, UnknownTopic
 from logway.storage.engine import Share
 
@@ -134,8 +135,8 @@ def test_what_workers_acknowledged_survives_a_cut(powerfs):
     data = os.path.join(powerfs.path, "data")
 
     def open_workers():
-        supervisor = LogEngine(data, FORMATS, share=Share(2))
-        return supervisor, [LogEngine(data, FORMATS, share=Share(2, i, supervisor.clean_start)) for i in (0, 1)]
+        supervisor = LogEngine(data, FORMATS, share=Share(2, leaders(2)))
+        return supervisor, [LogEngine(data, FORMATS, share=Share(2, leaders(2), i, supervisor.clean_start)) for i in (0, 1)]
 
     _, (w0, w1) = open_workers()
     w0.create_topic("t", 2)
@@ -147,7 +148,7 @@ def test_what_workers_acknowledged_survives_a_cut(powerfs):
     w0.refresh()
     w0.delete_topic("gone")
     w1.refresh()
-    owners = {p: Share(2).owner("t", p) for p in range(4)}
+    owners = {p: partition_leader("t", p, 2) for p in range(4)}
     assert sorted(owners.values()) == [0, 0, 1, 1]
     for w in (w0, w1):
         for plog in w.topic("t").partitions:  # (each worker's own)
@@ -355,7 +356,7 @@ def test_power_cuts_of_a_workers_gateway_lose_nothing_acknowledged(fuse, tmp_pat
     report.chaos.raise_for_violations()
     assert len(report.cuts) == cycles and report.chaos.final is not None and not report.chaos.final.violations
     assert all(report.chaos.acked[p] > 50 for p in PROTOCOLS), report.chaos.acked
-    assert {Share(2).owner(*tp) for tp, acked in run.ledger.acked.items() if acked} == {0, 1}
+    assert {partition_leader(*tp, 2) for tp, acked in run.ledger.acked.items() if acked} == {0, 1}
     assert report.chaos.total("txn_committed") > 0 and report.chaos.total("commits") > 0
     assert sum(c.report["bytes_dropped"] for c in report.cuts) > 0
     assert report.lost == 0

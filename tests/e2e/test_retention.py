@@ -17,8 +17,8 @@ from logway.clients.native import NativeClient
 from logway.clients.tank import TankClient
 from logway.codecs.kafka.api import fetch
 from logway.codecs.kafka.records import decode_records
-from logway.gateway.relays import RELAYS_SUPPORTED
-from logway.storage.engine import Share
+from logway.gateway.cluster.ownership import partition_leader
+from logway.gateway.cluster.relays import RELAYS_SUPPORTED
 
 from ..kafka_wire import KafkaWireClient
 
@@ -77,7 +77,7 @@ def test_segments_deleted_by_retention_leave_no_descriptor_open_in_the_gateway(t
     with GatewayProcess(str(tmp_path / "data"), "log_level=WARNING", "storage.segment_bytes=4096",
                         "storage.retention_bytes=8192", "storage.retention_check_interval_ms=100",
                         "listeners.tank.enabled=true", f"workers={workers}") as gw:
-        owner = Share(workers).owner("ret", 0)
+        owner = partition_leader("ret", 0, workers)
         leader = gw.addresses[f"kafka.{owner}" if owner else "kafka"]
         with NativeClient(*gw.addresses["native"]) as native, TankClient(*gw.addresses["tank"]) as tank, \
                 KafkaWireClient(*leader) as kafka:

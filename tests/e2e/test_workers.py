@@ -39,15 +39,16 @@ from logway.codecs.kafka.api import list_offsets as L
 from logway.codecs.kafka.api import metadata as M
 from logway.codecs.kafka.api import offsets as O
 from logway.codecs.kafka.api import transactions as X
+from logway.codecs.kafka.api.api_versions import ApiVersionsRequest
 from logway.codecs.kafka.error_codes import ErrorCode as E
 from logway.codecs.kafka.records import decode_records, encode_batch
 from logway.codecs.records import Record
 from logway.codecs.tank import ConsumeFlags
 from logway.codecs.tank.chunk import decode_chunk
+from logway.gateway.cluster.ownership import leaders, partition_leader
+from logway.gateway.cluster.workers import worker_overrides
 from logway.gateway.config import load_config
 from logway.gateway.formats import STORAGE_FORMATS
-from logway.codecs.kafka.api.api_versions import ApiVersionsRequest
-from logway.gateway.workers import worker_overrides
 from logway.storage import LogEngine, StorageError, TopicExists
 from logway.storage.engine import WORKER_PRODUCER_IDS, ForeignPartition, PartitionNotOwned, Share
 
@@ -65,16 +66,16 @@ PARTITIONS = 4
 
 def test_workers_engines_own_their_partitions_and_see_each_others_topic_changes(tmp_path):
     data = str(tmp_path / "data")
-    supervisor = LogEngine(data, STORAGE_FORMATS, share=Share(2))
+    supervisor = LogEngine(data, STORAGE_FORMATS, share=Share(2, leaders(2)))
     with pytest.raises(StorageError, match="in use"):  # a single gateway cannot open it meanwhile
         LogEngine(data, STORAGE_FORMATS)
-    w0 = LogEngine(data, STORAGE_FORMATS, share=Share(2, 0, supervisor.clean_start))
-    w1 = LogEngine(data, STORAGE_FORMATS, share=Share(2, 1, supervisor.clean_start))
+    w0 = LogEngine(data, STORAGE_FORMATS, share=Share(2, leaders(2), 0, supervisor.clean_start))
+    w1 = LogEngine(data, STORAGE_FORMATS, share=Share(2, leaders(2), 1, supervisor.clean_start))
     told: list[tuple[int, str]] = []  # each change made, as the engine reports it for the other workers
     w0.on_shared_change = lambda name: told.append((0, name))
     w1.on_shared_change = lambda name: told.append((1, name))
     topic = w0.create_topic("t", PARTITIONS)
-    owners = [Share(2).owner("t", p) for p in range(PARTITIONS)]
+    owners = [partition_leader("t", p, 2) for p in range(PARTITIONS)]
     assert sorted(owners) == [0, 0, 1, 1]  # consecutive partitions on consecutive workers
     assert len(topic.partitions) == PARTITIONS
     assert [p.partition for p in topic.partitions] == [p for p in range(PARTITIONS) if owners[p] == 0]
@@ -92,7 +93,7 @@ def test_workers_engines_own_their_partitions_and_see_each_others_topic_changes(
     assert w1.refresh(["u", "never-made"]) == [] and "u" in w1.topics_by_name  # only the names a request asked for
     w0.refresh()
     assert len(w0.topic("t").partitions) == 6 and w0.topic("t").config.retention_ms == 60000
-    assert [p.partition for p in w0.topic("t").partitions] == [p for p in range(6) if Share(2).owner("t", p) == 0]
+    assert [p.partition for p in w0.topic("t").partitions] == [p for p in range(6) if partition_leader("t", p, 2) == 0]
     assert w0.producer_ids.next_id() < WORKER_PRODUCER_IDS <= w1.producer_ids.next_id()  # apart, whatever N
     w0.delete_topic("t")
     assert w1.refresh() == ["t"] and list(w1.topics_by_name) == ["u"]
@@ -164,7 +165,7 @@ def test_metadata_has_two_brokers_and_librdkafka_produces_and_fetches_every_part
                                                                     1: gw.addresses["kafka.1"]}
     assert md.controller_id == 0
     leaders = {p: md.topics[topic].partitions[p].leader for p in range(PARTITIONS)}
-    assert leaders == {p: Share(2).owner(topic, p) for p in range(PARTITIONS)}
+    assert leaders == {p: partition_leader(topic, p, 2) for p in range(PARTITIONS)}
     values = [b"v%d" % i for i in range(400)]
     produce(gw, topic, values)
     consumer = Consumer({"bootstrap.servers": bootstrap(gw), "group.id": "check", "enable.auto.commit": False,
@@ -238,7 +239,7 @@ def test_a_consumer_group_of_the_consumer_protocol_spans_both_workers(gw):
 # -- logway's own Kafka client (what the Spark data source and the pipeline's producer run on) -----------------------
 
 def _owner_port(gw, topic: str, partition: int) -> int:
-    return gw.addresses["kafka" if Share(2).owner(topic, partition) == 0 else "kafka.1"][1]
+    return gw.addresses["kafka" if partition_leader(topic, partition, 2) == 0 else "kafka.1"][1]
 
 
 def _fetched(client, topic: str, partition: int, isolation_level: int = READ_UNCOMMITTED) -> list[bytes]:
@@ -296,7 +297,7 @@ def test_logways_kafka_client_looks_its_routes_up_again_when_a_broker_says_they_
     are forgotten at the broker's NOT_LEADER_OR_FOLLOWER / NOT_COORDINATOR and the call made again where it
     belongs (within `retries`); with no retries the error is the caller's."""
     topic, group = kafka_topic(gw), "g-" + uuid.uuid4().hex[:8]
-    theirs = next(p for p in range(PARTITIONS) if Share(2).owner(topic, p) == 1)
+    theirs = next(p for p in range(PARTITIONS) if partition_leader(topic, p, 2) == 1)
     batch = encode_batch([Record(b"x")], default_timestamp=1)
 
     def stale(client) -> None:
@@ -354,7 +355,7 @@ def test_logways_async_kafka_client_routes_as_the_blocking_one(gw):
 
 def test_a_request_to_the_wrong_broker_is_not_leader_or_follower(gw):
     topic = kafka_topic(gw)
-    owners = {p: Share(2).owner(topic, p) for p in range(PARTITIONS)}
+    owners = {p: partition_leader(topic, p, 2) for p in range(PARTITIONS)}
     batch = encode_batch([Record(b"x")], default_timestamp=1)
     for node, key in ((0, "kafka"), (1, "kafka.1")):
         mine = next(p for p, o in owners.items() if o == node)
@@ -381,7 +382,7 @@ def test_native_requests_through_any_worker_reach_the_partitions_owner(gw):
     too), DeleteRecords to the owner and merges DescribeTopic; group offsets live on worker 0, where every other
     worker relays the requests on them. A worker's own listener (what the others relay to) does the same."""
     name = "n-" + uuid.uuid4().hex[:8]
-    owners = [Share(2).owner(name, p) for p in range(PARTITIONS)]
+    owners = [partition_leader(name, p, 2) for p in range(PARTITIONS)]
     theirs = owners.index(1)
     with NativeClient(*gw.native) as c, NativeClient(*gw.native) as waiter:
         c.create_topic(name, PARTITIONS)
@@ -479,7 +480,7 @@ def test_the_supervisors_console_shows_every_workers_partitions_groups_and_recor
     """The console on the supervisor's admin port: topics with each worker's partitions, worker 0's groups with
     the lag of worker 1's partitions too, rates added up, and the message browser asking the partition's owner."""
     name, group = "console-" + uuid.uuid4().hex[:8], "cg-" + uuid.uuid4().hex[:6]
-    owners = [Share(2).owner(name, p) for p in range(PARTITIONS)]
+    owners = [partition_leader(name, p, 2) for p in range(PARTITIONS)]
     with NativeClient(*gw.native) as c:
         c.create_topic(name, PARTITIONS)
         for p in range(PARTITIONS):
@@ -518,7 +519,7 @@ def test_the_supervisors_console_in_headless_chromium(gw, chromium):
     from selenium.webdriver.support.ui import WebDriverWait
 
     name, group = "web-" + uuid.uuid4().hex[:8], "wg-" + uuid.uuid4().hex[:6]
-    owners = [Share(2).owner(name, p) for p in range(PARTITIONS)]
+    owners = [partition_leader(name, p, 2) for p in range(PARTITIONS)]
     with NativeClient(*gw.native) as c:
         c.create_topic(name, PARTITIONS)
         for p in range(PARTITIONS):
@@ -568,7 +569,7 @@ def test_the_supervisors_console_acts_through_worker_0(gw):
             return exc.code, json.load(exc)
 
     assert act({"CreateTopic": {"topic": name, "partitions": PARTITIONS}}) == (200, {"CreateTopic": {"created": True}})
-    theirs = [Share(2).owner(name, p) for p in range(PARTITIONS)].index(1)
+    theirs = [partition_leader(name, p, 2) for p in range(PARTITIONS)].index(1)
     status, answer = act({"Produce": {"topic": name, "partition": theirs, "records": [list(b"to worker 1")]}})
     assert (status, answer) == (200, {"Produce": {"offsets": [0]}})
     with NativeClient(*gw.native) as c:
@@ -592,7 +593,7 @@ def test_native_group_admin_sees_every_workers_partitions(gw):
     """Worker 0 keeps the committed offsets; the log bounds of worker 1's partitions, which a group description
     and a reset need, are asked of worker 1, and so is the offset of a timestamp there (its segments)."""
     name, group = "g-" + uuid.uuid4().hex[:8], "ga-" + uuid.uuid4().hex[:6]
-    owners = [Share(2).owner(name, p) for p in range(PARTITIONS)]
+    owners = [partition_leader(name, p, 2) for p in range(PARTITIONS)]
     mine, theirs = owners.index(0), owners.index(1)
     with NativeClient(*gw.native) as c:
         c.create_topic(name, PARTITIONS)
@@ -630,7 +631,7 @@ def test_tank_requests_spanning_workers_are_split_relayed_and_merged(gw):
     split by owner and the answers merged; a long-poll over both parks at both and is answered by the first append,
     wherever it lands; DiscoverPartitions asks the owner. A worker's own listener relays the same way."""
     name = "tk-" + uuid.uuid4().hex[:8]
-    owners = [Share(2).owner(name, p) for p in range(PARTITIONS)]
+    owners = [partition_leader(name, p, 2) for p in range(PARTITIONS)]
     mine, theirs = owners.index(0), owners.index(1)
     everything = {name: [(p, 1, 1 << 20) for p in range(PARTITIONS)]}
     with TankClient(*gw.addresses["tank"]) as c, TankClient(*gw.addresses["tank"]) as waiter:
@@ -675,7 +676,7 @@ def test_a_split_consume_past_the_parked_limit_gets_every_owners_watermark_at_on
     gw = GatewayProcess(str(tmp_path / "data"), "workers=2", "log_level=ERROR", "listeners.tank.enabled=true")
     try:
         name = "pk-" + uuid.uuid4().hex[:8]
-        owners = [Share(2).owner(name, p) for p in range(PARTITIONS)]
+        owners = [partition_leader(name, p, 2) for p in range(PARTITIONS)]
         mine, theirs = owners.index(0), owners.index(1)
         with TankClient(*gw.addresses["tank"]) as c:
             assert c.create_topic(name, PARTITIONS) == 0
@@ -700,7 +701,7 @@ def test_with_a_native_token_the_workers_relay_with_it(tmp_path):
     gw = GatewayProcess(str(tmp_path / "data"), "workers=2", "log_level=ERROR", "auth.native_token=s3cret")
     try:
         name = "au-" + uuid.uuid4().hex[:8]
-        owners = [Share(2).owner(name, p) for p in range(PARTITIONS)]
+        owners = [partition_leader(name, p, 2) for p in range(PARTITIONS)]
         mine, theirs = owners.index(0), owners.index(1)
         for via in ("native.0", "native.1"):
             with NativeClient(*gw.addresses[via], token="s3cret") as c:
@@ -782,7 +783,7 @@ def test_relays_reach_tls_listeners_and_stay_outside_the_client_limits(tmp_path)
                         "listeners.tank.tls=true", "limits.max_connections_per_ip=4")
     try:
         name = "rl-" + uuid.uuid4().hex[:8]
-        owners = [Share(2).owner(name, p) for p in range(PARTITIONS)]
+        owners = [partition_leader(name, p, 2) for p in range(PARTITIONS)]
         mine, theirs = owners.index(0), owners.index(1)
         with TankClient(*gw.addresses["tank.0"], ssl_context=tls, server_hostname="localhost") as c:
             assert c.create_topic(name, PARTITIONS) == 0
@@ -834,7 +835,7 @@ def test_transactions_span_both_workers_partitions(gw):
     transaction in every partition, so read_committed sees the committed records only, and the consumer offsets
     sent in a transaction are committed with it."""
     topic = kafka_topic(gw)
-    owners = [Share(2).owner(topic, p) for p in range(PARTITIONS)]
+    owners = [partition_leader(topic, p, 2) for p in range(PARTITIONS)]
     assert set(owners) == {0, 1}
     producer = _txn_producer(gw, "tx-" + uuid.uuid4().hex[:6])
     producer.begin_transaction()
@@ -1087,7 +1088,7 @@ def test_a_dead_worker_is_started_again_on_its_ports_with_its_data(tmp_path):
                         "worker_handover=false")
     try:
         name = "r-" + uuid.uuid4().hex[:8]
-        theirs = [Share(2).owner(name, p) for p in range(PARTITIONS)].index(1)
+        theirs = [partition_leader(name, p, 2) for p in range(PARTITIONS)].index(1)
         with NativeClient(*gw.addresses["native.0"]) as c:  # worker 0's own listener: it relays to worker 1
             c.create_topic(name, PARTITIONS)
             assert c.produce(name, theirs, [b"before"]) == [0]
@@ -1139,7 +1140,7 @@ def test_a_hung_worker_is_killed_by_the_watchdog_and_started_again(tmp_path):
                             "worker_handover=false", stderr=log)
     try:
         name = "w-" + uuid.uuid4().hex[:8]
-        owners = [Share(2).owner(name, p) for p in range(PARTITIONS)]
+        owners = [partition_leader(name, p, 2) for p in range(PARTITIONS)]
         ours, theirs = owners.index(0), owners.index(1)
         with NativeClient(*gw.addresses["native.0"]) as c:
             c.create_topic(name, PARTITIONS)
@@ -1184,7 +1185,7 @@ def test_nothing_acknowledged_through_any_worker_is_lost_to_a_power_cut(powerfs)
         with NativeClient(*gw.addresses["native.0"]) as zero, NativeClient(*gw.addresses["native.1"]) as one:
             assert zero.create_topic(name, 2)
             assert one.create_partitions(name, PARTITIONS) == PARTITIONS
-        assert sorted(Share(2).owner(name, p) for p in range(PARTITIONS)) == [0, 0, 1, 1]
+        assert sorted(partition_leader(name, p, 2) for p in range(PARTITIONS)) == [0, 0, 1, 1]
         with NativeClient(*gw.addresses["native"]) as shared:
             for p in range(PARTITIONS):
                 for i in range(3):
@@ -1230,7 +1231,7 @@ def test_a_committed_transaction_across_workers_survives_a_power_cut(powerfs):
     gw = GatewayProcess(data, *settings)
     try:
         topic = kafka_topic(gw)
-        assert {Share(2).owner(topic, p) for p in range(PARTITIONS)} == {0, 1}
+        assert {partition_leader(topic, p, 2) for p in range(PARTITIONS)} == {0, 1}
         producer = _txn_producer(gw, "cut-tx-" + uuid.uuid4().hex[:6])
         group = Consumer({"bootstrap.servers": bootstrap(gw), "group.id": "cut-txn-g", "enable.auto.commit": False})
         producer.begin_transaction()

@@ -17,7 +17,7 @@ from logway.clients.native import NativeClient
 from logway.codecs import native as nv
 from logway.codecs.kafka.api import acls as ACL
 from logway.codecs.kafka.error_codes import ErrorCode as E
-from logway.storage.engine import Share
+from logway.gateway.cluster.ownership import partition_leader
 
 pytestmark = pytest.mark.slow
 
@@ -35,7 +35,7 @@ def test_every_worker_enforces_the_acls_worker_0_keeps(tmp_path):
                         "auth.super_users=User:root", "worker_refresh_ms=100")
     try:
         name = "ws-" + uuid.uuid4().hex[:8]
-        owners = [Share(2).owner(name, p) for p in range(4)]
+        owners = [partition_leader(name, p, 2) for p in range(4)]
         mine, theirs = owners.index(0), owners.index(1)
         with NativeClient(*gw.addresses["native.1"], user="root", password="root-pw") as c:  # a change at worker 1:
             c.create_topic(name, 4)                                                          # relayed to worker 0

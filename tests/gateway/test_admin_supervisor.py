@@ -17,9 +17,9 @@ from logway.bench.launcher import GatewayProcess
 from logway.clients.native import NativeClient
 from logway.clients.tank import TankClient
 from logway.gateway.admin.supervisor import SupervisorAdmin, WorkerView, merge_expositions
+from logway.gateway.cluster.ownership import partition_leader
 from logway.gateway.config import TlsSettings
 from logway.gateway.tls import server_ssl_context
-from logway.storage.engine import Share
 
 from ..certs import self_signed
 
@@ -220,7 +220,7 @@ def test_the_console_endpoints_say_which_worker_did_not_answer(worker):
         assert [(p["partition"], p["worker"]) for p in halves["partitions"]] == [(0, 1), (1, 1)]
         status, body = _get(admin.address, "/api/groups")
         assert status == 503 and orjson.loads(body) == {"error": "worker 0 (the group coordinator) did not answer"}
-        on_dead = Share(2).owner("halves", 0) == 0
+        on_dead = partition_leader("halves", 0, 2) == 0
         status, body = _get(admin.address, f"/api/topics/halves/partitions/{0 if on_dead else 1}/messages")
         assert status == 503 and orjson.loads(body) == {"error": "worker 0, the partition's owner, did not answer"}
         status, body = _get(admin.address, "/api/rates")

@@ -1,4 +1,4 @@
-"""The relays of logway.gateway.forwarding against real relay sockets (abstract Unix-domain sockets, as the workers
+"""The relays of logway.gateway.cluster.forwarding against real relay sockets (abstract Unix-domain sockets, as the workers
 use): native answers relayed byte for byte,
 internal connections pooled and reused, an idle one the owner closed dropped before use, a cancelled request's
 connection never reused, an owner that cannot be reached or hangs up answered with the native `storage error:
@@ -18,8 +18,8 @@ from logway.codecs.native import (CLOSED, NEED_DATA, ErrorResponse, FetchRequest
 from logway.codecs.records import Record
 from logway.codecs.tank import StatusRequest, StatusResponse, TankServerConnection
 from logway.codecs.tank.messages import PingEvent
-from logway.gateway.forwarding import NativeForwarder, TankForwarder, Unreachable
-from logway.gateway.relays import bind_relay, relay_address
+from logway.gateway.cluster.forwarding import NativeForwarder, TankForwarder, Unreachable
+from logway.gateway.cluster.relays import bind_relay, relay_address
 
 from ..conftest import until
 from ..other_user import CAN_SWITCH, WHY_NOT, OtherUser

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import trio
 
+from logway.gateway.cluster.ownership import Ownership, leaders
 from logway.gateway.durability import Flush, GroupCommitter
 from logway.gateway.formats import STORAGE_FORMATS
 from logway.gateway.notify import AppendNotifier
@@ -282,8 +283,8 @@ class Pair:
         from logway.storage.engine import Share
 
         data = str(path / "data")
-        self.supervisor = LogEngine(data, STORAGE_FORMATS, share=Share(2))
-        self.engines = [LogEngine(data, STORAGE_FORMATS, share=Share(2, i, self.supervisor.clean_start))
+        self.supervisor = LogEngine(data, STORAGE_FORMATS, share=Share(2, leaders(2)))
+        self.engines = [LogEngine(data, STORAGE_FORMATS, share=Share(2, leaders(2), i, self.supervisor.clean_start))
                         for i in range(2)]
         self.steps = [Steps(e, AppendNotifier(), GroupCommitter(), Flush.NONE) for e in self.engines]
         self.coords = [TransactionCoordinator(e, s, max_timeout_ms=60_000, check_interval_ms=10, clock=Clock())
@@ -292,8 +293,8 @@ class Pair:
         self.queries = 0
         self.before_answer = None  # an awaitable to run between the coordinator's answer and its arrival
         for i, coord in enumerate(self.coords):
-            coord.peers = Peers(i, Share(2).owner, self._end, self._query)
-        self.owner = Share(2).owner
+            coord.peers = Peers(i, Ownership(0, 2).leader, self._end, self._query)
+        self.owner = Ownership(0, 2).leader
 
     async def _end(self, worker, producer_id, epoch, committed, partitions):
         if worker in self.down:
@@ -421,11 +422,9 @@ def test_an_owners_start_leaves_open_transactions_to_the_coordinator(pair, tmp_p
 
     ids = trio.run(begin)
     # worker 1 starts again over the same partitions (a new coordinator over its engine, knowing no transaction)
-    from logway.storage.engine import Share
-
     p1 = pair.partitions(1)[0]
     reopened = TransactionCoordinator(pair.engines[1], pair.steps[1], max_timeout_ms=60_000, check_interval_ms=10)
-    reopened.peers = Peers(1, Share(2).owner, pair._end, pair._query)
+    reopened.peers = Peers(1, Ownership(0, 2).leader, pair._end, pair._query)
     assert reopened.recover() == {"completed": 0, "orphans": 0}
     plog = pair.engines[1].partition("t", p1)
     assert plog.txns.open_transactions()  # left open: the coordinator decides

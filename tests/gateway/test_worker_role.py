@@ -10,9 +10,10 @@ import socket
 
 import trio
 
+from logway.gateway.cluster.ownership import leaders
+from logway.gateway.cluster.workers import WorkerRole
 from logway.gateway.formats import STORAGE_FORMATS
 from logway.gateway.server import Gateway
-from logway.gateway.workers import WorkerRole
 from logway.storage import LogEngine
 from logway.storage.engine import Share
 
@@ -43,8 +44,8 @@ async def test_a_topic_change_made_while_a_worker_starts_is_seen_once_it_joined(
     supervisor counts worker 1 among those it tells of changes (it has not sent it the brokers yet): no `refresh`
     message will come for it, and the periodic look is 10 minutes away — the look at the join finds it."""
     data = str(tmp_path / "data")
-    supervisor_engine = LogEngine(data, STORAGE_FORMATS, share=Share(2))
-    zero = LogEngine(data, STORAGE_FORMATS, share=Share(2, 0, supervisor_engine.clean_start))
+    supervisor_engine = LogEngine(data, STORAGE_FORMATS, share=Share(2, leaders(2)))
+    zero = LogEngine(data, STORAGE_FORMATS, share=Share(2, leaders(2), 0, supervisor_engine.clean_start))
     zero.create_topic("grown", 2)
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     role = WorkerRole(1, 2, supervisor_engine.clean_start, control_fd=theirs.detach())

@@ -21,7 +21,8 @@ and the connection must have authenticated within `limits.auth_timeout_ms` of it
 Client quotas (`quotas.KafkaQuotas`): each answer is charged to the connection's user and client id; one past a
 quota carries `throttle_time_ms`, and the connection's next request waits that long.
 
-In a worker process (`workers: N` > 1) the broker is node i of N brokers (`cluster.KafkaCluster`).
+One member of a cluster (`workers: N` > 1: `Context.cluster`), the broker is node i of N brokers
+(`routing.KafkaRouting`).
 """
 
 from __future__ import annotations
@@ -39,9 +40,9 @@ from ...pump import Close, Park, Session
 from ...security import user_principal
 from ..base import INFO, WARNING, Protocol
 from .broker import SERVED_BY_WORKERS, KafkaBroker
-from .cluster import KafkaCluster
 from .coordinator import GroupCoordinator
 from .quotas import KafkaQuotas
+from .routing import KafkaRouting
 from .sasl import PRE_AUTH_API_KEYS, KafkaSasl, mechanisms
 
 log = logging.getLogger("logway.gateway.kafka")
@@ -53,21 +54,21 @@ class KafkaProtocol(Protocol):
     name = "kafka"
     data_requests = frozenset({"Produce", "Fetch"})
 
-    def __init__(self, gateway) -> None:
-        super().__init__(gateway)
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
         kc = self.config.kafka
         self.coordinator = GroupCoordinator(initial_rebalance_delay_ms=kc.group_initial_rebalance_delay_ms,
                                             min_session_timeout_ms=kc.group_min_session_timeout_ms,
                                             max_session_timeout_ms=kc.group_max_session_timeout_ms)
         listener = self.config.listeners[self.name]
         self.broker = KafkaBroker(self.steps, self.config, self.coordinator, (listener.host, listener.port),
-                                  gateway.transactions, gateway.security)
-        worker = getattr(gateway, "worker", None)
-        if worker is not None:  # one of several workers: node `worker.index` of a cluster
-            self.broker.cluster = KafkaCluster(worker)
-            self.broker.node_id = worker.index
+                                  ctx.transactions, ctx.security)
+        cluster = ctx.cluster
+        if cluster is not None:  # one member of several: node `cluster.me` of a cluster of brokers
+            self.broker.cluster = KafkaRouting(cluster)
+            self.broker.node_id = cluster.me
             self.broker.served = SERVED_BY_WORKERS
-            worker.on_topic_gone.append(self.broker.producers.forget)
+            cluster.on_topic_gone.append(self.broker.producers.forget)
         #: Every group of every type, as the operator's tools read them (`group_types.GroupDirectory.views`).
         self.groups = self.broker.groups
 
@@ -110,7 +111,7 @@ class KafkaSession(Session):
     def __init__(self, conn, codec: KafkaServerConnection, protocol: KafkaProtocol) -> None:
         super().__init__(conn, codec)
         self.broker = protocol.broker
-        security = protocol.gateway.security
+        security = protocol.ctx.security
         self.sasl = KafkaSasl(protocol.config.auth, security.users, conn.peer)
         self.quota = KafkaQuotas(security.quotas, conn)
         conn.principal = conn.principal or protocol.config.listeners[protocol.name].principal

@@ -4,7 +4,7 @@ authorization layer, `authz.KafkaAuthz`, every request goes through first) and t
 Each API lives in the module of its family (`records`, `offsets`, `groups`, `admin`, `transactions`) as
 `async def api(broker, body, version, conn)`.
 
-With several worker processes (`workers: N`), `cluster` (`cluster.KafkaCluster`) makes this broker node i of N:
+As one member of a cluster (`workers: N`), `cluster` (`routing.KafkaRouting`) makes this broker node i of N:
 it routes each request before the API modules see it. With one, `cluster` is None and nothing changes."""
 
 from __future__ import annotations
@@ -25,17 +25,9 @@ from logway.codecs.kafka.api.registry import advertised
 from logway.codecs.kafka.api.sasl import SASL_AUTHENTICATE_KEY, SASL_HANDSHAKE_KEY
 from logway.codecs.kafka.api import transactions as X
 
-from ...security import Security
-from ...steps import Steps
-from ...transactions import TransactionCoordinator
 from . import (admin, configs, consumer_groups, group_admin, groups, offsets, records, security, share_groups,
                transactions)
-from .authz import KafkaAuthz
-from .consumer_coordinator import ConsumerCoordinator
-from .coordinator import GroupCoordinator
-from .group_types import CLASSIC, CONSUMER, SHARE, GroupDirectory
-from .share_coordinator import ShareCoordinator
-from .producers import ProducerStates
+from .state import BrokerState
 from .topic_ids import name_topics
 
 #: api key -> handler, for every API but the two SASL ones (the session answers those).
@@ -89,46 +81,11 @@ SERVED = advertised(set(HANDLERS) | {SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY})
 SERVED_BY_WORKERS = advertised(set(SERVED) - share_groups.SHARE_KEYS)
 
 
-class KafkaBroker:
-    #: This broker's node id: the controller, every partition's leader, every group's coordinator (one worker).
-    node_id = 0
-    #: Several workers: this broker's routing as node `cluster.node_id` (set by the Kafka protocol).
-    cluster = None
+class KafkaBroker(BrokerState):
+    """A Kafka broker: its state (`state.BrokerState`) and the dispatch of each request to its API module."""
+
     #: The api keys and versions it advertises (`SERVED_BY_WORKERS` once it is one of several workers).
     served = SERVED
-
-    def __init__(self, steps: Steps, config, coordinator: GroupCoordinator, advertised: tuple[str, int],
-                 transactions: TransactionCoordinator, security: Security) -> None:
-        self.steps = steps
-        self.engine = steps.engine
-        self.config = config
-        self.coordinator = coordinator
-        self.advertised = advertised
-        self.producers = ProducerStates(config.kafka.producer_id_expiration_ms)
-        self.transactions = transactions
-        kc = config.kafka
-        #: KIP-848 consumer groups (the classic ones are `coordinator`'s).
-        self.consumer_groups = ConsumerCoordinator(
-            self._topic_ids, session_timeout_ms=kc.group_consumer_session_timeout_ms,
-            heartbeat_interval_ms=kc.group_consumer_heartbeat_interval_ms,
-            assignors=tuple(a.strip() for a in kc.group_consumer_assignors.split(",")))
-        #: KIP-932 share groups, their state in the engine's share-state store.
-        self.share_groups = ShareCoordinator(
-            self._topic_ids, self.engine.share_state, steps.in_thread,
-            session_timeout_ms=kc.group_share_session_timeout_ms,
-            heartbeat_interval_ms=kc.group_share_heartbeat_interval_ms,
-            lock_duration_ms=kc.group_share_record_lock_duration_ms,
-            delivery_count_limit=kc.group_share_delivery_count_limit,
-            max_record_locks=kc.group_share_partition_max_record_locks, auto_offset_reset=kc.share_auto_offset_reset)
-        self.security = security
-        self.authz = KafkaAuthz(security.authorizer, self.engine)
-        #: Every group of every type (one namespace of group ids).
-        self.groups = GroupDirectory(**{CLASSIC: coordinator, CONSUMER: self.consumer_groups,
-                                        SHARE: self.share_groups})
-
-    def _topic_ids(self) -> dict:
-        """Every topic now: name -> (topic id, partition count) (what consumer group assignments are made of)."""
-        return {t.name: (t.topic_id, len(t.partitions)) for t in self.engine.topics_by_name.values()}
 
     async def handle(self, request, conn):
         """The response body for a request (None: no response, a Produce with acks=0): what the connection's

@@ -6,7 +6,7 @@ valid JSON or not a known request gets an `Error` answer and the connection stay
 length exceeds `limits.max_frame_bytes` gets `max frame size exceeded` and the connection is closed, since the
 stream cannot be resynchronised.
 
-The internal requests of `txn_peers.py` (transactions across `workers: N`) are served on a worker's relay socket
+The internal requests of `cluster/txn_peers.py` (transactions across `workers: N`) are served on a worker's relay socket
 only; on a client's connection they are unknown request types, as in the codec.
 
 With `auth.native_login` (or the legacy `auth.native_token`) set, the first request must be `Auth`: a user and
@@ -37,13 +37,11 @@ from logway.codecs.native import (AuthRequest, AuthResponse, ErrorResponse, Fetc
 from logway.codecs.scram import MECHANISMS as SCRAM_MECHANISMS
 from logway.codecs.scram import ScramError
 
-from ...forwarding import NativeForwarder
-from ...handover import HandOvers
 from ...pump import Close, Park, Session
 from ...security import TOKEN_PRINCIPAL, listener_requires_login, user_principal
 from ...security.quotas import ConnectionQuota
-from ...txn_peers import INTERNAL_REQUESTS
-from ...txn_peers import serve as serve_internal
+from ...cluster.txn_peers import INTERNAL_REQUESTS
+from ...cluster.txn_peers import serve as serve_internal
 from ..base import INFO, Protocol
 from .authz import NativeAuthz
 from .handler import NativeHandler
@@ -62,31 +60,31 @@ class NativeProtocol(Protocol):
     name = "native"
     data_requests = frozenset({"Produce", "Fetch"})
 
-    def __init__(self, gateway) -> None:
-        super().__init__(gateway)
-        # With workers: N, every worker relays requests for the others' partitions to their owner, and those on
-        # committed offsets and groups to worker 0 (`forwarding.py`), and looks up topics another one may have just
-        # created before refusing a request naming one.
-        worker = gateway.worker
-        several = worker is not None and worker.count > 1
-        forward = (NativeForwarder(lambda: worker.natives, self.config.limits.max_frame_bytes,
-                                   self.config.auth.native_token) if several else None)
-        look_up = None if worker is None else (lambda names: worker.look_up_unknown(gateway.engine, names))
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        # One member of several (`ctx.cluster`): requests for the others' partitions are relayed to their leader,
+        # and those on committed offsets and groups to the coordinator (`cluster/forwarding.py`); topics another
+        # member may have just created are looked up before a request naming one is refused.
+        cluster = ctx.cluster
+        forward = look_up = offsets_owner = None
+        if cluster is not None:
+            forward = cluster.native_forwarder()
+            look_up = cluster.look_up_unknown
+            if cluster.several and not cluster.is_coordinator:
+                offsets_owner = cluster.coordinator()
+            max_frame = self.config.limits.max_frame_bytes
+            # one-partition connections go to their leader (`cluster/handover.py`)
+            self.hand_over = cluster.hand_overs(self.name, NativeConnection("client", max_frame=max_frame).send,
+                                                4 + max_frame)  # (the u32 length, then the JSON)
         # The Kafka groups (every type), looked up per request (protocols are all made before any listener starts):
         # membership for the group admin requests, None without a Kafka listener.
-        self.handler = NativeHandler(self.steps, self.config, lambda: getattr(gateway.protocols.get("kafka"),
+        self.handler = NativeHandler(self.steps, self.config, lambda: getattr(ctx.protocols.get("kafka"),
                                                                               "groups", None), forward, look_up,
-                                     offsets_owner=0 if several and worker.index else None,
-                                     security_admin=gateway.security.admin)
+                                     offsets_owner=offsets_owner, security_admin=ctx.security.admin)
         self.token = self.config.auth.native_token
         self.login_required = listener_requires_login(self.config, self.name)
-        self.users = gateway.security.users
-        self.authz = NativeAuthz(gateway.security.authorizer, gateway.engine)
-        if several and self.config.worker_handover:  # one-partition connections go to their owner (`handover.py`)
-            max_frame = self.config.limits.max_frame_bytes
-            self.hand_over = HandOvers(self.name, lambda: worker.handovers,
-                                       NativeConnection("client", max_frame=max_frame).send,
-                                       4 + max_frame)  # (the u32 length, then the JSON)
+        self.users = ctx.security.users
+        self.authz = NativeAuthz(ctx.security.authorizer, ctx.engine)
 
     def codec(self) -> NativeConnection:
         return NativeConnection("server", max_frame=self.config.limits.max_frame_bytes)
@@ -122,7 +120,7 @@ class NativeSession(Session):
         self.authenticated = not protocol.login_required or bool(conn.principal) or conn.internal
         self.logged_in = False  # as a user or with the token (not merely the listener's principal)
         self._scram = None  # a SCRAM login under way
-        self.quota = ConnectionQuota(protocol.gateway.security.quotas, conn)
+        self.quota = ConnectionQuota(protocol.ctx.security.quotas, conn)
         conn.principal = conn.principal or protocol.config.listeners[protocol.name].principal
         self._max_frame = codec.max_frame
         if not self.authenticated:  # nothing but a small Auth until it has
@@ -197,10 +195,10 @@ class NativeSession(Session):
         if not self.authenticated or self._scram is not None:
             log.info("%s: closing: %s before Auth", self.conn.peer, type(event).__name__)
             return Close(ErrorResponse("authentication required: log in with Auth first"))
-        if type(event) in INTERNAL_REQUESTS:  # the other workers' (`txn_peers.py`), on a relay socket only
+        if type(event) in INTERNAL_REQUESTS:  # the other workers' (`cluster/txn_peers.py`), on a relay socket only
             if not self.conn.internal:
                 return ErrorResponse(f"unknown request type: {INTERNAL_REQUESTS[type(event)]}")
-            return await serve_internal(self.protocol.gateway.transactions, event)
+            return await serve_internal(self.protocol.ctx.transactions, event)
         quota = self.quota
         if not quota.quotas.active:  # (no quota set: nothing to measure)
             return await self.protocol.handle_as(event, self.conn)

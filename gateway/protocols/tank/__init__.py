@@ -8,7 +8,7 @@ close the connection, as TANK does. TANK has no authentication request: a connec
 certificate's (mutual TLS) or its listener's (`listeners.tank.principal`), and every request is authorized for it
 (`authz.TankAuthz`) and charged to its client quotas (`security.quotas`: an answer past one is delayed). With
 `workers: N`, a Produce or Consume wholly for another worker's partitions is answered
-`pump.HandOver`: the pump gives that worker the connection when it can (`handover.py`), else relays.
+`pump.HandOver`: the pump gives that worker the connection when it can (`cluster/handover.py`), else relays.
 """
 
 from __future__ import annotations
@@ -19,11 +19,9 @@ from time import perf_counter
 from logway.codecs.tank import (ConsumeRequest, ConsumeResponse, ProduceRequest, TankClientConnection,
                                 TankServerConnection)
 from logway.codecs.tank.connection import MAX_FRAME_BYTES
-from logway.codecs.tank.wire import FRAME_HEADER
 from logway.codecs.tank.messages import PingEvent
+from logway.codecs.tank.wire import FRAME_HEADER
 
-from ...forwarding import TankForwarder
-from ...handover import HandOvers
 from ...pump import HandOver, Park, Session
 from ...security.quotas import ConnectionQuota
 from ..base import INFO, Protocol
@@ -42,17 +40,17 @@ class TankProtocol(Protocol):
     max_parked = MAX_PARKED_PER_CONNECTION
     data_requests = frozenset({"Produce", "Consume"})
 
-    def __init__(self, gateway) -> None:
-        super().__init__(gateway)
-        worker = gateway.worker
-        # With workers: N, every worker relays what the others own to them (`forwarding.py`).
-        forward = TankForwarder(lambda: worker.tanks) if worker is not None and worker.count > 1 else None
-        look_up = None if worker is None else (lambda names: worker.look_up_unknown(gateway.engine, names))
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        # One member of several (`ctx.cluster`): what the others lead is relayed to them (`cluster/forwarding.py`),
+        # and one-partition connections go to their leader (`cluster/handover.py`).
+        cluster = ctx.cluster
+        forward = look_up = None
+        if cluster is not None:
+            forward, look_up = cluster.tank_forwarder(), cluster.look_up_unknown
+            self.hand_over = cluster.hand_overs(self.name, _encoded, FRAME_HEADER.size + MAX_FRAME_BYTES)
         self.handler = TankHandler(self.steps, forward, look_up)
-        self.authz = TankAuthz(gateway.security.authorizer)
-        if forward is not None and self.config.worker_handover:  # one-partition connections go to their owner
-            self.hand_over = HandOvers(self.name, lambda: worker.handovers, _encoded,
-                                       FRAME_HEADER.size + MAX_FRAME_BYTES)
+        self.authz = TankAuthz(ctx.security.authorizer)
 
     def codec(self) -> TankServerConnection:
         return TankServerConnection()
@@ -62,7 +60,7 @@ class TankProtocol(Protocol):
 
     def security_notes(self):
         lc = self.config.listeners[self.name]
-        if self.gateway.security.required and lc.tls_client_auth != "required":
+        if self.ctx.security.required and lc.tls_client_auth != "required":
             return [(INFO, f"tank listener: TANK has no login; clients without a client certificate are "
                            f"{lc.principal}, held to its ACLs")]
         return []
@@ -77,7 +75,7 @@ def _consumed(answer) -> int:
 
 
 def _encoded(request) -> bytes:
-    """A request's frame as a client sends it (`handover.py`)."""
+    """A request's frame as a client sends it (`cluster/handover.py`)."""
     return TankClientConnection().send(request)
 
 
@@ -86,7 +84,7 @@ class TankSession(Session):
         super().__init__(conn, codec)
         self.handler = protocol.handler
         self.authz = protocol.authz
-        self.quota = ConnectionQuota(protocol.gateway.security.quotas, conn)
+        self.quota = ConnectionQuota(protocol.ctx.security.quotas, conn)
         conn.principal = conn.principal or protocol.config.listeners[protocol.name].principal
 
     def greeting(self) -> list:

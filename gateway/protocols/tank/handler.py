@@ -39,7 +39,7 @@ from logway.storage.engine import ForeignPartition
 
 from ...errors import FAILURES, ErrorKind, kind_of, running_out_line
 from ...formats import TANK
-from ...forwarding import Unreachable
+from ...cluster.forwarding import Unreachable
 from ...pump import HandOver, Park
 from ...steps import Steps
 

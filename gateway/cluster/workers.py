@@ -13,7 +13,7 @@ never TLS; `forwarding.py`), and one on committed offsets or groups to worker 0 
 request is wholly another worker's to that worker, which serves it from then on (`handover.py`).
 
 - `supervise(config, argv, ready_file)`: the `logway serve` process itself when `workers` > 1. It holds the data
-  directory (a `LogEngine` with `Share(N)`: `.lock`, the clean-shutdown marker, tmp/ and trash/, no partition), binds
+  directory (a `LogEngine` with `Share(N, ...)`: `.lock`, the clean-shutdown marker, tmp/ and trash/, no partition), binds
   the shared native and TANK sockets (`entry_sockets`), starts the N workers — `python -m logway.cli serve` with the
   same arguments, plus `LOGWAY_WORKER=i/N/clean`, worker i's listeners, its shared sockets (`LOGWAY_WORKER_ENTRIES`) and
   its relay sockets and hand-over socket (`relay_sockets`, `LOGWAY_WORKER_RELAYS`: bound and held by the supervisor as
@@ -58,22 +58,19 @@ import trio
 from logway.storage import LogEngine, StorageError
 from logway.storage.engine import Share
 
-from .config import Config
-from .errors import ListenerError
-from .formats import STORAGE_FORMATS
-from .relays import HANDOVER, RELAYS_SUPPORTED, bind_relay, new_run, relay_address
+from ..config import Config
+from ..errors import ListenerError
+from ..formats import STORAGE_FORMATS
+from .membership import REFRESH_MIN, Member, Membership
+from .ownership import leaders
+from .relays import HANDOVER, RELAYS_SUPPORTED, SHARED, bind_relay, new_run, relay_address
 
 log = logging.getLogger("logway.workers")
 
-__all__ = ["WorkerRole", "supervise", "worker_overrides", "REFRESH_MIN"]
+__all__ = ["WorkerRole", "supervise", "worker_overrides"]
 
-#: A worker's on-demand look at every topic happens at most every REFRESH_MIN seconds (besides being told of each
-#: change, and looking every `worker_refresh_ms`).
-REFRESH_MIN = 0.05
 _ENV, _ENV_FD, _ENV_ENTRIES = "LOGWAY_WORKER", "LOGWAY_WORKER_FD", "LOGWAY_WORKER_ENTRIES"
 _ENV_RELAYS = "LOGWAY_WORKER_RELAYS"
-#: The listeners whose configured port every worker serves (clients that do not route by partition).
-SHARED = ("native", "tank")
 #: The listener whose configured port the supervisor serves for every worker (`admin/supervisor.py`); worker i's
 #: own is on the configured port + 1 + i.
 ADMIN = "admin"
@@ -88,18 +85,20 @@ RESTART_DELAY = 1.0
 
 # -- in a worker -------------------------------------------------------------------------------------------------
 
-class WorkerRole:
-    """What makes a gateway process worker `index` of `count` (see the module docstring)."""
+class WorkerRole(Membership):
+    """What makes a gateway process worker `index` of `count` (see the module docstring): the cluster's membership
+    source of `workers: N` — members 0..count-1, this one `index`, their addresses told by the supervisor."""
 
     def __init__(self, index: int, count: int, clean_start: bool, control_fd: int | None = None,
                  entries: dict[str, int] | None = None, relay_fds: dict[str, int] | None = None) -> None:
-        self.index = index
+        super().__init__()
+        self.index = self.me = index
         self.count = count
         #: Listener name -> the file descriptor of this worker's socket on the shared port (see `entry_sockets`).
         self.entries = dict(entries or {})
         #: Listener name -> the file descriptor of this worker's relay socket (see `relay_sockets`).
         self.relay_fds = dict(relay_fds or {})
-        self.share = Share(count, index, clean_start)
+        self.share = Share(count, leaders(count), index, clean_start)
         #: The Kafka brokers' advertised addresses by node id (= worker index); known once `join` returned.
         self.brokers: list[tuple[str, int]] = []
         #: Every worker's native and TANK relay socket by index (what the others relay to it), or None where it has
@@ -108,8 +107,6 @@ class WorkerRole:
         self.tanks: list[str | None] = []
         #: Every worker's hand-over socket by index (where the others give it connections: `handover.py`).
         self.handovers: list[str | None] = []
-        #: Called with the name of each topic another worker deleted (the Kafka producers' state forgets it).
-        self.on_topic_gone: list[Callable[[str], None]] = []
         self._fd = control_fd
         self._control: trio.SocketStream | None = None
         self._buffer = b""
@@ -244,15 +241,7 @@ class WorkerRole:
         except (StorageError, OSError) as exc:
             log.warning("worker %d: cannot read topics %s of the other workers: %s", self.index, names, exc)
             return
-        self._topics_gone(gone)
-
-    async def look_up_unknown(self, engine: LogEngine, names) -> None:
-        """`look_up` the topics of `names` — the (topic, partition) pairs a request names, partition None for a topic
-        alone — that this worker does not know, or not that partition of."""
-        topics = engine.topics_by_name
-        unknown = {t for t, p in names if t not in topics or p is not None and not 0 <= p < len(topics[t].partitions)}
-        if unknown:
-            await self.look_up(engine, unknown)
+        self.topics_gone(gone)
 
     async def refresh(self, engine: LogEngine, max_age: float = REFRESH_MIN) -> None:
         """Catch up with other workers' topic changes (`LogEngine.refresh`, in a thread), unless that was done less
@@ -272,13 +261,18 @@ class WorkerRole:
             self._refreshed_at = trio.current_time()
             self._refreshing = None
             done.set()
-        self._topics_gone(gone)
+        self.topics_gone(gone)
 
-    def _topics_gone(self, gone: list[str]) -> None:
+    def topics_gone(self, gone) -> None:
         for name in gone:
             log.info("worker %d: topic %s was deleted by another worker", self.index, name)
-            for callback in self.on_topic_gone:
-                callback(name)
+        super().topics_gone(gone)
+
+    def members(self) -> list[Member]:
+        """Every worker, once the supervisor told their addresses (`join`); before, none."""
+        count = len(self.brokers)
+        return [Member(i, self.brokers[i], _at(self.natives, i), _at(self.tanks, i), _at(self.handovers, i))
+                for i in range(count)]
 
     # -- the control socket ----------------------------------------------------------------------------------
     async def _send(self, message: dict) -> None:
@@ -297,6 +291,10 @@ class WorkerRole:
             self._buffer += data
         line, _, self._buffer = self._buffer.partition(b"\n")
         return json.loads(line)
+
+
+def _at(addresses: list, index: int):
+    return addresses[index] if index < len(addresses) else None
 
 
 # -- the supervisor ----------------------------------------------------------------------------------------------
@@ -455,7 +453,8 @@ def supervise(config: Config, argv: list[str], ready_file: str | None) -> int:
     if problem is not None:
         print(f"logway: configuration error: {problem}", file=sys.stderr)
         return 2
-    engine = LogEngine(config.data_dir, STORAGE_FORMATS, config.storage.topic_defaults, share=Share(count))
+    engine = LogEngine(config.data_dir, STORAGE_FORMATS, config.storage.topic_defaults,
+                       share=Share(count, leaders(count)))
     try:
         entries = entry_sockets(config, count)
         try:
@@ -628,10 +627,10 @@ def _start_admin(config: Config, workers: list[_Worker]):
     lc = config.listeners.get(ADMIN)
     if lc is None or not lc.enabled:
         return None
-    from .admin.supervisor import SupervisorAdmin, WorkerView
-    from .listeners import warn_if_exposed
-    from .security import authentication_required
-    from .tls import server_ssl_context
+    from ..admin.supervisor import SupervisorAdmin, WorkerView
+    from ..listeners import warn_if_exposed
+    from ..security import authentication_required
+    from ..tls import server_ssl_context
 
     def addresses() -> list:
         return [w.listening.get(ADMIN) if w.listening else None for w in list(workers)]

@@ -39,9 +39,9 @@ import trio
 
 from logway.codecs.errors import LocalProtocolError
 
-from .listeners import serve, serve_backlog
-from .pump import HandOver, Resumed
-from .reading import RECEIVE_CHUNK
+from ..listeners import serve, serve_backlog
+from ..pump import HandOver, Resumed
+from ..reading import RECEIVE_CHUNK
 from .relays import same_user, stale
 
 log = logging.getLogger("logway.gateway.handover")

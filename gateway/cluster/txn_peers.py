@@ -12,12 +12,11 @@ import trio
 
 from logway.codecs.native import ErrorResponse, TxnEndRequest, TxnQueryRequest, TxnResponse
 
-from .errors import FAILURES
-from .forwarding import NativeForwarder
-from .transactions import Peers, PeerUnavailable, TransactionCoordinator
+from ..errors import FAILURES
+from ..transactions import Peers, PeerUnavailable, TransactionCoordinator
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .workers import WorkerRole
+    from .seam import Cluster
 
 __all__ = ["make_peers", "serve", "INTERNAL_REQUESTS", "REQUEST_TIMEOUT"]
 
@@ -33,11 +32,12 @@ def _why(answer) -> str:
     return answer.message if type(answer) is ErrorResponse else f"answered {type(answer).__name__}"
 
 
-def make_peers(worker: "WorkerRole", config) -> Peers:
-    """The `Peers` of `worker`, asking the others on their native relay sockets (pooled connections of their
-    own, authenticated with `auth.native_token` as every relay is); one that has not answered in
+def make_peers(cluster: "Cluster") -> Peers:
+    """The `Peers` of this member of `cluster`, asking the others on their native relay sockets (pooled connections
+    of their own, authenticated with `auth.native_token` as every relay is); one that has not answered in
     `REQUEST_TIMEOUT` seconds counts as unavailable (the coordinator tries again later)."""
-    forwarder = NativeForwarder(lambda: worker.natives, config.limits.max_frame_bytes, config.auth.native_token)
+    forwarder = cluster.native_forwarder()
+    coordinator = cluster.coordinator()
 
     async def ask(to: int, event):
         with trio.move_on_after(REQUEST_TIMEOUT):
@@ -51,12 +51,13 @@ def make_peers(worker: "WorkerRole", config) -> Peers:
                                   f"{_why(answer)}")
 
     async def query(producer_id: int, epoch: int, topic: str, partition: int) -> str:
-        answer = await ask(0, TxnQueryRequest(producer_id, epoch, topic, partition))
+        answer = await ask(coordinator, TxnQueryRequest(producer_id, epoch, topic, partition))
         if type(answer) is not TxnResponse or answer.state == "ok":
-            raise PeerUnavailable(f"the transaction coordinator (worker 0) did not answer: {_why(answer)}")
+            raise PeerUnavailable(f"the transaction coordinator (worker {coordinator}) did not answer: "
+                                  f"{_why(answer)}")
         return answer.state
 
-    return Peers(worker.index, worker.share.owner, end, query)
+    return Peers(cluster.me, cluster.leader, end, query)
 
 
 async def serve(coordinator: TransactionCoordinator | None, event) -> TxnResponse | ErrorResponse:

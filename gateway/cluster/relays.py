@@ -21,7 +21,7 @@ import socket
 import struct
 import sys
 
-__all__ = ["relay_address", "bind_relay", "same_user", "stale", "new_run", "RELAYS_SUPPORTED", "HANDOVER"]
+__all__ = ["relay_address", "bind_relay", "same_user", "stale", "new_run", "RELAYS_SUPPORTED", "HANDOVER", "SHARED"]
 
 #: Abstract Unix-domain sockets are Linux's.
 RELAYS_SUPPORTED = sys.platform.startswith("linux")
@@ -30,6 +30,9 @@ _BACKLOG = 1024
 #: The name of each worker's hand-over socket (`handover.py`: where the others give it client connections), bound
 #: and held like its relay sockets, when the native or TANK listener is enabled.
 HANDOVER = "handover"
+#: The listeners whose configured port every worker serves, relaying what the others own (their clients do not
+#: route by partition).
+SHARED = ("native", "tank")
 
 
 def new_run() -> str:

@@ -1,6 +1,6 @@
-"""The Kafka broker as one of several worker processes (`workers: N` > 1; `logway.gateway.workers`): node i of a
-cluster of N brokers on one host, each the leader of the partitions its worker owns. Nothing here runs with one
-worker (`KafkaBroker.cluster` is None).
+"""The Kafka broker as one member of a cluster (`logway.gateway.cluster`; `workers: N` > 1 today): node i of N
+brokers, each the leader of the partitions its member leads — Kafka's answers of the cluster seam. Nothing here
+runs with one process (`KafkaBroker.cluster` is None).
 
 What changes for the clients, API by API (the rest is answered as by a single broker, for this worker's
 partitions — DescribeLogDirs, for instance):
@@ -20,7 +20,7 @@ partitions — DescribeLogDirs, for instance):
   NOT_CONTROLLER elsewhere. So do CreateAcls, DeleteAcls, AlterUserScramCredentials and AlterClientQuotas (worker 0
   writes the security store, which the others read again every `worker_refresh_ms`); they are described anywhere.
   CreateTopics and CreatePartitions work on every worker (the engine serializes topic changes across workers).
-- Transactions: node 0 is every transactional id's coordinator (`transactions.py`, `txn_peers.py`): InitProducerId
+- Transactions: node 0 is every transactional id's coordinator (`transactions.py`, `cluster/txn_peers.py`): InitProducerId
   with a transactional id, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and TxnOffsetCommit sent to another worker
   are NOT_COORDINATOR. Transactional batches go to the partitions' leaders as usual; a leader accepts them once the
   coordinator confirms the partition is in the open transaction. Without the native listener (whose relay sockets
@@ -53,15 +53,12 @@ from .groups import coordinator_answer
 from .topic_ids import BY_ID_SINCE, UNKNOWN, name_topics
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ...workers import WorkerRole
-    from .broker import KafkaBroker
+    from ...cluster.seam import Cluster
+    from .state import BrokerState
 
 log = logging.getLogger("logway.gateway.kafka")
 
-__all__ = ["KafkaCluster", "COORDINATOR", "CONTROLLER"]
-
-#: The node that coordinates every group (and would coordinate every transaction), and the controller.
-COORDINATOR = CONTROLLER = 0
+__all__ = ["KafkaRouting"]
 
 
 class _Routed:
@@ -169,42 +166,44 @@ NOT_COORDINATOR = {
 }
 
 
-class KafkaCluster:
-    """Routing for a Kafka broker that is worker `role.index` of `role.count` (see the module docstring)."""
+class KafkaRouting:
+    """Routing for a Kafka broker that is member `cluster.me` of a cluster (see the module docstring)."""
 
-    def __init__(self, role: "WorkerRole") -> None:
-        self.role = role
-        self.node_id = role.index
+    def __init__(self, cluster: "Cluster") -> None:
+        self.cluster = cluster
+        self.node_id = cluster.me
         self._refused_transactions = False
 
     def leader(self, topic: str, partition: int) -> int:
-        return self.role.share.owner(topic, partition)
+        return self.cluster.leader(topic, partition)
 
-    def brokers(self, broker: "KafkaBroker") -> list[tuple[int, str, int]]:
-        """(node id, host, port) of every worker's Kafka listener (only this one until the supervisor told)."""
-        known = self.role.brokers
-        if not known:
-            return [(self.node_id, *broker.advertised)]
-        return [(node, host, port) for node, (host, port) in enumerate(known)]
+    def brokers(self, broker: "BrokerState") -> list[tuple[int, str, int]]:
+        """(node id, host, port) of every member's Kafka listener (only this one until the others are known)."""
+        return self.cluster.brokers(broker.advertised)
 
-    async def handle(self, broker: "KafkaBroker", request, conn, handlers):
+    def _broker(self, broker: "BrokerState", node: int) -> tuple[int, str, int]:
+        """(node id, host, port) of member `node` (this one's, until the others are known)."""
+        brokers = self.brokers(broker)
+        return next((b for b in brokers if b[0] == node), brokers[0])
+
+    async def handle(self, broker: "BrokerState", request, conn, handlers):
         key, body, version = request.api_key, request.body, request.api_version
         if key in BY_ID_SINCE and version >= BY_ID_SINCE[key] and _names_unknown_id(key, body):
-            await self.role.refresh(broker.engine)  # a topic another worker created? (its id is news here)
+            await self.cluster.refresh()  # a topic another worker created? (its id is news here)
             name_topics(broker.engine, key, version, body)
         if key in ROUTED:
             return await self._routed(broker, ROUTED[key], handlers[key], request, conn)
-        if key in NOT_COORDINATOR and self.node_id != COORDINATOR:
+        if key in NOT_COORDINATOR and self.node_id != self.cluster.coordinator():
             return NOT_COORDINATOR[key](body)
         if key == O.OFFSET_COMMIT_KEY:  # a topic another worker created a moment ago?
-            await self.role.look_up_unknown(broker.engine, [(t.name, None) for t in body.topics])
-        if key in NOT_CONTROLLER and self.node_id != CONTROLLER:
+            await self.cluster.look_up_unknown([(t.name, None) for t in body.topics])
+        if key in NOT_CONTROLLER and self.node_id != self.cluster.controller:
             return NOT_CONTROLLER[key](body)
-        if key == A.DELETE_TOPICS_KEY and self.node_id != CONTROLLER:
+        if key == A.DELETE_TOPICS_KEY and self.node_id != self.cluster.controller:
             return A.DeleteTopicsResponse(throttle_time_ms=0, responses=[
                 A.DeletableTopicResult(name=name, error_code=E.NOT_CONTROLLER) for name in body.topic_names])
         if key == A.INIT_PRODUCER_ID_KEY and body.transactional_id is not None:
-            if self.node_id != COORDINATOR:
+            if self.node_id != self.cluster.coordinator():
                 return A.InitProducerIdResponse(throttle_time_ms=0, error_code=_NC, producer_id=-1, producer_epoch=-1)
             if broker.transactions.peers is None:  # no native relay sockets to reach the partitions' owners
                 if not self._refused_transactions:
@@ -216,31 +215,31 @@ class KafkaCluster:
                                                 error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1,
                                                 producer_epoch=-1)
         if key == CG.CONSUMER_GROUP_HEARTBEAT_KEY:  # subscribed topics another worker created or grew?
-            await self.role.look_up_unknown(broker.engine, [(t, None) for t in body.subscribed_topic_names or ()])
-            await self.role.refresh(broker.engine)  # (rate-limited: partitions added, regex matches)
+            await self.cluster.look_up_unknown([(t, None) for t in body.subscribed_topic_names or ()])
+            await self.cluster.refresh()  # (rate-limited: partitions added, regex matches)
         if key in (X.ADD_PARTITIONS_TO_TXN_KEY, X.TXN_OFFSET_COMMIT_KEY):  # a topic another worker just created?
-            await self.role.look_up_unknown(broker.engine, [(t.name, None) for t in body.topics])
+            await self.cluster.look_up_unknown([(t.name, None) for t in body.topics])
         if key == M.API_KEY:
-            await self.role.look_up_unknown(broker.engine, [(t.name, None) for t in body.topics or ()
-                                                            if t.name is not None])
+            await self.cluster.look_up_unknown([(t.name, None) for t in body.topics or () if t.name is not None])
             if version >= 10 and any(t.name is None for t in body.topics or ()):
-                await self.role.refresh(broker.engine, max_age=0)  # topics asked for by id: any worker's
-            await self.role.refresh(broker.engine)
+                await self.cluster.refresh(max_age=0)  # topics asked for by id: any worker's
+            await self.cluster.refresh()
             return self._metadata(broker, await handlers[key](broker, body, version, conn))
         if key == G.FIND_COORDINATOR_KEY:
             keys = body.coordinator_keys if version >= 4 else [body.key]
-            return coordinator_answer(version, body.key_type, keys, self.brokers(broker)[COORDINATOR])
+            coordinator = self._broker(broker, self.cluster.coordinator())
+            return coordinator_answer(version, body.key_type, keys, coordinator)
         if key == K.DESCRIBE_CLUSTER_KEY:
             response = await handlers[key](broker, body, version, conn)
             if response.error_code == E.NONE:
-                response.controller_id = CONTROLLER
+                response.controller_id = self.cluster.controller
                 response.brokers = [K.DescribeClusterBroker(broker_id=node, host=host, port=port, rack=None)
                                     for node, host, port in self.brokers(broker)]
             return response
         return await handlers[key](broker, body, version, conn)
 
-    def _metadata(self, broker: "KafkaBroker", response):
-        response.controller_id = CONTROLLER
+    def _metadata(self, broker: "BrokerState", response):
+        response.controller_id = self.cluster.controller
         response.brokers = [M.MetadataResponseBroker(node_id=node, host=host, port=port, rack=None)
                             for node, host, port in self.brokers(broker)]
         for topic in response.topics:
@@ -249,14 +248,14 @@ class KafkaCluster:
                 p.leader_id, p.replica_nodes, p.isr_nodes = leader, [leader], [leader]
         return response
 
-    async def _routed(self, broker: "KafkaBroker", api: _Routed, handler, request, conn):
+    async def _routed(self, broker: "BrokerState", api: _Routed, handler, request, conn):
         """Serve this worker's partitions of the request; answer the others NOT_LEADER_OR_FOLLOWER."""
         body = request.body
         engine = broker.engine
         topics = getattr(body, api.topics)
         # created or grown by another worker a moment ago?
-        await self.role.look_up_unknown(engine, [(getattr(t, api.name), getattr(p, api.index))
-                                                 for t in topics for p in getattr(t, api.parts)])
+        await self.cluster.look_up_unknown([(getattr(t, api.name), getattr(p, api.index))
+                                            for t in topics for p in getattr(t, api.parts)])
         ours, theirs = [], set()
         for t in topics:
             name = getattr(t, api.name)

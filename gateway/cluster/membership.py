@@ -1,0 +1,90 @@
+"""Membership: who the members of the cluster are, how to reach each, and how this one learns what the others changed
+in the shared catalog of topics — the one thing the rest of the cluster seam (`ownership.py`, `seam.py`) reads.
+
+A membership source subclasses `Membership`. Today's is the supervisor's workers (`workers.WorkerRole`: members
+0..N-1 of one host, told by the supervisor over a control socket); a second source — leases in a shared database,
+each live gateway a member (issue 36) — is another subclass: it keeps `members()` current, catches up with the
+catalog (`look_up`, `refresh`) and calls `on_topic_gone`; ownership, routing and the protocols do not change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from .ownership import Ownership
+
+__all__ = ["Member", "Membership", "REFRESH_MIN"]
+
+#: An on-demand look at every topic happens at most every REFRESH_MIN seconds (besides being told of each change,
+#: and a look every `worker_refresh_ms`).
+REFRESH_MIN = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """One member: its id (Kafka's node id), its Kafka listener's advertised address, and the sockets where the
+    others relay native and TANK requests to it and hand it connections (None where it has none)."""
+
+    id: int
+    kafka: tuple[str, int] | None = None
+    native_relay: str | None = None
+    tank_relay: str | None = None
+    handover: str | None = None
+
+
+class Membership:
+    """A source of members (see the module docstring). `me` is this member's id, `count` how many members the
+    ownership spreads partitions over. The gateway runs it (`join` once its listeners are bound, `run` for its life);
+    a source over local processes may also hand storage a directory `share` and listening sockets (`entries`,
+    `relay_fds`: listener name -> file descriptor)."""
+
+    me: int
+    count: int
+    share = None
+    entries: dict[str, int] = {}
+    relay_fds: dict[str, int] = {}
+
+    def __init__(self) -> None:
+        #: Called with the name of each topic another member deleted (the Kafka producers' state forgets it).
+        self.on_topic_gone: list[Callable[[str], None]] = []
+
+    @property
+    def ownership(self) -> Ownership:
+        return Ownership(self.me, self.count)
+
+    async def join(self, gateway) -> None:
+        """Learn the other members, once this gateway's listeners are bound (its addresses are known)."""
+
+    async def run(self, gateway) -> None:
+        """Background work for the gateway's life (keeping the membership current)."""
+
+    def members(self) -> list[Member]:
+        """Every member by id (only this one, or none, until the others are known)."""
+        raise NotImplementedError
+
+    def addresses(self, kind: str) -> list[str | None]:
+        """Every member's socket of `kind` ("native_relay", "tank_relay", "handover") by id."""
+        return [getattr(member, kind) for member in self.members()]
+
+    async def look_up(self, engine, names: Iterable[str]) -> None:
+        """Read the named topics of the shared catalog again now (a request named them: another member may have
+        created, grown or deleted them a moment ago)."""
+        raise NotImplementedError
+
+    async def refresh(self, engine, max_age: float = REFRESH_MIN) -> None:
+        """Catch up with every topic the others changed, unless done less than `max_age` seconds ago."""
+        raise NotImplementedError
+
+    async def look_up_unknown(self, engine, names) -> None:
+        """`look_up` the topics of `names` — the (topic, partition) pairs a request names, partition None for a
+        topic alone — that this member does not know, or not that partition of."""
+        topics = engine.topics_by_name
+        unknown = {t for t, p in names if t not in topics or p is not None and not 0 <= p < len(topics[t].partitions)}
+        if unknown:
+            await self.look_up(engine, unknown)
+
+    def topics_gone(self, gone: Iterable[str]) -> None:
+        for name in gone:
+            for callback in self.on_topic_gone:
+                callback(name)
