@@ -139,7 +139,7 @@ def test_reads_need_sync_hides_appends_until_synced(tmp_path):
     hw, segment, size = plog.watermark()
     plog.sync()
     assert plog.high_watermark == 3 and [r.offset for r in values(plog)] == [0, 1, 2]
-    assert plog.watermark()[1] is segment and plog.watermark()[2] > size
+    assert plog.watermark()[1] == segment and plog.watermark()[2] > size
     while len(plog.segments) == 1:  # roll, unsynced: the new segment stays invisible, the old one readable
         plog.append(batch(5, size=200))
     assert plog.read(plog.segments[-1].base_offset, 1) is None

@@ -100,7 +100,7 @@ class KafkaBroker:
     def __init__(self, steps: Steps, config, coordinator: GroupCoordinator, advertised: tuple[str, int],
                  transactions: TransactionCoordinator, security: Security) -> None:
         self.steps = steps
-        self.engine = steps.engine
+        self.engine = steps.engine  # (the workers' routing, `cluster.py`, looks topics up there)
         self.config = config
         self.coordinator = coordinator
         self.advertised = advertised
@@ -114,26 +114,26 @@ class KafkaBroker:
             assignors=tuple(a.strip() for a in kc.group_consumer_assignors.split(",")))
         #: KIP-932 share groups, their state in the engine's share-state store.
         self.share_groups = ShareCoordinator(
-            self._topic_ids, self.engine.share_state, steps.in_thread,
+            self._topic_ids, steps.engine.share_state, steps.in_thread,
             session_timeout_ms=kc.group_share_session_timeout_ms,
             heartbeat_interval_ms=kc.group_share_heartbeat_interval_ms,
             lock_duration_ms=kc.group_share_record_lock_duration_ms,
             delivery_count_limit=kc.group_share_delivery_count_limit,
             max_record_locks=kc.group_share_partition_max_record_locks, auto_offset_reset=kc.share_auto_offset_reset)
         self.security = security
-        self.authz = KafkaAuthz(security.authorizer, self.engine)
+        self.authz = KafkaAuthz(security.authorizer, steps.topics)
         #: Every group of every type (one namespace of group ids).
         self.groups = GroupDirectory(**{CLASSIC: coordinator, CONSUMER: self.consumer_groups,
                                         SHARE: self.share_groups})
 
     def _topic_ids(self) -> dict:
         """Every topic now: name -> (topic id, partition count) (what consumer group assignments are made of)."""
-        return {t.name: (t.topic_id, len(t.partitions)) for t in self.engine.topics_by_name.values()}
+        return {t.name: (t.topic_id, len(t.partitions)) for t in self.steps.topics.names.values()}
 
     async def handle(self, request, conn):
         """The response body for a request (None: no response, a Produce with acks=0): what the connection's
         principal may do of it (`authz.py`: topics named, not by id, by then), served."""
-        name_topics(self.engine, request.api_key, request.api_version, request.body)  # (Produce, Fetch v13+)
+        name_topics(self.steps.topics, request.api_key, request.api_version, request.body)  # (Produce, Fetch v13+)
         return await self.authz.handle(request, conn, self._serve)
 
     async def _serve(self, request, conn):

@@ -93,7 +93,7 @@ def described_assignment(broker: "KafkaBroker", parts: Partitions) -> CG.Describ
     ShareGroupDescribe's."""
     entries = []
     for topic_id, partitions in sorted(parts.items(), key=lambda kv: kv[0].bytes):
-        topic = broker.engine.topic_by_id(topic_id)
+        topic = broker.steps.topics.topic_by_id(topic_id)
         entries.append(CG.DescribedTopicPartitions(topic_id=topic_id.bytes, topic_name=topic.name if topic else "",
                                                    partitions=sorted(partitions)))
     return CG.DescribedAssignment(topic_partitions=entries)

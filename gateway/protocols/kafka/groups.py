@@ -132,8 +132,7 @@ async def list_groups(broker: "KafkaBroker", body, version, conn):
     states = {s.lower() for s in body.states_filter} if version >= 4 else set()
     types = {t.lower() for t in body.types_filter} if version >= 5 else set()
     listed = {g.group_id: g for g in broker.groups.summaries()}
-    offsets = broker.engine.offsets
-    for group_id in offsets.groups() if offsets is not None else ():
+    for group_id in broker.steps.offset_groups():
         if group_id not in listed:
             listed[group_id] = GroupSummary(group_id, "", "Empty", CLASSIC)
     groups, room = [], MAX_LIST_GROUPS_BYTES

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 from logway.codecs.kafka.api import admin as A
 from logway.codecs.kafka.api import transactions as X
 from logway.codecs.kafka.error_codes import ErrorCode as E
-from logway.storage.offsets import MAX_METADATA_BYTES
 
 from ...errors import FAILURES
+from ...steps import MAX_METADATA_BYTES
 from ...transactions import (ConcurrentTransactions, Fenced, InvalidTimeout, InvalidTxnState, PeerUnavailable,
                              ProducerIdMismatch, TxnError)
 from .errors import error_code
@@ -51,7 +51,7 @@ async def init_producer_id(broker: "KafkaBroker", body, version, conn):
     if body.transactional_id is None:
         # An idempotent producer: a fresh id, epoch 0 — also when it names its current one (v3+): such a producer
         # bumps its epoch itself (KIP-360), and asks for a new id only to start afresh, as Kafka answers it.
-        pid = await broker.steps.in_thread(broker.engine.producer_ids.next_id)
+        pid = await broker.steps.new_producer_id()
         return answer(E.NONE, pid, 0)
     if not body.transactional_id:
         return answer(E.INVALID_REQUEST)
@@ -85,7 +85,7 @@ async def _add_partitions(broker: "KafkaBroker", tid: str, producer_id: int, epo
                           *, verify_only: bool) -> list:
     """One transaction's AddPartitionsToTxn: the results per topic. `verify_only`: answer whether each partition
     is in the open transaction (INVALID_TXN_STATE if not) without adding anything."""
-    topics = broker.engine.topics_by_name
+    topics = broker.steps.topics.names
     missing = {(t.name, p) for t in topics_asked for p in t.partitions
                if t.name not in topics or not 0 <= p < len(topics[t.name].partitions)}
     wanted = [(t.name, p) for t in topics_asked for p in t.partitions]
@@ -146,7 +146,7 @@ async def end_txn(broker: "KafkaBroker", body, version, conn):
 
 
 async def txn_offset_commit(broker: "KafkaBroker", body, version, conn):
-    topics = broker.engine.topics_by_name
+    topics = broker.steps.topics.names
     offsets = {}
     codes: dict[tuple[str, int], int] = {}
     for t in body.topics:
