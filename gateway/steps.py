@@ -107,6 +107,11 @@ class Read:
         """Bytes the answer carries (for a byte budget)."""
         return self.slice.length if self.zero_copy else len(self.data)
 
+    def head(self, n: int) -> bytes:
+        """The first `n` bytes of a zero-copy answer (from memory, or read from its file): e.g. to look at its first
+        batch's header."""
+        return self.slice.head(n)
+
 
 class Marks(NamedTuple):
     """A partition's positions at one instant (`Steps.marks`)."""

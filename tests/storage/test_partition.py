@@ -324,3 +324,30 @@ def test_a_segment_retention_deleted_is_not_kept_alive(tmp_path, synced):
     gc.collect()
     assert first() is None  # dropped: its descriptor closed, its space freed
     eng.close()
+
+
+def test_an_append_takes_the_batch_infos_its_caller_read(tmp_path):
+    """Given each batch's info (a Kafka produce's headers, parsed by its handler), an append stores what a scan
+    would have, and still validates every batch whole; infos that do not cover the data are a truncated batch."""
+    from logway.codecs.kafka.records import iter_batches, parse_header
+    from logway.storage import CorruptBatch
+
+    eng = open_engine(tmp_path)
+    plog = eng.create_topic("t", 1).partitions[0]
+    data = batch(2) + batch(3, tag="b")
+
+    def infos(buf):
+        return [(h.size, h.base_offset, h.last_offset_delta, h.max_timestamp)
+                for h in (parse_header(b) for b in iter_batches(buf))]
+
+    given, scanned = plog.append(data, infos=infos(data)), plog.append(data)
+    assert (given.base_offset, given.last_offset, scanned.base_offset, scanned.last_offset) == (0, 4, 5, 9)
+    assert all_offsets(plog) == list(range(10))
+    with pytest.raises(CorruptBatch, match="truncated"):
+        plog.append(data + batch(1)[:30], infos=infos(data))  # a partial batch the caller's parse left out
+    damaged = bytearray(data)
+    damaged[-1] ^= 0xFF
+    with pytest.raises(CorruptBatch):
+        plog.append(bytes(damaged), infos=infos(data))  # the CRC is checked all the same
+    assert plog.log_end_offset == 10
+    eng.close()

@@ -283,7 +283,7 @@ class TankHandler:
             # the bytes when the segment still holds them (a tailing consumer's batch: one small piece to send),
             # else the file range itself
             chunk = rng.data if rng.data is not None else rng
-            info = TANK.scan(memoryview(rng.head(TANK.header_size)), 0)
+            info = TANK.scan(memoryview(read.head(TANK.header_size)), 0)
             if info is not None and info[1] is not None:  # the first bundle is sparse: it names its own seq
                 return ConsumePartitionResult(partition, ConsumeFlags.SPARSE_FIRST, None, last, chunk)
             return ConsumePartitionResult(partition, ConsumeFlags.OK, rng.first_offset + 1, last, chunk)
