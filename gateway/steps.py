@@ -1,7 +1,15 @@
-"""The storage steps every protocol takes, written once.
+"""The storage steps every protocol takes, written once: the one door from a protocol handler to storage.
 
-- `append(plog, data)`: whole batches in the partition's storage format. It wakes the partition's long-polls — with
-  `flush: always` only once the sync round that covers it is done, since readers then see only synced records.
+A handler gets a partition's handle (`partition(topic, n)`, a `Partition`) and gives it back to the steps; it reads
+the handle's name and storage format, nothing else.
+- positions: `marks(plog)` (log start, last stable offset, high watermark of one instant), `log_end`,
+  `first_offset`; a reader parked at the end keeps a `Tail` (`tail(plog)`: plain numbers) and asks
+  `appended_since(plog, tail)` how many bytes became readable, from the watermarks, without reads.
+- `append(plog, data, headers=)`: whole batches in the partition's storage format; `headers` are the batches'
+  headers when the handler parsed them already (a Kafka produce, for its producers' fields): storage takes them
+  instead of scanning the batches again. It wakes the partition's long-polls — with `flush: always` only once the
+  sync round that covers it is done, since readers then see only synced records. `encoder(plog)` turns records of
+  another protocol into the partition's format (run through `convert`).
 - `make_durable(plog, since)` / `sync_offsets()`: with `flush: always`, return once a group-commit round has synced
   what was written (every waiting writer shares the round's fdatasync); `since` is the partition's `cuts` read
   before the append, so a write that a failed sync cut back is never taken as synced by a later round.
@@ -23,8 +31,16 @@
   until one of the partitions gets new visible data, then build it again — in the appending task itself, written
   at once, when the pump gave its `deliver`. Each protocol writes its answer once, as a coroutine `build(at_once)`:
   awaited by the waiting task, run to its end by `run_now` in the appending one (`at_once`: its reads never wait).
+- lookups: `record_at_timestamp(plog, ts)` (ListOffsets by time: the first record at or after `ts`, or with the
+  largest timestamp; its offset and timestamp), `offsets_for_timestamp`, `stored_tail` (the stored bytes of the
+  log's end, for the idempotent producers' rebuild), `stored_size`.
+- committed offsets: `commit_offset(s)` (durable with `flush: always`), `write_offset` + `sync_offsets`,
+  `committed`, `committed_group`, `offset_groups`, `delete_group_offsets`; `new_producer_id`.
+- topic administration: `topics`, a `topic_admin.TopicAdmin` (look up, create, delete, grow, configure, delete
+  records, disk usage).
 
-Protocol handlers call these and map failures with `logway.gateway.errors`; they never touch segments or files.
+Protocol handlers call these and map failures with `logway.gateway.errors` (`ErrorKind`); no module under
+`gateway/protocols/` imports storage (`tests/test_layering.py`), and none touches a segment or a file.
 """
 
 from __future__ import annotations
