@@ -222,8 +222,7 @@ async def _fetch_once(broker: "KafkaBroker", body, version, max_bytes, as_, comm
             if budget <= 0 and total > 0:
                 continue
             try:
-                read = await steps.read(plog, p.fetch_offset, max(budget, 1), as_, isolation,
-                                               at_once=at_once)
+                read = await steps.read(plog, p.fetch_offset, max(budget, 1), as_, isolation, at_once=at_once)
             except FAILURES as exc:  # out of range, or stored records this answer cannot be built from
                 if isinstance(exc, RecordFormatError):
                     log.warning("fetch %s-%d at %d: cannot convert the stored records: %s", t.topic,
