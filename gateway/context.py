@@ -34,9 +34,8 @@ class Context:
     """See the module docstring. Made once storage is open, before any protocol."""
 
     config: "Config"
+    #: The storage steps: the protocols' one door to storage.
     steps: "Steps"
-    #: The storage engine (the steps' own); what handlers still read of it directly is issue 35's item 2.
-    engine: Any
     memory: "MemoryBudget | None"
     turns: "Turns | None"
     security: "Security"

@@ -218,7 +218,7 @@ class Gateway:
             if self.cluster.several and native is not None and native.enabled:
                 # transactions across workers: requests to the others over their native relay sockets
                 self.transactions.peers = make_peers(self.cluster)
-        self.context = Context(cfg, self.steps, self.engine, self.memory, self.turns, self.security,
+        self.context = Context(cfg, self.steps, self.memory, self.turns, self.security,
                                self.transactions, self.metrics.protocol, self.cluster, self.protocols)
         recovered = await trio.to_thread.run_sync(self.transactions.recover)
         self.metrics.recovery = RecoverySnapshot(self.engine, {"completed": recovered["completed"],

@@ -1,7 +1,15 @@
-"""The storage steps every protocol takes, written once.
+"""The storage steps every protocol takes, written once: the one door from a protocol handler to storage.
 
-- `append(plog, data)`: whole batches in the partition's storage format. It wakes the partition's long-polls — with
-  `flush: always` only once the sync round that covers it is done, since readers then see only synced records.
+A handler gets a partition's handle (`partition(topic, n)`, a `Partition`) and gives it back to the steps; it reads
+the handle's name and storage format, nothing else.
+- positions: `marks(plog)` (log start, last stable offset, high watermark of one instant), `log_end`,
+  `first_offset`; a reader parked at the end keeps a `Tail` (`tail(plog)`: plain numbers) and asks
+  `appended_since(plog, tail)` how many bytes became readable, from the watermarks, without reads.
+- `append(plog, data, headers=)`: whole batches in the partition's storage format; `headers` are the batches'
+  headers when the handler parsed them already (a Kafka produce, for its producers' fields): storage takes them
+  instead of scanning the batches again. It wakes the partition's long-polls — with `flush: always` only once the
+  sync round that covers it is done, since readers then see only synced records. `encoder(plog)` turns records of
+  another protocol into the partition's format (run through `convert`).
 - `make_durable(plog, since)` / `sync_offsets()`: with `flush: always`, return once a group-commit round has synced
   what was written (every waiting writer shares the round's fdatasync); `since` is the partition's `cuts` read
   before the append, so a write that a failed sync cut back is never taken as synced by a later round.
@@ -23,8 +31,16 @@
   until one of the partitions gets new visible data, then build it again — in the appending task itself, written
   at once, when the pump gave its `deliver`. Each protocol writes its answer once, as a coroutine `build(at_once)`:
   awaited by the waiting task, run to its end by `run_now` in the appending one (`at_once`: its reads never wait).
+- lookups: `record_at_timestamp(plog, ts)` (ListOffsets by time: the first record at or after `ts`, or with the
+  largest timestamp; its offset and timestamp), `offsets_for_timestamp`, `stored_tail` (the stored bytes of the
+  log's end, for the idempotent producers' rebuild), `stored_size`.
+- committed offsets: `commit_offset(s)` (durable with `flush: always`), `write_offset` + `sync_offsets`,
+  `committed`, `committed_group`, `offset_groups`, `delete_group_offsets`; `new_producer_id`.
+- topic administration: `topics`, a `topic_admin.TopicAdmin` (look up, create, delete, grow, configure, delete
+  records, disk usage).
 
-Protocol handlers call these and map failures with `logway.gateway.errors`; they never touch segments or files.
+Protocol handlers call these and map failures with `logway.gateway.errors` (`ErrorKind`); no module under
+`gateway/protocols/` imports storage (`tests/test_layering.py`), and none touches a segment or a file.
 """
 
 from __future__ import annotations
@@ -32,19 +48,29 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Awaitable, Callable, Coroutine, Hashable, Iterable, TypeVar
+import time
+from typing import Any, Awaitable, Callable, Coroutine, Hashable, Iterable, Iterator, NamedTuple, Sequence, TypeVar
 
 import trio
 
+from logway.codecs.records import Record
 from logway.storage import AppendResult, LogEngine, PartitionLog, ReadSlice, ReadWouldWait
+from logway.storage.engine import ForeignPartition  # (workers: N) the one place: the cluster package will own it
+from logway.storage.offsets import MAX_METADATA_BYTES
 
 from .durability import Flush, GroupCommitter
 from .formats import ReadFormat, StorageFormat
 from .memory import give_back, reserve
 from .notify import AppendNotifier
+from .topic_admin import TopicAdmin
 from .transcoded import STEP_BYTES, TranscodedReads
 
-__all__ = ["INLINE_READ_BYTES", "Isolation", "NotNow", "Read", "Steps", "run_now"]
+__all__ = ["INLINE_READ_BYTES", "ForeignPartition", "Isolation", "MAX_METADATA_BYTES", "Marks", "NotNow",
+           "Partition", "Read", "Steps", "Tail", "run_now"]
+
+#: A partition as handlers hold it: a handle they get from `Steps.partition` and give back to the steps. Handlers
+#: read its name (`topic`, `partition`) and storage format (`fmt`), nothing else.
+Partition = PartitionLog
 
 #: Reads larger than this run in a worker thread, so a cold read from disk does not stall other connections;
 #: smaller ones run inline (a thread hop costs more than a read from the page cache).
@@ -97,6 +123,30 @@ class Read:
         """Bytes the answer carries (for a byte budget)."""
         return self.slice.length if self.zero_copy else len(self.data)
 
+    def head(self, n: int) -> bytes:
+        """The first `n` bytes of a zero-copy answer (from memory, or read from its file): e.g. to look at its first
+        batch's header."""
+        return self.slice.head(n)
+
+
+class Marks(NamedTuple):
+    """A partition's positions at one instant (`Steps.marks`)."""
+
+    #: The first offset a reader may ask for.
+    log_start: int
+    #: Where readers of committed data stop: the first offset of the oldest open transaction, else `high_watermark`.
+    last_stable: int
+    #: The end of what readers see (with `flush: always`, of what is synced).
+    high_watermark: int
+
+
+class Tail(NamedTuple):
+    """Where a reader parked at the end of a partition stood (`Steps.tail`): plain numbers, no segment held."""
+
+    last_stable: int
+    segment: int  # which segment the visible end lay in (its base offset): another one later means a roll
+    size: int  # that segment's size then
+
 
 class Steps:
     #: Told of every append as (plog, result, bytes): the gateway's metrics (`admin.metrics`); None: not counted.
@@ -118,12 +168,91 @@ class Steps:
         #: The turns of heavy work (see `HEAVY_AT_ONCE`): large transcodes, decodes, conversions and reads into memory
         #: take one.
         self.heavy = trio.CapacityLimiter(HEAVY_AT_ONCE)
+        #: Looking topics up and changing them (`topic_admin.py`).
+        self.topics = TopicAdmin(engine)
+
+    # -- positions ---------------------------------------------------------------------------------------
+    def partition(self, topic: str, partition: int) -> Partition:
+        """The handle of a partition: UnknownTopic, UnknownPartition (with `workers: N`, another worker's is a
+        `ForeignPartition`)."""
+        return self.engine.partition(topic, partition)
+
+    @staticmethod
+    def marks(plog: Partition) -> Marks:
+        """Log start, last stable offset and high watermark of one instant."""
+        stable, high = plog.stable_bounds()
+        return Marks(plog.log_start_offset, stable, high)
+
+    @staticmethod
+    def log_end(plog: Partition) -> int:
+        """The offset the next append gets (appended, synced or not)."""
+        return plog.log_end_offset
+
+    @staticmethod
+    def first_offset(plog: Partition) -> int:
+        """The offset of the first record present: the log start, or further on when the log begins with a gap;
+        the log end when the log is empty."""
+        return plog.first_offset
+
+    @staticmethod
+    def tail(plog: Partition) -> Tail:
+        """Where a reader parked at the end stands now (compare with `appended_since`)."""
+        stable = plog.last_stable_offset
+        _, segment, size = plog.watermark()
+        return Tail(stable, segment, size)
+
+    @staticmethod
+    def appended_since(plog: Partition, tail: Tail) -> int | None:
+        """Bytes that became readable since `tail`, from the watermarks (no reads): 0 when nothing did, at least 1
+        once anything did (a transaction's end may make data readable without appending a byte); None when the
+        log rolled to another segment since (the sizes no longer compare)."""
+        if plog.last_stable_offset <= tail.last_stable:
+            return 0  # nothing readable yet (an open transaction's data waits for its end)
+        _, segment, size = plog.watermark()
+        return max(size - tail.size, 1) if segment == tail.segment else None
+
+    @staticmethod
+    def aborted(plog: Partition, start: int, end: int):
+        """The aborted transactions with data in [start, end) (their `producer_id` and `first` offset)."""
+        return plog.aborted(start, end)
+
+    @staticmethod
+    def sync_point(plog: Partition) -> int:
+        """What `make_durable` compares with: read it before the append the caller will wait for."""
+        return plog.cuts
+
+    @staticmethod
+    def stored_tail(plog: Partition, max_bytes: int, chunk: int) -> Iterator[bytes]:
+        """The last `max_bytes` or so of the log (from the batch at an index point), as stored, `chunk` bytes of
+        whole batches at a time. Blocking reads: iterate it in a worker thread."""
+        offset, end = plog.tail_offset(max_bytes), plog.log_end_offset
+        while offset < end:
+            rng = plog.read(offset, chunk)
+            if rng is None:
+                return
+            yield rng.read()
+            offset = rng.end_offset
 
     # -- writing -----------------------------------------------------------------------------------------
-    def append(self, plog: PartitionLog, data, *, producer: tuple[int, int] | None = None) -> AppendResult:
+    @staticmethod
+    def encoder(plog: Partition) -> Callable[[Sequence[Record]], bytes]:
+        """A pure function: records as whole batches of the partition's storage format (a produce from another
+        protocol; run it with `convert`). RecordFormatError: what the format cannot carry."""
+        fmt, max_batch = plog.fmt, plog.config.max_batch_bytes
+
+        def encode(records: Sequence[Record]) -> bytes:
+            return fmt.encode(records, now_ms=int(time.time() * 1000), max_batch_bytes=max_batch)
+        return encode
+
+    def append(self, plog: Partition, data, *, producer: tuple[int, int] | None = None,
+               headers: Sequence | None = None) -> AppendResult:
         """Append whole batches (no waiting); `producer` = (id, epoch) of the open transaction they belong to.
-        Raises what the partition raises (see `errors.kind_of`)."""
-        result = plog.append(data, producer=producer)
+        `headers`: each batch's header as the caller parsed it already (Kafka `BatchHeader`s, read for the
+        producers' fields), which storage then uses instead of scanning the batches again. Raises what the
+        partition raises (see `errors.kind_of`)."""
+        infos = None if headers is None else [(h.size, h.base_offset, h.last_offset_delta, h.max_timestamp)
+                                              for h in headers]
+        result = plog.append(data, producer=producer, infos=infos)
         self._appended(plog)
         if self.on_append is not None:
             self.on_append(plog, result, len(data))
@@ -161,10 +290,47 @@ class Steps:
         if self.sync_acks:
             await self.committer.sync(self.engine.offsets)
 
+    # -- committed offsets -------------------------------------------------------------------------------
+    async def new_producer_id(self) -> int:
+        """A producer id never given before (durably reserved: in a worker thread)."""
+        return await trio.to_thread.run_sync(self.engine.producer_ids.next_id)
+
     async def commit_offset(self, group: str, topic: str, partition: int, offset: int, metadata: str) -> None:
         """Commit one offset and, with `flush: always`, make it durable. ValueError: what the store refuses."""
-        self.engine.offsets.commit(group, topic, partition, offset, metadata)
+        self.write_offset(group, topic, partition, offset, metadata)
         await self.sync_offsets()
+
+    async def commit_offsets(self, group: str, entries: Iterable[tuple[str, int, int, str]]) -> None:
+        """Commit (topic, partition, offset, metadata) entries at once and, with `flush: always`, make them
+        durable. ValueError: what the store refuses (then none is written)."""
+        self.engine.offsets.commit_many(group, list(entries))
+        await self.sync_offsets()
+
+    def write_offset(self, group: str, topic: str, partition: int, offset: int, metadata: str) -> None:
+        """Commit one offset without waiting: the caller makes a request's commits durable at once with
+        `sync_offsets`. ValueError: what the store refuses (an empty or overlong group, metadata over
+        `MAX_METADATA_BYTES`, a negative offset)."""
+        self.engine.offsets.commit(group, topic, partition, offset, metadata)
+
+    def committed(self, group: str, topic: str, partition: int):
+        """The group's committed offset of the partition (its `offset` and `metadata`), or None."""
+        return self.engine.offsets.fetch(group, topic, partition)
+
+    def committed_group(self, group: str) -> dict:
+        """(topic, partition) -> committed offset, of every partition the group committed (none where this process
+        holds no offset store)."""
+        offsets = self.engine.offsets
+        return offsets.fetch_group(group) if offsets is not None else {}
+
+    def offset_groups(self) -> list[str]:
+        """The groups that have committed offsets (none on a worker that does not hold the offset store)."""
+        offsets = self.engine.offsets
+        return offsets.groups() if offsets is not None else []
+
+    async def delete_group_offsets(self, group: str, partitions: Iterable[tuple[str, int]] | None = None) -> int:
+        """Delete a group's committed offsets (all, or those of the (topic, partition) pairs), durably; how many.
+        ValueError for a malformed group, topic or partition."""
+        return await trio.to_thread.run_sync(self.engine.delete_group_offsets, group, partitions)
 
     # -- reading -----------------------------------------------------------------------------------------
     async def read(self, plog: PartitionLog, offset: int, max_bytes: int, as_: ReadFormat,
@@ -289,8 +455,25 @@ class Steps:
         return await trio.to_thread.run_sync(fn, *args, limiter=self.heavy)
 
     async def in_thread(self, fn: Callable[..., T], *args) -> T:
-        """Run a blocking storage call (topic creation, a timestamp search) in a worker thread."""
+        """Run a blocking call in a worker thread."""
         return await trio.to_thread.run_sync(fn, *args)
+
+    async def offsets_for_timestamp(self, plogs: Sequence[Partition], timestamp: int) -> list[int | None]:
+        """Each partition's first visible offset whose record timestamp is >= `timestamp` (None: none), found in
+        its time index (in a worker thread: it reads index files)."""
+        return await trio.to_thread.run_sync(lambda: [p.offset_for_timestamp(timestamp) for p in plogs])
+
+    @staticmethod
+    def stored_size(plog: Partition) -> tuple[int, int]:
+        """(bytes of stored batches, segments) of the partition."""
+        return plog.size_bytes, plog.segment_count
+
+    async def record_at_timestamp(self, plog: Partition, timestamp: int | None) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first visible record whose timestamp is >= `timestamp` — or, with None, is the
+        largest of the partition (the first record at the largest of its segments' largest timestamps) — or None
+        when there is none; the timestamp -1 when the record has none. In a worker thread: it reads an index and a
+        batch. RecordFormatError when the stored batch cannot be decoded."""
+        return await trio.to_thread.run_sync(_record_at_timestamp, plog, timestamp)
 
     # -- waiting -----------------------------------------------------------------------------------------
     async def long_poll(self, keys: Iterable[Hashable], deadline: float,
@@ -338,6 +521,21 @@ def _transcoded(rng: ReadSlice, data, offset: int, stored: StorageFormat, as_: R
     if aborted:
         records = [r for r in records if not any(t.covers(r.offset) for t in aborted)]
     return Read(rng, as_.encode_read(records), len(records), records[0].offset if records else None)
+
+
+def _record_at_timestamp(plog: PartitionLog, timestamp: int | None) -> tuple[int, int] | None:
+    if timestamp is None:
+        timestamp = plog.max_timestamp
+        if timestamp < 0:  # empty, or no record with a timestamp
+            return None
+    offset = plog.offset_for_timestamp(timestamp)
+    if offset is None:
+        return None
+    rng = plog.read(offset, 1)
+    records = plog.fmt.decode(rng.read(), first_offset=rng.first_offset, min_offset=offset) if rng else ()
+    for rec in records:
+        return rec.offset, rec.timestamp if rec.timestamp is not None else -1
+    return offset, -1
 
 
 def run_now(coro: Coroutine[Any, Any, T]) -> T:

@@ -409,11 +409,12 @@ class PartitionLog:
         """Every offset below this is known to be on stable storage."""
         return self._durable[0]
 
-    def watermark(self) -> tuple[int, Segment | None, int]:
-        """(high watermark, the segment it ends in, that segment's size then): what a reader parked at the end
-        compares later snapshots with (a different segment means a roll)."""
+    def watermark(self) -> tuple[int, int, int]:
+        """(high watermark, the base offset of the segment it ends in, that segment's size then): what a reader
+        parked at the end compares later snapshots with (a different base means a roll). Plain numbers: a parked
+        reader holds no segment."""
         _, end, segment, size = self._visible()
-        return end, segment, size
+        return end, (segment.base_offset if segment is not None else -1), size
 
     def _visible(self) -> tuple[list[Segment], int, Segment | None, int]:
         """(segments, visible end offset, the segment holding that end, its size then): one consistent view."""
@@ -440,15 +441,17 @@ class PartitionLog:
         return len(self.segments)
 
     # -- appending ---------------------------------------------------------------------------------------
-    def append(self, data, *, producer: tuple[int, int] | None = None) -> AppendResult:
+    def append(self, data, *, producer: tuple[int, int] | None = None, infos=None) -> AppendResult:
         """Validate and append one or more whole batches; all of them or none are written.
 
         Offsets are assigned here: each batch is stamped with its base offset (formats with explicit offsets
         keep theirs, which may skip ahead). Raises CorruptBatch, BatchTooLarge or InvalidBatchOffset without writing
         anything; an OSError (e.g. disk full) leaves the log as it was. `producer` = (producer id, epoch): the
-        batches belong to that producer's open transaction (recorded in `txns` before they are written).
+        batches belong to that producer's open transaction (recorded in `txns` before they are written). `infos`:
+        what `fmt.scan` would say of each batch, in order, when the caller parsed the headers already (see
+        `scan_batches`).
         """
-        batches = self._batches(data)
+        batches = scan_batches(self.fmt, self.config, self.topic, data, infos)
         with self.lock:
             return self._append_locked(batches, producer)
 
@@ -1058,20 +1061,25 @@ def _below(segments: list[Segment], start: int) -> int:
     return keep
 
 
-def scan_batches(fmt: BatchFormat, config: TopicConfig, topic: str, data) -> tuple | list:
+def scan_batches(fmt: BatchFormat, config: TopicConfig, topic: str, data, infos=None) -> tuple | list:
     """The whole batches of `data` (an append to a partition of `topic`), scanned and validated: (batch, size,
     explicit offset, last offset delta, max timestamp) each. Raises CorruptBatch, BatchTooLarge or InvalidRecord
-    (a record without a key in a compacted topic)."""
+    (a record without a key in a compacted topic). `infos`: the `BatchInfo` of each batch when the caller has read
+    the headers already (a Kafka produce, whose handler needs its producers' fields): used in place of `fmt.scan`
+    — every batch is still validated whole, and sizes that do not add up to `data` are a truncated batch."""
     view = memoryview(data)
     total = len(view)
     max_batch = config.max_batch_bytes
     try:
-        info = fmt.scan(view, 0)
+        if infos is None:
+            info = fmt.scan(view, 0)
+        else:
+            info = infos[0] if len(infos) == 1 else None
         if info is not None and info[0] == total and total <= max_batch:  # the usual case: one batch
             fmt.validate(view)
             batches = ((view, total, info[1], info[2], info[3]),)
         else:
-            batches = _split(fmt, view, max_batch)
+            batches = _split(fmt, view, max_batch, infos)
         if config.compact:
             for batch in batches:
                 if not fmt.all_keyed(batch[0]):
@@ -1084,14 +1092,15 @@ def scan_batches(fmt: BatchFormat, config: TopicConfig, topic: str, data) -> tup
     return batches
 
 
-def _split(fmt: BatchFormat, view: memoryview, max_batch: int) -> list:
-    """Scan and validate every batch of `view`; (batch, size, explicit offset, last_offset_delta, max_timestamp)
-    each."""
+def _split(fmt: BatchFormat, view: memoryview, max_batch: int, infos=None) -> list:
+    """Scan (or take from `infos`) and validate every batch of `view`; (batch, size, explicit offset,
+    last_offset_delta, max_timestamp) each."""
     total = len(view)
     batches = []
     pos = 0
+    given = None if infos is None else iter(infos)
     while pos < total:
-        info = fmt.scan(view, pos)
+        info = fmt.scan(view, pos) if given is None else next(given, None)
         if info is None:
             raise CorruptBatch(f"truncated batch: {total - pos} bytes left at position {pos}")
         size = info[0]

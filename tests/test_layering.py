@@ -7,7 +7,8 @@ cannot slip through):
 - clients import no storage, gateway, pipeline, bench or cli; bench imports no cli;
 - bench and clients are leaves: nothing in gateway/storage/codecs/pipeline imports bench, and only cli, bench,
   pipeline (and tests) import clients;
-- gateway's modules import one another without a circle, even through imports inside functions or for type checking.
+- gateway's modules import one another without a circle, even through imports inside functions or for type checking;
+- the protocol packages (gateway/protocols) import nothing of storage: handlers reach it through the steps.
 """
 
 from __future__ import annotations
@@ -101,6 +102,16 @@ def test_package_imports_respect_the_layers(package):
         for name in imported_modules(path):
             if any(_within(name, bad) for bad in FORBIDDEN[package]):
                 offenders.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert not offenders, offenders
+
+
+def test_protocol_handlers_reach_storage_only_through_steps():
+    """No module under gateway/protocols imports logway.storage — at import time, inside a function or under
+    TYPE_CHECKING: what a handler needs of storage (appends, reads, positions, topic administration, committed
+    offsets) is a step (`gateway/steps.py`, `gateway/topic_admin.py`), and storage's errors reach it as
+    `errors.ErrorKind`s."""
+    offenders = [f"{path.relative_to(ROOT)} imports {name}" for path in _files("gateway/protocols")
+                 for name in imported_modules(path) if _within(name, "logway.storage")]
     assert not offenders, offenders
 
 

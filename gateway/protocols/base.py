@@ -31,7 +31,6 @@ class Protocol:
         self.ctx = ctx
         self.config = ctx.config
         self.steps = ctx.steps
-        self.engine = ctx.engine
 
     def codec(self):
         """A fresh server-side codec for one connection."""

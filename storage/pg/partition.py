@@ -167,11 +167,11 @@ class PgPartitionLog:
         """Rows of the partition in the database (a segment's counterpart)."""
         return self._rows
 
-    def watermark(self) -> tuple[int, Stream, int]:
-        """(high watermark, the partition's stream, bytes committed to it so far): what a reader parked at the end
-        compares later snapshots with (the bytes grew: that many were committed)."""
+    def watermark(self) -> tuple[int, int, int]:
+        """(high watermark, 0 — one stream, never rolled —, bytes committed to it so far): what a reader parked at
+        the end compares later snapshots with (the bytes grew: that many were committed)."""
         with self.lock:
-            return self._committed, self.stream, self._committed_pos
+            return self._committed, 0, self._committed_pos
 
     @property
     def last_stable_offset(self) -> int:
@@ -195,11 +195,11 @@ class PgPartitionLog:
         self.config = config
 
     # -- appending ---------------------------------------------------------------------------------------
-    def append(self, data, *, producer: tuple[int, int] | None = None) -> AppendResult:
+    def append(self, data, *, producer: tuple[int, int] | None = None, infos=None) -> AppendResult:
         """Validate whole batches, assign their offsets, keep them for the next commit (see the module docstring);
         all of them or none. CorruptBatch, BatchTooLarge, InvalidBatchOffset, InvalidRecord; UnknownTopic once the
-        topic was deleted."""
-        batches = scan_batches(self.fmt, self.config, self.topic, data)
+        topic was deleted. `infos`: the batches' headers as the caller read them (`scan_batches`)."""
+        batches = scan_batches(self.fmt, self.config, self.topic, data, infos)
         with self.lock:
             return self._append_locked(batches, producer)
 

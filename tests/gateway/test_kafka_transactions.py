@@ -211,6 +211,7 @@ def test_producer_state_rebuilt_after_a_restart_skips_markers(tmp_path):
     control batches (they carry no sequence)."""
     from logway.gateway.formats import KAFKA, STORAGE_FORMATS
     from logway.gateway.protocols.kafka.producers import BatchSeq, rebuild
+    from logway.gateway.steps import Steps
     from logway.codecs.kafka.records import parse_header
     from logway.storage import LogEngine, TopicConfig
 
@@ -224,7 +225,7 @@ def test_producer_state_rebuilt_after_a_restart_skips_markers(tmp_path):
 
     plog.append(batch(0), producer=(pid, epoch))
     plog.end_transaction(pid, epoch, committed=True, marker=KAFKA.transaction_marker(pid, epoch, True, 1))
-    state = rebuild(plog)
+    state = rebuild(Steps.stored_tail(plog, 1 << 20, 1 << 20))
     assert state.check(BatchSeq.of(parse_header(batch(2))))[0] == E.NONE  # the next sequence is accepted
     assert state.check(BatchSeq.of(parse_header(batch(5))))[0] == E.OUT_OF_ORDER_SEQUENCE_NUMBER
     eng.close()

@@ -139,7 +139,7 @@ def test_reads_need_sync_hides_appends_until_synced(tmp_path):
     hw, segment, size = plog.watermark()
     plog.sync()
     assert plog.high_watermark == 3 and [r.offset for r in values(plog)] == [0, 1, 2]
-    assert plog.watermark()[1] is segment and plog.watermark()[2] > size
+    assert plog.watermark()[1] == segment and plog.watermark()[2] > size
     while len(plog.segments) == 1:  # roll, unsynced: the new segment stays invisible, the old one readable
         plog.append(batch(5, size=200))
     assert plog.read(plog.segments[-1].base_offset, 1) is None
@@ -323,4 +323,31 @@ def test_a_segment_retention_deleted_is_not_kept_alive(tmp_path, synced):
     assert plog.enforce_retention() > 0
     gc.collect()
     assert first() is None  # dropped: its descriptor closed, its space freed
+    eng.close()
+
+
+def test_an_append_takes_the_batch_infos_its_caller_read(tmp_path):
+    """Given each batch's info (a Kafka produce's headers, parsed by its handler), an append stores what a scan
+    would have, and still validates every batch whole; infos that do not cover the data are a truncated batch."""
+    from logway.codecs.kafka.records import iter_batches, parse_header
+    from logway.storage import CorruptBatch
+
+    eng = open_engine(tmp_path)
+    plog = eng.create_topic("t", 1).partitions[0]
+    data = batch(2) + batch(3, tag="b")
+
+    def infos(buf):
+        return [(h.size, h.base_offset, h.last_offset_delta, h.max_timestamp)
+                for h in (parse_header(b) for b in iter_batches(buf))]
+
+    given, scanned = plog.append(data, infos=infos(data)), plog.append(data)
+    assert (given.base_offset, given.last_offset, scanned.base_offset, scanned.last_offset) == (0, 4, 5, 9)
+    assert all_offsets(plog) == list(range(10))
+    with pytest.raises(CorruptBatch, match="truncated"):
+        plog.append(data + batch(1)[:30], infos=infos(data))  # a partial batch the caller's parse left out
+    damaged = bytearray(data)
+    damaged[-1] ^= 0xFF
+    with pytest.raises(CorruptBatch):
+        plog.append(bytes(damaged), infos=infos(data))  # the CRC is checked all the same
+    assert plog.log_end_offset == 10
     eng.close()

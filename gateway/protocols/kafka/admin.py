@@ -8,9 +8,7 @@ partitions CreatePartitions adds are visible to the next request."""
 
 from __future__ import annotations
 
-import functools
 import logging
-import os
 import re
 from collections import Counter
 from typing import TYPE_CHECKING
@@ -22,15 +20,15 @@ from logway.codecs.kafka.api import metadata as M
 from logway.codecs.kafka.connection import EncodedBody, encode_body
 from logway.codecs.kafka.error_codes import ErrorCode as E
 from logway.codecs.kafka.primitives import ZERO_UUID
-from logway.storage import InvalidPartitions, TopicExists, UnknownTopic, validate_topic_name
 
-from ...errors import FAILURES
+from ...errors import FAILURES, ErrorKind, kind_of
+from ...topic_admin import validate_topic_name
 from .configs import created_topic_configs
 from .errors import error_code
 from .topic_ids import topic_of, wire_id
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .broker import KafkaBroker
+    from .state import BrokerState
 
 log = logging.getLogger("logway.gateway.kafka")
 
@@ -57,7 +55,7 @@ def _software(name: str, version: str) -> str:
     return "unknown"
 
 
-async def api_versions(broker: "KafkaBroker", body, version, conn):
+async def api_versions(broker: "BrokerState", body, version, conn):
     if version >= 3 and conn.client_software is None:  # KIP-511: the client names its library
         conn.client_software = _software(body.client_software_name, body.client_software_version)
         log.debug("%s: Kafka client %s (client id %r)", conn.peer, conn.client_software, conn.client_id)
@@ -73,17 +71,17 @@ async def api_versions(broker: "KafkaBroker", body, version, conn):
     return answer
 
 
-async def metadata(broker: "KafkaBroker", body, version, conn):
+async def metadata(broker: "BrokerState", body, version, conn):
     """Brokers and topics; v10+ tell each topic's id and take topics by id (an unknown id: UNKNOWN_TOPIC_ID, with
     no name from v12), v13 a top-level error code (always none here)."""
-    engine, kafka = broker.engine, broker.config.kafka
+    topics_, kafka = broker.steps.topics, broker.config.kafka
     if body.topics is None or (version == 0 and not body.topics):
-        names = [t.name for t in engine.topics()]
+        names = [t.name for t in topics_.all()]
     else:
         names = []
         for t in body.topics:
             if t.name is None:  # by id (v10+)
-                topic = topic_of(engine, t.topic_id)
+                topic = topic_of(topics_, t.topic_id)
                 names.append(topic.name if topic is not None else t.topic_id)
             else:
                 names.append(t.name)
@@ -94,17 +92,18 @@ async def metadata(broker: "KafkaBroker", body, version, conn):
             topics.append(M.MetadataResponseTopic(error_code=E.UNKNOWN_TOPIC_ID, name=None if version >= 12 else "",
                                                   topic_id=name, is_internal=False, partitions=[]))
             continue
-        topic = engine.topics_by_name.get(name)
+        topic = topics_.get(name)
         if topic is None:
             error = E.UNKNOWN_TOPIC_OR_PARTITION
             try:
                 validate_topic_name(name)
                 if allow_create:
-                    topic = await broker.steps.in_thread(engine.create_topic, name, kafka.default_partitions)
-            except TopicExists:
-                topic = engine.topics_by_name.get(name)
-            except FAILURES as exc:  # an invalid name, or creation failed
-                error = error_code(exc)
+                    topic = await topics_.create(name, kafka.default_partitions)
+            except FAILURES as exc:  # an invalid name, or creation failed (or another request created it)
+                if kind_of(exc) is ErrorKind.TOPIC_EXISTS:
+                    topic = topics_.get(name)
+                else:
+                    error = error_code(exc)
             if topic is None:
                 topics.append(M.MetadataResponseTopic(error_code=error, name=name, is_internal=False,
                                                       partitions=[]))
@@ -122,7 +121,7 @@ async def metadata(broker: "KafkaBroker", body, version, conn):
                               topics=topics, error_code=E.NONE)
 
 
-async def create_topics(broker: "KafkaBroker", body, version, conn):
+async def create_topics(broker: "BrokerState", body, version, conn):
     """v5+ answer each created (or validated) topic's partitions, replication factor and settings, v7 its id."""
     results = []
     validate_only = body.validate_only if version >= 1 else False
@@ -131,23 +130,23 @@ async def create_topics(broker: "KafkaBroker", body, version, conn):
         result = A.CreatableTopicResult(name=t.name, error_code=code, error_message=message)
         if code == E.NONE and version >= 5:
             configs = {c.name: c.value for c in t.configs}
-            topic = None if validate_only else broker.engine.topics_by_name.get(t.name)
+            topic = None if validate_only else broker.steps.topics.get(t.name)
             result.topic_id = wire_id(topic)
             result.num_partitions = len(topic.partitions) if topic is not None else _partitions(broker, t)
             result.replication_factor = 1
-            result.configs = created_topic_configs(broker.engine, configs)
+            result.configs = created_topic_configs(broker.steps.topics, configs)
         results.append(result)
     return A.CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
 
-def _partitions(broker: "KafkaBroker", t) -> int:
+def _partitions(broker: "BrokerState", t) -> int:
     """The partitions CreateTopics asks for: the assignments', the count given, or the default (-1)."""
     if t.assignments:
         return len(t.assignments)
     return broker.config.kafka.default_partitions if t.num_partitions == -1 else t.num_partitions
 
 
-async def _create_one(broker: "KafkaBroker", t, validate_only: bool):
+async def _create_one(broker: "BrokerState", t, validate_only: bool):
     node = broker.node_id
     partitions = _partitions(broker, t)
     if t.assignments:
@@ -160,24 +159,18 @@ async def _create_one(broker: "KafkaBroker", t, validate_only: bool):
     if t.replication_factor not in (-1, 1) and not t.assignments:
         return E.INVALID_REPLICATION_FACTOR, "replication factor must be 1 (this is a single broker)"
     configs = {c.name: c.value for c in t.configs}
-    engine = broker.engine
+    topics = broker.steps.topics
     try:
-        validate_topic_name(t.name)
-        if t.name in engine.topics_by_name:
-            raise TopicExists(f"topic '{t.name}' already exists")
-        if partitions < 1:
-            raise InvalidPartitions(f"partition count {partitions} must be at least 1")
-        engine.defaults.with_overrides(configs)
-        await broker.steps.in_thread(functools.partial(engine.create_topic, t.name, partitions, configs,
-                                                       validate_only=validate_only))
-    except TopicExists:
-        return E.TOPIC_ALREADY_EXISTS, f"topic '{t.name}' already exists"
+        topics.check_new(t.name, partitions, configs)
+        await topics.create(t.name, partitions, configs, validate_only=validate_only)
     except FAILURES as exc:
+        if kind_of(exc) is ErrorKind.TOPIC_EXISTS:
+            return E.TOPIC_ALREADY_EXISTS, f"topic '{t.name}' already exists"
         return error_code(exc), str(exc)
     return E.NONE, None
 
 
-async def delete_topics(broker: "KafkaBroker", body, version, conn):
+async def delete_topics(broker: "BrokerState", body, version, conn):
     """By name, or (v6+) by name or id: an id no topic has is UNKNOWN_TOPIC_ID; v5+ say why in a message."""
     if version >= 6:
         asked = [(t.name, t.topic_id) for t in body.topics]
@@ -187,38 +180,35 @@ async def delete_topics(broker: "KafkaBroker", body, version, conn):
     for name, topic_id in asked:
         code, message = E.NONE, None
         if name is None:  # by id
-            topic = topic_of(broker.engine, topic_id)
+            topic = topic_of(broker.steps.topics, topic_id)
             if topic is None:
                 results.append(A.DeletableTopicResult(name=None, topic_id=topic_id, error_code=E.UNKNOWN_TOPIC_ID,
                                                       error_message="no topic has this id"))
                 continue
             name = topic.name
         else:
-            topic_id = wire_id(broker.engine.topics_by_name.get(name))
+            topic_id = wire_id(broker.steps.topics.get(name))
         try:
-            await broker.steps.in_thread(broker.engine.delete_topic, name)
+            await broker.steps.topics.delete(name)
             broker.producers.forget(name)
-        except UnknownTopic as exc:
-            code, message = E.UNKNOWN_TOPIC_OR_PARTITION, str(exc)
         except FAILURES as exc:
             code, message = error_code(exc), str(exc)
         results.append(A.DeletableTopicResult(name=name, topic_id=topic_id, error_code=code, error_message=message))
     return A.DeleteTopicsResponse(throttle_time_ms=0, responses=results)
 
 
-async def delete_records(broker: "KafkaBroker", body, version, conn):
+async def delete_records(broker: "BrokerState", body, version, conn):
     """Move each partition's log start offset up to the offset given (-1: the high watermark), durably. An offset
     past the high watermark (or negative other than -1) is OFFSET_OUT_OF_RANGE; one at or below the log start
     changes nothing and answers the current start."""
-    engine = broker.engine
+    steps = broker.steps
     topics = []
     for t in body.topics:
         parts = []
         for p in t.partitions:
             code, low = E.NONE, INVALID_LOW_WATERMARK
             try:
-                plog = engine.partition(t.name, p.partition_index)
-                low = await broker.steps.in_thread(plog.delete_records, p.offset)
+                low = await steps.topics.delete_records(steps.partition(t.name, p.partition_index), p.offset)
             except FAILURES as exc:
                 code = error_code(exc)
             parts.append(A.DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=low,
@@ -227,7 +217,7 @@ async def delete_records(broker: "KafkaBroker", body, version, conn):
     return A.DeleteRecordsResponse(throttle_time_ms=0, topics=topics)
 
 
-async def create_partitions(broker: "KafkaBroker", body, version, conn):
+async def create_partitions(broker: "BrokerState", body, version, conn):
     names = Counter(t.name for t in body.topics)
     results = []
     for t in body.topics:
@@ -239,15 +229,14 @@ async def create_partitions(broker: "KafkaBroker", body, version, conn):
     return A.CreatePartitionsResponse(throttle_time_ms=0, results=results)
 
 
-async def _grow(broker: "KafkaBroker", t, validate_only: bool) -> tuple[int, str | None]:
+async def _grow(broker: "BrokerState", t, validate_only: bool) -> tuple[int, str | None]:
     """One topic of CreatePartitions: `count` is the new total. Manual assignments must name this broker alone
     (replication factor 1), one list per new partition."""
-    engine, node = broker.engine, broker.node_id
-    grow = functools.partial(engine.create_partitions, t.name, t.count)
+    topics, node = broker.steps.topics, broker.node_id
     try:
         if t.assignments is not None:
-            topic = engine.topic(t.name)
-            grow(validate_only=True)  # the count first: UnknownTopic, InvalidPartitions
+            topic = topics.topic(t.name)
+            topics.check_partitions(t.name, t.count)  # the count first: UnknownTopic, InvalidPartitions
             added = t.count - len(topic.partitions)
             if len(t.assignments) != added:
                 given = len(t.assignments)
@@ -258,18 +247,17 @@ async def _grow(broker: "KafkaBroker", t, validate_only: bool) -> tuple[int, str
                 return E.INVALID_REPLICA_ASSIGNMENT, f"unknown broker(s) in assignment: {listed} (only {node} exists)"
             if any(len(a.broker_ids) != 1 for a in t.assignments):
                 return E.INVALID_REPLICA_ASSIGNMENT, f"each new partition must have one replica: broker {node}"
-        await broker.steps.in_thread(functools.partial(grow, validate_only=validate_only))
+        await topics.create_partitions(t.name, t.count, validate_only=validate_only)
     except FAILURES as exc:
         return error_code(exc), str(exc)
     return E.NONE, None
 
 
-async def describe_log_dirs(broker: "KafkaBroker", body, version, conn):
+async def describe_log_dirs(broker: "BrokerState", body, version, conn):
     """One log directory, the data directory, with the size of every partition asked for (null: all of them;
     partitions we do not have are left out, as Kafka does). No replicas, so no lag and no future logs."""
-    engine = broker.engine
-    usage = await broker.steps.in_thread(engine.disk_usage)
-    space = await broker.steps.in_thread(os.statvfs, engine.data_dir)  # v4+: the file system's total and free
+    topics = broker.steps.topics
+    usage, space = await topics.disk_usage()  # (space, v4+: the file system's total and free)
     if body.topics is None:
         wanted = sorted(usage)
     else:
@@ -278,13 +266,13 @@ async def describe_log_dirs(broker: "KafkaBroker", body, version, conn):
     for topic, partition in wanted:
         by_topic.setdefault(topic, []).append(K.DescribeLogDirsPartition(
             partition_index=partition, partition_size=usage[(topic, partition)], offset_lag=0, is_future_key=False))
-    result = K.DescribeLogDirsResult(error_code=E.NONE, log_dir=engine.data_dir, topics=[
+    result = K.DescribeLogDirsResult(error_code=E.NONE, log_dir=topics.data_dir, topics=[
         K.DescribeLogDirsTopic(name=name, partitions=parts) for name, parts in by_topic.items()],
         total_bytes=space.f_blocks * space.f_frsize, usable_bytes=space.f_bavail * space.f_frsize)
     return K.DescribeLogDirsResponse(throttle_time_ms=0, error_code=E.NONE, results=[result])
 
 
-async def describe_cluster(broker: "KafkaBroker", body, version, conn):
+async def describe_cluster(broker: "BrokerState", body, version, conn):
     host, port = broker.advertised
     if version >= 1 and body.endpoint_type != K.ENDPOINT_BROKERS:  # no KRaft controllers here
         return K.DescribeClusterResponse(throttle_time_ms=0, error_code=E.UNSUPPORTED_ENDPOINT_TYPE,

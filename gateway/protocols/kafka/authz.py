@@ -147,9 +147,10 @@ def _after(reply, fn):
 
 
 class KafkaAuthz:
-    def __init__(self, authorizer, engine) -> None:
+    def __init__(self, authorizer, topics) -> None:
+        """`topics`: the `TopicAdmin` (requests naming topics by id are told apart by it)."""
         self.authorizer = authorizer
-        self.engine = engine
+        self.topics = topics
         self._rules = {
             P.API_KEY: self._produce, F.API_KEY: self._fetch, L.API_KEY: self._list_offsets, M.API_KEY: self._metadata,
             O.OFFSET_COMMIT_KEY: self._offset_commit, O.OFFSET_FETCH_KEY: self._offset_fetch,
@@ -327,7 +328,7 @@ class KafkaAuthz:
         for topic in body.topics:
             name = topic.name
             if name is None:  # (v10+) asked by id: checked under the name of the topic with that id
-                found = topic_of(self.engine, topic.topic_id)
+                found = topic_of(self.topics, topic.topic_id)
                 if found is None:  # no topic has that id: the API answers UNKNOWN_TOPIC_ID
                     kept.append(topic)
                     continue
@@ -335,7 +336,7 @@ class KafkaAuthz:
             if not self._may(conn, Op.DESCRIBE, R.TOPIC, name):
                 refused.append(M.MetadataResponseTopic(error_code=E.TOPIC_AUTHORIZATION_FAILED, name=name))
                 continue
-            if name not in self.engine.topics_by_name:  # auto-creation needs Create
+            if name not in self.topics.names:  # auto-creation needs Create
                 if may_create is None:
                     may_create = self._sees(conn, Op.CREATE, R.CLUSTER, _CLUSTER)
                 if not (may_create or self._may(conn, Op.CREATE, R.TOPIC, name)):
@@ -440,7 +441,7 @@ class KafkaAuthz:
             if not self._may(conn, Op.READ, R.GROUP, body.group_id or ""):
                 return answer(error_code=E.GROUP_AUTHORIZATION_FAILED, error_message="not authorized")
             for t in body.topics:
-                topic = topic_of(self.engine, t.topic_id)
+                topic = topic_of(self.topics, t.topic_id)
                 if topic is not None and not self._may(conn, Op.READ, R.TOPIC, topic.name):
                     return answer(error_code=E.TOPIC_AUTHORIZATION_FAILED,
                                   error_message=f"not authorized to read {topic.name}")
@@ -497,7 +498,7 @@ class KafkaAuthz:
             def name_of(state):
                 if state.name is not None:
                     return state.name
-                topic = topic_of(self.engine, state.topic_id)
+                topic = topic_of(self.topics, state.topic_id)
                 return None if topic is None else topic.name  # (an unknown id: UNKNOWN_TOPIC_ID from the API)
 
             return await self._named(request, conn, serve, "topics", name_of, "responses",

@@ -90,7 +90,7 @@ class KafkaBroker(BrokerState):
     async def handle(self, request, conn):
         """The response body for a request (None: no response, a Produce with acks=0): what the connection's
         principal may do of it (`authz.py`: topics named, not by id, by then), served."""
-        name_topics(self.engine, request.api_key, request.api_version, request.body)  # (Produce, Fetch v13+)
+        name_topics(self.steps.topics, request.api_key, request.api_version, request.body)  # (Produce, Fetch v13+)
         return await self.authz.handle(request, conn, self._serve)
 
     async def _serve(self, request, conn):

@@ -2,8 +2,8 @@
 
 Resources:
 
-- a topic (type 2): its storage settings under their Kafka names (`logway.storage.config`), from
-  `engine.topic_config`; alterations go to `engine.alter_topic_config` (validated as a whole, applied live,
+- a topic (type 2): its storage settings under their Kafka names (the storage's table, through `topic_admin`),
+  from `TopicAdmin.config`; alterations go to `TopicAdmin.alter_config` (validated as a whole, applied live,
   durable when answered). AlterConfigs replaces the topic's overrides (what it leaves out falls back to the
   gateway's `storage.*` value); IncrementalAlterConfigs sets or deletes single keys, and APPENDs to or SUBTRACTs
   from a list config (`cleanup.policy`; on any other: INVALID_CONFIG). `storage.format` is shown read-only and
@@ -27,7 +27,6 @@ its answer (as Kafka) and treats an empty key list like a null one (every key).
 
 from __future__ import annotations
 
-import functools
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
@@ -35,17 +34,16 @@ from logway.codecs.kafka.api import admin as A
 from logway.codecs.kafka.api import configs as C
 from logway.codecs.kafka.api.configs import AlterConfigOp, ConfigResourceType, ConfigSource, ConfigType
 from logway.codecs.kafka.error_codes import ErrorCode as E
-from logway.storage import InvalidConfig, validate_topic_name
-from logway.storage.config import (BUILT_IN, KAFKA_NAMES, LIST_CONFIGS, SOURCE_BROKER, SOURCE_DEFAULT, SOURCE_TOPIC,
-                                   describe)
 
 from ...config import KafkaSettings, StorageSettings
 from ...errors import FAILURES
+from ...topic_admin import (BUILT_IN, KAFKA_NAMES, LIST_CONFIGS, SOURCE_BROKER, SOURCE_DEFAULT, SOURCE_TOPIC, describe,
+                            validate_topic_name)
 from .errors import error_code
 from .share_coordinator import GROUP_CONFIGS, MAX_LOCK_MS, MIN_LOCK_MS
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .broker import KafkaBroker
+    from .state import BrokerState
 
 __all__ = ["describe_configs", "alter_configs", "incremental_alter_configs", "BROKER_SYNONYMS", "broker_configs",
            "created_topic_configs"]
@@ -151,7 +149,11 @@ def _text(value: Any) -> str:
 
 # -- what a resource is -----------------------------------------------------------------------------------------
 
-def _check_broker(broker: "KafkaBroker", name: str) -> None:
+def _invalid_config(message: str) -> _Refused:
+    return _Refused(E.INVALID_CONFIG, message)
+
+
+def _check_broker(broker: "BrokerState", name: str) -> None:
     """Kafka: "" is the cluster-wide default, otherwise the name must be this broker's id."""
     if name == "":
         return
@@ -191,29 +193,29 @@ def _check_group(name: str) -> None:
 
 
 def _group_value(name: str, value: Any) -> Any:
-    """A share group config's value, checked (InvalidConfig: INVALID_CONFIG, as Kafka)."""
+    """A share group config's value, checked (INVALID_CONFIG, as Kafka)."""
     if name not in GROUP_CONFIGS:
-        raise InvalidConfig(f"unknown group config {name!r} (known: {', '.join(sorted(GROUP_CONFIGS))})")
+        raise _invalid_config(f"unknown group config {name!r} (known: {', '.join(sorted(GROUP_CONFIGS))})")
     choices = GROUP_CONFIGS[name]
     if choices is not None:
         if value not in choices:
-            raise InvalidConfig(f"invalid value {value!r} for {name}: one of {', '.join(choices)}")
+            raise _invalid_config(f"invalid value {value!r} for {name}: one of {', '.join(choices)}")
         return value
     try:
         number = int(value)
     except (TypeError, ValueError):
-        raise InvalidConfig(f"invalid value {value!r} for {name}: an integer") from None
+        raise _invalid_config(f"invalid value {value!r} for {name}: an integer") from None
     if not MIN_LOCK_MS <= number <= MAX_LOCK_MS:
-        raise InvalidConfig(f"invalid value {value!r} for {name}: between {MIN_LOCK_MS} and {MAX_LOCK_MS}")
+        raise _invalid_config(f"invalid value {value!r} for {name}: between {MIN_LOCK_MS} and {MAX_LOCK_MS}")
     return number
 
 
-async def _alter_group(broker: "KafkaBroker", name: str, plan: dict, validate_only: bool) -> None:
+async def _alter_group(broker: "BrokerState", name: str, plan: dict, validate_only: bool) -> None:
     shares = broker.share_groups
     own = {} if plan.get("replace") else dict(shares.configs.get(name, {}))
     for key in plan.get("delete", ()):
         if key not in GROUP_CONFIGS:
-            raise InvalidConfig(f"unknown group config {key!r} (known: {', '.join(sorted(GROUP_CONFIGS))})")
+            raise _invalid_config(f"unknown group config {key!r} (known: {', '.join(sorted(GROUP_CONFIGS))})")
         own.pop(key, None)
     for key, value in plan.get("set", {}).items():
         own[key] = _group_value(key, value)
@@ -221,7 +223,7 @@ async def _alter_group(broker: "KafkaBroker", name: str, plan: dict, validate_on
         await shares.set_config(name, own)
 
 
-def _describe_group(broker: "KafkaBroker", name: str, keys, body) -> list[C.DescribeConfigsResourceResult]:
+def _describe_group(broker: "BrokerState", name: str, keys, body) -> list[C.DescribeConfigsResourceResult]:
     shares = broker.share_groups
     own = shares.configs.get(name, {})
     return [_entry(key, value, ConfigSource.DYNAMIC_GROUP_CONFIG if key in own else ConfigSource.DEFAULT_CONFIG,
@@ -231,13 +233,14 @@ def _describe_group(broker: "KafkaBroker", name: str, keys, body) -> list[C.Desc
 
 # -- broker configs -----------------------------------------------------------------------------------------------
 
-def broker_configs(broker: "KafkaBroker") -> list[tuple[str, Any, bool]]:
+def broker_configs(broker: "BrokerState") -> list[tuple[str, Any, bool]]:
     """(Kafka name, value, is the built-in default) of every broker setting we honour and describe."""
     cfg = broker.config
-    kafka, defaults = cfg.kafka, broker.engine.defaults
+    topics = broker.steps.topics
+    kafka, defaults = cfg.kafka, topics.defaults
     kafka_built_in, storage_built_in = KafkaSettings(), StorageSettings()
     entries: list[tuple[str, Any, bool]] = [("broker.id", broker.node_id, True),
-                                            ("log.dirs", broker.engine.data_dir, False)]
+                                            ("log.dirs", topics.data_dir, False)]
     for topic_name, name in BROKER_SYNONYMS.items():
         field = KAFKA_NAMES[topic_name]
         value = getattr(defaults, field)
@@ -269,7 +272,7 @@ def _entry(name: str, value: Any, source: int, read_only: bool, synonyms: list,
         documentation=doc if body.include_documentation else None)
 
 
-def _describe_broker(broker: "KafkaBroker", keys, body) -> list[C.DescribeConfigsResourceResult]:
+def _describe_broker(broker: "BrokerState", keys, body) -> list[C.DescribeConfigsResourceResult]:
     out = []
     for name, value, built_in in broker_configs(broker):
         if keys is not None and name not in keys:
@@ -281,9 +284,9 @@ def _describe_broker(broker: "KafkaBroker", keys, body) -> list[C.DescribeConfig
 
 # -- topic configs ------------------------------------------------------------------------------------------------
 
-def _describe_topic(broker: "KafkaBroker", name: str, keys, body) -> list[C.DescribeConfigsResourceResult]:
+def _describe_topic(broker: "BrokerState", name: str, keys, body) -> list[C.DescribeConfigsResourceResult]:
     out = []
-    for e in broker.engine.topic_config(name):  # UnknownTopic
+    for e in broker.steps.topics.config(name):  # UnknownTopic
         if keys is not None and e.name not in keys:
             continue
         # Kafka's synonyms, most specific first: the topic's override, the broker setting it inherits, the
@@ -300,17 +303,17 @@ def _describe_topic(broker: "KafkaBroker", name: str, keys, body) -> list[C.Desc
     return out
 
 
-def created_topic_configs(engine, overrides) -> list:
+def created_topic_configs(topics, overrides) -> list:
     """A topic's settings as CreateTopics v5+ answers them (name, value, read-only, source), for a topic made
     with these overrides."""
     return [A.CreatableTopicConfigs(name=e.name, value=_text(e.value), read_only=e.read_only,
                                     config_source=_SOURCES[e.source], is_sensitive=False)
-            for e in describe(engine.defaults.with_overrides(overrides), overrides, engine.defaults)]
+            for e in describe(topics.defaults.with_overrides(overrides), overrides, topics.defaults)]
 
 
 # -- DescribeConfigs ------------------------------------------------------------------------------------------------
 
-async def describe_configs(broker: "KafkaBroker", body, version, conn):
+async def describe_configs(broker: "BrokerState", body, version, conn):
     results = []
     duplicated = _duplicates(body.resources)
     for r in body.resources:
@@ -341,8 +344,8 @@ async def describe_configs(broker: "KafkaBroker", body, version, conn):
 
 # -- AlterConfigs, IncrementalAlterConfigs --------------------------------------------------------------------------
 
-async def _alter(broker: "KafkaBroker", body, plan) -> list[C.AlterConfigsResourceResponse]:
-    """Each resource's answer; `plan(resource)` -> keyword arguments of `engine.alter_topic_config` (or raises)."""
+async def _alter(broker: "BrokerState", body, plan) -> list[C.AlterConfigsResourceResponse]:
+    """Each resource's answer; `plan(resource)` -> keyword arguments of `TopicAdmin.alter_config` (or raises)."""
     out = []
     duplicated = _duplicates(body.resources)
     for r in body.resources:
@@ -356,10 +359,9 @@ async def _alter(broker: "KafkaBroker", body, plan) -> list[C.AlterConfigsResour
                 raise _Refused(E.INVALID_REQUEST, f"duplicate config keys: {', '.join(twice)}")
             if r.resource_type == _TOPIC:
                 _check_topic(r.resource_name)
-                broker.engine.topic(r.resource_name)  # UnknownTopic before any complaint about its keys
+                broker.steps.topics.topic(r.resource_name)  # UnknownTopic before any complaint about its keys
                 kwargs = plan(r)
-                await broker.steps.in_thread(functools.partial(
-                    broker.engine.alter_topic_config, r.resource_name, validate_only=body.validate_only, **kwargs))
+                await broker.steps.topics.alter_config(r.resource_name, validate_only=body.validate_only, **kwargs)
             elif r.resource_type == _BROKER:
                 _check_broker(broker, r.resource_name)
                 if r.configs:
@@ -399,9 +401,9 @@ def _incremental_plan(resource, group: bool = False) -> dict:
         elif op in (AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT):
             verb = AlterConfigOp(op).name.lower()
             if c.name not in (GROUP_CONFIGS if group else KAFKA_NAMES):
-                raise InvalidConfig(f"unknown {'group' if group else 'topic'} config {c.name!r}")
+                raise _invalid_config(f"unknown {'group' if group else 'topic'} config {c.name!r}")
             if group or c.name not in LIST_CONFIGS:
-                raise InvalidConfig(f"config value {verb} is not allowed for config key {c.name!r} (not a list)")
+                raise _invalid_config(f"config value {verb} is not allowed for config key {c.name!r} (not a list)")
             lists[op][c.name] = (c.value or "").split(",")
         else:
             raise _Refused(E.INVALID_REQUEST, f"unknown alter config operation {op} for {c.name!r}")
@@ -409,10 +411,10 @@ def _incremental_plan(resource, group: bool = False) -> dict:
             "subtract": lists[AlterConfigOp.SUBTRACT]}
 
 
-async def alter_configs(broker: "KafkaBroker", body, version, conn):
+async def alter_configs(broker: "BrokerState", body, version, conn):
     return C.AlterConfigsResponse(throttle_time_ms=0, responses=await _alter(broker, body, _replace_plan))
 
 
-async def incremental_alter_configs(broker: "KafkaBroker", body, version, conn):
+async def incremental_alter_configs(broker: "BrokerState", body, version, conn):
     return C.IncrementalAlterConfigsResponse(throttle_time_ms=0,
                                              responses=await _alter(broker, body, _incremental_plan))

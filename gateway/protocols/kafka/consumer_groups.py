@@ -19,7 +19,7 @@ from .consumer_coordinator import GroupError, Partitions
 from .group_types import CONSUMER
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .broker import KafkaBroker
+    from .state import BrokerState
 
 __all__ = ["consumer_group_heartbeat", "consumer_group_describe", "MEMBER_TYPE_CONSUMER", "heartbeat_assignment",
            "described_assignment"]
@@ -28,7 +28,7 @@ __all__ = ["consumer_group_heartbeat", "consumer_group_describe", "MEMBER_TYPE_C
 MEMBER_TYPE_CONSUMER = 1
 
 
-async def consumer_group_heartbeat(broker: "KafkaBroker", body, version, conn):
+async def consumer_group_heartbeat(broker: "BrokerState", body, version, conn):
     member_id = body.member_id
     if version == 0 and not member_id and body.member_epoch == 0:
         member_id = str(uuid.uuid4())
@@ -54,7 +54,7 @@ async def consumer_group_heartbeat(broker: "KafkaBroker", body, version, conn):
         assignment=heartbeat_assignment(result.assignment))
 
 
-async def consumer_group_describe(broker: "KafkaBroker", body, version, conn):
+async def consumer_group_describe(broker: "BrokerState", body, version, conn):
     coordinator = broker.consumer_groups
     out = []
     for group_id in body.group_ids:
@@ -88,12 +88,12 @@ def heartbeat_assignment(parts: Partitions | None) -> CG.HeartbeatAssignment | N
         for topic_id, ps in sorted(parts.items(), key=lambda kv: kv[0].bytes)])
 
 
-def described_assignment(broker: "KafkaBroker", parts: Partitions) -> CG.DescribedAssignment:
+def described_assignment(broker: "BrokerState", parts: Partitions) -> CG.DescribedAssignment:
     """An assignment with each topic's name (a topic deleted since has ""): ConsumerGroupDescribe's,
     ShareGroupDescribe's."""
     entries = []
     for topic_id, partitions in sorted(parts.items(), key=lambda kv: kv[0].bytes):
-        topic = broker.engine.topic_by_id(topic_id)
+        topic = broker.steps.topics.topic_by_id(topic_id)
         entries.append(CG.DescribedTopicPartitions(topic_id=topic_id.bytes, topic_name=topic.name if topic else "",
                                                    partitions=sorted(partitions)))
     return CG.DescribedAssignment(topic_partitions=entries)

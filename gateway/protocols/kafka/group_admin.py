@@ -19,7 +19,6 @@ A storage failure while deleting answers COORDINATOR_NOT_AVAILABLE (retriable; n
 
 from __future__ import annotations
 
-import functools
 import logging
 from typing import TYPE_CHECKING
 
@@ -31,28 +30,28 @@ from ...errors import FAILURES
 from .errors import error_code
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .broker import KafkaBroker
+    from .state import BrokerState
 
 log = logging.getLogger("logway.gateway.kafka")
 
 __all__ = ["delete_groups", "offset_delete"]
 
 
-def _has_offsets(broker: "KafkaBroker", group_id: str) -> bool:
+def _has_offsets(broker: "BrokerState", group_id: str) -> bool:
     try:
-        return bool(broker.engine.offsets.fetch_group(group_id))
+        return bool(broker.steps.committed_group(group_id))
     except ValueError:  # a name the offset store cannot hold: it holds nothing for it
         return False
 
 
-async def delete_groups(broker: "KafkaBroker", body, version, conn):
+async def delete_groups(broker: "BrokerState", body, version, conn):
     results = []
     for group_id in body.groups_names:
         results.append(G.DeletableGroupResult(group_id=group_id, error_code=await _delete_group(broker, group_id)))
     return G.DeleteGroupsResponse(throttle_time_ms=0, results=results)
 
 
-async def _delete_group(broker: "KafkaBroker", group_id: str) -> int:
+async def _delete_group(broker: "BrokerState", group_id: str) -> int:
     if not group_id:
         return E.INVALID_GROUP_ID
     shares = broker.share_groups
@@ -74,7 +73,7 @@ async def _delete_group(broker: "KafkaBroker", group_id: str) -> int:
     if code != E.NONE:
         return code
     try:
-        await broker.steps.in_thread(broker.engine.delete_group_offsets, group_id)
+        await broker.steps.delete_group_offsets(group_id)
     except ValueError:
         return E.INVALID_GROUP_ID
     except FAILURES as exc:
@@ -83,7 +82,7 @@ async def _delete_group(broker: "KafkaBroker", group_id: str) -> int:
     return E.NONE
 
 
-async def offset_delete(broker: "KafkaBroker", body, version, conn):
+async def offset_delete(broker: "BrokerState", body, version, conn):
     group_id = body.group_id
     if not group_id:
         return O.OffsetDeleteResponse(error_code=E.INVALID_GROUP_ID, throttle_time_ms=0, topics=[])
@@ -95,7 +94,7 @@ async def offset_delete(broker: "KafkaBroker", body, version, conn):
         code = E.NONE
     if code != E.NONE:
         return O.OffsetDeleteResponse(error_code=code, throttle_time_ms=0, topics=[])
-    engine = broker.engine
+    steps = broker.steps
     answers: list[tuple[str, list[list[int]]]] = []  # (topic, [[partition, code]]) in request order
     doomed: list[tuple[str, int]] = []
     for t in body.topics:
@@ -103,7 +102,7 @@ async def offset_delete(broker: "KafkaBroker", body, version, conn):
         for p in t.partitions:
             code = E.NONE
             try:
-                engine.partition(t.name, p.partition_index)
+                steps.partition(t.name, p.partition_index)
             except FAILURES as exc:
                 code = error_code(exc)
             else:
@@ -115,7 +114,7 @@ async def offset_delete(broker: "KafkaBroker", body, version, conn):
         answers.append((t.name, parts))
     if doomed:
         try:
-            await broker.steps.in_thread(functools.partial(engine.delete_group_offsets, group_id, doomed))
+            await steps.delete_group_offsets(group_id, doomed)
         except ValueError:
             return O.OffsetDeleteResponse(error_code=E.INVALID_GROUP_ID, throttle_time_ms=0, topics=[])
         except FAILURES as exc:

@@ -20,7 +20,7 @@ from logway.codecs.kafka.error_codes import ErrorCode as E
 from .group_types import CLASSIC, GroupSummary
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .broker import KafkaBroker
+    from .state import BrokerState
 
 log = logging.getLogger("logway.gateway.kafka")
 #: The most bytes of group ids a ListGroups answer holds: below what clients accept in one answer (librdkafka's
@@ -44,12 +44,12 @@ def coordinator_answer(version: int, key_type: int, keys: list[str], node: tuple
         for key in keys])
 
 
-async def find_coordinator(broker: "KafkaBroker", body, version, conn):
+async def find_coordinator(broker: "BrokerState", body, version, conn):
     keys = body.coordinator_keys if version >= 4 else [body.key]
     return coordinator_answer(version, body.key_type, keys, (broker.node_id, *broker.advertised))
 
 
-async def join_group(broker: "KafkaBroker", body, version, conn):
+async def join_group(broker: "BrokerState", body, version, conn):
     if not body.group_id:
         return _join_error(E.INVALID_GROUP_ID, body.member_id, version)
     conflict = broker.groups.conflict(body.group_id, CLASSIC)
@@ -77,7 +77,7 @@ def _join_error(code: int, member_id: str, version: int):
                                members=[])
 
 
-async def sync_group(broker: "KafkaBroker", body, version, conn):
+async def sync_group(broker: "BrokerState", body, version, conn):
     checked = version >= 5  # v5 names the protocol type and name, which must be the group's
     result = await broker.coordinator.sync_group(
         body.group_id, body.generation_id, body.member_id, body.group_instance_id if version >= 3 else None,
@@ -88,13 +88,13 @@ async def sync_group(broker: "KafkaBroker", body, version, conn):
                                assignment=result.assignment or b"")
 
 
-async def heartbeat(broker: "KafkaBroker", body, version, conn):
+async def heartbeat(broker: "BrokerState", body, version, conn):
     code = broker.coordinator.heartbeat(body.group_id, body.generation_id, body.member_id,
                                         body.group_instance_id if version >= 3 else None)
     return G.HeartbeatResponse(throttle_time_ms=0, error_code=code)
 
 
-async def leave_group(broker: "KafkaBroker", body, version, conn):
+async def leave_group(broker: "BrokerState", body, version, conn):
     if version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in body.members]
     else:
@@ -104,7 +104,7 @@ async def leave_group(broker: "KafkaBroker", body, version, conn):
         G.MemberResponse(member_id=m, group_instance_id=i, error_code=c) for (m, i), c in zip(members, codes)])
 
 
-async def describe_groups(broker: "KafkaBroker", body, version, conn):
+async def describe_groups(broker: "BrokerState", body, version, conn):
     groups = []
     for d in broker.coordinator.describe_groups(body.groups):
         if d.error_code == E.NONE and d.state == "Dead":  # unknown here: another type's, or none at all
@@ -125,15 +125,14 @@ async def describe_groups(broker: "KafkaBroker", body, version, conn):
     return G.DescribeGroupsResponse(throttle_time_ms=0, groups=groups)
 
 
-async def list_groups(broker: "KafkaBroker", body, version, conn):
+async def list_groups(broker: "BrokerState", body, version, conn):
     """Every group held now, of every type, and those with committed offsets only (through any protocol: as Kafka
     lists a group with offsets and no members — classic, Empty, protocol type ""), filtered by state (v4+) and
     type (v5+), as many as fit `MAX_LIST_GROUPS_BYTES`."""
     states = {s.lower() for s in body.states_filter} if version >= 4 else set()
     types = {t.lower() for t in body.types_filter} if version >= 5 else set()
     listed = {g.group_id: g for g in broker.groups.summaries()}
-    offsets = broker.engine.offsets
-    for group_id in offsets.groups() if offsets is not None else ():
+    for group_id in broker.steps.offset_groups():
         if group_id not in listed:
             listed[group_id] = GroupSummary(group_id, "", "Empty", CLASSIC)
     groups, room = [], MAX_LIST_GROUPS_BYTES

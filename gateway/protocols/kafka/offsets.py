@@ -9,22 +9,22 @@ from typing import TYPE_CHECKING
 
 from logway.codecs.kafka.api import offsets as O
 from logway.codecs.kafka.error_codes import ErrorCode as E
-from logway.storage.offsets import MAX_METADATA_BYTES
 
 from ...errors import FAILURES, ErrorKind, kind_of
+from ...steps import MAX_METADATA_BYTES
 from .errors import error_code
 from .records import NO_OFFSET
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .broker import KafkaBroker
+    from .state import BrokerState
 
 log = logging.getLogger("logway.gateway.kafka")
 
 
-async def offset_commit(broker: "KafkaBroker", body, version, conn):
+async def offset_commit(broker: "BrokerState", body, version, conn):
     generation = body.generation_id_or_member_epoch if version >= 1 else -1
     code = broker.groups.validate_commit(body.group_id, generation, body.member_id, body.group_instance_id, version)
-    offsets = broker.engine.offsets
+    steps = broker.steps
     topics = []
     wrote = False
     for t in body.topics:
@@ -33,9 +33,9 @@ async def offset_commit(broker: "KafkaBroker", body, version, conn):
             err = code
             if err == E.NONE:
                 try:
-                    broker.engine.partition(t.name, p.partition_index)
-                    offsets.commit(body.group_id, t.name, p.partition_index, p.committed_offset,
-                                   p.committed_metadata or "")
+                    steps.partition(t.name, p.partition_index)
+                    steps.write_offset(body.group_id, t.name, p.partition_index, p.committed_offset,
+                                       p.committed_metadata or "")
                     wrote = True
                 except ValueError:  # what the offset store refuses to hold
                     if len((p.committed_metadata or "").encode("utf-8", "replace")) > MAX_METADATA_BYTES:
@@ -52,7 +52,7 @@ async def offset_commit(broker: "KafkaBroker", body, version, conn):
         topics.append(O.OffsetCommitResponseTopic(name=t.name, partitions=parts))
     if wrote:
         try:
-            await broker.steps.sync_offsets()
+            await steps.sync_offsets()
         except OSError:  # not durable: none of this request's commits is acknowledged
             for t in topics:
                 for p in t.partitions:
@@ -61,7 +61,7 @@ async def offset_commit(broker: "KafkaBroker", body, version, conn):
     return O.OffsetCommitResponse(throttle_time_ms=0, topics=topics)
 
 
-async def offset_fetch(broker: "KafkaBroker", body, version, conn):
+async def offset_fetch(broker: "BrokerState", body, version, conn):
     """One group (v0-v7) or several (v8+). With require_stable (v7+; librdkafka sets it for read_committed
     consumers) a partition with an offset a transaction still has to commit answers UNSTABLE_OFFSET_COMMIT, which
     the client retries, rather than an offset the transaction is about to replace."""
@@ -82,12 +82,12 @@ async def offset_fetch(broker: "KafkaBroker", body, version, conn):
     return O.OffsetFetchResponse(throttle_time_ms=0, groups=groups)
 
 
-def _fetch_group(broker: "KafkaBroker", group_id: str, wanted_topics, stable: bool):
+def _fetch_group(broker: "BrokerState", group_id: str, wanted_topics, stable: bool):
     """(topics, group error) of one group's committed offsets: those asked for, or (None) all of the group's."""
-    offsets = broker.engine.offsets
+    steps = broker.steps
     if wanted_topics is None:
         by_topic: dict[str, list] = {}
-        for (topic, partition), c in sorted(offsets.fetch_group(group_id).items()):
+        for (topic, partition), c in sorted(steps.committed_group(group_id).items()):
             by_topic.setdefault(topic, []).append(partition)
         wanted = sorted(by_topic.items())
     else:
@@ -101,7 +101,7 @@ def _fetch_group(broker: "KafkaBroker", group_id: str, wanted_topics, stable: bo
                 parts.append(O.OffsetFetchResponsePartition(partition_index=p, committed_offset=NO_OFFSET,
                                                             metadata="", error_code=E.UNSTABLE_OFFSET_COMMIT))
                 continue
-            c = offsets.fetch(group_id, name, p)
+            c = steps.committed(group_id, name, p)
             parts.append(O.OffsetFetchResponsePartition(
                 partition_index=p, committed_offset=c.offset if c else NO_OFFSET, committed_leader_epoch=-1,
                 metadata=c.metadata if c else "", error_code=E.NONE))

@@ -20,12 +20,14 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import Iterable
 
 import trio
 
 from logway.codecs.kafka.error_codes import ErrorCode
 from logway.codecs.kafka.records import BatchHeader, iter_batches, parse_header
-from logway.storage import PartitionLog
+
+from ...steps import Partition, Steps
 
 #: Batches remembered per producer and partition: Kafka's limit of in-flight requests for idempotence.
 DUPLICATE_WINDOW = 5
@@ -129,7 +131,7 @@ class ProducerStates:
         self.expired += dropped
         return dropped
 
-    async def get(self, plog: PartitionLog) -> PartitionProducers:
+    async def get(self, plog: Partition, steps: Steps) -> PartitionProducers:
         key = (plog.topic, plog.partition)
         while True:
             state = self._states.get(key)
@@ -141,7 +143,8 @@ class ProducerStates:
                 continue
             self._loading[key] = done = trio.Event()
             try:
-                state = await trio.to_thread.run_sync(rebuild, plog)
+                state = await trio.to_thread.run_sync(lambda: rebuild(steps.stored_tail(plog, SCAN_BYTES,
+                                                                                         SCAN_CHUNK)))
                 self._states[key] = state
                 return state
             finally:
@@ -153,24 +156,19 @@ class ProducerStates:
         for key in [k for k in self._states if k[0] == topic]:
             del self._states[key]
 
-    def forget_partition(self, plog: PartitionLog) -> None:
+    def forget_partition(self, plog: Partition) -> None:
         """A write recorded in the partition's state was not made durable (a failed sync may have cut it back): the
         state is loaded from the log again when next needed."""
         self._states.pop((plog.topic, plog.partition), None)
 
 
-def rebuild(plog: PartitionLog, scan_bytes: int = SCAN_BYTES) -> PartitionProducers:
-    """Read the RecordBatch headers of the log tail and replay every idempotent batch into a fresh state."""
+def rebuild(chunks: Iterable[bytes]) -> PartitionProducers:
+    """Replay every idempotent batch of the log tail (`chunks`: its stored RecordBatches, `Steps.stored_tail`) into
+    a fresh state, from their headers."""
     state = PartitionProducers()
-    offset = plog.tail_offset(scan_bytes)
-    end = plog.log_end_offset
-    while offset < end:
-        rng = plog.read(offset, SCAN_CHUNK)
-        if rng is None:
-            break
-        for batch in iter_batches(rng.read()):
+    for chunk in chunks:
+        for batch in iter_batches(chunk):
             header = parse_header(batch)
             if header.producer_id >= 0 and not header.is_control:  # markers carry no sequence
                 state.record(BatchSeq.of(header, header.base_offset))
-        offset = rng.end_offset
     return state

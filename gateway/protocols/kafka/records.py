@@ -23,12 +23,11 @@ from logway.codecs.kafka.api import list_offsets as L
 from logway.codecs.kafka.api import produce as P
 from logway.codecs.kafka.error_codes import ErrorCode as E
 from logway.codecs.kafka.records import BATCH_HEADER_SIZE, iter_batches, parse_header
-from logway.storage import PartitionLog
 
 from ...errors import FAILURES, running_out_line
 from ...formats import KAFKA, MESSAGE_SET_V0, MESSAGE_SET_V1
 from ...pump import Park
-from ...steps import Isolation
+from ...steps import Isolation, Partition
 from ...transactions import PeerUnavailable, TxnError
 from .errors import PRODUCE_ERRORS, error_code
 from .producers import BatchSeq
@@ -36,7 +35,7 @@ from .topic_ids import unknown_id_code
 from .transactions import txn_error_code
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .broker import KafkaBroker
+    from .state import BrokerState
 
 log = logging.getLogger("logway.gateway.kafka")
 
@@ -49,7 +48,7 @@ MAX_FETCH_WAIT_MS = 60_000
 
 
 # -- Produce ---------------------------------------------------------------------------------------------
-async def produce(broker: "KafkaBroker", body, version, conn):
+async def produce(broker: "BrokerState", body, version, conn):
     if body.acks not in (0, 1, -1):
         return _produce_errors(body, E.INVALID_REQUIRED_ACKS)
     durable = body.acks == -1 or broker.steps.leader_acks_wait
@@ -77,13 +76,14 @@ def _produce_errors(body, code):
         for td in body.topic_data])
 
 
-async def _produce_partition(broker: "KafkaBroker", topic: str, partition: int, records, durable: bool):
+async def _produce_partition(broker: "BrokerState", topic: str, partition: int, records, durable: bool):
     def answer(code, base=NO_OFFSET, start=-1, message=None):
         return P.PartitionProduceResponse(index=partition, error_code=code, base_offset=base,
                                           log_append_time_ms=-1, log_start_offset=start, error_message=message)
 
+    steps = broker.steps
     try:
-        plog = broker.engine.partition(topic, partition)
+        plog = steps.partition(topic, partition)
     except FAILURES as exc:
         return answer(error_code(exc))
     if not records:
@@ -107,35 +107,34 @@ async def _produce_partition(broker: "KafkaBroker", topic: str, partition: int, 
         producer = (first.producer_id, first.producer_epoch)
     elif any(h.is_control for h in headers):  # markers are the coordinator's to write
         return answer(E.INVALID_RECORD, message="control batches cannot be produced")
-    stored = data
+    stored, parsed = data, headers  # a Kafka topic's storage takes the headers as parsed here
     if plog.fmt is not KAFKA:  # e.g. a TANK topic: the records re-encoded; headers refused, never dropped
         try:  # (before the checks below: nothing may wait between them and the append)
-            stored = await broker.steps.convert(len(data), _reencoded, plog, data)
+            stored, parsed = await steps.convert(len(data), _reencoded, steps.encoder(plog), data), None
         except FAILURES as exc:
-            return _refused(answer, plog, exc, broker.engine.data_dir)
+            return _refused(answer, plog, exc, steps)
     if producer is not None and broker.transactions.peers is not None:  # (workers: N) heard of at the coordinator?
         try:
             await broker.transactions.learn(producer[0], producer[1], topic, partition)
         except PeerUnavailable as exc:  # retriable for every client (Kafka answers KIP-890's checks so too)
             return answer(E.NOT_ENOUGH_REPLICAS, message=str(exc))
-    state = await broker.producers.get(plog) if idempotent else None
+    state = await broker.producers.get(plog, steps) if idempotent else None
     if state is not None:
         code, original = state.check(BatchSeq.of(idempotent[0]))
         if code != E.NONE:
-            return answer(code, start=plog.log_start_offset)
+            return answer(code, start=steps.marks(plog).log_start)
         if original is not None:  # a retry of a batch already in the log: its original offset, no append
-            return answer(E.NONE, base=original, start=plog.log_start_offset)
+            return answer(E.NONE, base=original, start=steps.marks(plog).log_start)
     if producer is not None:  # checked here, with no await before the append: the transaction cannot end between
         try:
             broker.transactions.check_produce(producer[0], producer[1], topic, partition)
         except TxnError as exc:
             return answer(txn_error_code(exc, knows_fenced=False), message=str(exc))
-    steps = broker.steps
-    cuts = plog.cuts  # (see Steps.make_durable)
+    cuts = steps.sync_point(plog)
     try:
-        result = steps.append(plog, stored, producer=producer)
+        result = steps.append(plog, stored, producer=producer, headers=parsed)
     except FAILURES as exc:
-        return _refused(answer, plog, exc, broker.engine.data_dir)
+        return _refused(answer, plog, exc, steps)
     if state is not None:  # recorded before any wait, so a retry arriving meanwhile is recognised
         offset = result.base_offset
         for h in headers:
@@ -148,30 +147,29 @@ async def _produce_partition(broker: "KafkaBroker", topic: str, partition: int, 
         except OSError as exc:  # not durable: nothing acknowledged (a retry must not pass for a duplicate of it)
             if state is not None:
                 broker.producers.forget_partition(plog)
-            return _refused(answer, plog, exc, broker.engine.data_dir)
-    return answer(E.NONE, base=result.base_offset, start=plog.log_start_offset)
+            return _refused(answer, plog, exc, steps)
+    return answer(E.NONE, base=result.base_offset, start=steps.marks(plog).log_start)
 
 
-# -- Fetch -----------------------------------------------------------------------------------------------
-def _reencoded(plog: PartitionLog, data: bytes) -> bytes:
-    """Kafka batches as whole batches of the partition's own storage format."""
-    return plog.fmt.encode(KAFKA.decode(data, first_offset=0, min_offset=0), now_ms=int(time.time() * 1000),
-                           max_batch_bytes=plog.config.max_batch_bytes)
+def _reencoded(encode, data: bytes) -> bytes:
+    """Kafka batches as whole batches of the partition's own storage format (`encode`: `Steps.encoder`'s)."""
+    return encode(KAFKA.decode(data, first_offset=0, min_offset=0))
 
 
-def _refused(answer, plog: PartitionLog, exc: Exception, data_dir: str):
-    """The partition's answer to an append (or its conversion) that failed with `exc` (`data_dir`: the engine's,
-    for the line a storage failure logs)."""
+def _refused(answer, plog: Partition, exc: Exception, steps):
+    """The partition's answer to an append (or its conversion) that failed with `exc`."""
     code = error_code(exc, PRODUCE_ERRORS)
     if code == E.KAFKA_STORAGE_ERROR:  # e.g. disk full: nothing was appended, the client may retry
-        log.error("append to %s-%d failed: %s", plog.topic, plog.partition, running_out_line(exc, data_dir))
+        log.error("append to %s-%d failed: %s", plog.topic, plog.partition,
+                  running_out_line(exc, steps.topics.data_dir))
         return answer(code, message=f"storage error: {exc.strerror or exc}")
     if code == E.INVALID_RECORD:
         return answer(code, message=f"topic {plog.topic} ({plog.fmt.name} format): {exc}")
     return answer(code, message=str(exc))
 
 
-async def fetch(broker: "KafkaBroker", body, version, conn):
+# -- Fetch -----------------------------------------------------------------------------------------------
+async def fetch(broker: "BrokerState", body, version, conn):
     limits = broker.config.limits
     wait = min(max(body.max_wait_ms, 0), limits.max_wait_ms, MAX_FETCH_WAIT_MS) / 1000
     min_bytes = max(body.min_bytes, 0)
@@ -192,11 +190,12 @@ async def fetch(broker: "KafkaBroker", body, version, conn):
     return Park(lambda deliver: broker.steps.long_poll(keys, deadline, build, deliver=deliver))
 
 
-async def _fetch_once(broker: "KafkaBroker", body, version, max_bytes, as_, committed: bool, at_once: bool):
+async def _fetch_once(broker: "BrokerState", body, version, max_bytes, as_, committed: bool, at_once: bool):
     """Build the per-partition answers; total = record bytes included (-1 when an error must go out now).
     `at_once`: reads that never wait (`Steps.read`), for an answer built by the appending task.
     `committed` (read_committed): up to the last stable offset; the stored RecordBatches go out with the list of
     aborted transactions in them (the client drops those batches), transcoded reads drop aborted records here."""
+    steps = broker.steps
     responses = []
     total = 0
     errors = False
@@ -208,13 +207,12 @@ async def _fetch_once(broker: "KafkaBroker", body, version, max_bytes, as_, comm
                                  preferred_read_replica=-1, records=b"")
             parts.append(pd)
             try:
-                plog = broker.engine.partition(t.topic, p.partition)
+                plog = steps.partition(t.topic, p.partition)
             except FAILURES as exc:
                 pd.error_code = unknown_id_code(F.API_KEY, version, t.topic, error_code(exc))
                 errors = True
                 continue
-            pd.last_stable_offset, pd.high_watermark = plog.stable_bounds()
-            pd.log_start_offset = plog.log_start_offset
+            pd.log_start_offset, pd.last_stable_offset, pd.high_watermark = steps.marks(plog)
             if not committed:
                 isolation = Isolation.UNCOMMITTED
             else:  # the stored bytes with the aborted list, or (transcoded) aborted records dropped here
@@ -224,8 +222,7 @@ async def _fetch_once(broker: "KafkaBroker", body, version, max_bytes, as_, comm
             if budget <= 0 and total > 0:
                 continue
             try:
-                read = await broker.steps.read(plog, p.fetch_offset, max(budget, 1), as_, isolation,
-                                               at_once=at_once)
+                read = await steps.read(plog, p.fetch_offset, max(budget, 1), as_, isolation, at_once=at_once)
             except FAILURES as exc:  # out of range, or stored records this answer cannot be built from
                 if isinstance(exc, RecordFormatError):
                     log.warning("fetch %s-%d at %d: cannot convert the stored records: %s", t.topic,
@@ -241,19 +238,20 @@ async def _fetch_once(broker: "KafkaBroker", body, version, max_bytes, as_, comm
             total += read.size
             if isolation is Isolation.RAW_COMMITTED:
                 pd.aborted_transactions = [F.AbortedTransaction(producer_id=txn.producer_id, first_offset=txn.first)
-                                           for txn in plog.aborted(p.fetch_offset, read.slice.end_offset)]
+                                           for txn in steps.aborted(plog, p.fetch_offset, read.slice.end_offset)]
         responses.append(F.FetchableTopicResponse(topic=t.topic, topic_id=t.topic_id, partitions=parts))
     return responses, (-1 if errors else total)
 
 
 # -- ListOffsets -----------------------------------------------------------------------------------------
-async def list_offsets(broker: "KafkaBroker", body, version, conn):
+async def list_offsets(broker: "BrokerState", body, version, conn):
     """Kafka's answers (as `Partition.fetchOffsetForTimestamp`): latest is the high watermark (read_committed: the
     last stable offset); earliest and earliest-local (-4; no tiered storage, so the same) the log start offset;
     latest-tiered (-5) offset -1 (nothing is tiered); max-timestamp (-3) the first record with the largest
     timestamp; a timestamp the first record at or after it. A found record must lie below what the reader may
     fetch (the high watermark or, read_committed, the last stable offset), else the answer is offset -1."""
     committed = version >= 2 and body.isolation_level == F.READ_COMMITTED
+    steps = broker.steps
     topics = []
     for t in body.topics:
         parts = []
@@ -263,16 +261,18 @@ async def list_offsets(broker: "KafkaBroker", body, version, conn):
                                                old_style_offsets=[])
             parts.append(r)
             try:
-                plog = broker.engine.partition(t.name, p.partition_index)
-                fetchable = plog.last_stable_offset if committed else plog.high_watermark
+                plog = steps.partition(t.name, p.partition_index)
+                marks = steps.marks(plog)
+                fetchable = marks.last_stable if committed else marks.high_watermark
                 if p.timestamp == L.LATEST_TIMESTAMP:
                     offset = fetchable
                 elif p.timestamp in (L.EARLIEST_TIMESTAMP, L.EARLIEST_LOCAL_TIMESTAMP):
-                    offset = plog.log_start_offset
+                    offset = marks.log_start
                 elif p.timestamp == L.LATEST_TIERED_TIMESTAMP:
                     offset, r.leader_epoch = NO_OFFSET, -1
-                else:
-                    found = await broker.steps.in_thread(_record_at_timestamp, plog, p.timestamp)
+                else:  # (MAX_TIMESTAMP: the first record with the partition's largest timestamp)
+                    found = await steps.record_at_timestamp(
+                        plog, None if p.timestamp == L.MAX_TIMESTAMP else p.timestamp)
                     if found is not None and found[0] < fetchable:
                         offset, r.timestamp = found
                     else:
@@ -288,20 +288,3 @@ async def list_offsets(broker: "KafkaBroker", body, version, conn):
         topics.append(L.ListOffsetsTopicResponse(name=t.name, partitions=parts))
     return L.ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 
-
-def _record_at_timestamp(plog: PartitionLog, timestamp: int) -> tuple[int, int] | None:
-    """(offset, timestamp) of the first record whose timestamp is >= timestamp — or, for MAX_TIMESTAMP, is the
-    largest of the partition (the first record at the largest of its segments' largest timestamps) — or None
-    (runs in a worker thread)."""
-    if timestamp == L.MAX_TIMESTAMP:
-        timestamp = plog.max_timestamp
-        if timestamp < 0:  # empty, or no record with a timestamp
-            return None
-    offset = plog.offset_for_timestamp(timestamp)
-    if offset is None:
-        return None
-    rng = plog.read(offset, 1)
-    records = plog.fmt.decode(rng.read(), first_offset=rng.first_offset, min_offset=offset) if rng else ()
-    for rec in records:
-        return rec.offset, rec.timestamp if rec.timestamp is not None else -1
-    return offset, -1

@@ -190,7 +190,7 @@ class KafkaRouting:
         key, body, version = request.api_key, request.body, request.api_version
         if key in BY_ID_SINCE and version >= BY_ID_SINCE[key] and _names_unknown_id(key, body):
             await self.cluster.refresh()  # a topic another worker created? (its id is news here)
-            name_topics(broker.engine, key, version, body)
+            name_topics(broker.steps.topics, key, version, body)
         if key in ROUTED:
             return await self._routed(broker, ROUTED[key], handlers[key], request, conn)
         if key in NOT_COORDINATOR and self.node_id != self.cluster.coordinator():
@@ -251,7 +251,7 @@ class KafkaRouting:
     async def _routed(self, broker: "BrokerState", api: _Routed, handler, request, conn):
         """Serve this worker's partitions of the request; answer the others NOT_LEADER_OR_FOLLOWER."""
         body = request.body
-        engine = broker.engine
+        topics_now = broker.steps.topics.names
         topics = getattr(body, api.topics)
         # created or grown by another worker a moment ago?
         await self.cluster.look_up_unknown([(getattr(t, api.name), getattr(p, api.index))
@@ -262,7 +262,7 @@ class KafkaRouting:
             mine = []
             for p in getattr(t, api.parts):
                 number = getattr(p, api.index)
-                if self._known(engine, name, number) and self.leader(name, number) != self.node_id:
+                if self._known(topics_now, name, number) and self.leader(name, number) != self.node_id:
                     theirs.add((name, number))
                 else:  # ours, or unknown here too: the handler answers UNKNOWN_TOPIC_OR_PARTITION
                     mine.append(p)
@@ -305,8 +305,8 @@ class KafkaRouting:
         return response
 
     @staticmethod
-    def _known(engine, topic: str, partition: int) -> bool:
-        t = engine.topics_by_name.get(topic)
+    def _known(topics_now, topic: str, partition: int) -> bool:
+        t = topics_now.get(topic)
         return t is not None and 0 <= partition < len(t.partitions)
 
 

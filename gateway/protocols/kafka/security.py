@@ -22,7 +22,7 @@ from ...security import Acl, AclFilter, Operation, PatternType, Permission, Reso
 from ...security.admin import CredentialChange, Refusal
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .broker import KafkaBroker
+    from .state import BrokerState
 
 __all__ = ["HANDLERS"]
 
@@ -47,7 +47,7 @@ def _filter(f) -> AclFilter:
                      _member(Operation, f.operation), _member(Permission, f.permission_type))
 
 
-async def describe_acls(broker: "KafkaBroker", body, version, conn):
+async def describe_acls(broker: "BrokerState", body, version, conn):
     try:
         found = broker.security.admin.describe_acls(_filter(body))
     except Refusal as refusal:
@@ -60,7 +60,7 @@ async def describe_acls(broker: "KafkaBroker", body, version, conn):
                                                for (rtype, name, pattern), acls in resources.items()])
 
 
-async def create_acls(broker: "KafkaBroker", body, version, conn):
+async def create_acls(broker: "BrokerState", body, version, conn):
     acls = [Acl(_member(ResourceType, c.resource_type), c.resource_name, _member(PatternType, c.resource_pattern_type),
                 c.principal, c.host, _member(Operation, c.operation), _member(Permission, c.permission_type))
             for c in body.creations]
@@ -69,7 +69,7 @@ async def create_acls(broker: "KafkaBroker", body, version, conn):
                                            else ACL.AclCreationResult(_code(r), r.message) for r in results])
 
 
-async def delete_acls(broker: "KafkaBroker", body, version, conn):
+async def delete_acls(broker: "BrokerState", body, version, conn):
     results = await broker.security.admin.delete_acls([_filter(f) for f in body.filters])
     out = []
     for result in results:
@@ -82,7 +82,7 @@ async def delete_acls(broker: "KafkaBroker", body, version, conn):
     return ACL.DeleteAclsResponse(filter_results=out)
 
 
-async def describe_user_scram_credentials(broker: "KafkaBroker", body, version, conn):
+async def describe_user_scram_credentials(broker: "BrokerState", body, version, conn):
     names = [u.name for u in body.users] if body.users else None  # (no list, or an empty one: every user, as Kafka)
     results = []
     for user, found in broker.security.admin.describe_users(names):
@@ -94,7 +94,7 @@ async def describe_user_scram_credentials(broker: "KafkaBroker", body, version, 
     return S.DescribeUserScramCredentialsResponse(results=results)
 
 
-async def alter_user_scram_credentials(broker: "KafkaBroker", body, version, conn):
+async def alter_user_scram_credentials(broker: "BrokerState", body, version, conn):
     def mechanism(code: int) -> str:
         return S.MECHANISM_CODES.get(code, f"unknown mechanism {code}")
 
@@ -107,7 +107,7 @@ async def alter_user_scram_credentials(broker: "KafkaBroker", body, version, con
         else S.AlterUserScramCredentialsResult(user, _code(refusal), refusal.message) for user, refusal in results])
 
 
-async def describe_client_quotas(broker: "KafkaBroker", body, version, conn):
+async def describe_client_quotas(broker: "BrokerState", body, version, conn):
     components = [(c.entity_type, c.match_type, c.match) for c in body.components]
     try:
         found = broker.security.admin.describe_quotas(components, body.strict)
@@ -118,7 +118,7 @@ async def describe_client_quotas(broker: "KafkaBroker", body, version, conn):
         for entity, values in found])
 
 
-async def alter_client_quotas(broker: "KafkaBroker", body, version, conn):
+async def alter_client_quotas(broker: "BrokerState", body, version, conn):
     entries = [([(e.entity_type, e.entity_name) for e in entry.entity], [(o.key, o.value, o.remove) for o in entry.ops])
                for entry in body.entries]
     results = await broker.security.admin.alter_quotas(entries, body.validate_only)

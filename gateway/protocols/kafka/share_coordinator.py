@@ -38,6 +38,7 @@ import trio
 
 from logway.codecs.kafka.error_codes import ErrorCode as E
 
+from ...steps import Marks
 from .consumer_coordinator import GroupError
 from .coordinator import Timers
 from .group_types import SHARE, GroupView, MemberView, partitions_by_name
@@ -298,9 +299,10 @@ class ShareCoordinator:
             lock = self._locks[key] = trio.Lock()
         return lock
 
-    async def partition(self, group_id: str, topic_id: uuid.UUID, partition: int, plog) -> SharePartition:
+    async def partition(self, group_id: str, topic_id: uuid.UUID, partition: int, topic: str,
+                        marks: Callable[[], Marks]) -> SharePartition:
         """The share-partition (held under `lock`): loaded from the store, or begun where the group's
-        share.auto.offset.reset says; its start moved up to the log's start."""
+        share.auto.offset.reset says; its start moved up to the log's start (`marks`: the log's positions now)."""
         key = (group_id, topic_id, partition)
         part = self.partitions.get(key)
         if part is None:
@@ -310,13 +312,14 @@ class ShareCoordinator:
                     part = SharePartition.restore(stored, self.delivery_count_limit)
                 except (KeyError, TypeError, ValueError) as exc:
                     log.error("share group %r: unreadable state of %s-%d (%s): starting over", group_id,
-                              plog.topic, partition, exc)
+                              topic, partition, exc)
             if part is None:
                 earliest = self.config(group_id)["share.auto.offset.reset"] == "earliest"
-                part = SharePartition(plog.log_start_offset if earliest else plog.high_watermark,
+                now = marks()
+                part = SharePartition(now.log_start if earliest else now.high_watermark,
                                       self.delivery_count_limit)
             self.partitions[key] = part
-        part.move_start(plog.log_start_offset)
+        part.move_start(marks().log_start)
         part.expire(self._clock())
         return part
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from functools import partial
 from typing import TYPE_CHECKING
 
 import trio
@@ -36,7 +37,7 @@ from .records import MAX_FETCH_WAIT_MS
 from .topic_ids import topic_of
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .broker import KafkaBroker
+    from .state import BrokerState
 
 log = logging.getLogger("logway.gateway.kafka")
 
@@ -52,7 +53,7 @@ REDELIVERY_READ_BYTES = 64 * 1024
 
 
 # -- membership ----------------------------------------------------------------------------------------------------
-async def share_group_heartbeat(broker: "KafkaBroker", body, version, conn):
+async def share_group_heartbeat(broker: "BrokerState", body, version, conn):
     shares = broker.share_groups
     conflict = broker.groups.claim(body.group_id, SHARE) if body.group_id else None
     if conflict is not None:
@@ -73,7 +74,7 @@ async def share_group_heartbeat(broker: "KafkaBroker", body, version, conn):
         assignment=heartbeat_assignment(assigned))
 
 
-async def share_group_describe(broker: "KafkaBroker", body, version, conn):
+async def share_group_describe(broker: "BrokerState", body, version, conn):
     shares = broker.share_groups
     out = []
     for group_id in body.group_ids:
@@ -116,18 +117,18 @@ class _Answer:
         return [S.ShareFetchableTopicResponse(topic_id=t.bytes, partitions=parts) for t, parts in by_topic.items()]
 
 
-def _plog(broker: "KafkaBroker", topic_id: uuid.UUID, partition: int):
+def _plog(broker: "BrokerState", topic_id: uuid.UUID, partition: int):
     """(partition log, None) or (None, the error code: UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION)."""
-    topic = topic_of(broker.engine, topic_id.bytes)
+    topic = topic_of(broker.steps.topics, topic_id.bytes)
     if topic is None:
         return None, E.UNKNOWN_TOPIC_ID
     try:
-        return broker.engine.partition(topic.name, partition), None
+        return broker.steps.partition(topic.name, partition), None
     except FAILURES as exc:
         return None, error_code(exc)
 
 
-async def _acknowledge(broker: "KafkaBroker", group_id: str, member_id: str, topic_id: uuid.UUID, partition: int,
+async def _acknowledge(broker: "BrokerState", group_id: str, member_id: str, topic_id: uuid.UUID, partition: int,
                        batches) -> int:
     """Apply a partition's acknowledgement batches, durably; the first error (what came before it applies)."""
     shares = broker.share_groups
@@ -135,7 +136,7 @@ async def _acknowledge(broker: "KafkaBroker", group_id: str, member_id: str, top
     if plog is None:
         return code
     async with shares.lock(group_id, topic_id, partition):
-        part = await shares.partition(group_id, topic_id, partition, plog)
+        part = await shares.partition(group_id, topic_id, partition, plog.topic, partial(broker.steps.marks, plog))
         code = E.NONE
         for batch in batches:
             code = part.acknowledge(member_id, batch.first_offset, batch.last_offset, batch.acknowledge_types)
@@ -149,7 +150,7 @@ async def _acknowledge(broker: "KafkaBroker", group_id: str, member_id: str, top
     return code
 
 
-async def _acknowledge_all(broker: "KafkaBroker", answer: _Answer, group_id: str, member_id: str, topics,
+async def _acknowledge_all(broker: "BrokerState", answer: _Answer, group_id: str, member_id: str, topics,
                            refuse: int = E.NONE) -> None:
     for t in topics:
         topic_id = uuid.UUID(bytes=t.topic_id)
@@ -161,7 +162,7 @@ async def _acknowledge_all(broker: "KafkaBroker", answer: _Answer, group_id: str
                 broker, group_id, member_id, topic_id, p.partition_index, p.acknowledgement_batches)
 
 
-async def _acquire(broker: "KafkaBroker", answer: _Answer, group_id: str, member_id: str, topic_id: uuid.UUID,
+async def _acquire(broker: "BrokerState", answer: _Answer, group_id: str, member_id: str, topic_id: uuid.UUID,
                    partition: int, max_records: int, budget: int) -> tuple[int, int]:
     """Acquire records of one partition for the member into `answer`: (records acquired, bytes used)."""
     shares, steps = broker.share_groups, broker.steps
@@ -170,7 +171,7 @@ async def _acquire(broker: "KafkaBroker", answer: _Answer, group_id: str, member
         answer.get(topic_id, partition, broker.node_id).error_code = code
         return 0, 0
     async with shares.lock(group_id, topic_id, partition):
-        part = await shares.partition(group_id, topic_id, partition, plog)
+        part = await shares.partition(group_id, topic_id, partition, plog.topic, partial(broker.steps.marks, plog))
         want = min(max_records, shares.can_acquire(part))
         if want <= 0:
             return 0, 0
@@ -191,7 +192,7 @@ async def _acquire(broker: "KafkaBroker", answer: _Answer, group_id: str, member
                     chunks.append(data)
                     used += len(data)
                     cursor = read.slice.end_offset
-            end, high = part.end, plog.high_watermark
+            end, high = part.end, steps.marks(plog).high_watermark
             if taken < want and end < high and budget - used > 0:
                 read = await steps.read(plog, end, budget - used, KAFKA, Isolation.UNCOMMITTED)
                 if read is not None:
@@ -221,7 +222,7 @@ async def _acquire(broker: "KafkaBroker", answer: _Answer, group_id: str, member
     return taken, used
 
 
-async def _bytes(broker: "KafkaBroker", read) -> bytes:
+async def _bytes(broker: "BrokerState", read) -> bytes:
     if read.zero_copy:  # a file range: several of them go out in one answer, so as bytes
         return await broker.steps.in_thread(read.slice.read)
     return bytes(read.data)
@@ -231,7 +232,7 @@ def _top_error(cls, code: int, message: str):
     return cls(error_code=code, error_message=message)
 
 
-async def share_fetch(broker: "KafkaBroker", body, version, conn):
+async def share_fetch(broker: "BrokerState", body, version, conn):
     shares = broker.share_groups
     group_id, member_id = body.group_id or "", body.member_id or ""
     if not shares.is_member(group_id, member_id):
@@ -276,14 +277,14 @@ async def share_fetch(broker: "KafkaBroker", body, version, conn):
         return (await build(False))[0]
     keys = []
     for topic_id, partition in partitions:
-        topic = broker.engine.topic_by_id(topic_id)
+        topic = broker.steps.topics.topic_by_id(topic_id)
         if topic is not None:
             keys.append((topic.name, partition))
     deadline = trio.current_time() + wait
     return Park(lambda deliver: broker.steps.long_poll(keys, deadline, build))
 
 
-async def share_acknowledge(broker: "KafkaBroker", body, version, conn):
+async def share_acknowledge(broker: "BrokerState", body, version, conn):
     shares = broker.share_groups
     group_id, member_id = body.group_id or "", body.member_id or ""
     try:
@@ -308,22 +309,22 @@ async def share_acknowledge(broker: "KafkaBroker", body, version, conn):
 
 
 # -- the offset admin APIs -----------------------------------------------------------------------------------------
-async def describe_share_group_offsets(broker: "KafkaBroker", body, version, conn):
+async def describe_share_group_offsets(broker: "BrokerState", body, version, conn):
     """Each share-partition's start offset (-1: never started); topics null = every one the group has state of."""
-    shares, engine = broker.share_groups, broker.engine
+    shares, topics_ = broker.share_groups, broker.steps.topics
     groups = []
     for g in body.groups:
         if g.topics is None:
             wanted: dict[str, list[int]] = {}
             for topic_id, partition in shares.stored_partitions(g.group_id):
-                topic = engine.topic_by_id(topic_id)
+                topic = topics_.topic_by_id(topic_id)
                 if topic is not None:
                     wanted.setdefault(topic.name, []).append(partition)
         else:
             wanted = {t.topic_name: list(t.partitions) for t in g.topics}
         topics = []
         for name, partitions in wanted.items():
-            topic = engine.topics_by_name.get(name)
+            topic = topics_.get(name)
             entry = S.DescribeShareGroupOffsetsResponseTopic(topic_name=name,
                                                              topic_id=topic.topic_id.bytes if topic else bytes(16))
             for p in partitions:
@@ -339,7 +340,7 @@ async def describe_share_group_offsets(broker: "KafkaBroker", body, version, con
     return S.DescribeShareGroupOffsetsResponse(groups=groups)
 
 
-def _empty_check(broker: "KafkaBroker", group_id: str) -> tuple[int, str | None]:
+def _empty_check(broker: "BrokerState", group_id: str) -> tuple[int, str | None]:
     if not group_id:
         return E.INVALID_GROUP_ID, "GroupId can't be empty."
     if broker.share_groups.holds(group_id):
@@ -350,14 +351,14 @@ def _empty_check(broker: "KafkaBroker", group_id: str) -> tuple[int, str | None]
     return E.NONE, None
 
 
-async def alter_share_group_offsets(broker: "KafkaBroker", body, version, conn):
+async def alter_share_group_offsets(broker: "BrokerState", body, version, conn):
     """Set share-partition start offsets of an empty share group (nothing in flight after), durably."""
     code, message = _empty_check(broker, body.group_id)
     if code != E.NONE:
         return S.AlterShareGroupOffsetsResponse(error_code=code, error_message=message)
     responses = []
     for t in body.topics:
-        topic = broker.engine.topics_by_name.get(t.topic_name)
+        topic = broker.steps.topics.get(t.topic_name)
         entry = S.AlterShareGroupOffsetsResponseTopic(topic_name=t.topic_name,
                                                       topic_id=topic.topic_id.bytes if topic else bytes(16))
         for p in t.partitions:
@@ -365,11 +366,10 @@ async def alter_share_group_offsets(broker: "KafkaBroker", body, version, conn):
             if topic is None or not 0 <= p.partition_index < len(topic.partitions):
                 result.error_code = E.UNKNOWN_TOPIC_OR_PARTITION
             else:
-                plog = topic.partitions[p.partition_index]
-                if not plog.log_start_offset <= p.start_offset <= plog.high_watermark:
+                start, _, high = broker.steps.marks(topic.partitions[p.partition_index])
+                if not start <= p.start_offset <= high:
                     result.error_code = E.INVALID_REQUEST
-                    result.error_message = (f"start offset {p.start_offset} is outside {plog.log_start_offset}.."
-                                            f"{plog.high_watermark}")
+                    result.error_message = f"start offset {p.start_offset} is outside {start}..{high}"
                 else:
                     await broker.share_groups.reset(body.group_id, topic.topic_id, p.partition_index, p.start_offset)
             entry.partitions.append(result)
@@ -377,7 +377,7 @@ async def alter_share_group_offsets(broker: "KafkaBroker", body, version, conn):
     return S.AlterShareGroupOffsetsResponse(responses=responses)
 
 
-async def delete_share_group_offsets(broker: "KafkaBroker", body, version, conn):
+async def delete_share_group_offsets(broker: "BrokerState", body, version, conn):
     """Forget an empty share group's state of whole topics (it starts over by share.auto.offset.reset)."""
     code, message = _empty_check(broker, body.group_id)
     if code != E.NONE:
@@ -385,7 +385,7 @@ async def delete_share_group_offsets(broker: "KafkaBroker", body, version, conn)
     stored = broker.share_groups.stored_partitions(body.group_id)
     responses = []
     for t in body.topics:
-        topic = broker.engine.topics_by_name.get(t.topic_name)
+        topic = broker.steps.topics.get(t.topic_name)
         entry = S.DeleteShareGroupOffsetsResponseTopic(topic_name=t.topic_name,
                                                        topic_id=topic.topic_id.bytes if topic else bytes(16))
         if topic is None:

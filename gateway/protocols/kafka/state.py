@@ -1,4 +1,4 @@
-"""`BrokerState`: what a Kafka broker holds — its steps and engine, configuration, the group coordinators (classic,
+"""`BrokerState`: what a Kafka broker holds — its steps, configuration, the group coordinators (classic,
 KIP-848, KIP-932), the idempotent producers' state, the transaction coordinator, security and authorization, and
 its place in a cluster — which the API modules (`records`, `offsets`, `groups`, `admin`, …) are given to serve a
 request. `broker.KafkaBroker` is this state plus the dispatch to those modules, so that they never import it back.
@@ -28,7 +28,6 @@ class BrokerState:
     def __init__(self, steps: Steps, config, coordinator: GroupCoordinator, advertised: tuple[str, int],
                  transactions: TransactionCoordinator, security: Security) -> None:
         self.steps = steps
-        self.engine = steps.engine
         self.config = config
         self.coordinator = coordinator
         self.advertised = advertised
@@ -42,19 +41,19 @@ class BrokerState:
             assignors=tuple(a.strip() for a in kc.group_consumer_assignors.split(",")))
         #: KIP-932 share groups, their state in the engine's share-state store.
         self.share_groups = ShareCoordinator(
-            self._topic_ids, self.engine.share_state, steps.in_thread,
+            self._topic_ids, steps.engine.share_state, steps.in_thread,
             session_timeout_ms=kc.group_share_session_timeout_ms,
             heartbeat_interval_ms=kc.group_share_heartbeat_interval_ms,
             lock_duration_ms=kc.group_share_record_lock_duration_ms,
             delivery_count_limit=kc.group_share_delivery_count_limit,
             max_record_locks=kc.group_share_partition_max_record_locks, auto_offset_reset=kc.share_auto_offset_reset)
         self.security = security
-        self.authz = KafkaAuthz(security.authorizer, self.engine)
+        self.authz = KafkaAuthz(security.authorizer, steps.topics)
         #: Every group of every type (one namespace of group ids).
         self.groups = GroupDirectory(**{CLASSIC: coordinator, CONSUMER: self.consumer_groups,
                                         SHARE: self.share_groups})
 
     def _topic_ids(self) -> dict:
         """Every topic now: name -> (topic id, partition count) (what consumer group assignments are made of)."""
-        return {t.name: (t.topic_id, len(t.partitions)) for t in self.engine.topics_by_name.values()}
+        return {t.name: (t.topic_id, len(t.partitions)) for t in self.steps.topics.names.values()}
 

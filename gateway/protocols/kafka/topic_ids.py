@@ -28,31 +28,32 @@ def wire_id(topic) -> bytes:
     return ZERO_UUID if topic is None else topic.topic_id.bytes
 
 
-def topic_of(engine, raw: bytes):
-    """The storage topic with this wire id, or None (the zero id included)."""
+def topic_of(topics, raw: bytes):
+    """The storage topic with this wire id (`topics`: the `TopicAdmin`, or anything with its `topic_by_id`), or None
+    (the zero id included)."""
     if raw == ZERO_UUID or len(raw) != 16:
         return None
-    return engine.topic_by_id(uuid.UUID(bytes=bytes(raw)))
+    return topics.topic_by_id(uuid.UUID(bytes=bytes(raw)))
 
 
-def _name(engine, raw: bytes) -> str:
-    topic = topic_of(engine, raw)
+def _name(topics, raw: bytes) -> str:
+    topic = topic_of(topics, raw)
     return UNKNOWN if topic is None else topic.name
 
 
-def name_topics(engine, api_key: int, version: int, body) -> None:
+def name_topics(topics, api_key: int, version: int, body) -> None:
     """Fill in the topic names of a request that names its topics by id (in place; others are left alone)."""
     since = BY_ID_SINCE.get(api_key)
     if since is None or version < since:
         return
     if api_key == P.API_KEY:
         for t in body.topic_data:
-            t.name = _name(engine, t.topic_id)
+            t.name = _name(topics, t.topic_id)
     else:
         for t in body.topics:
-            t.topic = _name(engine, t.topic_id)
+            t.topic = _name(topics, t.topic_id)
         for t in body.forgotten_topics_data:
-            t.topic = _name(engine, t.topic_id)
+            t.topic = _name(topics, t.topic_id)
 
 
 def unknown_id_code(api_key: int, version: int, name: str, code: int) -> int:

@@ -15,15 +15,15 @@ from typing import TYPE_CHECKING
 from logway.codecs.kafka.api import admin as A
 from logway.codecs.kafka.api import transactions as X
 from logway.codecs.kafka.error_codes import ErrorCode as E
-from logway.storage.offsets import MAX_METADATA_BYTES
 
 from ...errors import FAILURES
+from ...steps import MAX_METADATA_BYTES
 from ...transactions import (ConcurrentTransactions, Fenced, InvalidTimeout, InvalidTxnState, PeerUnavailable,
                              ProducerIdMismatch, TxnError)
 from .errors import error_code
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .broker import KafkaBroker
+    from .state import BrokerState
 
 __all__ = ["init_producer_id", "add_partitions_to_txn", "add_offsets_to_txn", "end_txn", "txn_offset_commit",
            "txn_error_code"]
@@ -44,14 +44,14 @@ def txn_error_code(exc: TxnError, *, knows_fenced: bool = True) -> int:
     return _CODES[type(exc)]
 
 
-async def init_producer_id(broker: "KafkaBroker", body, version, conn):
+async def init_producer_id(broker: "BrokerState", body, version, conn):
     def answer(code, pid=-1, epoch=-1):
         return A.InitProducerIdResponse(throttle_time_ms=0, error_code=code, producer_id=pid, producer_epoch=epoch)
 
     if body.transactional_id is None:
         # An idempotent producer: a fresh id, epoch 0 — also when it names its current one (v3+): such a producer
         # bumps its epoch itself (KIP-360), and asks for a new id only to start afresh, as Kafka answers it.
-        pid = await broker.steps.in_thread(broker.engine.producer_ids.next_id)
+        pid = await broker.steps.new_producer_id()
         return answer(E.NONE, pid, 0)
     if not body.transactional_id:
         return answer(E.INVALID_REQUEST)
@@ -68,7 +68,7 @@ async def init_producer_id(broker: "KafkaBroker", body, version, conn):
     return answer(E.NONE, pid, epoch)
 
 
-async def add_partitions_to_txn(broker: "KafkaBroker", body, version, conn):
+async def add_partitions_to_txn(broker: "BrokerState", body, version, conn):
     if version < 4:
         results = await _add_partitions(broker, body.transactional_id, body.producer_id, body.producer_epoch,
                                         body.topics, version, verify_only=False)
@@ -81,11 +81,11 @@ async def add_partitions_to_txn(broker: "KafkaBroker", body, version, conn):
         for txn in body.transactions])
 
 
-async def _add_partitions(broker: "KafkaBroker", tid: str, producer_id: int, epoch: int, topics_asked, version: int,
+async def _add_partitions(broker: "BrokerState", tid: str, producer_id: int, epoch: int, topics_asked, version: int,
                           *, verify_only: bool) -> list:
     """One transaction's AddPartitionsToTxn: the results per topic. `verify_only`: answer whether each partition
     is in the open transaction (INVALID_TXN_STATE if not) without adding anything."""
-    topics = broker.engine.topics_by_name
+    topics = broker.steps.topics.names
     missing = {(t.name, p) for t in topics_asked for p in t.partitions
                if t.name not in topics or not 0 <= p < len(topics[t.name].partitions)}
     wanted = [(t.name, p) for t in topics_asked for p in t.partitions]
@@ -114,7 +114,7 @@ async def _add_partitions(broker: "KafkaBroker", tid: str, producer_id: int, epo
         for t in topics_asked]
 
 
-async def add_offsets_to_txn(broker: "KafkaBroker", body, version, conn):
+async def add_offsets_to_txn(broker: "BrokerState", body, version, conn):
     code = E.NONE
     if not body.group_id:
         code = E.INVALID_GROUP_ID
@@ -129,7 +129,7 @@ async def add_offsets_to_txn(broker: "KafkaBroker", body, version, conn):
     return X.AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=code)
 
 
-async def end_txn(broker: "KafkaBroker", body, version, conn):
+async def end_txn(broker: "BrokerState", body, version, conn):
     code = E.NONE
     try:
         await broker.transactions.end_txn(body.transactional_id, body.producer_id, body.producer_epoch,
@@ -145,8 +145,8 @@ async def end_txn(broker: "KafkaBroker", body, version, conn):
                             producer_epoch=body.producer_epoch if ok else -1)
 
 
-async def txn_offset_commit(broker: "KafkaBroker", body, version, conn):
-    topics = broker.engine.topics_by_name
+async def txn_offset_commit(broker: "BrokerState", body, version, conn):
+    topics = broker.steps.topics.names
     offsets = {}
     codes: dict[tuple[str, int], int] = {}
     for t in body.topics:

@@ -84,7 +84,7 @@ class NativeProtocol(Protocol):
         self.token = self.config.auth.native_token
         self.login_required = listener_requires_login(self.config, self.name)
         self.users = ctx.security.users
-        self.authz = NativeAuthz(ctx.security.authorizer, ctx.engine)
+        self.authz = NativeAuthz(ctx.security.authorizer, self.steps)
 
     def codec(self) -> NativeConnection:
         return NativeConnection("server", max_frame=self.config.limits.max_frame_bytes)

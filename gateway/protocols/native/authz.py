@@ -81,9 +81,9 @@ class NativeAuthz:
     `Connection` (or the admin listener's caller: anything with `principal`, `address`, `peer`, `protocol` and
     `internal`)."""
 
-    def __init__(self, authorizer, engine) -> None:
+    def __init__(self, authorizer, steps) -> None:
         self.authorizer = authorizer
-        self.engine = engine
+        self.steps = steps
 
     def refusal(self, event, who) -> nev.ErrorResponse | None:
         if self.authorizer.open:
@@ -109,8 +109,7 @@ class NativeAuthz:
     def _reset_topics(self, ev: nev.ResetGroupOffsetsRequest) -> list[str]:
         if ev.topics is not None:
             return sorted({topic for topic, _ in ev.topics})
-        offsets = self.engine.offsets
-        return sorted({topic for topic, _ in offsets.fetch_group(ev.group_id)}) if offsets is not None else []
+        return sorted({topic for topic, _ in self.steps.committed_group(ev.group_id)})
 
     def filtered(self, answer, who):
         """A ListTopics or ListGroups answer with only what the principal may Describe (others as they are)."""

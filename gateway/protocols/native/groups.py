@@ -27,7 +27,8 @@ import orjson
 
 from logway.codecs.native import MAX_FRAME_BYTES
 from logway.codecs.native import events as nev
-from logway.storage.engine import ForeignPartition
+
+from ...steps import ForeignPartition
 
 #: Kafka group states in which the offsets may be reset (kafka-consumer-groups: "the group must be inactive").
 INACTIVE = ("Empty", "Dead")
@@ -42,7 +43,7 @@ class GroupAdmin:
         (a ListGroups page fills at most half of it)."""
         self.page_bytes = max_frame // 2
         self.steps = steps
-        self.engine = steps.engine
+        self.topics = steps.topics
         self.kafka_groups = kafka_groups
         self.forward = forward
 
@@ -59,7 +60,7 @@ class GroupAdmin:
         """A page of the groups after `ev.after`: as many as fit half a frame (`next` names the last when more
         follow), so that no number of groups, nor their ids' lengths, makes the answer too large to send."""
         live = self._views(None)
-        ids = sorted(set(self.engine.offsets.groups()) | set(live))
+        ids = sorted(set(self.steps.offset_groups()) | set(live))
         if ev.after is not None:
             ids = ids[bisect_right(ids, ev.after):]
         room = self.page_bytes
@@ -74,7 +75,7 @@ class GroupAdmin:
         return nev.ListGroupsResponse(groups, groups[-1].group_id if len(groups) < len(ids) else None)
 
     async def describe_group(self, ev: nev.DescribeGroupRequest):
-        committed = self.engine.offsets.fetch_group(ev.group_id)
+        committed = self.steps.committed_group(ev.group_id)
         v = self._views([ev.group_id]).get(ev.group_id)
         if v is None and not committed:  # as Kafka's DescribeGroups: an unknown group is "Dead", not an error
             return nev.DescribeGroupResponse(ev.group_id, "Dead", "", [], [])
@@ -98,7 +99,7 @@ class GroupAdmin:
         refused = self._active(ev.group_id)
         if refused is not None:
             return refused
-        committed = self.engine.offsets.fetch_group(ev.group_id)
+        committed = self.steps.committed_group(ev.group_id)
         targets = self._targets(ev, committed)
         if isinstance(targets, nev.ErrorResponse):
             return targets
@@ -108,8 +109,7 @@ class GroupAdmin:
         if missing:
             return nev.ErrorResponse(f"storage error: the worker serving partition {missing[0][1]} of topic "
                                      f"{missing[0][0]!r} did not answer")
-        # the positions (a timestamp search reads segment files: a worker thread)
-        plan = await self.steps.in_thread(self._plan, ev, targets, foreign)
+        plan = await self._plan(ev, targets, foreign)
         offsets = [nev.GroupOffsetReset(t, p, None if committed.get((t, p)) is None else committed[(t, p)].offset,
                                         new) for (t, p), new in zip(targets, plan)]
         if ev.validate_only:
@@ -118,10 +118,9 @@ class GroupAdmin:
         if refused is not None:
             return refused
         try:
-            self.engine.offsets.commit_many(ev.group_id, [(r.topic, r.partition, r.offset, "") for r in offsets])
+            await self.steps.commit_offsets(ev.group_id, [(r.topic, r.partition, r.offset, "") for r in offsets])
         except ValueError as exc:  # what the offset store refuses (an empty or overlong group id)
             return nev.ErrorResponse(f"invalid request: {exc}")
-        await self.steps.sync_offsets()
         return nev.ResetGroupOffsetsResponse(ev.group_id, offsets, True)
 
     # -- helpers ---------------------------------------------------------------------------------------------
@@ -133,13 +132,13 @@ class GroupAdmin:
                                  f"member(s); its offsets can be reset only while it is inactive (stop its consumers)")
 
     def _log_end(self, topic: str, partition: int) -> int | None:
-        t = self.engine.topics_by_name.get(topic)
+        t = self.topics.get(topic)
         if t is None or partition >= len(t.partitions) or type(t.partitions[partition]) is ForeignPartition:
             return None  # (another worker's partition whose owner did not answer)
-        return t.partitions[partition].last_stable_offset
+        return self.steps.marks(t.partitions[partition]).last_stable
 
     def _is_foreign(self, topic: str, partition: int) -> bool:
-        t = self.engine.topics_by_name.get(topic)
+        t = self.topics.get(topic)
         return t is not None and partition < len(t.partitions) and type(t.partitions[partition]) is ForeignPartition
 
     async def _foreign_bounds(self, keys, at_timestamp: int | None = None) -> dict[tuple[str, int], tuple]:
@@ -151,7 +150,7 @@ class GroupAdmin:
         asks: dict[tuple[int, str], set[int]] = {}
         for topic, partition in keys:
             if self._is_foreign(topic, partition):
-                owner = self.engine.topics_by_name[topic].partitions[partition].owner
+                owner = self.topics.names[topic].partitions[partition].owner
                 asks.setdefault((owner, topic), set()).add(partition)
         out = {}
         for (owner, topic), wanted in sorted(asks.items()):
@@ -164,7 +163,7 @@ class GroupAdmin:
 
     def _targets(self, ev: nev.ResetGroupOffsetsRequest, committed) -> list[tuple[str, int]] | nev.ErrorResponse:
         """The (topic, partition) pairs to reset, in order; an error for an unknown topic or partition."""
-        topics = self.engine.topics_by_name
+        topics = self.topics.names
         if ev.topics is None:
             pairs = sorted((t, p) for t, p in committed if t in topics and p < len(topics[t].partitions))
             if not pairs:
@@ -183,7 +182,11 @@ class GroupAdmin:
                 pairs[(name, p)] = None
         return list(pairs)
 
-    def _plan(self, ev: nev.ResetGroupOffsetsRequest, targets: list[tuple[str, int]], foreign: dict) -> list[int]:
+    async def _plan(self, ev: nev.ResetGroupOffsetsRequest, targets: list[tuple[str, int]],
+                    foreign: dict) -> list[int]:
+        steps = self.steps
+        own = [steps.partition(topic, partition) for topic, partition in targets if (topic, partition) not in foreign]
+        found = iter(await steps.offsets_for_timestamp(own, ev.value) if ev.to == "timestamp" else ())
         out = []
         for topic, partition in targets:
             if (topic, partition) in foreign:  # another worker's: what its owner answered
@@ -192,8 +195,7 @@ class GroupAdmin:
                            else min(at_time, latest) if ev.to == "timestamp"  # (the owner's "none": its end)
                            else min(max(ev.value, earliest), latest))
                 continue
-            plog = self.engine.partition(topic, partition)
-            earliest, latest = plog.log_start_offset, plog.last_stable_offset
+            earliest, latest, _ = steps.marks(steps.partition(topic, partition))
             if ev.to == "earliest":
                 new = earliest
             elif ev.to == "latest":
@@ -201,8 +203,8 @@ class GroupAdmin:
             elif ev.to == "offset":  # as kafka-consumer-groups: moved into the partition's range
                 new = min(max(ev.value, earliest), latest)
             else:
-                found = plog.offset_for_timestamp(ev.value)
-                new = latest if found is None else max(found, earliest)
+                at = next(found)
+                new = latest if at is None else max(at, earliest)
             out.append(new)
         return out
 

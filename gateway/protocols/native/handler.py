@@ -17,7 +17,6 @@ worker 0, the offset store's and the group coordinator's owner.
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import replace
 from functools import partial
 
@@ -25,13 +24,10 @@ import trio
 
 from logway.codecs.native import events as nev
 from logway.codecs.native import security as sec
-from logway.storage import UnknownTopic
-from logway.storage.engine import ForeignPartition
-
 from ...errors import FAILURES, ErrorKind, kind_of, running_out_line
 from ...formats import NATIVE
 from ...pump import HandOver, Park
-from ...steps import Steps
+from ...steps import ForeignPartition, Steps
 from .groups import GroupAdmin
 from .security import security_handlers
 
@@ -57,6 +53,13 @@ def _partition_not_found(exc, ev) -> str:
 
 def _storage_error(exc, ev) -> str:
     return f"storage error: {exc}"
+
+
+def _topic_not_found(exc: Exception, ev) -> nev.ErrorResponse:
+    """A topic-level admin request's answer to an unknown topic; any other failure goes on (`_answer`)."""
+    if kind_of(exc) is not ErrorKind.UNKNOWN_TOPIC:
+        raise exc
+    return nev.ErrorResponse(f"topic not found: {ev.topic}")
 
 
 #: ErrorKind -> the answer's text (exc, request) -> str.
@@ -100,7 +103,7 @@ class NativeHandler:
         self.forward = forward
         self.offsets_owner = offsets_owner
         self.look_up = look_up
-        self.engine = steps.engine
+        self.topics = steps.topics
         self.limits = config.limits
         self.groups = GroupAdmin(steps, kafka_groups, forward, max_frame=config.limits.max_frame_bytes)
         self._handlers = {
@@ -150,7 +153,7 @@ class NativeHandler:
             kind = kind_of(exc)
             if kind is ErrorKind.STORAGE_FAILURE:
                 log.error("I/O error serving %s: %s", type(event).__name__,
-                          running_out_line(exc, self.engine.data_dir))
+                          running_out_line(exc, self.topics.data_dir))
             return nev.ErrorResponse(_ERRORS.get(kind, _storage_error)(exc, event))
 
     async def _relay(self, plog: ForeignPartition, ev):
@@ -167,32 +170,32 @@ class NativeHandler:
     async def _committed(self, group_id: str, topic: str, partition: int) -> int | None | nev.ErrorResponse:
         """The group's committed offset of the partition (None: none), asked of the offsets' owner if elsewhere."""
         if self.offsets_owner is None:
-            committed = self.engine.offsets.fetch(group_id, topic, partition)
+            committed = self.steps.committed(group_id, topic, partition)
             return None if committed is None else committed.offset
         answer = await self.forward.call_decoded(self.offsets_owner, nev.OffsetFetchRequest(topic, partition,
                                                                                              group_id))
         return answer.offset if type(answer) is nev.OffsetFetchResponse else answer
 
     async def _produce(self, ev: nev.ProduceRequest):
-        plog = self.engine.partition(ev.topic, ev.partition)
+        steps = self.steps
+        plog = steps.partition(ev.topic, ev.partition)
         if type(plog) is ForeignPartition:
             return await self._relay(plog, ev)
         if not ev.records:
             return nev.ProduceResponse([])
         count = len(ev.records)
-        most = _answerable(count, plog.log_end_offset, self.limits.max_frame_bytes)
+        most = _answerable(count, steps.log_end(plog), self.limits.max_frame_bytes)
         if count > most:  # refused before anything is appended: its answer could not be sent
             return nev.ErrorResponse(f"too many records in one Produce: {count}; the answer's offsets must fit a "
                                      f"frame (limits.max_frame_bytes): send at most {most} per request")
-        encode = partial(plog.fmt.encode, now_ms=int(time.time() * 1000), max_batch_bytes=plog.config.max_batch_bytes)
-        data = await self.steps.convert(count * RECORD_SIZE_GUESS, encode, ev.records)
-        cuts = plog.cuts  # (see Steps.make_durable)
-        result = self.steps.append(plog, data)
-        await self.steps.make_durable(plog, cuts)
+        data = await steps.convert(count * RECORD_SIZE_GUESS, steps.encoder(plog), ev.records)
+        cuts = steps.sync_point(plog)
+        result = steps.append(plog, data)
+        await steps.make_durable(plog, cuts)
         return nev.ProduceResponse(list(range(result.base_offset, result.last_offset + 1)))
 
     async def _fetch(self, ev: nev.FetchRequest):
-        plog = self.engine.partition(ev.topic, ev.partition)
+        plog = self.steps.partition(ev.topic, ev.partition)
         start = ev.offset
         if ev.group_id is not None:
             committed = await self._committed(ev.group_id, ev.topic, ev.partition)
@@ -202,8 +205,9 @@ class NativeHandler:
                 start = committed
         if type(plog) is ForeignPartition:  # the committed offset is resolved first (the owner has no group)
             return await self._relay(plog, replace(ev, offset=start, group_id=None))
-        if start > plog.high_watermark:
-            return nev.FetchResponse(NO_RECORDS, plog.high_watermark)
+        high = self.steps.marks(plog).high_watermark
+        if start > high:
+            return nev.FetchResponse(NO_RECORDS, high)
         max_bytes = min(max(ev.max_bytes, 0), self.limits.max_fetch_bytes)
         wait = min(ev.max_wait_ms, self.limits.max_wait_ms) / 1000
         min_bytes = max(ev.min_bytes, 1)
@@ -219,7 +223,7 @@ class NativeHandler:
         return Park(lambda deliver: self.steps.long_poll([key], deadline, build, deliver=deliver))
 
     async def _read_records(self, plog, start: int, max_bytes: int, at_once: bool):
-        end = plog.last_stable_offset  # before the read: a sync in a worker thread may move the watermark
+        end = self.steps.marks(plog).last_stable  # before the read: a sync in a worker thread may move the watermark
         read = await self.steps.read(plog, start, max_bytes, NATIVE, at_once=at_once)
         if read is None:
             return NO_RECORDS, max(start, end)
@@ -230,7 +234,7 @@ class NativeHandler:
         return records, read.slice.end_offset if fitting == len(read.data) else records.offsets[-1] + 1
 
     async def _commit(self, ev: nev.OffsetCommitRequest):
-        self.engine.partition(ev.topic, ev.partition)
+        self.steps.partition(ev.topic, ev.partition)
         try:
             await self.steps.commit_offset(ev.group_id, ev.topic, ev.partition, ev.offset, ev.metadata)
         except ValueError as exc:  # what the offset store refuses to hold (empty or overlong group, metadata)
@@ -238,26 +242,27 @@ class NativeHandler:
         return nev.OffsetCommitResponse(True)
 
     async def _offset_fetch(self, ev: nev.OffsetFetchRequest):
-        self.engine.partition(ev.topic, ev.partition)
-        committed = self.engine.offsets.fetch(ev.group_id, ev.topic, ev.partition)
+        self.steps.partition(ev.topic, ev.partition)
+        committed = self.steps.committed(ev.group_id, ev.topic, ev.partition)
         return nev.OffsetFetchResponse(committed.offset if committed is not None else None)
 
     async def _create_topic(self, ev: nev.CreateTopicRequest):
-        await self.steps.in_thread(self.engine.create_topic, ev.topic, ev.partitions)
+        await self.topics.create(ev.topic, ev.partitions)
         return nev.CreateTopicResponse(True)
 
     async def _delete_topic(self, ev: nev.DeleteTopicRequest):
         try:
-            await self.steps.in_thread(self.engine.delete_topic, ev.topic)
-        except UnknownTopic:
-            return nev.ErrorResponse(f"topic not found: {ev.topic}")
+            await self.topics.delete(ev.topic)
+        except FAILURES as exc:
+            return _topic_not_found(exc, ev)
         return nev.DeleteTopicResponse(True)
 
     async def _list_topics(self, ev: nev.ListTopicsRequest):
-        return nev.ListTopicsResponse([nev.TopicSummary(t.name, len(t.partitions)) for t in self.engine.topics()])
+        return nev.ListTopicsResponse([nev.TopicSummary(t.name, len(t.partitions)) for t in self.topics.all()])
 
     async def _describe_topic(self, ev: nev.DescribeTopicRequest):
-        topic = self.engine.topics_by_name.get(ev.topic)
+        steps = self.steps
+        topic = self.topics.get(ev.topic)
         if topic is None:
             return nev.ErrorResponse(f"topic not found: {ev.topic}")
         count = len(topic.partitions)
@@ -270,13 +275,14 @@ class NativeHandler:
                     owners.setdefault(p.owner, []).append(i)
             else:
                 mine.append(p)
+        marks = [steps.marks(p) for p in mine]
         if not ev.details:
-            parts = [nev.PartitionSummary(p.partition, p.log_start_offset, p.high_watermark) for p in mine]
+            parts = [nev.PartitionSummary(p.partition, m.log_start, m.high_watermark) for p, m in zip(mine, marks)]
         else:
-            parts = [nev.PartitionSummary(p.partition, p.log_start_offset, p.high_watermark, p.size_bytes,
-                                          p.segment_count, last_stable_offset=p.last_stable_offset) for p in mine]
-        if ev.at_timestamp is not None and mine:  # (the search reads segment files: a worker thread)
-            found = await self.steps.in_thread(lambda: [p.offset_for_timestamp(ev.at_timestamp) for p in mine])
+            parts = [nev.PartitionSummary(p.partition, m.log_start, m.high_watermark, *steps.stored_size(p),
+                                          last_stable_offset=m.last_stable) for p, m in zip(mine, marks)]
+        if ev.at_timestamp is not None and mine:
+            found = await steps.offsets_for_timestamp(mine, ev.at_timestamp)
             parts = [replace(s, timestamp_offset=s.log_end_offset if f is None else max(f, s.log_start_offset))
                      for s, f in zip(parts, found)]
         for worker, theirs in sorted(owners.items()):  # (workers: N) each owner's partitions, from it
@@ -291,37 +297,35 @@ class NativeHandler:
     # -- admin: topic-level requests answer an unknown topic with "topic not found", as DeleteTopic does -----------
     async def _create_partitions(self, ev: nev.CreatePartitionsRequest):
         try:
-            topic = await self.steps.in_thread(
-                partial(self.engine.create_partitions, ev.topic, ev.partitions, validate_only=ev.validate_only))
-        except UnknownTopic:
-            return nev.ErrorResponse(f"topic not found: {ev.topic}")
+            topic = await self.topics.create_partitions(ev.topic, ev.partitions, validate_only=ev.validate_only)
+        except FAILURES as exc:
+            return _topic_not_found(exc, ev)
         return nev.CreatePartitionsResponse(topic.name, len(topic.partitions))
 
     async def _delete_records(self, ev: nev.DeleteRecordsRequest):
-        plog = self.engine.partition(ev.topic, ev.partition)
+        plog = self.steps.partition(ev.topic, ev.partition)
         if type(plog) is ForeignPartition:
             return await self._relay(plog, ev)
-        return nev.DeleteRecordsResponse(await self.steps.in_thread(plog.delete_records, ev.offset))
+        return nev.DeleteRecordsResponse(await self.topics.delete_records(plog, ev.offset))
 
     async def _alter_topic_config(self, ev: nev.AlterTopicConfigRequest):
         try:
-            await self.steps.in_thread(partial(self.engine.alter_topic_config, ev.topic, ev.set, ev.delete,
-                                               validate_only=ev.validate_only))
-        except UnknownTopic:
-            return nev.ErrorResponse(f"topic not found: {ev.topic}")
+            await self.topics.alter_config(ev.topic, ev.set, ev.delete, validate_only=ev.validate_only)
+        except FAILURES as exc:
+            return _topic_not_found(exc, ev)
         return nev.AlterTopicConfigResponse(not ev.validate_only)
 
     async def _describe_topic_config(self, ev: nev.DescribeTopicConfigRequest):
         try:
-            entries = self.engine.topic_config(ev.topic, ev.keys)
-        except UnknownTopic:
-            return nev.ErrorResponse(f"topic not found: {ev.topic}")
+            entries = self.topics.config(ev.topic, ev.keys)
+        except FAILURES as exc:
+            return _topic_not_found(exc, ev)
         return nev.DescribeTopicConfigResponse(ev.topic, [
             nev.TopicConfigEntry(e.name, e.value, e.source, e.default, e.read_only) for e in entries])
 
     async def _delete_group_offsets(self, ev: nev.DeleteGroupOffsetsRequest):
         try:
-            deleted = await self.steps.in_thread(self.engine.delete_group_offsets, ev.group_id, ev.partitions)
+            deleted = await self.steps.delete_group_offsets(ev.group_id, ev.partitions)
         except ValueError as exc:  # what the offset store refuses (an empty or overlong group id or topic)
             return nev.ErrorResponse(f"invalid request: {exc}")
         return nev.DeleteGroupOffsetsResponse(deleted)

@@ -34,14 +34,12 @@ from logway.codecs.tank import (ConsumeFlags, ConsumePartitionResult, ConsumeReq
                                 ReloadConfRequest, ReloadConfResponse, StatusRequest, StatusResponse,
                                 decode_bundle, encode_bundle, parse_bundle_header, wrap)
 from logway.codecs.tank.messages import PartitionBounds, TopicInfo, valid_topic_name
-from logway.storage import PartitionLog
-from logway.storage.engine import ForeignPartition
 
 from ...errors import FAILURES, ErrorKind, kind_of, running_out_line
-from ...formats import TANK
 from ...cluster.forwarding import Unreachable
+from ...formats import TANK, StorageFormat
 from ...pump import HandOver, Park
-from ...steps import Steps
+from ...steps import ForeignPartition, Partition, Steps
 
 log = logging.getLogger("logway.gateway.tank")
 
@@ -90,18 +88,18 @@ def normalised_expiry(now_s: float, max_wait_ms: int) -> float:
     return math.ceil((now_s * 1000 + wait) / EXPIRY_STEP_MS) * EXPIRY_STEP_MS / 1000
 
 
-def _converted(plog: PartitionLog, entry, header, explicit_first: int | None) -> bytes | None:
-    """A produced bundle as the partition stores it: a `tank` partition's sparse bundle naming the seqs a
-    ProduceWithSeqnum gave (TANK trusts base_seqnum but stores no seqs, and its readers then disagree), another
-    format's whole batches — or None when the seqs are not contiguous (a Kafka-format log cannot hold gaps inside
-    its batches). Pure: it may run in a worker thread."""
-    if plog.fmt is TANK:
+def _converted(fmt: StorageFormat, encode, entry, header, explicit_first: int | None) -> bytes | None:
+    """A produced bundle as a partition of format `fmt` stores it: a `tank` partition's sparse bundle naming the
+    seqs a ProduceWithSeqnum gave (TANK trusts base_seqnum but stores no seqs, and its readers then disagree),
+    another format's whole batches (`encode`: `Steps.encoder`'s) — or None when the seqs are not contiguous (a
+    Kafka-format log cannot hold gaps inside its batches). Pure: it may run in a worker thread."""
+    if fmt is TANK:
         records, _ = decode_bundle(entry.bundle, entry.base_seqnum)
         return wrap(encode_bundle(records, codec=header.codec, sparse_seqs=[r.offset + 1 for r in records]))
     records, _ = decode_bundle(entry.bundle, explicit_first or 1)
     if explicit_first is not None and any(r.offset != explicit_first - 1 + i for i, r in enumerate(records)):
         return None
-    return plog.fmt.encode(records, now_ms=int(time.time() * 1000), max_batch_bytes=plog.config.max_batch_bytes)
+    return encode(records)
 
 
 class TankHandler:
@@ -112,7 +110,7 @@ class TankHandler:
         self.steps = steps
         self.forward = forward
         self.look_up = look_up
-        self.engine = steps.engine
+        self.topics = steps.topics
         self.started = int(time.time())
         self._handlers = {
             ProduceRequest: self._produce, DiscoverPartitionsRequest: self._discover_partitions,
@@ -130,12 +128,11 @@ class TankHandler:
             await self.look_up(names)
 
     # -- positions ---------------------------------------------------------------------------------------
-    @staticmethod
-    def bounds(plog: PartitionLog) -> tuple[int, int]:
+    def bounds(self, plog: Partition) -> tuple[int, int]:
         """(first available seq, last assigned seq) of what readers see — committed data, up to the last stable
         offset; (0, 0) for an empty partition."""
-        end = plog.last_stable_offset
-        return (plog.first_offset + 1 if end > plog.log_start_offset else 0), end
+        start, end, _ = self.steps.marks(plog)
+        return (self.steps.first_offset(plog) + 1 if end > start else 0), end
 
     # -- produce -----------------------------------------------------------------------------------------
     async def _produce(self, req: ProduceRequest) -> ProduceResponse | HandOver:
@@ -150,7 +147,7 @@ class TankHandler:
         """The worker that owns every one of the (topic, partition)s when another worker does, else None."""
         owner = None
         for name, partition in names:
-            topic = self.engine.topics_by_name.get(name)
+            topic = self.topics.get(name)
             plog = topic.partitions[partition] if topic is not None and 0 <= partition < len(topic.partitions) \
                 else None
             if type(plog) is not ForeignPartition or owner not in (None, plog.owner):
@@ -161,10 +158,10 @@ class TankHandler:
     async def _produce_parts(self, req: ProduceRequest) -> ProduceResponse:
         """A Produce appended here, its entries for other workers' partitions relayed to them."""
         results = []
-        touched: dict[int, tuple[PartitionLog, int]] = {}  # each partition appended to, and its `cuts` before
+        touched: dict[int, tuple[Partition, int]] = {}  # each partition appended to, and its `cuts` before
         foreign: dict[int, list[int]] = {}  # owner -> indexes of the entries for its partitions
         for entry in req.entries:
-            topic = self.engine.topics_by_name.get(entry.topic)
+            topic = self.topics.get(entry.topic)
             if topic is None:
                 results.append(ProduceResult(entry.topic, entry.partition, ProduceError.UNKNOWN_TOPIC))
                 continue
@@ -177,7 +174,7 @@ class TankHandler:
                     foreign.setdefault(plog.owner, []).append(len(results))
                 results.append(ProduceResult(entry.topic, entry.partition, ProduceError.SYSTEM_ERROR))
                 continue
-            cuts = plog.cuts  # (see Steps.make_durable)
+            cuts = self.steps.sync_point(plog)
             error = await self._append(plog, entry, req.with_seqnum)
             if error == ProduceError.OK:
                 touched.setdefault(id(plog), (plog, cuts))
@@ -195,31 +192,33 @@ class TankHandler:
                 await self.steps.make_durable(plog, cuts)
             except OSError as exc:
                 log.error("produce to %s-%d failed: %s", plog.topic, plog.partition,
-                          running_out_line(exc, self.engine.data_dir))
+                          running_out_line(exc, self.topics.data_dir))
                 results = [r if (r.topic, r.partition) != (plog.topic, plog.partition)
                            else ProduceResult(r.topic, r.partition, ProduceError.SYSTEM_ERROR) for r in results]
         return ProduceResponse(req.request_id, results)
 
-    async def _append(self, plog: PartitionLog, entry, with_seqnum: bool) -> int:
+    async def _append(self, plog: Partition, entry, with_seqnum: bool) -> int:
+        steps, fmt = self.steps, plog.fmt
         try:
             header = parse_bundle_header(entry.bundle)
             explicit_first = header.first_seq if header.sparse else entry.base_seqnum if with_seqnum else None
-            if plog.fmt is TANK and not (with_seqnum and not header.sparse):
+            if fmt is TANK and not (with_seqnum and not header.sparse):
                 data = entry.stored()
             else:  # decoded and encoded again: in a worker thread when large
-                data = await self.steps.convert(len(entry.bundle), _converted, plog, entry, header, explicit_first)
-            if explicit_first is not None and explicit_first <= plog.log_end_offset:
+                data = await steps.convert(len(entry.bundle), _converted, fmt, steps.encoder(plog), entry, header,
+                                           explicit_first)
+            if explicit_first is not None and explicit_first <= steps.log_end(plog):
                 return ProduceError.INVALID_SEQNUM  # at or below the last assigned seq
-            if data is None or (explicit_first is not None and plog.fmt is not TANK
-                                and explicit_first != plog.log_end_offset + 1):
+            if data is None or (explicit_first is not None and fmt is not TANK
+                                and explicit_first != steps.log_end(plog) + 1):
                 # A Kafka-format log cannot hold gaps inside its batches: only contiguous seqs are accepted.
                 return ProduceError.INVALID_SEQNUM
-            self.steps.append(plog, data)
+            steps.append(plog, data)
         except (*FAILURES, ValueError) as exc:  # ValueError: a bundle that does not decode
             kind = kind_of(exc)
             if kind is ErrorKind.STORAGE_FAILURE:
                 log.error("produce to %s-%d failed: %s", plog.topic, plog.partition,
-                          running_out_line(exc, self.engine.data_dir))
+                          running_out_line(exc, self.topics.data_dir))
             elif kind not in _PRODUCE_ERRORS:
                 log.info("produce to %s-%d refused: %s", plog.topic, plog.partition, exc)
             return _PRODUCE_ERRORS.get(kind, ProduceError.SYSTEM_ERROR)
@@ -231,7 +230,7 @@ class TankHandler:
         topics = []
         ready = req.max_wait_ms == 0
         for t in req.topics:
-            topic = self.engine.topics_by_name.get(t.name)
+            topic = self.topics.get(t.name)
             if topic is None:
                 topics.append(ConsumeTopicResult(t.name, unknown=True, requested_count=len(t.partitions)))
                 ready = True
@@ -248,7 +247,7 @@ class TankHandler:
             topics.append(ConsumeTopicResult(t.name, parts))
         return ConsumeResponse(req.request_id, topics) if ready else None
 
-    async def _consume_partition(self, plog: PartitionLog, p) -> tuple[ConsumePartitionResult, bool]:
+    async def _consume_partition(self, plog: Partition, p) -> tuple[ConsumePartitionResult, bool]:
         if type(plog) is ForeignPartition:  # another worker's, asked of a worker that does not relay
             return ConsumePartitionResult(p.partition, ConsumeFlags.SYSTEM_ERROR), True
         first, last = self.bounds(plog)
@@ -259,7 +258,7 @@ class TankHandler:
             return ConsumePartitionResult(p.partition, ConsumeFlags.BOUNDARY, 0, last, b"", first), True
         return await self._chunk(plog, p.partition, seq - 1, min(p.fetch_size, MAX_FETCH), last), True
 
-    async def _chunk(self, plog: PartitionLog, partition: int, offset: int, max_bytes: int, last: int,
+    async def _chunk(self, plog: Partition, partition: int, offset: int, max_bytes: int, last: int,
                      at_once: bool = False):
         try:
             read = await self.steps.read(plog, offset, max(max_bytes, 1), TANK, at_once=at_once)
@@ -268,7 +267,7 @@ class TankHandler:
         return self._chunk_of(read, partition, last)
 
     @staticmethod
-    def _refused(plog: PartitionLog, partition: int, offset: int, last: int, exc: Exception):
+    def _refused(plog: Partition, partition: int, offset: int, last: int, exc: Exception):
         # A stored batch whose records cannot be decoded (the produce path checks only its header and CRC),
         # or a record TANK cannot carry (a key over 255 bytes): this partition's answer is a system error,
         # the connection and the request's other partitions are served as usual.
@@ -284,7 +283,7 @@ class TankHandler:
             # the bytes when the segment still holds them (a tailing consumer's batch: one small piece to send),
             # else the file range itself
             chunk = rng.data if rng.data is not None else rng
-            info = TANK.scan(memoryview(rng.head(TANK.header_size)), 0)
+            info = TANK.scan(memoryview(read.head(TANK.header_size)), 0)
             if info is not None and info[1] is not None:  # the first bundle is sparse: it names its own seq
                 return ConsumePartitionResult(partition, ConsumeFlags.SPARSE_FIRST, None, last, chunk)
             return ConsumePartitionResult(partition, ConsumeFlags.OK, rng.first_offset + 1, last, chunk)
@@ -293,16 +292,15 @@ class TankHandler:
         return ConsumePartitionResult(partition, ConsumeFlags.OK, read.first + 1, last, read.data)
 
     def park(self, req) -> list:
-        """What a consume that must wait watches: (topic, log, partition, offset at EOF — the last stable offset —,
-        watermark segment, its size) per partition. Taken in the same step as the EOF check, so an append that
-        follows the request is never missed."""
+        """What a consume that must wait watches: (topic, log, partition, where its end stood — `Steps.tail`) per
+        partition. Taken in the same step as the EOF check, so an append that follows the request is never
+        missed."""
         watched = []
         for t in req.topics:
-            topic = self.engine.topics_by_name[t.name]
+            topic = self.topics.names[t.name]
             for p in t.partitions:
                 plog = topic.partitions[p.partition]
-                _, segment, size = plog.watermark()
-                watched.append((t.name, plog, p.partition, plog.last_stable_offset, segment, size))
+                watched.append((t.name, plog, p.partition, self.steps.tail(plog)))
         return watched
 
     async def poll(self, req, watched: list, deliver=None) -> ConsumeResponse | None:
@@ -320,25 +318,22 @@ class TankHandler:
                                             deliver=deliver)
         return self._timeout_response(req, watched) if answer is _TIMED_OUT else answer
 
-    @staticmethod
-    def _captured(watched) -> int:
+    def _captured(self, watched) -> int:
         """Bytes appended to the watched partitions since they were parked, from their watermarks (no reads). A
         roll of a watched partition counts as enough: it forces the answer, as in TANK; so does a transaction's end
         that makes parked data readable (in `tank` topics it appends nothing)."""
         total = 0
-        for _, plog, _, start, segment, size in watched:
-            if plog.last_stable_offset <= start:
-                continue  # nothing readable yet (an open transaction's data waits for its end)
-            _, now_segment, now_size = plog.watermark()
-            total += max(now_size - size, 1) if now_segment is segment else MAX_FETCH
+        for _, plog, _, tail in watched:
+            since = self.steps.appended_since(plog, tail)
+            total += MAX_FETCH if since is None else since
         return total
 
     async def _wake_response(self, req, watched, at_once: bool) -> ConsumeResponse:
         """The answer to a woken consume: each partition's data from where it was parked (not limited by
         fetch_size)."""
         topics: dict[str, list] = {}
-        for name, plog, partition, start, *_ in watched:
-            last = plog.last_stable_offset
+        for name, plog, partition, tail in watched:
+            start, last = tail.last_stable, self.steps.marks(plog).last_stable
             if last <= start:
                 result = ConsumePartitionResult(partition, ConsumeFlags.OK, 0, last, b"")
             else:
@@ -356,9 +351,9 @@ class TankHandler:
 
     def _timeout_response(self, req, watched) -> ConsumeResponse:
         topics: dict[str, list] = {}
-        for name, plog, partition, *_ in watched:
+        for name, plog, partition, _ in watched:
             topics.setdefault(name, []).append(
-                ConsumePartitionResult(partition, ConsumeFlags.OK, 0, plog.last_stable_offset, b""))
+                ConsumePartitionResult(partition, ConsumeFlags.OK, 0, self.steps.marks(plog).last_stable, b""))
         return ConsumeResponse(req.request_id, [ConsumeTopicResult(n, parts) for n, parts in topics.items()])
 
     # -- consume across workers (workers: N) ---------------------------------------------------------------------
@@ -370,7 +365,7 @@ class TankHandler:
         own: list[ConsumeTopic] = []
         theirs: dict[int, list[ConsumeTopic]] = {}
         for t in req.topics:
-            topic = self.engine.topics_by_name.get(t.name)
+            topic = self.topics.get(t.name)
             count = len(topic.partitions) if topic is not None else 0
             mine, by_owner = [], {}
             for p in t.partitions:
@@ -461,7 +456,7 @@ class TankHandler:
     # -- the other requests ------------------------------------------------------------------------------
     async def _discover_partitions(self, req) -> DiscoverPartitionsResponse:
         await self.known((req.topic, p) for p in req.partitions or (0,))
-        topic = self.engine.topics_by_name.get(req.topic)
+        topic = self.topics.get(req.topic)
         if topic is None:
             return DiscoverPartitionsResponse(req.request_id, req.topic, [])
         wanted = range(len(topic.partitions)) if req.partitions is None else req.partitions
@@ -503,13 +498,13 @@ class TankHandler:
                 except (ValueError, KeyError):
                     return answer(CreateTopicError.INVALID_CONFIG)
         try:
-            await self.steps.in_thread(self.engine.create_topic, req.topic, req.partitions, overrides)
+            await self.topics.create(req.topic, req.partitions, overrides)
         except FAILURES as exc:
             return answer(_CREATE_ERRORS.get(kind_of(exc), CreateTopicError.INVALID_REQUEST))
         return answer(CreateTopicError.OK)
 
     async def _reload_conf(self, req) -> ReloadConfResponse:
-        topic = self.engine.topics_by_name.get(req.topic)
+        topic = self.topics.get(req.topic)
         if topic is None:
             err = ReloadConfError.UNKNOWN_TOPIC
         elif not 0 <= req.partition < len(topic.partitions):
@@ -519,14 +514,14 @@ class TankHandler:
         return ReloadConfResponse(req.request_id, req.topic, req.partition, err)
 
     async def _status(self, req) -> StatusResponse:
-        topics = self.engine.topics()
+        topics = self.topics.all()
         partitions = sum(len(t.partitions) for t in topics)
         return StatusResponse(req.request_id, len(topics), partitions, open_partitions=partitions,
                               open_partitions_time=0, startup_ts=self.started, version=VERSION)
 
     async def _discover_topics(self, req) -> DiscoverTopicsResponse:
         return DiscoverTopicsResponse(req.request_id, [TopicInfo(t.name, len(t.partitions))
-                                                       for t in self.engine.topics()])
+                                                       for t in self.topics.all()])
 
     async def _discover_topology(self, req) -> DiscoverTopologyResponse:
         return DiscoverTopologyResponse(req.request_id, None)
