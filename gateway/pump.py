@@ -3,12 +3,13 @@ protocol. A protocol plugs in with a `Session` (one per connection) and three sm
 
 - `greeting()`: events sent as soon as the connection is accepted (TANK's Ping);
 - `handle(event)` -> an event to send, `None` (nothing to send: Kafka acks=0, a client's Ping), `Close(event)`
-  (send it, then close: failed authentication), or `Park(wait, now)`: an answer that comes later (a long-poll at
-  the log end). For a protocol whose answers may go out of order (`max_parked` > 0: TANK) the pump runs `wait()`
-  in the connection's nursery and goes on reading; its answer goes out when ready, under a send lock — past
-  `max_parked` parked, the pump answers `await now()` instead. For the others (Kafka, native: answers in request order)
-  the pump awaits `wait()` before it reads the next request. Either way `wait` gets the pump's `deliver`, with
-  which the task that wakes the long-poll writes the answer itself;
+  (send it, then close: failed authentication), or an answer that comes later (`waiting.py`): a `LongPoll` (a
+  request parked at the log end), which the pump hands to the steps' one waiter with `Outbox.send_now` — the task
+  whose append brings enough data writes the answer itself through it —, or a `Park` (`await wait()`). For a
+  protocol whose answers may go out of order (`max_parked` > 0: TANK) the pump waits for it in the connection's
+  nursery and goes on reading; its answer goes out when ready, under a send lock — past `max_parked` parked, the
+  pump answers its `now()` instead. For the others (Kafka, native: answers in request order) the pump waits for it
+  before it reads the next request;
 - `protocol_error(exc)` -> the answer to a malformed request (the native protocol answers and keeps reading unless
   the stream can no longer be framed), or `None`: close (Kafka and TANK close on a bad request).
 
@@ -59,15 +60,18 @@ from .connections import Connection
 from .memory import LEASE, SMALL_FRAME_BYTES
 from .reading import RequestReader
 from .transport import transport_for
+from .waiting import LongPoll, Park
 
 log = logging.getLogger("logway.gateway")
 
-__all__ = ["Close", "HandOver", "MAX_REQUEST_SHARE", "Park", "Resumed", "Session", "serve_connection"]
+__all__ = ["Close", "HandOver", "LATER", "MAX_REQUEST_SHARE", "Resumed", "Session", "serve_connection"]
 
 #: The largest share of the memory budget one request may take (its frame's decode cost): one client's request
 #: never takes the whole of it from the others.
 MAX_REQUEST_SHARE = 0.25
 _BYTES = (bytes, bytearray, memoryview)
+#: The answers that come later (`waiting.py`).
+LATER = (LongPoll, Park)
 
 
 @dataclass(slots=True)
@@ -75,16 +79,6 @@ class Close:
     """Send `event` (if any) and close the connection."""
 
     event: Any = None
-
-
-@dataclass(slots=True)
-class Park:
-    """An answer that comes later: `wait(deliver)` produces it — or, when the answer could be written by whoever
-    woke it, calls `deliver(answer)` (True: it is out) and returns None; `await now()` is the answer to give without
-    waiting instead when the connection has too many parked already (protocols with `max_parked` > 0 only)."""
-
-    wait: Callable[[Callable[[Any], bool]], Awaitable[Any]]
-    now: Callable[[], Awaitable[Any]] | None = None
 
 
 @dataclass(slots=True)
@@ -193,9 +187,13 @@ class Outbox:
         self.memory.take(self.conn, size)
         return size
 
+    def ready_now(self) -> bool:
+        """Whether `send_now` would write now: no other write is under way."""
+        return self._rest is None and (self._lock is None or not self._lock.locked())
+
     def send_now(self, event) -> bool:
         """Encode and write `event` now if no other write is under way; False (nothing done) if one is."""
-        if self._rest is not None or (self._lock is not None and self._lock.locked()):
+        if not self.ready_now():
             return False
         pieces = self.codec.send(event)
         rest = self.transport.send_now(pieces)
@@ -257,23 +255,19 @@ async def serve_connection(stream: trio.abc.Stream, conn: Connection, protocol, 
     turns = ctx.turns
     data_requests = protocol.data_requests if turns is not None or memory is not None else ()
 
-    async def wait_for(park: Park) -> tuple[Any, bool]:
-        """The parked request's answer, and whether it is out already (written by the task that woke it)."""
-        delivered = []
+    waiter = ctx.steps.waiter
 
-        def deliver(reply) -> bool:  # called by the appending task (in this task's context: see notify.py)
-            if not out.send_now(reply):
-                return False
-            delivered.append(reply)
-            return True
-
-        reply = await park.wait(deliver)
-        if delivered:
+    async def wait_for(later: LongPoll | Park) -> tuple[Any, bool]:
+        """The answer that comes later, and whether it is out already (written by the task that woke it)."""
+        if type(later) is Park:
+            return await later.wait(), False
+        # (`out.send_now` is called by the appending task, in this task's context: see notify.py)
+        reply, sent = await waiter.answer(later, out)
+        if sent:
             await out.flush()
-            return delivered[0], True
-        return reply, False
+        return reply, sent
 
-    async def answer_later(park: Park, request: RequestStats, started: float) -> None:
+    async def answer_later(park: LongPoll | Park, request: RequestStats, started: float) -> None:
         try:
             reply, sent = await wait_for(park)
             if not sent:
@@ -355,14 +349,16 @@ async def serve_connection(stream: trio.abc.Stream, conn: Connection, protocol, 
                         return
                 reply = await reply.relay()
             sent = False
-            if type(reply) is Park:
+            if type(reply) in LATER:
                 if not max_parked:  # answers go out in request order: this one is awaited here
                     reply, sent = await wait_for(reply)
                 elif conn.inflight <= max_parked:
                     parked.start_soon(answer_later, reply, request, started)
                     continue
-                else:
+                elif type(reply) is Park:
                     reply = await reply.now()
+                else:
+                    reply = await waiter.at_once(reply)
             closing = type(reply) is Close
             if closing:
                 reply = reply.event

@@ -27,10 +27,12 @@ the handle's name and storage format, nothing else.
   the stored bytes up to the LSO, the aborted list beside them) or asked for everything (`UNCOMMITTED`).
 - `end_transaction(plog, ...)` / `ended(plog)`: a transaction's end in a partition (the marker the storage format
   uses, if any); it moves the last stable offset, which wakes the partition's long-polls.
-- `long_poll(keys, deadline, build, deliver=)`: build the answer; while it is not enough and time is left, park
-  until one of the partitions gets new visible data, then build it again — in the appending task itself, written
-  at once, when the pump gave its `deliver`. Each protocol writes its answer once, as a coroutine `build(at_once)`:
-  awaited by the waiting task, run to its end by `run_now` in the appending one (`at_once`: its reads never wait).
+- waiting: `long_poll(keys, deadline, build)` is a request parked at the log end (`waiting.LongPoll`) that a
+  handler returns; the pump hands it to `waiter` (`waiting.Waiter`, the one place long-polls wait), which builds
+  the answer, parks it until one of the partitions gets new visible data and builds it again — in the appending task
+  itself, written at once through the pump's `write_now`. Each protocol writes its answer once, as a coroutine
+  `build(at_once)`: awaited by the waiting task, run to its end by `waiting.run_now` in the appending one
+  (`at_once`: its reads never wait).
 - lookups: `record_at_timestamp(plog, ts)` (ListOffsets by time: the first record at or after `ts`, or with the
   largest timestamp; its offset and timestamp), `offsets_for_timestamp`, `stored_tail` (the stored bytes of the
   log's end, for the idempotent producers' rebuild), `stored_size`.
@@ -49,7 +51,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from enum import Enum
 import time
-from typing import Any, Awaitable, Callable, Coroutine, Hashable, Iterable, Iterator, NamedTuple, Sequence, TypeVar
+from typing import Awaitable, Callable, Hashable, Iterable, Iterator, NamedTuple, Sequence, TypeVar
 
 import trio
 
@@ -64,9 +66,10 @@ from .memory import give_back, reserve
 from .notify import AppendNotifier
 from .topic_admin import TopicAdmin
 from .transcoded import STEP_BYTES, TranscodedReads
+from .waiting import LongPoll, NotNow, Waiter
 
 __all__ = ["INLINE_READ_BYTES", "ForeignPartition", "Isolation", "MAX_METADATA_BYTES", "Marks", "NotNow",
-           "Partition", "Read", "Steps", "Tail", "run_now"]
+           "Partition", "Read", "Steps", "Tail"]
 
 #: A partition as handlers hold it: a handle they get from `Steps.partition` and give back to the steps. Handlers
 #: read its name (`topic`, `partition`) and storage format (`fmt`), nothing else.
@@ -83,10 +86,6 @@ INLINE_READ_BYTES = 4 * 1024 * 1024
 HEAVY_AT_ONCE = 2
 
 T = TypeVar("T")
-
-
-class NotNow(Exception):
-    """An answer that cannot be built without waiting (a large read): build it on the asynchronous path."""
 
 
 class Isolation(Enum):
@@ -160,6 +159,8 @@ class Steps:
         #: Transcoded slices shared between readers (`transcoded.py`); None: every read transcodes its own.
         self.transcoded = TranscodedReads(transcode_cache_bytes) if transcode_cache_bytes > 0 else None
         self.notifier = notifier
+        #: Where long-polls wait (the pump hands it each `LongPoll` a handler returns).
+        self.waiter = Waiter(notifier)
         self.committer = committer
         self.sync_acks = flush == Flush.ALWAYS
         #: Answers that need no durability elsewhere (Kafka's acks=1: the leader wrote it) wait for it all the same
@@ -476,28 +477,13 @@ class Steps:
         return await trio.to_thread.run_sync(_record_at_timestamp, plog, timestamp)
 
     # -- waiting -----------------------------------------------------------------------------------------
-    async def long_poll(self, keys: Iterable[Hashable], deadline: float,
-                        build: Callable[[bool], Awaitable[tuple[T, bool]]], *,
-                        deliver: Callable[[T], bool] | None = None) -> T | None:
-        """`build(at_once)` -> (answer, enough). Return the first answer that is enough, or the one built after the
-        deadline (or at once when the notifier refuses to park: shutdown, `limits.max_waiters`). `keys` are the
-        (topic, partition) pairs whose new data may make the answer enough.
-
-        With `deliver` (the pump's: write this answer now; False when it cannot), the append that wakes the poll
-        builds the answer itself — `build(at_once=True)` run by `run_now`: its reads must pass `at_once` on, and a
-        read that would wait makes the waiting task build it instead — and writes it, and this returns None: the
-        answer is out."""
-        keys = list(keys)
-        while True:
-            answer, enough = await build(False)
-            if enough or trio.current_time() >= deadline:
-                return answer
-            answer_now = None if deliver is None else _answer_now(build, deliver)
-            woken = await self.notifier.wait(keys, deadline, answer_now)
-            if woken is None:
-                return None
-            if not woken:
-                return (await build(False))[0]
+    def long_poll(self, keys: Iterable[Hashable], deadline: float,
+                  build: Callable[[bool], Awaitable[tuple[T, bool]]], *, at_once: bool = True,
+                  now: Callable[[], Awaitable[T]] | None = None) -> LongPoll:
+        """A request parked at the log end, for the handler to return: `build(at_once)` -> (answer, enough), `keys`
+        the (topic, partition) pairs whose new data may make it enough, answered at `deadline` whatever it holds
+        (`waiting.LongPoll`; `at_once=False`: only the waiting task builds it)."""
+        return LongPoll(list(keys), deadline, build, at_once, now)
 
 
 @asynccontextmanager
@@ -536,27 +522,3 @@ def _record_at_timestamp(plog: PartitionLog, timestamp: int | None) -> tuple[int
     for rec in records:
         return rec.offset, rec.timestamp if rec.timestamp is not None else -1
     return offset, -1
-
-
-def run_now(coro: Coroutine[Any, Any, T]) -> T:
-    """Run to its end, here and now, a coroutine that never waits — one whose reads are `Steps.read(...,
-    at_once=True)` — and return its result: the one code path of an answer serves both the appending task (this)
-    and the waiting one (awaited). Raises `NotNow`, the coroutine closed, if it tries to wait after all."""
-    try:
-        coro.send(None)
-    except StopIteration as done:
-        return done.value
-    coro.close()
-    raise NotNow
-
-
-def _answer_now(build: Callable[[bool], Awaitable[tuple[T, bool]]], deliver: Callable[[T], bool]
-                ) -> Callable[[], bool]:
-    """The notifier's callback for a parked long-poll: build the answer without waiting and write it, if enough."""
-    def answer_now() -> bool:
-        try:
-            answer, enough = run_now(build(True))
-        except NotNow:
-            return False
-        return enough and deliver(answer)
-    return answer_now

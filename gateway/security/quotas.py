@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 import trio
 
-from ..pump import Park
+from ..pump import LATER
 
 __all__ = ["ConnectionQuota", "KEYS", "Quotas", "QuotaRefusal", "ENTITY_TYPES", "SAMPLE_S", "WINDOW_SAMPLES"]
 
@@ -214,13 +214,12 @@ class ConnectionQuota:
     """One connection's side of the quotas: `charge` what a request took (its time, the bytes it produced or
     fetched) and get the throttle time; `mute` the connection for a time its next request then `wait`s out."""
 
-    __slots__ = ("quotas", "conn", "muted_until", "last_charged")
+    __slots__ = ("quotas", "conn", "muted_until")
 
     def __init__(self, quotas: Quotas, conn) -> None:
         self.quotas = quotas
         self.conn = conn
         self.muted_until = -math.inf
-        self.last_charged = None  # a parked request's answer, once charged (its builder may offer it twice)
 
     def charge(self, seconds: float = 0.0, produced: int = 0, fetched: int = 0) -> float:
         """The seconds the connection is to be throttled for after a request that took `seconds` of the gateway's
@@ -244,23 +243,17 @@ class ConnectionQuota:
 
     async def answered(self, reply, seconds: float, produced: int, fetched: Callable[[Any], int]):
         """`reply` to a request that took `seconds` and produced `produced` bytes, charged: an answer past a quota
-        is delayed by its throttle time (native, TANK); a `Park` (an answer that comes later) is charged its
+        is delayed by its throttle time (native, TANK); an answer that comes later (`waiting.py`) is charged its
         `fetched(answer)` bytes when built, and its throttle time mutes the connection's next request."""
-        if type(reply) is not Park:
+        if type(reply) not in LATER:
             delay = self.charge(seconds, produced, fetched(reply) if reply is not None else 0)
             if delay > 0:
                 await trio.sleep(delay)
             return reply
         self.mute(self.charge(seconds, produced))
-        park = reply
 
         def charged(answer):
-            if answer is not None and answer is not self.last_charged:
-                self.last_charged = answer
-                self.mute(self.charge(fetched=fetched(answer)))
+            self.mute(self.charge(fetched=fetched(answer)))
             return answer
 
-        async def wait(deliver):
-            return charged(await park.wait(lambda answer: deliver(charged(answer))))
-
-        return Park(wait, park.now)
+        return reply.then(charged)

@@ -5,7 +5,7 @@ KIP-848 consumer groups (`consumer_coordinator`, `assignors`), KIP-932 share gro
 and the idempotent producers' state (`producers`).
 
 Requests are served one at a time in arrival order, as Kafka brokers do (clients may pipeline several; the answers
-go out in request order): a Fetch that waits for data is a `Park` the pump awaits before the next request, and the
+go out in request order): a Fetch that waits for data is a `LongPoll` the pump waits for before the next request, and the
 append that brings the data writes its answer. A Produce with acks=0 gets no answer. Fetch responses carry file
 ranges that the pump sends between the bytes the codec built. A request that cannot be parsed, is too large or
 uses an unsupported API/version closes the connection (Kafka's behaviour); other connections are unaffected.
@@ -36,7 +36,8 @@ import trio
 from logway.codecs.kafka.api.sasl import SASL_AUTHENTICATE_KEY, SASL_HANDSHAKE_KEY
 from logway.codecs.kafka.connection import KafkaResponse, KafkaServerConnection, SaslToken
 
-from ...pump import Close, Park, Session
+from ...pump import Close, Session
+from ...waiting import LongPoll
 from ...security import user_principal
 from ..base import INFO, WARNING, Protocol
 from .broker import SERVED_BY_WORKERS, KafkaBroker
@@ -156,14 +157,14 @@ class KafkaSession(Session):
                 self._authenticated()
         elif not self.quota.quotas.active:  # (no quota set: nothing to measure)
             body = await self.broker.handle(request, self.conn)
-            if type(body) is Park:  # a Fetch that may wait: its answer, whoever writes it, gets our header
+            if type(body) is LongPoll:  # a Fetch that may wait: its answer, whoever writes it, gets our header
                 return _answering(request.correlation_id, body)
         else:
             quota = self.quota
             await quota.wait()  # (muted while the throttle time of its last answer runs)
             started = perf_counter()
             body = await self.broker.handle(request, self.conn)
-            if type(body) is Park:
+            if type(body) is LongPoll:
                 spent = perf_counter() - started
                 return _answering(request.correlation_id, body, lambda answer: quota.charged(request, answer, spent))
             body = quota.charged(request, body, perf_counter() - started)
@@ -175,11 +176,7 @@ def _as_it_is(body):
     return body
 
 
-def _answering(correlation_id: int, park: Park, charged=_as_it_is) -> Park:
-    """`park`, whose answer is a response body, made to produce the `KafkaResponse` to `correlation_id` (the body
+def _answering(correlation_id: int, poll: LongPoll, charged=_as_it_is) -> LongPoll:
+    """`poll`, whose answer is a response body, made to produce the `KafkaResponse` to `correlation_id` (the body
     `charged` to the connection's quotas first)."""
-    async def wait(deliver):
-        body = await park.wait(lambda body: deliver(KafkaResponse(correlation_id=correlation_id,
-                                                                  body=charged(body))))
-        return None if body is None else KafkaResponse(correlation_id=correlation_id, body=charged(body))
-    return Park(wait)
+    return poll.then(lambda body: KafkaResponse(correlation_id=correlation_id, body=charged(body)))

@@ -70,7 +70,7 @@ from logway.codecs.kafka.api import share_groups as SG
 from logway.codecs.kafka.api import transactions as X
 from logway.codecs.kafka.error_codes import ErrorCode as E
 
-from ...pump import Park
+from ...waiting import then
 from ...security import CLUSTER, Operation as Op, ResourceType as R
 from .topic_ids import topic_of
 
@@ -131,19 +131,6 @@ def _partition_ids(spec: _Topics, topic) -> list[int]:
 def _error_topic(spec: _Topics, name: str, partitions: list[int], code: int):
     return spec.topic_cls(**{spec.response_name: name, spec.response_partitions: [
         spec.partition_cls(**{spec.response_index: p, "error_code": code, **spec.extra}) for p in partitions]})
-
-
-def _after(reply, fn):
-    """`fn(answer)` applied to `reply`, an answer or a `Park` whose answer comes later (None: no answer)."""
-    if type(reply) is not Park:
-        return None if reply is None else fn(reply)
-    park = reply
-
-    async def wait(deliver):
-        answer = await park.wait(lambda later: deliver(fn(later)))
-        return None if answer is None else fn(answer)
-
-    return Park(wait, park.now)
 
 
 class KafkaAuthz:
@@ -234,7 +221,7 @@ class KafkaAuthz:
         """`serve`, its answer (what the rules let through: not the refusals they add) given its authorized
         operations by `fill(request, conn, answer)`."""
         async def serving(request, conn):
-            return _after(await serve(request, conn), lambda answer: fill(request, conn, answer))
+            return then(await serve(request, conn), lambda answer: fill(request, conn, answer))
         return serving
 
     def _cluster_operations(self, conn) -> int:
@@ -291,7 +278,7 @@ class KafkaAuthz:
 
         if not kept:
             return merged(empty())
-        return _after(await serve(replace(request, body=replace(body, **{spec.request: kept})), conn), merged)
+        return then(await serve(replace(request, body=replace(body, **{spec.request: kept})), conn), merged)
 
     def _cluster(self, op: Op, refused):
         """A rule: `op` on the cluster, else `refused(body, CLUSTER_AUTHORIZATION_FAILED)`."""
@@ -374,7 +361,7 @@ class KafkaAuthz:
                 groups = [replace(g, topics=[t for t in g.topics if self._sees(conn, Op.DESCRIBE, R.TOPIC, t.name)])
                           for g in answer.groups]
                 return replace(answer, groups=groups + refused)
-            return _after(await serve(replace(request, body=replace(body, groups=kept)), conn), filtered)
+            return then(await serve(replace(request, body=replace(body, groups=kept)), conn), filtered)
         if not self._may(conn, Op.DESCRIBE, R.GROUP, body.group_id):
             answer = O.OffsetFetchResponse(error_code=E.GROUP_AUTHORIZATION_FAILED)
             if request.api_version < 2:  # (no top-level error code before v2)
@@ -382,7 +369,7 @@ class KafkaAuthz:
                                               E.GROUP_AUTHORIZATION_FAILED) for t in body.topics or ()]
             return answer
         if body.topics is None:  # every partition the group committed: those of topics it may Describe
-            return _after(await serve(request, conn), lambda answer: replace(answer, topics=[
+            return then(await serve(request, conn), lambda answer: replace(answer, topics=[
                 t for t in answer.topics if self._sees(conn, Op.DESCRIBE, R.TOPIC, t.name)]))
         return await self._by_topic(request, conn, serve, _OFFSET_FETCH, Op.DESCRIBE, O.OffsetFetchResponse)
 

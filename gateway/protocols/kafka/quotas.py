@@ -35,9 +35,6 @@ class KafkaQuotas(ConnectionQuota):
     def charged(self, request, answer, seconds: float):
         """`answer` (a response body, or None: acks=0) to `request`, which took `seconds` of the gateway's time, with
         its throttle time when the connection is past a quota (and the connection muted for as long)."""
-        if answer is not None and answer is self.last_charged:  # (a parked Fetch's answer, offered twice)
-            return answer
-        self.last_charged = answer
         key = request.api_key
         delay = self.charge(seconds, produced=_produced(request.body) if key == P.API_KEY else 0,
                             fetched=_fetched(answer) if key == F.API_KEY and answer is not None else 0)

@@ -5,7 +5,7 @@ base offset stamped), legacy MessageSets (Produce v0–v2) are converted up, oth
 re-encoded; idempotent producers' retries are answered with their original offset (`producers`). Fetch reads
 through the shared read step (the stored bytes sent as they lie when the topic is `kafka` and the version ≥ 4)
 and parks in the shared long-poll step until `min_bytes` arrived or `max_wait_ms` passed: a Fetch that may wait
-is a `Park` the pump awaits in request order, and the append that brings enough data writes its answer.
+is a `LongPoll` the pump waits for in request order, and the append that brings enough data writes its answer.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from logway.codecs.kafka.records import BATCH_HEADER_SIZE, iter_batches, parse_h
 
 from ...errors import FAILURES, running_out_line
 from ...formats import KAFKA, MESSAGE_SET_V0, MESSAGE_SET_V1
-from ...pump import Park
 from ...steps import Isolation, Partition
 from ...transactions import PeerUnavailable, TxnError
 from .errors import PRODUCE_ERRORS, error_code
@@ -187,7 +186,7 @@ async def fetch(broker: "BrokerState", body, version, conn):
         return (await build(False))[0]
     keys = [(t.topic, p.partition) for t in body.topics for p in t.partitions]
     deadline = trio.current_time() + wait
-    return Park(lambda deliver: broker.steps.long_poll(keys, deadline, build, deliver=deliver))
+    return broker.steps.long_poll(keys, deadline, build)
 
 
 async def _fetch_once(broker: "BrokerState", body, version, max_bytes, as_, committed: bool, at_once: bool):

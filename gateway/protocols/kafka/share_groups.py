@@ -27,7 +27,6 @@ from logway.codecs.kafka.error_codes import ErrorCode as E
 
 from ...errors import FAILURES
 from ...formats import KAFKA
-from ...pump import Park
 from ...steps import Isolation
 from .consumer_coordinator import GroupError
 from .consumer_groups import described_assignment, heartbeat_assignment
@@ -281,7 +280,7 @@ async def share_fetch(broker: "BrokerState", body, version, conn):
         if topic is not None:
             keys.append((topic.name, partition))
     deadline = trio.current_time() + wait
-    return Park(lambda deliver: broker.steps.long_poll(keys, deadline, build))
+    return broker.steps.long_poll(keys, deadline, build, at_once=False)
 
 
 async def share_acknowledge(broker: "BrokerState", body, version, conn):

@@ -37,7 +37,8 @@ from logway.codecs.native import (AuthRequest, AuthResponse, ErrorResponse, Fetc
 from logway.codecs.scram import MECHANISMS as SCRAM_MECHANISMS
 from logway.codecs.scram import ScramError
 
-from ...pump import Close, Park, Session
+from ...pump import Close, Session
+from ...waiting import LongPoll
 from ...security import TOKEN_PRINCIPAL, listener_requires_login, user_principal
 from ...security.quotas import ConnectionQuota
 from ...cluster.txn_peers import INTERNAL_REQUESTS
@@ -99,7 +100,7 @@ class NativeProtocol(Protocol):
         if refusal is not None:
             return refusal
         answer = await self.handler.handle(event)
-        if type(answer) is Park:  # (a fetch: nothing to filter)
+        if type(answer) is LongPoll:  # (a fetch: nothing to filter)
             return answer
         return self.authz.filtered(answer, who)
 

@@ -2,7 +2,7 @@
 
 Storage failures become the seed's error texts (`partition not found: …`, `offset out of range: …`) through one
 table (`_ERRORS`, by `ErrorKind`); a fetch with `max_wait_ms` parks in the shared long-poll step until enough
-payload arrived (a `Park` the pump awaits before the next request; the append that brings enough writes it).
+payload arrived (a `LongPoll` the pump waits for before the next request; the append that brings enough writes it).
 
 With `workers: N`, every worker's handler relays a request for a partition another worker owns (Produce, Fetch,
 DeleteRecords) to that worker (`forwarding.NativeForwarder`; a Fetch with `group_id` is first resolved against the
@@ -26,7 +26,8 @@ from logway.codecs.native import events as nev
 from logway.codecs.native import security as sec
 from ...errors import FAILURES, ErrorKind, kind_of, running_out_line
 from ...formats import NATIVE
-from ...pump import HandOver, Park
+from ...pump import HandOver
+from ...waiting import LongPoll
 from ...steps import ForeignPartition, Steps
 from .groups import GroupAdmin
 from .security import security_handlers
@@ -56,7 +57,7 @@ def _storage_error(exc, ev) -> str:
 
 
 def _topic_not_found(exc: Exception, ev) -> nev.ErrorResponse:
-    """A topic-level admin request's answer to an unknown topic; any other failure goes on (`_answer`)."""
+    """A topic-level admin request's answer to an unknown topic; any other failure goes on (`_failed`)."""
     if kind_of(exc) is not ErrorKind.UNKNOWN_TOPIC:
         raise exc
     return nev.ErrorResponse(f"topic not found: {ev.topic}")
@@ -132,29 +133,30 @@ class NativeHandler:
                 self._handlers[kind] = self._to_offsets_owner
 
     async def handle(self, event):
-        """The answer to `event`: a response event, or a `Park` (a fetch that waits for data), whose answer gets the
-        same error mapping."""
+        """The answer to `event`: a response event, or a `LongPoll` (a fetch that waits for data), whose answer gets
+        the same error mapping."""
         handler = self._handlers.get(type(event))
         if handler is None:
             return nev.ErrorResponse(f"unsupported request: {type(event).__name__}")
         if self.look_up is not None and hasattr(event, "topic"):
             # (workers: N) a topic another worker created or grew a moment ago is read before the request
             await self.look_up([(event.topic, getattr(event, "partition", None))])
-        reply = await self._answer(event, handler, event)
-        if type(reply) is Park:
-            return Park(partial(self._answer, event, reply.wait))
+        try:
+            reply = await handler(event)
+        except FAILURES as exc:
+            return self._failed(event, exc)
+        if type(reply) is LongPoll:
+            return reply.rescued(partial(self._failed, event))
         return reply
 
-    async def _answer(self, event, fn, *args):
-        """`await fn(*args)`, with storage failures answered as the seed's error texts."""
-        try:
-            return await fn(*args)
-        except FAILURES as exc:
-            kind = kind_of(exc)
-            if kind is ErrorKind.STORAGE_FAILURE:
-                log.error("I/O error serving %s: %s", type(event).__name__,
-                          running_out_line(exc, self.topics.data_dir))
-            return nev.ErrorResponse(_ERRORS.get(kind, _storage_error)(exc, event))
+    def _failed(self, event, exc: Exception) -> nev.ErrorResponse:
+        """A storage failure serving `event`, answered as the seed's error texts (anything else raised again)."""
+        if not isinstance(exc, FAILURES):
+            raise exc
+        kind = kind_of(exc)
+        if kind is ErrorKind.STORAGE_FAILURE:
+            log.error("I/O error serving %s: %s", type(event).__name__, running_out_line(exc, self.topics.data_dir))
+        return nev.ErrorResponse(_ERRORS.get(kind, _storage_error)(exc, event))
 
     async def _relay(self, plog: ForeignPartition, ev):
         """`ev`, wholly for the worker that owns `plog`: a `HandOver` — the pump gives that worker the connection
@@ -220,7 +222,7 @@ class NativeHandler:
         if wait <= 0:
             return (await build(False))[0]
         key, deadline = (ev.topic, ev.partition), trio.current_time() + wait
-        return Park(lambda deliver: self.steps.long_poll([key], deadline, build, deliver=deliver))
+        return self.steps.long_poll([key], deadline, build)
 
     async def _read_records(self, plog, start: int, max_bytes: int, at_once: bool):
         end = self.steps.marks(plog).last_stable  # before the read: a sync in a worker thread may move the watermark

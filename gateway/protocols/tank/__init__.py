@@ -22,7 +22,8 @@ from logway.codecs.tank.connection import MAX_FRAME_BYTES
 from logway.codecs.tank.messages import PingEvent
 from logway.codecs.tank.wire import FRAME_HEADER
 
-from ...pump import HandOver, Park, Session
+from ...pump import HandOver, Session
+from ...waiting import then
 from ...security.quotas import ConnectionQuota
 from ..base import INFO, Protocol
 from .authz import TankAuthz
@@ -122,23 +123,11 @@ class TankSession(Session):
         return await quota.answered(reply, perf_counter() - started, produced, _consumed)
 
     async def _with_refused(self, event, reply, refused):
-        """`reply` to the served part of `event` (an answer, a `Park` or a `HandOver`), with the refused part's
-        answer merged in."""
-        merge = partial(self.authz.merge, event, refused=refused)
+        """`reply` to the served part of `event` (an answer, one that comes later or a `HandOver`), with the refused
+        part's answer merged in."""
         if type(reply) is HandOver:  # (the refused part stays here: relayed, not handed over)
             reply = await reply.relay()
-        if type(reply) is not Park:
-            return merge(reply)
-        park = reply
-
-        async def wait(deliver):
-            answer = await park.wait(lambda served: deliver(merge(served)))
-            return None if answer is None else merge(answer)
-
-        async def now():
-            return merge(await park.now())
-
-        return Park(wait, now if park.now is not None else None)
+        return then(reply, partial(self.authz.merge, event, refused=refused))
 
     async def _serve(self, event):
         if isinstance(event, ConsumeRequest):
@@ -153,6 +142,5 @@ class TankSession(Session):
             if response is not None:
                 return response
             watched = self.handler.park(event)  # in the same step as the EOF check: no append is missed
-            return Park(lambda deliver: self.handler.poll(event, watched, deliver),
-                        partial(self.handler.timeout_now, event, watched))
+            return self.handler.poll(event, watched)
         return await self.handler.handle(event)

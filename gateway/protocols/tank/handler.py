@@ -38,7 +38,8 @@ from logway.codecs.tank.messages import PartitionBounds, TopicInfo, valid_topic_
 from ...errors import FAILURES, ErrorKind, kind_of, running_out_line
 from ...cluster.forwarding import Unreachable
 from ...formats import TANK, StorageFormat
-from ...pump import HandOver, Park
+from ...pump import HandOver
+from ...waiting import LongPoll, Park
 from ...steps import ForeignPartition, Partition, Steps
 
 log = logging.getLogger("logway.gateway.tank")
@@ -303,9 +304,9 @@ class TankHandler:
                 watched.append((t.name, plog, p.partition, self.steps.tail(plog)))
         return watched
 
-    async def poll(self, req, watched: list, deliver=None) -> ConsumeResponse | None:
-        """A consume whose partitions are all at EOF: answer on min_bytes appended or on the timer. With the pump's
-        `deliver`, the append that brings enough answers it on the spot (then this returns None)."""
+    def poll(self, req, watched: list) -> LongPoll:
+        """A consume whose partitions are all at EOF (`watched`: `park`'s), answered on min_bytes appended or on the
+        timer — or at once with the timer's answer when the connection may not park more."""
         min_bytes = max(min(req.min_bytes, MAX_FETCH), 1)
 
         async def build(at_once):
@@ -313,10 +314,12 @@ class TankHandler:
                 return await self._wake_response(req, watched, at_once), True
             return _TIMED_OUT, False  # the timer's answer is built only if the timer does run out
 
+        def timed_out(answer):
+            return self._timeout_response(req, watched) if answer is _TIMED_OUT else answer
+
         keys = [(w[0], w[2]) for w in watched]
-        answer = await self.steps.long_poll(keys, normalised_expiry(trio.current_time(), req.max_wait_ms), build,
-                                            deliver=deliver)
-        return self._timeout_response(req, watched) if answer is _TIMED_OUT else answer
+        return self.steps.long_poll(keys, normalised_expiry(trio.current_time(), req.max_wait_ms), build,
+                                    now=partial(self.timeout_now, req, watched)).then(timed_out)
 
     def _captured(self, watched) -> int:
         """Bytes appended to the watched partitions since they were parked, from their watermarks (no reads). A
@@ -391,7 +394,7 @@ class TankHandler:
             answers = [await self._part_now(own)] if own is not None else []
             return self._merged(req, answers + [await self._ask(o, sub) for o, sub in theirs.items()])
 
-        async def wait(deliver):
+        async def wait():
             answers: dict = {}
             async with trio.open_nursery() as nursery:
                 def done(key, answer) -> None:
@@ -401,7 +404,8 @@ class TankHandler:
                 async def own_part() -> None:
                     answer = await self.consume_now(own)
                     if answer is None:
-                        answer = await self.poll(own, self.park(own))  # (no await since the EOF check)
+                        # (no await since the EOF check)
+                        answer, _ = await self.steps.waiter.answer(self.poll(own, self.park(own)))
                     done(None, answer)
 
                 async def their_part(owner: int, sub: ConsumeRequest) -> None:
