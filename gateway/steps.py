@@ -57,7 +57,9 @@ import trio
 
 from logway.codecs.records import Record
 from logway.storage import AppendResult, LogEngine, PartitionLog, ReadSlice, ReadWouldWait
-from logway.storage.engine import ForeignPartition  # (workers: N) the one place: the cluster package will own it
+# (one member of several) what storage holds for a partition its ownership predicate gives another member: the
+# handlers tell "serve here or route" by it
+from logway.storage.engine import ForeignPartition
 from logway.storage.offsets import MAX_METADATA_BYTES
 
 from .durability import Flush, GroupCommitter
