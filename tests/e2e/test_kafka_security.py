@@ -153,7 +153,7 @@ def test_a_wrong_scram_password_is_refused(gateways, certs, client):
     if client == "kafka-python":
         with pytest.raises(kafka_errors.KafkaError):
             KafkaProducer(**kp_config(gw, "SASL_PLAINTEXT", certs, user, "wrong", "SCRAM-SHA-512"),
-                          request_timeout_ms=5000, max_block_ms=5000)
+                          request_timeout_ms=5000, max_block_ms=5000, bootstrap_timeout_ms=5000)
         return
     admin = AdminClient(rd_config(gw, "SASL_PLAINTEXT", certs, user, "wrong", "SCRAM-SHA-512"))
     with pytest.raises(KafkaException) as refused:
