@@ -33,7 +33,8 @@ import yaml
 
 from logway.storage import MAX_PARTITIONS, InvalidConfig, TopicConfig
 
-from .durability import Flush
+from .flush import Flush
+
 
 MiB = 1024 * 1024
 

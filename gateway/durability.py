@@ -9,13 +9,13 @@ not N. After each round `on_synced(target)` runs for every target synced (the ga
 partition there: with `flush: always` readers see only synced data). A failed sync raises in every caller of that
 round: their writes are not acknowledged.
 
-`Flush` names the policies (`storage.flush`) and what each promises. `SyncStats` counts sync passes (a group-commit
-round, an interval flush), their duration and how many writers one round acknowledged (the metrics read it).
+The policies themselves (`storage.flush`) and what each promises are `flush.Flush`. `SyncStats` counts sync passes
+(a group-commit round, an interval flush), their duration and how many writers one round acknowledged (the metrics
+read it).
 """
 
 from __future__ import annotations
 
-import enum
 import logging
 from time import perf_counter
 
@@ -24,29 +24,6 @@ import trio
 from .admin.stats import BATCH_BOUNDS, DURATION_BOUNDS, Histogram
 
 log = logging.getLogger("logway.gateway")
-
-
-class Flush(enum.StrEnum):
-    """When an acknowledged write reaches the disk (`storage.flush`). An acknowledgement is a produce answer, an
-    offset-commit answer or a CreateTopics/DeleteTopics answer; docs/durability.md is the full statement.
-
-    - `NONE`: acknowledged once written to the OS. A process crash (kill -9, OOM kill, a bug) loses nothing
-      acknowledged (the page cache outlives the process); a power cut or kernel crash may lose whatever the OS had
-      not yet written back.
-    - `INTERVAL` (the default): as `NONE`, and every partition and the offset store are fdatasynced every
-      `storage.flush_interval_ms`; a power cut loses at most what was acknowledged in the last interval (plus the
-      time one sync takes), per partition only the newest records, never one in the middle.
-    - `ALWAYS`: a produce or commit is acknowledged only after fdatasync of what it wrote and fsync of every
-      directory it depends on, with group commit (`GroupCommitter`: one sync covers every waiting write); readers
-      see only synced records. Nothing acknowledged is lost, even to a power cut.
-
-    Under every policy the log stays readable, contiguous and free of torn data after a crash, and topic creation
-    and deletion are durable when answered. Being a `StrEnum`, a member equals its text (`Flush.ALWAYS == "always"`).
-    """
-
-    NONE = "none"
-    INTERVAL = "interval"
-    ALWAYS = "always"
 
 
 class SyncStats:

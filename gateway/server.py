@@ -50,7 +50,8 @@ from .cluster.txn_peers import make_peers
 from .config import Config
 from .connections import ConnectionRegistry
 from .context import Context
-from .durability import Flush, GroupCommitter
+from .durability import GroupCommitter
+from .flush import Flush
 from .errors import running_out_line
 from .formats import STORAGE_FORMATS
 from .memory import MemoryBudget, default_memory_bytes, fix_mmap_threshold

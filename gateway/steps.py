@@ -62,7 +62,8 @@ from logway.storage import AppendResult, LogEngine, PartitionLog, ReadSlice, Rea
 from logway.storage.engine import ForeignPartition
 from logway.storage.offsets import MAX_METADATA_BYTES
 
-from .durability import Flush, GroupCommitter
+from .durability import GroupCommitter
+from .flush import Flush
 from .formats import ReadFormat, StorageFormat
 from .memory import give_back, reserve
 from .notify import AppendNotifier

@@ -15,7 +15,7 @@ import yaml
 from logway.gateway.config import (DEFAULT_YAML, Config, ConfigError, StorageSettings, defaults, hints,
                                    load_config)
 from logway.gateway.config_doc import BEGIN, DOC, table, table_in
-from logway.gateway.durability import Flush
+from logway.gateway.flush import Flush
 from logway.storage import TopicConfig
 
 
@@ -124,7 +124,7 @@ def test_the_configuration_table_in_the_docs_is_the_generated_one():
     assert BEGIN in section and "\n## " not in section[:section.index(BEGIN)], "the table belongs to ## Every key"
 
 
-def test_flush_is_an_enum_owned_by_durability():
+def test_flush_is_an_enum_of_its_own_shared_by_durability_and_the_configuration():
     assert [m.value for m in Flush] == ["none", "interval", "always"]
     assert Flush.ALWAYS == "always" and Flush("interval") is Flush.INTERVAL
     assert Config().storage.flush is Flush.INTERVAL

@@ -8,7 +8,8 @@ import pytest
 import trio
 
 from logway.gateway.cluster.ownership import Ownership, leaders
-from logway.gateway.durability import Flush, GroupCommitter
+from logway.gateway.durability import GroupCommitter
+from logway.gateway.flush import Flush
 from logway.gateway.formats import STORAGE_FORMATS
 from logway.gateway.notify import AppendNotifier
 from logway.gateway.steps import Steps

@@ -26,7 +26,8 @@ from logway.codecs.tank import decode_chunk
 from logway.gateway.formats import KAFKA, NATIVE, RECORDS, STORAGE_FORMATS, TANK
 from logway.storage import LogEngine, TopicConfig
 
-from logway.gateway.durability import Flush, GroupCommitter
+from logway.gateway.durability import GroupCommitter
+from logway.gateway.flush import Flush
 from logway.gateway.notify import AppendNotifier
 from logway.gateway.steps import Steps
 
