@@ -269,10 +269,10 @@ class WorkerRole(Membership):
         super().topics_gone(gone)
 
     def members(self) -> list[Member]:
-        """Every worker, once the supervisor told their addresses (`join`); before, none."""
-        count = len(self.brokers)
-        return [Member(i, self.brokers[i], _at(self.natives, i), _at(self.tanks, i), _at(self.handovers, i))
-                for i in range(count)]
+        """Every worker, once the supervisor told their addresses (`join`); before, none. (Each kind of address is
+        told for every worker or for none: no Kafka listener, no brokers; no native listener, no native relays.)"""
+        lists = (self.brokers, self.natives, self.tanks, self.handovers)
+        return [Member(i, *(_at(addresses, i) for addresses in lists)) for i in range(max(map(len, lists)))]
 
     # -- the control socket ----------------------------------------------------------------------------------
     async def _send(self, message: dict) -> None:

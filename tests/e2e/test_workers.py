@@ -720,6 +720,27 @@ def test_with_a_native_token_the_workers_relay_with_it(tmp_path):
         assert gw.stop() == 0
 
 
+def test_without_a_kafka_listener_the_workers_still_relay_to_each_other(tmp_path):
+    """The workers' relay and hand-over sockets do not depend on the Kafka brokers: with the Kafka listener off,
+    requests for either worker's partitions succeed through either worker."""
+    gw = GatewayProcess(str(tmp_path / "data"), "workers=2", "log_level=ERROR", "listeners.kafka.enabled=false")
+    try:
+        name = "nk-" + uuid.uuid4().hex[:8]
+        owners = [partition_leader(name, p, 2) for p in range(PARTITIONS)]
+        mine, theirs = owners.index(0), owners.index(1)
+        for via in ("native.0", "native.1"):
+            with NativeClient(*gw.addresses[via]) as c:
+                if via == "native.0":
+                    c.create_topic(name, PARTITIONS)
+                for p in (mine, theirs):
+                    c.produce(name, p, [via.encode()])
+        with NativeClient(*gw.native) as c:
+            assert [[r.value for r in c.fetch(name, p, 0).records] for p in (mine, theirs)] == [
+                [b"native.0", b"native.1"]] * 2
+    finally:
+        assert gw.stop() == 0
+
+
 def _knock(tell, names, frame):
     """(as another user) Connect to each relay socket, send a native Ping, tell what came back before it closed."""
     for name in names:
