@@ -126,8 +126,8 @@ class ConnectionRegistry:
 
     def admit_handed(self, protocol: str, stream: trio.abc.Stream) -> Connection | None:
         """`admit` without counting the connection as accepted or refused: a client's connection another worker
-        handed over (`cluster/handover.py`), a client of this worker from now on. Refused (None), it stays with the worker
-        that accepted it (which relays its requests), so no worker serves more clients than its limits allow."""
+        handed over (`cluster/handover.py`), a client of this worker from now on. Refused (None), it stays with the
+        worker that accepted it (which relays its requests), so no worker serves more clients than its limits allow."""
         try:
             host, port = stream.socket.getpeername()[:2]
         except AttributeError:

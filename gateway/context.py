@@ -1,9 +1,9 @@
 """What the parts of a gateway are given of it, instead of the whole `server.Gateway`:
 
 - `Context`: for the protocols (their sessions and handlers) and the pump — the configuration, the storage steps,
-  the memory budget and the turns data requests take, the protocols' request counters, the security layer, the transaction coordinator, the cluster
-  (None with one process: no cluster code on the request path) and the other protocols by name (the native
-  protocol's group administration reads the Kafka groups);
+  the memory budget and the turns data requests take, the protocols' request counters, the security layer, the
+  transaction coordinator, the cluster (None with one process: no cluster code on the request path) and the other
+  protocols by name (the native protocol's group administration reads the Kafka groups);
 - `GatewayView`: what the admin listener (`admin/`: metrics, probes, the console) reads of a running gateway — a
   structural type, so that admin/ never imports the server that starts it.
 

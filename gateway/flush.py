@@ -21,8 +21,8 @@ class Flush(enum.StrEnum):
       `storage.flush_interval_ms`; a power cut loses at most what was acknowledged in the last interval (plus the
       time one sync takes), per partition only the newest records, never one in the middle.
     - `ALWAYS`: a produce or commit is acknowledged only after fdatasync of what it wrote and fsync of every
-      directory it depends on, with group commit (`durability.GroupCommitter`: one sync covers every waiting write); readers
-      see only synced records. Nothing acknowledged is lost, even to a power cut.
+      directory it depends on, with group commit (`durability.GroupCommitter`: one sync covers every waiting write);
+      readers see only synced records. Nothing acknowledged is lost, even to a power cut.
 
     Under every policy the log stays readable, contiguous and free of torn data after a crash, and topic creation
     and deletion are durable when answered. Being a `StrEnum`, a member equals its text (`Flush.ALWAYS == "always"`).

@@ -15,11 +15,11 @@ protocol. A protocol plugs in with a `Session` (one per connection) and three sm
 
 With `workers: N`, `handle` may also answer `HandOver(worker, event, relay)`: the request is wholly for another
 worker's partitions. The pump then gives the whole connection to that worker (the protocol's `hand_over`, a
-`cluster.handover.HandOvers`) when it can — plain TCP, nothing else in flight, not shutting down, not a relay connection,
-and never handed over or tried before — and stops serving it there: the owner answers the request and serves the
-connection from then on (`serve_connection(..., resumed=Resumed(state, data))`: no greeting, the session's state
-restored — `Session.handover_state()` / `resume(state)` — and the codec fed the request and the bytes after it
-first). Otherwise, or when the owner does not take it, the pump awaits `relay()` and goes on as with any answer.
+`cluster.handover.HandOvers`) when it can — plain TCP, nothing else in flight, not shutting down, not a relay
+connection, and never handed over or tried before — and stops serving it there: the owner answers the request and serves
+the connection from then on (`serve_connection(..., resumed=Resumed(state, data))`: no greeting, the session's state
+restored — `Session.handover_state()` / `resume(state)` — and the codec fed the request and the bytes after it first).
+Otherwise, or when the owner does not take it, the pump awaits `relay()` and goes on as with any answer.
 
 Requests that read or write the log (the protocol's `data_requests`) take turns with the gateway's other
 connections (`turns.py`: at most `limits.data_requests_per_pass` start per scheduler pass, fewer while passes run

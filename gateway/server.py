@@ -322,8 +322,8 @@ class Gateway:
 
     async def _start_entry(self, listeners: trio.Nursery, conn_nursery: trio.Nursery, protocol: Protocol, lc,
                            fd: int) -> None:
-        """(workers: N) Serve this worker's socket on the port every worker shares (`cluster.workers.entry_sockets`): the
-        same protocol as the worker's own listener, which relays what other workers own."""
+        """(workers: N) Serve this worker's socket on the port every worker shares (`cluster.workers.entry_sockets`):
+        the same protocol as the worker's own listener, which relays what other workers own."""
         ssl_context = self.ssl_context_for(lc)
         addr = await listeners.start(partial(listen, bound=socket.socket(fileno=fd)), protocol, lc, self.connections,
                                      self.config.limits, ssl_context, conn_nursery)

@@ -157,7 +157,8 @@ class Peers:
     """The other workers, for `workers: N`: this worker's `index` (worker 0 coordinates), `owner(topic, partition)`
     (a worker index), and two requests to another worker, each raising `PeerUnavailable` when it did not answer:
     `end(worker, producer_id, epoch, committed, partitions)` (it ends the transaction in its partitions) and
-    `query(producer_id, epoch, topic, partition)` (the coordinator's `query` answer). `cluster/txn_peers.py` makes them."""
+    `query(producer_id, epoch, topic, partition)` (the coordinator's `query` answer). `cluster/txn_peers.py` makes
+    them."""
 
     index: int
     owner: Callable[[str, int], int]

@@ -47,13 +47,4 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_WHERE))
 
 
-__all__ = [
-    "AppendResult", "BatchFormat", "BatchInfo", "BatchKeys", "BatchTooLarge", "CleanPlan", "CleanStats",
-    "CleanerSettings", "CleaningStopped", "CommittedOffset", "CompactionFormat", "CorruptBatch", "DatabaseAuthFailed",
-    "DatabaseError", "DatabaseInUse", "DatabaseUnreachable", "DataDirLocked", "Engine", "EngineLimits", "IdAllocator",
-    "InvalidBatchOffset", "InvalidConfig", "InvalidPartitions", "InvalidRecord", "InvalidTopicName", "Throttle",
-    "LimitReached", "LogEngine", "MigrationRefused", "MigrationUnfinished", "MAX_PARTITIONS", "NotAnOffsetLog", "OffsetMap", "OffsetOutOfRange", "OffsetStore",
-    "PartitionLog", "ReadSlice", "ReadWouldWait", "RecoveryReport", "SchemaTooNew", "StorageClosed", "StorageError",
-    "StorageIOError", "Topic", "TopicConfig", "TopicExists", "TransactionStore", "TxnIndex", "TxnState", "AbortedTxn",
-    "UnknownFormat", "UnknownPartition", "UnknownTopic", "running_out", "validate_topic_name"
-]
+__all__ = sorted(_WHERE)

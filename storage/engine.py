@@ -43,11 +43,11 @@ belongs to worker `Share.owner(t, p)` — the ownership predicate the gateway's 
 owner ever opens it (recovery, appends, retention). The supervisor's engine (`Share(N, owner)`, no worker) takes
 `.lock`, reads and clears the clean-shutdown marker, clears tmp/ and trash/, checks the topic directories and opens
 no partition and no store; each worker's engine (`Share(N, owner, worker=i, clean_start=...)`) locks
-workers/<i>/.lock, opens its own partitions — the others are `ForeignPartition` stubs, and a topic's `partitions` is then a `WorkerPartitions` (len() = the partition count,
-[p] = the log or the stub, iteration = this worker's logs only) — and sees other workers' topic changes with
-`refresh()`. Topic creation, deletion and changes are serialized across workers by workers/admin.lock, and each
-one made calls `on_shared_change(name)` when set (from the thread that made it), so the caller can tell the other
-workers at once. With `share=None` (one process, the default) none of this applies.
+workers/<i>/.lock, opens its own partitions — the others are `ForeignPartition` stubs, and a topic's `partitions` is
+then a `WorkerPartitions` (len() = the partition count, [p] = the log or the stub, iteration = this worker's logs only)
+— and sees other workers' topic changes with `refresh()`. Topic creation, deletion and changes are serialized across
+workers by workers/admin.lock, and each one made calls `on_shared_change(name)` when set (from the thread that made it),
+so the caller can tell the other workers at once. With `share=None` (one process, the default) none of this applies.
 """
 
 from __future__ import annotations

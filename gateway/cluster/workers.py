@@ -13,12 +13,12 @@ never TLS; `forwarding.py`), and one on committed offsets or groups to worker 0 
 request is wholly another worker's to that worker, which serves it from then on (`handover.py`).
 
 - `supervise(config, argv, ready_file)`: the `logway serve` process itself when `workers` > 1. It holds the data
-  directory (a `LogEngine` with `Share(N, ...)`: `.lock`, the clean-shutdown marker, tmp/ and trash/, no partition), binds
-  the shared native and TANK sockets (`entry_sockets`), starts the N workers — `python -m logway.cli serve` with the
-  same arguments, plus `LOGWAY_WORKER=i/N/clean`, worker i's listeners, its shared sockets (`LOGWAY_WORKER_ENTRIES`) and
-  its relay sockets and hand-over socket (`relay_sockets`, `LOGWAY_WORKER_RELAYS`: bound and held by the supervisor as
-  the shared ones are) — each with a control socket (JSON lines). When every worker has bound its listeners and told its
-  addresses, the supervisor sends all of them the list of Kafka brokers and of every worker's native and TANK relay
+  directory (a `LogEngine` with `Share(N, ...)`: `.lock`, the clean-shutdown marker, tmp/ and trash/, no partition),
+  binds the shared native and TANK sockets (`entry_sockets`), starts the N workers — `python -m logway.cli serve` with
+  the same arguments, plus `LOGWAY_WORKER=i/N/clean`, worker i's listeners, its shared sockets (`LOGWAY_WORKER_ENTRIES`)
+  and its relay sockets and hand-over socket (`relay_sockets`, `LOGWAY_WORKER_RELAYS`: bound and held by the supervisor
+  as the shared ones are) — each with a control socket (JSON lines). When every worker has bound its listeners and told
+  its addresses, the supervisor sends all of them the list of Kafka brokers and of every worker's native and TANK relay
   sockets and hand-over socket, waits for each to acknowledge and writes the ready file: worker 0's Kafka address under
   the usual name ("kafka"), worker i's as "kafka.i", "admin.i", "native.i" and "tank.i" (its own listeners, also for
   worker 0), the shared native and TANK port as "native" and "tank", the supervisor's own admin listener as "admin" (the
@@ -28,9 +28,9 @@ request is wholly another worker's to that worker, which serves it from then on 
   on its ports, as an unclean start (`MAX_RESTARTS` in `RESTART_WINDOW`; one more death stops the others and the
   supervisor exits 1); a worker that fails while the gateway starts stops the start (exit 2 or 1 as the worker: a port
   in use, a locked directory). A ready worker tells the supervisor it is alive from its event loop (`{"alive": true}`
-  every sixth of `worker_watchdog_ms`); one silent for `worker_watchdog_ms` — its loop hung, or the process stopped —
-  is killed (SIGKILL) and so started again like one that died: its partitions would otherwise stay unavailable, and
-  every request relayed or handed to it wait, for as long as it hangs.
+  every sixth of `worker_watchdog_ms`); one silent for `worker_watchdog_ms` — its loop hung, or the process stopped — is
+  killed (SIGKILL) and so started again like one that died: its partitions would otherwise stay unavailable, and every
+  request relayed or handed to it wait, for as long as it hangs.
 - `WorkerRole` (in each worker, from the environment): its index, the ownership (`share`), the Kafka brokers' addresses,
   the workers' native and TANK relay sockets and hand-over sockets, the control socket (when it closes — the supervisor
   died — the worker shuts down), and `refresh`: topics other workers created, deleted, grew or reconfigured — told at

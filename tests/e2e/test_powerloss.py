@@ -136,7 +136,8 @@ def test_what_workers_acknowledged_survives_a_cut(powerfs):
 
     def open_workers():
         supervisor = LogEngine(data, FORMATS, share=Share(2, leaders(2)))
-        return supervisor, [LogEngine(data, FORMATS, share=Share(2, leaders(2), i, supervisor.clean_start)) for i in (0, 1)]
+        return supervisor, [LogEngine(data, FORMATS, share=Share(2, leaders(2), i, supervisor.clean_start))
+                            for i in (0, 1)]
 
     _, (w0, w1) = open_workers()
     w0.create_topic("t", 2)
@@ -240,9 +241,9 @@ def _keyed_rows(plog, fmt: str) -> list[tuple[int, bytes | None, bytes | None]]:
 @pytest.mark.parametrize("fmt", ["kafka", "tank"])
 def test_power_cuts_while_cleaning_leave_the_old_segments_or_the_cleaned_ones(powerfs, fmt):
     """The log cleaner rewriting a compacted partition (every record synced before), the power cut at a random
-    moment of it — every other cut as soon as a cleaned segment is being written — in every mode: after each cut the partition holds every record the cleaning keeps and none it
-    never held, each offset once in order, and no half-made segment; the cleaning, run to its end, keeps exactly
-    the last record of each key."""
+    moment of it — every other cut as soon as a cleaned segment is being written — in every mode: after each cut the
+    partition holds every record the cleaning keeps and none it never held, each offset once in order, and no
+    half-made segment; the cleaning, run to its end, keeps exactly the last record of each key."""
     import random
     import threading
 

@@ -1,10 +1,9 @@
-"""The relays of logway.gateway.cluster.forwarding against real relay sockets (abstract Unix-domain sockets, as the workers
-use): native answers relayed byte for byte,
-internal connections pooled and reused, an idle one the owner closed dropped before use, a cancelled request's
-connection never reused, an owner that cannot be reached or hangs up answered with the native `storage error:
-worker i did not answer` (the client's connection goes on); TANK answers decoded past the owner's greeting Ping,
-`Unreachable` when the owner is gone; a relay socket another user's process holds is never sent a byte. The
-relaying through two real workers is in tests/e2e/test_workers.py."""
+"""The relays of logway.gateway.cluster.forwarding against real relay sockets (abstract Unix-domain sockets, as the
+workers use): native answers relayed byte for byte, internal connections pooled and reused, an idle one the owner closed
+dropped before use, a cancelled request's connection never reused, an owner that cannot be reached or hangs up answered
+with the native `storage error: worker i did not answer` (the client's connection goes on); TANK answers decoded past
+the owner's greeting Ping, `Unreachable` when the owner is gone; a relay socket another user's process holds is never
+sent a byte. The relaying through two real workers is in tests/e2e/test_workers.py."""
 
 from __future__ import annotations
 

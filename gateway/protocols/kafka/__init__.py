@@ -5,10 +5,10 @@ KIP-848 consumer groups (`consumer_coordinator`, `assignors`), KIP-932 share gro
 and the idempotent producers' state (`producers`).
 
 Requests are served one at a time in arrival order, as Kafka brokers do (clients may pipeline several; the answers
-go out in request order): a Fetch that waits for data is a `LongPoll` the pump waits for before the next request, and the
-append that brings the data writes its answer. A Produce with acks=0 gets no answer. Fetch responses carry file
-ranges that the pump sends between the bytes the codec built. A request that cannot be parsed, is too large or
-uses an unsupported API/version closes the connection (Kafka's behaviour); other connections are unaffected.
+go out in request order): a Fetch that waits for data is a `LongPoll` the pump waits for before the next request, and
+the append that brings the data writes its answer. A Produce with acks=0 gets no answer. Fetch responses carry file
+ranges that the pump sends between the bytes the codec built. A request that cannot be parsed, is too large or uses an
+unsupported API/version closes the connection (Kafka's behaviour); other connections are unaffected.
 
 With `auth.kafka_sasl_plain` or `auth.kafka_sasl_scram` a connection must authenticate first (`sasl.KafkaSasl`:
 PLAIN, SCRAM-SHA-256/512): SaslHandshake and SaslAuthenticate are answered by the session, not the broker, since

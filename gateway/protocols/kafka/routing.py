@@ -20,12 +20,12 @@ partitions — DescribeLogDirs, for instance):
   NOT_CONTROLLER elsewhere. So do CreateAcls, DeleteAcls, AlterUserScramCredentials and AlterClientQuotas (worker 0
   writes the security store, which the others read again every `worker_refresh_ms`); they are described anywhere.
   CreateTopics and CreatePartitions work on every worker (the engine serializes topic changes across workers).
-- Transactions: node 0 is every transactional id's coordinator (`transactions.py`, `cluster/txn_peers.py`): InitProducerId
-  with a transactional id, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and TxnOffsetCommit sent to another worker
-  are NOT_COORDINATOR. Transactional batches go to the partitions' leaders as usual; a leader accepts them once the
-  coordinator confirms the partition is in the open transaction. Without the native listener (whose relay sockets
-  carry those requests) transactional producers are refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED. Idempotent
-  producers work: each worker hands out producer ids from its own range.
+- Transactions: node 0 is every transactional id's coordinator (`transactions.py`, `cluster/txn_peers.py`):
+  InitProducerId with a transactional id, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and TxnOffsetCommit sent to
+  another worker are NOT_COORDINATOR. Transactional batches go to the partitions' leaders as usual; a leader accepts
+  them once the coordinator confirms the partition is in the open transaction. Without the native listener (whose relay
+  sockets carry those requests) transactional producers are refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+  Idempotent producers work: each worker hands out producer ids from its own range.
 """
 
 from __future__ import annotations
