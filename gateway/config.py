@@ -184,6 +184,14 @@ class PostgresSettings:
     cache_bytes: int = setting(64 * MiB, "stored batches kept in memory for readers, across partitions",
                                more="(the newest first: consumers at the log end read from memory; older batches are "
                                     "read from the database)", minimum=0)
+    cluster: bool = setting(False, "several gateways share the database, each writing the partitions of its share "
+                                   "of slots held by lease",
+                            more="(every gateway of the database must set it; Kafka clients see the live gateways "
+                                 "as brokers: see [scaling.md](scaling.md#several-gateways-over-one-postgresql))")
+    lease_ms: int = setting(3000, "(cluster) a gateway that has not renewed its lease for this long is taken for "
+                                  "dead and its partitions are taken over by the others",
+                            more="(it renews every third of it; a dead gateway's partitions have a leader again "
+                                 "within about 1⅓ of it)", minimum=300, maximum=600_000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -483,8 +491,8 @@ def _check_whole(cfg: Config) -> Config:
                                   "is not set: no client certificate could be verified")
     if cfg.storage.backend == "postgres":
         if cfg.workers > 1:
-            raise ConfigError("storage.backend postgres serves one process (workers: 1); several gateways over one "
-                              "database are not there yet")
+            raise ConfigError("storage.backend postgres serves one process per gateway (workers: 1); run several "
+                              "gateways over the database instead (storage.postgres.cluster)")
         if cfg.storage.topic_defaults.compact:
             raise ConfigError("storage.cleanup_policy compact is not available with storage.backend postgres (its "
                               "topics are not compacted yet)")

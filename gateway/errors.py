@@ -14,8 +14,8 @@ from enum import Enum
 
 from logway.codecs.errors import RecordFormatError
 from logway.storage import (BatchTooLarge, CorruptBatch, InvalidBatchOffset, InvalidConfig, InvalidPartitions,
-                            InvalidRecord, InvalidTopicName, LimitReached, OffsetOutOfRange, StorageClosed,
-                            StorageError, TopicExists, UnknownFormat, UnknownPartition, UnknownTopic)
+                            InvalidRecord, InvalidTopicName, LimitReached, OffsetOutOfRange, PartitionNotOwned,
+                            StorageClosed, StorageError, TopicExists, UnknownFormat, UnknownPartition, UnknownTopic)
 
 __all__ = ["ErrorKind", "kind_of", "FAILURES", "ListenerError", "running_out_line"]
 
@@ -36,6 +36,8 @@ class ErrorKind(Enum):
     UNSUPPORTED_RECORD = "record the topic cannot take"
     STORAGE_FAILURE = "storage failure"  # an I/O error (disk full, EIO): nothing was acknowledged, retry later
     UNAVAILABLE = "storage closed"
+    #: another member of the cluster leads the partition (or coordinates) now: nothing was written, ask it
+    NOT_HERE = "served by another member"
     OTHER = "storage error"
 
 
@@ -55,6 +57,7 @@ _KINDS: dict[type, ErrorKind] = {
     RecordFormatError: ErrorKind.UNSUPPORTED_RECORD,
     InvalidRecord: ErrorKind.UNSUPPORTED_RECORD,
     StorageClosed: ErrorKind.UNAVAILABLE,
+    PartitionNotOwned: ErrorKind.NOT_HERE,
     StorageError: ErrorKind.OTHER,
     OSError: ErrorKind.STORAGE_FAILURE,
 }

@@ -114,6 +114,11 @@ class Gateway:
     def __init__(self, config: Config, *, listen: bool = True, worker: "Membership | None" = None) -> None:
         self.config = config
         self.listen = listen
+        pg = config.storage.postgres
+        if worker is None and config.storage.backend == "postgres" and pg.cluster:
+            from .cluster.leases import LeaseMembership  # (several gateways over one database)
+
+            worker = LeaseMembership(pg.lease_ms)
         self.worker = worker
         self._conn_nursery: trio.Nursery | None = None
         self.engine: LogEngine | None = None
@@ -196,7 +201,8 @@ class Gateway:
                                      max_partitions=limits.max_partitions)
         flush = effective_flush(cfg)
         share = self.worker.share if self.worker is not None else None
-        self.engine = await trio.to_thread.run_sync(lambda: open_engine(cfg, flush, share, engine_limits))
+        leases = getattr(self.worker, "leases", None)
+        self.engine = await trio.to_thread.run_sync(lambda: open_engine(cfg, flush, share, engine_limits, leases))
         self.committer.sync_all = self.engine.sync_many  # (postgres: a round is one transaction)
         self.storage_open = True
         self._log_recovery()
@@ -214,9 +220,9 @@ class Gateway:
                                                    expiration_ms=kc.transactional_id_expiration_ms)
         worker = self.worker
         if worker is not None:
-            self.cluster = Cluster(worker, worker.ownership, self.engine, cfg)
+            self.cluster = Cluster(worker, self.engine, cfg)
             native = cfg.listeners.get("native")
-            if self.cluster.several and native is not None and native.enabled:
+            if self.cluster.several and worker.relays and native is not None and native.enabled:
                 # transactions across workers: requests to the others over their native relay sockets
                 self.transactions.peers = make_peers(self.cluster)
         self.context = Context(cfg, self.steps, self.memory, self.turns, self.security,
@@ -250,7 +256,8 @@ class Gateway:
                                           settings=CleanerSettings(storage.cleaner_dedupe_buffer_bytes,
                                                                    cfg.kafka.producer_id_expiration_ms))
                 background.start_soon(self.cleaner.run)
-                if self.engine.offsets is not None and (self.cluster is None or self.cluster.is_coordinator):
+                if self.engine.offsets is not None and (self.cluster is None or self.cluster.is_coordinator
+                                                        and self.worker.relays):
                     self.offset_retention = OffsetRetention(self.engine.offsets, cfg.storage.offsets_retention_ms,
                                                             self._kafka_active_groups)
                     background.start_soon(self.offset_retention.run)
@@ -413,11 +420,12 @@ def effective_flush(cfg: Config) -> Flush:
     return Flush.ALWAYS if cfg.storage.backend == "postgres" else cfg.storage.flush
 
 
-def open_engine(cfg: Config, flush: Flush, share, limits: EngineLimits):
-    """The storage engine `storage.backend` names (blocking: run it in a worker thread)."""
+def open_engine(cfg: Config, flush: Flush, share, limits: EngineLimits, leases=None):
+    """The storage engine `storage.backend` names (blocking: run it in a worker thread); `leases`: the database's
+    side of a `cluster.leases.LeaseMembership`."""
     storage = cfg.storage
     if storage.backend == "postgres":
-        return open_database(cfg, limits=limits)
+        return open_database(cfg, limits=limits, leases=leases)
     return LogEngine(cfg.data_dir, STORAGE_FORMATS, storage.topic_defaults, reads_need_sync=flush == Flush.ALWAYS,
                      share=share, limits=limits)
 

@@ -293,6 +293,8 @@ class Steps:
         """With `flush: always`, return once every offset commit written so far is synced."""
         if self.sync_acks:
             await self.committer.sync(self.engine.offsets)
+            if self.engine.offsets.lost is not None:  # (cluster: another member coordinates now)
+                raise self.engine.offsets.lost
 
     # -- committed offsets -------------------------------------------------------------------------------
     async def new_producer_id(self) -> int:

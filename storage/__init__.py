@@ -13,7 +13,7 @@ from importlib import import_module
 _WHERE = {
     "CleanPlan": "cleaner", "CleanStats": "cleaner", "CleanerSettings": "cleaner", "Throttle": "cleaner",
     "EngineLimits": "config", "MAX_PARTITIONS": "config", "TopicConfig": "config",
-    "LogEngine": "engine", "Topic": "engine",
+    "LogEngine": "engine", "PartitionNotOwned": "engine", "Topic": "engine",
     "BatchTooLarge": "errors", "CleaningStopped": "errors", "CorruptBatch": "errors", "DataDirLocked": "errors",
     "DatabaseAuthFailed": "errors", "DatabaseError": "errors", "DatabaseInUse": "errors",
     "DatabaseUnreachable": "errors", "InvalidBatchOffset": "errors", "InvalidConfig": "errors",

@@ -148,7 +148,8 @@ class ForeignPartition:
     def refusal(self) -> PartitionNotOwned:
         """The error a request for this partition gets here."""
         return PartitionNotOwned(f"partition {self.partition} of topic {self.topic!r} is served by worker "
-                                 f"{self.owner}")
+                                 f"{self.owner}" if self.owner >= 0 else f"partition {self.partition} of topic "
+                                 f"{self.topic!r} has no live leader right now: ask again in a moment")
 
     def __repr__(self) -> str:
         return f"ForeignPartition({self.topic!r}, {self.partition}, owner={self.owner})"

@@ -275,6 +275,9 @@ class OffsetMap:
     `close()`, and names itself in `where` (for messages)."""
 
     where = "offset store"
+    #: Why the last commit did not make this map's changes durable though it returned (a postgres cluster member
+    #: that stopped coordinating: `PgOffsetStore.lost`); None here.
+    lost: Exception | None = None
 
     def __init__(self) -> None:
         self._lock = threading.Lock()  # the map and what the subclass keeps beside it

@@ -41,6 +41,9 @@ class Membership:
 
     me: int
     count: int
+    #: Whether requests for other members' partitions can be relayed (or connections handed over) to them.
+    relays = True
+    _ownership: Ownership | None = None
     share = None
     entries: dict[str, int] = {}
     relay_fds: dict[str, int] = {}
@@ -51,7 +54,10 @@ class Membership:
 
     @property
     def ownership(self) -> Ownership:
-        return Ownership(self.me, self.count)
+        """Who owns what (made once: `me` and `count` do not change for this source)."""
+        if self._ownership is None:
+            self._ownership = Ownership(self.me, self.count)
+        return self._ownership
 
     async def join(self, gateway) -> None:
         """Learn the other members, once this gateway's listeners are bound (its addresses are known)."""

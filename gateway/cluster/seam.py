@@ -25,14 +25,21 @@ __all__ = ["Cluster"]
 class Cluster:
     """Member `membership.me` of `membership.count`, over `engine`, configured by `config`."""
 
-    def __init__(self, membership: Membership, ownership: Ownership, engine, config) -> None:
+    def __init__(self, membership: Membership, engine, config) -> None:
         self.membership = membership
-        self.ownership = ownership
         self.engine = engine
         self.config = config
         self.me = membership.me
-        #: More than one member: requests may have to go elsewhere (a cluster of one only catches up with topics).
-        self.several = membership.count > 1
+
+    @property
+    def ownership(self) -> Ownership:
+        """Who owns what now (a source whose members come and go gives a new one when they do)."""
+        return self.membership.ownership
+
+    @property
+    def several(self) -> bool:
+        """More than one member: requests may have to go elsewhere (a cluster of one only catches up with topics)."""
+        return self.membership.count > 1
 
     # -- ownership -------------------------------------------------------------------------------------------
     def leader(self, topic: str, partition: int) -> int:
@@ -76,17 +83,19 @@ class Cluster:
     # -- the ways to the others ------------------------------------------------------------------------------
     def native_forwarder(self) -> NativeForwarder | None:
         """Relays of native requests to the member owning their partitions (None: there is no other)."""
-        if not self.several:
+        if not (self.several and self.membership.relays):
             return None
         limits, auth = self.config.limits, self.config.auth
         return NativeForwarder(lambda: self.membership.addresses("native_relay"), limits.max_frame_bytes,
                                auth.native_token)
 
     def tank_forwarder(self) -> TankForwarder | None:
-        return TankForwarder(lambda: self.membership.addresses("tank_relay")) if self.several else None
+        if not (self.several and self.membership.relays):
+            return None
+        return TankForwarder(lambda: self.membership.addresses("tank_relay"))
 
     def hand_overs(self, protocol: str, encode: Callable[[Any], bytes], max_request: int) -> HandOvers | None:
         """Hand-overs of `protocol`'s connections whose requests are wholly another member's (None: not enabled)."""
-        if not (self.several and self.config.worker_handover):
+        if not (self.several and self.membership.relays and self.config.worker_handover):
             return None
         return HandOvers(protocol, lambda: self.membership.addresses("handover"), encode, max_request)

@@ -39,15 +39,17 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from ..config import EngineLimits, TopicConfig, clamped_overrides
-from ..errors import (DatabaseError, DatabaseInUse, InvalidConfig, MigrationUnfinished, StorageError, StorageIOError,
-                      TopicExists, UnknownFormat)
+from ..engine import ForeignPartition, PartitionNotOwned, WorkerPartitions
+from ..errors import (DatabaseError, DatabaseInUse, InvalidConfig, InvalidPartitions, MigrationUnfinished,
+                      StorageError, StorageIOError, TopicExists, UnknownFormat)
 from ..formats import BatchFormat
 from ..topics import Engine, Topic, new_topic_id
 from .db import Connector, Pool, io_error
 from .offsets import PgOffsetStore
 from .partition import PgPartitionLog
 from .rows import RowCache
-from .schema import lock_keys, prepare
+from .leases import Leases, View
+from .schema import lock_keys, prepare, writer_lock
 from .states import PgIdAllocator, PgSecurityStore, PgStateStore
 
 __all__ = ["PgEngine"]
@@ -65,14 +67,15 @@ SWEEP_ROWS = 10_000
 _COPY = ("COPY batches (partition_id, end_offset, base_offset, pos, size, max_ts, time_ms, data) FROM STDIN "
          "(FORMAT BINARY)")
 _COPY_TYPES = ["int8", "int8", "int8", "int8", "int4", "int8", "int8", "bytea"]
-_HOLDER = ("SELECT a.application_name, host(a.client_addr), a.pid FROM pg_locks l JOIN pg_stat_activity a ON "
-           "a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %s::int4::oid AND "
+_HOLDER = ("SELECT a.application_name, host(a.client_addr), a.pid, l.mode FROM pg_locks l JOIN pg_stat_activity a "
+           "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %s::int4::oid AND "
            "l.objid = %s::int4::oid AND l.objsubid = 2")
 _ENDS = ("SELECT p.partition_id, f.base_offset, f.pos, l.end_offset, l.pos, l.size FROM partitions p "
          "LEFT JOIN LATERAL (SELECT base_offset, pos FROM batches b WHERE b.partition_id = p.partition_id "
          "ORDER BY end_offset LIMIT 1) f ON true "
          "LEFT JOIN LATERAL (SELECT end_offset, pos, size FROM batches b WHERE b.partition_id = p.partition_id "
-         "ORDER BY end_offset DESC LIMIT 1) l ON true")
+         "ORDER BY end_offset DESC LIMIT 1) l ON true WHERE p.partition_id = ANY(%s)")
+_OFFSETS = "SELECT group_id, topic, partition, committed_offset, metadata, commit_time_ms FROM offsets"
 
 
 class PgEngine(Engine):
@@ -85,10 +88,11 @@ class PgEngine(Engine):
                  schema: str = "logway", data_dir: str | None = None, pool_size: int = 4,
                  statement_timeout_ms: int = 30_000, connect_timeout_ms: int = 5000, commit_retry_ms: int = 15_000,
                  cache_bytes: int = 64 * 1024 * 1024, clock: Callable[[], float] = time.time,
-                 limits: EngineLimits | None = None, migrating: bool = False) -> None:
+                 limits: EngineLimits | None = None, migrating: bool = False, leases: Leases | None = None) -> None:
         """`info`: a libpq connection string (`db.conninfo`); `schema`: a plain lower-case name; `data_dir`: the
         gateway's directory, named where it asks for one (DescribeLogDirs); `migrating`: opened by `logway
-        migrate`, which may open a database its unfinished run left (see `begin_migration`). Raises
+        migrate`, which may open a database its unfinished run left (see `begin_migration`); `leases`: this gateway
+        is one member of several over the database (see "Cluster mode" in the module docstring). Raises
         DatabaseUnreachable, DatabaseAuthFailed, SchemaTooNew, DatabaseInUse, MigrationUnfinished (each a one-line
         message), or a StorageIOError."""
         super().__init__(formats, defaults, clock, limits)
@@ -101,7 +105,14 @@ class PgEngine(Engine):
         self.close_error: OSError | None = None
         self.clean_start = True
         self.writer_id = uuid.uuid4()
-        self._owner_lock = lock_keys(schema)[1]
+        #: Cluster mode: this member's leases and slots; its partitions of other members' slots are
+        #: `ForeignPartition`s (and `_pids` keeps every partition's id, to take it over).
+        self.leases = leases
+        self._pids: dict[tuple[str, int], int] = {}
+        self._holders: dict[int, int] = {}  # slot -> member id of its holder, as the last tick saw
+        self._fenced: list = []  # what the last commit found this member no longer holds
+        self._schema_lock = lock_keys(schema)[1]
+        self._owner_lock = self._schema_lock if leases is None else writer_lock(schema, self.writer_id)
         self._retry_s = commit_retry_ms / 1000
         self._wait_s = connect_timeout_ms / 1000
         self._writer_lock = threading.Lock()  # one commit at a time, on `_writer`
@@ -139,22 +150,46 @@ class PgEngine(Engine):
     def _lock_writer(self, conn: psycopg.Connection, deadline: float) -> None:
         """Take the writer lock on `conn`, waiting until `deadline` for a holder to go: a lost session of this
         engine is ended (pg_terminate_backend), any other holder is another gateway (DatabaseInUse after the
-        deadline)."""
+        deadline). A cluster member first shares the schema's lock with the others (a gateway alone holds it
+        exclusively: either kind refuses the other)."""
+        if self.leases is not None:
+            while not conn.execute("SELECT pg_try_advisory_lock_shared(%s, %s)", self._schema_lock).fetchone()[0]:
+                if time.monotonic() >= deadline:
+                    raise self._in_use(conn, self._schema_lock, "a logway gateway that is not in cluster mode")
+                time.sleep(RECONNECT_FIRST_S)
         while not conn.execute("SELECT pg_try_advisory_lock(%s, %s)", self._owner_lock).fetchone()[0]:
             holder = conn.execute(_HOLDER, self._owner_lock).fetchone()
             if holder is not None and holder[2] == self._writer_pid:
                 conn.execute("SELECT pg_terminate_backend(%s, %s)", (holder[2], TERMINATE_WAIT_MS))
                 continue
             if time.monotonic() >= deadline:
-                who = "" if holder is None else f" ({holder[0]}" + (f" from {holder[1]}" if holder[1] else "") + ")"
-                raise DatabaseInUse(f"database {self.where} is in use by another logway gateway{who}: stop it, or "
-                                    f"give this one another database or schema (storage.postgres.schema)")
+                raise self._in_use(conn, self._owner_lock, "another logway gateway")
             time.sleep(RECONNECT_FIRST_S)
         self._writer_pid = conn.info.backend_pid
 
+    def _in_use(self, conn: psycopg.Connection, lock: tuple[int, int], what: str) -> DatabaseInUse:
+        """The refusal naming who holds `lock`: a gateway alone, or the gateways of a cluster (a shared hold)."""
+        holder = conn.execute(_HOLDER, lock).fetchone()
+        who = "" if holder is None else f" ({holder[0]}" + (f" from {holder[1]}" if holder[1] else "") + ")"
+        if holder is not None and holder[3] == "ShareLock":
+            what, hint = "a cluster of logway gateways", "set storage.postgres.cluster to join them, or stop them"
+        elif self.leases is not None:
+            hint = "stop it, or set storage.postgres.cluster on it too"
+        else:
+            hint = "stop it"
+        return DatabaseInUse(f"database {self.where} is in use by {what}{who}: {hint}, or give this one another "
+                             f"database or schema (storage.postgres.schema)")
+
     def _register(self, conn: psycopg.Connection) -> None:
         """Record this start in `writers` (the previous starts' rows go; one that never stopped makes this start
-        unclean)."""
+        unclean). A cluster member adds its row beside the others' and joins the members (a database recovers by
+        itself: its start is clean)."""
+        if self.leases is not None:
+            with conn.transaction():
+                conn.execute("INSERT INTO writers (writer_id, host, pid, started_ms) VALUES (%s, %s, %s, %s)",
+                             (self.writer_id, socket.gethostname(), os.getpid(), int(self.clock() * 1000)))
+                self.leases.join(conn, self.writer_id, int(self.clock() * 1000))
+            return
         with conn.transaction():
             unstopped = conn.execute("SELECT count(*) FROM writers WHERE stopped_ms IS NULL").fetchone()[0]
             conn.execute("DELETE FROM writers")
@@ -163,21 +198,37 @@ class PgEngine(Engine):
         self.clean_start = unstopped == 0
 
     def _load(self, conn: psycopg.Connection) -> None:
-        """Read the catalogue, the partitions' ends and the small stores into memory."""
-        stats = {pid: (rows, max_ts) for pid, rows, max_ts in conn.execute(
-            "SELECT partition_id, count(*), max(max_ts) FROM batches GROUP BY partition_id")}
-        ends = {row[0]: row[1:] for row in conn.execute(_ENDS)}
-        txns: dict[int, list] = {}
-        for pid, *row in conn.execute("SELECT partition_id, producer_id, first_offset, epoch, end_offset, ranges "
-                                      "FROM txns"):
-            txns.setdefault(pid, []).append(row)
+        """Read the catalogue, the partitions' ends and the small stores into memory (a cluster member: the ends
+        of no partition yet — it takes its slots' partitions over in `tick`)."""
+        self.topics_by_name = self._read_catalog(conn)
+        self.offsets = PgOffsetStore(self, conn.execute(_OFFSETS))
+        fence = None if self.leases is None else self._fence_coordinator
+        self.transactions = PgStateStore(self.pool, "transactions", "transaction store",
+                                         _states(conn, "transactions"), fence)
+        self.share_state = PgStateStore(self.pool, "share_groups", "share group state store",
+                                        _states(conn, "share_groups"), fence)
+        self.security = PgSecurityStore(self.pool, _states(conn, "security"), fence)
+
+    def _read_catalog(self, conn: psycopg.Connection, names: list[str] | None = None) -> dict[str, Topic]:
+        """The topics of the database (the `names` only, when given) with their partitions: logs of what this
+        engine writes, `ForeignPartition`s for the other members' (cluster mode)."""
+        where, args = ("", ()) if names is None else (" WHERE t.name = ANY(%s)", (names,))
         partitions: dict[uuid.UUID, list] = {}
         for pid, topic_id, number, log_start in conn.execute(
-                "SELECT partition_id, topic_id, partition, log_start FROM partitions ORDER BY partition"):
+                "SELECT p.partition_id, p.topic_id, p.partition, p.log_start FROM partitions p JOIN topics t ON "
+                f"t.topic_id = p.topic_id{where} ORDER BY p.partition", args):
             partitions.setdefault(topic_id, []).append((pid, number, log_start))
+        mine = [pid for topic_id, parts in partitions.items() for pid, _, _ in parts]
+        if self.leases is not None:
+            names_by_id = {}
+            for topic_id, name in conn.execute(f"SELECT t.topic_id, t.name FROM topics t{where}", args):
+                names_by_id[topic_id] = name
+            mine = [pid for topic_id, parts in partitions.items() for pid, number, _ in parts
+                    if self._leads(names_by_id.get(topic_id), number)]
+        states = self._partition_states(conn, mine)
         topics = {}
         for topic_id, name, count, overrides, created_ms in conn.execute(
-                "SELECT topic_id, name, partitions, config, created_ms FROM topics"):
+                f"SELECT t.topic_id, t.name, t.partitions, t.config, t.created_ms FROM topics t{where}", args):
             overrides, fixed = clamped_overrides(overrides or {})
             if fixed:
                 log.warning("topic %s: %s: beyond what the setting can hold, brought within its range", name,
@@ -189,25 +240,50 @@ class PgEngine(Engine):
                                     f"{sorted(self.formats)})")
             logs = []
             for pid, number, log_start in partitions.get(topic_id, ()):
-                first_base, first_pos, last_end, last_pos, last_size = ends.get(pid, (None,) * 5)
-                rows, max_ts = stats.get(pid, (0, -1))
-                logs.append(PgPartitionLog(
-                    self, pid, name, number, fmt, config, log_start=log_start,
-                    first=None if first_base is None else (first_base, first_pos),
-                    last=None if last_end is None else (last_end, last_pos, last_size), rows=rows,
-                    max_ts=max_ts, txns=txns.get(pid, ())))
+                self._pids[(name, number)] = pid
+                if pid in states:
+                    logs.append(PgPartitionLog(self, pid, name, number, fmt, config, log_start=log_start,
+                                               **states[pid]))
+                else:
+                    logs.append(self._foreign(name, number))
             if len(logs) != count:
                 raise StorageError(f"database {self.where}: topic {name} has {len(logs)} partitions of {count}")
-            topics[name] = Topic(name, config, dict(overrides), logs, created_ms, topic_id)
-        self.topics_by_name = topics
-        self.offsets = PgOffsetStore(self, conn.execute(
-            "SELECT group_id, topic, partition, committed_offset, metadata, commit_time_ms FROM offsets"))
-        def rows(store: str) -> list:
-            return conn.execute("SELECT key, state FROM states WHERE store = %s", (store,)).fetchall()
+            topics[name] = Topic(name, config, dict(overrides), self._partitions(logs), created_ms, topic_id)
+        return topics
 
-        self.transactions = PgStateStore(self.pool, "transactions", "transaction store", rows("transactions"))
-        self.share_state = PgStateStore(self.pool, "share_groups", "share group state store", rows("share_groups"))
-        self.security = PgSecurityStore(self.pool, rows("security"))
+    @staticmethod
+    def _partition_states(conn: psycopg.Connection, pids: list[int]) -> dict[int, dict]:
+        """What `PgPartitionLog` is opened with, of each partition of `pids`, as the database holds it now."""
+        if not pids:
+            return {}
+        stats = {pid: (rows, max_ts) for pid, rows, max_ts in conn.execute(
+            "SELECT partition_id, count(*), max(max_ts) FROM batches WHERE partition_id = ANY(%s) "
+            "GROUP BY partition_id", (pids,))}
+        ends = {row[0]: row[1:] for row in conn.execute(_ENDS, (pids,))}
+        txns: dict[int, list] = {}
+        for pid, *row in conn.execute("SELECT partition_id, producer_id, first_offset, epoch, end_offset, ranges "
+                                      "FROM txns WHERE partition_id = ANY(%s)", (pids,)):
+            txns.setdefault(pid, []).append(row)
+        out = {}
+        for pid in pids:
+            first_base, first_pos, last_end, last_pos, last_size = ends.get(pid, (None,) * 5)
+            rows, max_ts = stats.get(pid, (0, -1))
+            out[pid] = dict(first=None if first_base is None else (first_base, first_pos),
+                            last=None if last_end is None else (last_end, last_pos, last_size), rows=rows,
+                            max_ts=max_ts, txns=txns.get(pid, ()))
+        return out
+
+    # -- cluster mode ------------------------------------------------------------------------------------
+    def _leads(self, topic: str | None, partition: int) -> bool:
+        """Whether this engine writes the partition: always alone; in cluster mode, when it holds its slot."""
+        return self.leases is None or (topic is not None and self.leases.slot_of(topic, partition)
+                                       in self.leases.epochs)
+
+    def _foreign(self, topic: str, partition: int) -> ForeignPartition:
+        return ForeignPartition(topic, partition, self._holders.get(self.leases.slot_of(topic, partition), -1))
+
+    def _partitions(self, logs: list):
+        return logs if self.leases is None else WorkerPartitions(logs)
 
     # -- migration ---------------------------------------------------------------------------------------
     def begin_migration(self, source: str) -> None:
@@ -256,13 +332,26 @@ class PgEngine(Engine):
                 topic_id: uuid.UUID | None = None, created_ms: int | None = None) -> Topic:
         created_ms = int(self.clock() * 1000) if created_ms is None else created_ms
         topic_id = new_topic_id() if topic_id is None else topic_id
-        with self.pool.connection(f"creating topic {name}") as conn, conn.transaction():
-            conn.execute("INSERT INTO topics (topic_id, name, partitions, config, created_ms) VALUES "
-                         "(%s, %s, %s, %s, %s)", (topic_id, name, partitions, Jsonb(overrides), created_ms))
-            ids = self._insert_partitions(conn, topic_id, 0, partitions)
+        with self.pool.connection(f"creating topic {name}") as conn:
+            try:
+                with conn.transaction():
+                    conn.execute("INSERT INTO topics (topic_id, name, partitions, config, created_ms) VALUES "
+                                 "(%s, %s, %s, %s, %s)", (topic_id, name, partitions, Jsonb(overrides), created_ms))
+                    ids = self._insert_partitions(conn, topic_id, 0, partitions)
+            except psycopg.errors.UniqueViolation:  # (cluster mode: another member created it a moment ago)
+                raise TopicExists(f"topic {name!r} already exists") from None
         fmt = self.formats[config.format]
-        logs = [PgPartitionLog(self, pid, name, p, fmt, config) for p, pid in enumerate(ids)]
-        return Topic(name, config, dict(overrides), logs, created_ms, topic_id)
+        logs = self._new_logs(name, fmt, config, 0, ids)
+        return Topic(name, config, dict(overrides), self._partitions(logs), created_ms, topic_id)
+
+    def _new_logs(self, name: str, fmt: BatchFormat, config: TopicConfig, first: int, ids: list[int]) -> list:
+        """The logs of new partitions first, first + 1, … (ids: theirs), `ForeignPartition`s for other members'."""
+        logs = []
+        for number, pid in enumerate(ids, first):
+            self._pids[(name, number)] = pid
+            logs.append(PgPartitionLog(self, pid, name, number, fmt, config) if self._leads(name, number)
+                        else self._foreign(name, number))
+        return logs
 
     @staticmethod
     def _insert_partitions(conn: psycopg.Connection, topic_id: uuid.UUID, first: int, end: int) -> list[int]:
@@ -274,11 +363,15 @@ class PgEngine(Engine):
 
     def _add_partitions(self, topic: Topic, count: int) -> list:
         have = len(topic.partitions)
-        with self.pool.connection(f"adding partitions to topic {topic.name}") as conn, conn.transaction():
-            ids = self._insert_partitions(conn, topic.topic_id, have, count)
-            conn.execute("UPDATE topics SET partitions = %s WHERE topic_id = %s", (count, topic.topic_id))
-        fmt = self.formats[topic.config.format]
-        return [PgPartitionLog(self, pid, topic.name, have + i, fmt, topic.config) for i, pid in enumerate(ids)]
+        with self.pool.connection(f"adding partitions to topic {topic.name}") as conn:
+            try:
+                with conn.transaction():
+                    ids = self._insert_partitions(conn, topic.topic_id, have, count)
+                    conn.execute("UPDATE topics SET partitions = %s WHERE topic_id = %s", (count, topic.topic_id))
+            except psycopg.errors.UniqueViolation:  # (cluster mode: another member added partitions meanwhile)
+                raise InvalidPartitions(f"topic {topic.name!r} was given more partitions by another gateway "
+                                        f"meanwhile: ask again") from None
+        return self._new_logs(topic.name, self.formats[topic.config.format], topic.config, have, ids)
 
     def _store_overrides(self, topic: Topic, overrides: dict) -> None:
         with self.pool.connection(f"altering topic {topic.name}") as conn:
@@ -323,12 +416,172 @@ class PgEngine(Engine):
         return []
 
     def refresh(self, names: Iterable[str] | None = None) -> list[str]:
-        return []
+        """Cluster mode: catch up with the topics other members created, deleted, grew or reconfigured — every
+        topic, or the `names` given. The names of the topics that went away. Alone: nothing to do, []."""
+        if self.leases is None:
+            return []
+        self._check_open()
+        names = None if names is None else sorted(set(names))
+        where, args = ("", ()) if names is None else (" WHERE name = ANY(%s)", (names,))
+        with self._lock, self.pool.connection("reading the topics") as conn:
+            listed = {name: (topic_id, count, overrides) for topic_id, name, count, overrides in conn.execute(
+                f"SELECT topic_id, name, partitions, config FROM topics{where}", args)}
+            current = dict(self.topics_by_name)
+            gone = []
+            for name in list(current if names is None else [n for n in names if n in current]):
+                topic, row = current[name], listed.get(name)
+                if row is not None and row[0] == topic.topic_id:
+                    continue
+                del current[name]  # deleted (and perhaps made again)
+                for plog in topic.partitions:
+                    plog.retire()
+                gone.append(name)
+            news = [name for name, (_, count, _) in listed.items()
+                    if name not in current or count > len(current[name].partitions)]
+            found = self._read_catalog(conn, news) if news else {}
+            for name, new in found.items():
+                topic = current.get(name)
+                if topic is None:
+                    current[name] = new
+                elif len(new.partitions) > len(topic.partitions):
+                    topic.partitions = topic.partitions + [new.partitions[p] for p in range(len(topic.partitions),
+                                                                                             len(new.partitions))]
+            for name, (_, _, overrides) in listed.items():
+                topic = current.get(name)
+                overrides = clamped_overrides(overrides or {})[0]
+                if topic is not None and overrides != topic.overrides:
+                    topic.overrides, topic.config = dict(overrides), self.defaults.with_overrides(overrides)
+                    for plog in topic.partitions:
+                        plog.apply_config(topic.config)
+            self.topics_by_name = current
+        return gone
+
+    def tick(self) -> View:
+        """Cluster mode, every `lease_ms` / 3: renew this member's lease, give back the slots beyond its share
+        (after committing what their partitions have pending), take free ones within it (their partitions opened
+        as the database holds them now) — see logway.storage.pg.leases. What it saw."""
+        self._check_open()
+        leases = self.leases
+        with self.pool.connection("renewing the lease") as conn:
+            view, take, give = leases.renew(conn)
+            before, self._holders = self._holders, dict(enumerate(view.holders))
+            self._holders.update({slot: -1 for slot in give})
+            lost = {slot for slot in self._held_logs() if slot not in leases.epochs}
+            if give:
+                plogs = [p for slot in give for p in self._held_logs().get(slot, ())]
+                try:
+                    self.sync_many(plogs)
+                except StorageError as exc:
+                    log.warning("database %s: giving slots back: what was pending not committed (%s)", self.where,
+                                exc)
+            if lost | give:
+                self._swap(lost | give, take_over=False)
+            if give:
+                leases.give_back(conn, give)
+            if take:
+                got = leases.claim(conn, take)
+                leases.epochs.update(got)
+                if got:
+                    self._holders.update({slot: leases.member_id for slot in got})
+                    self._swap(set(got), take_over=True, conn=conn)
+            view = View(view.me, view.members, tuple(self._holders[s] for s in range(len(view.holders))))
+        if self._holders != before:
+            self._name_holders()
+        return view
+
+    def _name_holders(self) -> None:
+        """Each `ForeignPartition` names its slot's holder as the last tick saw it."""
+        slot_of, holders = self.leases.slot_of, self._holders
+        for topic in self.topics():
+            partitions = topic.partitions
+            for p in range(len(partitions)):
+                entry = partitions[p]
+                if type(entry) is ForeignPartition:
+                    entry.owner = holders.get(slot_of(topic.name, p), -1)
+
+    def _held_logs(self) -> dict[int, list]:
+        """The partition logs this member has open, by slot."""
+        out: dict[int, list] = {}
+        for topic in self.topics():
+            for plog in topic.partitions:
+                out.setdefault(self.leases.slot_of(plog.topic, plog.partition), []).append(plog)
+        return out
+
+    def _swap(self, slots: set[int], *, take_over: bool, conn: psycopg.Connection | None = None) -> None:
+        """The partitions of `slots` become logs opened as the database holds them now (`take_over`) or
+        `ForeignPartition`s (their logs stop taking appends: those not committed get a PartitionNotOwned)."""
+        slot_of = self.leases.slot_of
+        with self._lock:
+            topics = self.topics()
+            if take_over:
+                pids = [self._pids[(t.name, p)] for t in topics for p in range(len(t.partitions))
+                        if slot_of(t.name, p) in slots and (t.name, p) in self._pids]
+                states = self._partition_states(conn, pids)
+                log_starts = dict(conn.execute("SELECT partition_id, log_start FROM partitions WHERE "
+                                               "partition_id = ANY(%s)", (pids,)).fetchall())
+            for topic in topics:
+                entries = [topic.partitions[p] for p in range(len(topic.partitions))]
+                changed = False
+                for p, entry in enumerate(entries):
+                    if slot_of(topic.name, p) not in slots:
+                        continue
+                    if take_over:
+                        pid = self._pids.get((topic.name, p))
+                        if pid not in states:  # (deleted meanwhile: the next refresh sees it)
+                            continue
+                        if isinstance(entry, PgPartitionLog):
+                            entry.lose(self._lost(topic.name, p))
+                        entries[p] = PgPartitionLog(self, pid, topic.name, p, self.formats[topic.config.format],
+                                                    topic.config, log_start=log_starts.get(pid, 0), **states[pid])
+                    else:
+                        if isinstance(entry, PgPartitionLog):
+                            entry.lose(self._lost(topic.name, p))
+                        entries[p] = self._foreign(topic.name, p)
+                    changed = True
+                if changed:
+                    topic.partitions = WorkerPartitions(entries)
+        if 0 in slots and take_over:
+            self._reload_coordinator_state(conn)
+
+    def _lost(self, topic: str, partition: int) -> PartitionNotOwned:
+        return PartitionNotOwned(f"partition {partition} of topic {topic!r} is now written by another gateway of "
+                                 f"the cluster")
+
+    def _reload_coordinator_state(self, conn: psycopg.Connection) -> None:
+        """This member took slot 0 over: the committed offsets and the coordinators' states as the previous holder
+        left them."""
+        self.offsets.reload(conn.execute(_OFFSETS))
+        for store in (self.transactions, self.share_state, self.security):
+            store.reload_rows(_states(conn, store.store))
+
+    def _fence_coordinator(self, conn: psycopg.Connection) -> None:
+        """(cluster mode, in a transaction writing a coordinator's state) PartitionNotOwned unless this member holds
+        slot 0 at its epoch."""
+        with conn.cursor() as cur:
+            if 0 not in self.leases.fence(cur, [0]):
+                raise self._lost_coordinator()
+
+    @staticmethod
+    def _lost_coordinator() -> PartitionNotOwned:
+        return PartitionNotOwned("the group and transaction coordinator is another gateway of the cluster now")
 
     # -- committing --------------------------------------------------------------------------------------
     def sync_many(self, targets: Iterable) -> None:
         """Commit everything `targets` (partition logs, the offset store) have pending, in one transaction (see the
-        module docstring). StorageIOError when it could not be committed."""
+        module docstring). StorageIOError when it could not be committed. (Cluster mode: what belongs to slots this
+        member lost is not written: its writers get a PartitionNotOwned through the log's `cuts`.)"""
+        try:
+            self._sync_many(targets)
+        finally:
+            fenced, self._fenced = self._fenced, []
+            for work in fenced:
+                work.fenced()
+
+    def _slot_of_work(self, work) -> int:
+        plog = getattr(work, "plog", None)
+        return 0 if plog is None else self.leases.slot_of(plog.topic, plog.partition)
+
+    def _sync_many(self, targets: Iterable) -> None:
         with self._writer_lock:
             self._check_open()
             works = []
@@ -348,10 +601,12 @@ class PgEngine(Engine):
             except BaseException:
                 if self._in_doubt is None:  # known not committed: pending again, for the next commit
                     for work in reversed(works):
-                        work.give_back()
+                        if not any(work is f for f in self._fenced):
+                            work.give_back()
                 raise
             for work in works:
-                work.committed()
+                if not any(work is f for f in self._fenced):
+                    work.committed()
 
     def _commit(self, works: list) -> None:
         """Write `works` in one transaction, until committed or `commit_retry_ms` passed (then `_in_doubt` is set
@@ -373,7 +628,7 @@ class PgEngine(Engine):
                     if self._learn(seq, deadline):
                         return
                 except StorageIOError:
-                    self._in_doubt = (seq, works)
+                    self._in_doubt = (seq, [w for w in works if not any(w is f for f in self._fenced)])
                     raise
                 if time.monotonic() >= deadline:
                     raise io_error(self.where, "commit not made (the database was lost and came back too late)",
@@ -386,6 +641,12 @@ class PgEngine(Engine):
     def _write(self, conn: psycopg.Connection, seq: int, works: list) -> None:
         with conn.transaction(), conn.cursor() as cur:
             live = [w for w in works if w.live]  # (not a deleted topic's)
+            if self.leases is not None:  # only what this member still holds (see logway.storage.pg.leases)
+                slots = {id(w): self._slot_of_work(w) for w in live}
+                held = self.leases.fence(cur, slots.values())
+                self._fenced = [w for w in live if slots[id(w)] not in held]
+                if self._fenced:
+                    live = [w for w in live if slots[id(w)] in held]
             rows = [(w.plog.partition_id, row) for w in live for row in w.rows]
             if rows:
                 with cur.copy(_COPY) as copy:
@@ -470,9 +731,20 @@ class PgEngine(Engine):
                 self.close_error = exc if isinstance(exc, OSError) else io_error(self.where, "closing", exc)
                 log.error("database %s: closed without committing everything (%s): the next start is unclean",
                           self.where, exc)
+        if clean and self.leases is not None and self.leases.writer_id is not None:
+            try:
+                with self.pool.connection("leaving the cluster") as conn:
+                    self.leases.leave(conn)
+            except (StorageError, psycopg.Error) as exc:
+                log.warning("database %s: could not leave the cluster (%s): the others take this gateway's slots "
+                            "once its lease passes", self.where, exc)
         self._closed = True
         with self._writer_lock:
             self._drop_writer()
         self.pool.close()
         for store in (self.offsets, self.transactions, self.share_state, self.security):
             store.close()
+
+
+def _states(conn: psycopg.Connection, store: str) -> list:
+    return conn.execute("SELECT key, state FROM states WHERE store = %s", (store,)).fetchall()

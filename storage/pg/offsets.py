@@ -34,10 +34,25 @@ class PgOffsetStore(OffsetMap):
         self._engine = engine
         #: (group, topic, partition) → its new value, or None (deleted), since the last commit
         self._dirty: dict[tuple[str, str, int], CommittedOffset | None] = {}
+        #: (Cluster mode) why the last commit did not write this store's changes: this member is not the
+        #: coordinator now (None: it wrote them); `reload` clears it.
+        self.lost: Exception | None = None
+        self._fill(rows)
+
+    def _fill(self, rows: Iterable[tuple]) -> None:
         for group, topic, partition, offset, metadata, ts in rows:
             entries = self._groups.setdefault(group, {})
             entries[(topic, partition)] = CommittedOffset(offset, metadata, ts)
             self._live += 1
+
+    def reload(self, rows: Iterable[tuple]) -> None:
+        """(Cluster mode) the table as another member left it: this member coordinates from now on."""
+        with self._lock:
+            self._groups.clear()
+            self._live = 0
+            self._dirty = {}
+            self._fill(rows)
+            self.lost = None
 
     # -- the map's hooks ---------------------------------------------------------------------------------
     def _append(self, frame: bytes) -> None:
@@ -109,6 +124,10 @@ class _OffsetsWork:
 
     def committed(self) -> None:
         pass
+
+    def fenced(self) -> None:
+        """Not written: another member coordinates now (cluster mode)."""
+        self.store.lost = self.store._engine._lost_coordinator()
 
     def give_back(self) -> None:
         store = self.store

@@ -113,7 +113,8 @@ class PgPartitionLog:
         self.recovery = RecoveryReport()  # (a database recovers by itself: nothing to report)
         self.stream = Stream()
         self.txns = PgTxnIndex(txns)
-        self._retired = False  # its topic was deleted
+        self._retired = False  # its topic was deleted, or (cluster mode) another member writes it now
+        self._lost: Exception | None = None  # (the latter) what appends get
         self._pending: list[_Pending] = []
         self._log_start = log_start
         self._first_base = None if first is None else first[0]
@@ -205,7 +206,7 @@ class PgPartitionLog:
 
     def _append_locked(self, batches, producer: tuple[int, int] | None) -> AppendResult:
         if self._retired:
-            raise UnknownTopic(f"topic {self.topic!r} was deleted")
+            raise self._lost or UnknownTopic(f"topic {self.topic!r} was deleted")
         now = int(self.clock() * 1000)
         base = offset = self._next
         placed = []
@@ -342,6 +343,20 @@ class PgPartitionLog:
     def retire(self) -> None:
         """The topic is being deleted: nothing more is appended or committed; pending rows are dropped."""
         with self.lock:
+            self._retired = True
+            self._pending = []
+            self.txns.take()
+        self._cache.drop(self)
+
+    def lose(self, error: Exception) -> None:
+        """(Cluster mode) another member writes the partition now: nothing more is appended or committed here;
+        appends get `error`, and so do the writers of what was pending (`cuts`: their acknowledgement waits for
+        a commit that will not write it)."""
+        with self.lock:
+            if self._pending:
+                self.cuts += 1
+                self.cut_error = error
+            self._lost = error
             self._retired = True
             self._pending = []
             self.txns.take()
@@ -558,6 +573,15 @@ class _PartitionWork:
 
     def give_back(self) -> None:
         self.plog._give_back(self.rows, self.changes)
+
+    def fenced(self) -> None:
+        """Not written: the partition's slot is another member's now (cluster mode)."""
+        plog = self.plog
+        error = plog._engine._lost(plog.topic, plog.partition)
+        with plog.lock:  # (the rows taken for this commit were pending too)
+            plog.cuts += 1
+            plog.cut_error = error
+        plog.lose(error)
 
 
 def _pending_of(row: Row) -> _Pending:

@@ -29,10 +29,15 @@ writes tables it does not know.
     writers     one row per gateway start: who (host, pid), when it started and stopped (NULL: running, or killed),
                 and its last commit id — written in the same transaction as each group commit, and read back after
                 a lost connection to learn whether that commit happened
+    members     (version 2) the gateways of a cluster over the database (`storage.postgres.cluster`): member id
+                (Kafka's node id), writer id, what it listens on, its lease (see logway.storage.pg.leases)
+    slots       (version 2) `SLOTS` rows: each slot's holder (a writer id, or NULL) and epoch — the holder writes the
+                slot's partitions; every commit checks it still holds them at its epoch
 
 A gateway writes the database only while it holds the session-level advisory lock (`OWNER_LOCK`, the schema's):
-one writer per partition, so offsets are assigned in memory and never contended. Several gateways over one
-database (leases per partition, leaders, a cluster id of their own) will extend `partitions` and `writers`.
+exclusively when it is the only one, shared by every gateway of a cluster (each then writes only the partitions
+of the slots it holds: logway.storage.pg.leases) — one writer per partition either way, so offsets are assigned in
+memory and never contended.
 """
 
 from __future__ import annotations
@@ -42,11 +47,12 @@ import zlib
 import psycopg
 
 from ..errors import SchemaTooNew
+from .leases import SLOTS
 
-__all__ = ["SCHEMA_VERSION", "MIGRATIONS", "prepare", "lock_keys"]
+__all__ = ["SCHEMA_VERSION", "MIGRATIONS", "prepare", "lock_keys", "writer_lock"]
 
 #: The schema this logway writes; `MIGRATIONS[v]` takes a schema from version v - 1 to v.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _V1 = """
 CREATE TABLE meta (key text PRIMARY KEY, value text NOT NULL);
@@ -107,7 +113,21 @@ CREATE TABLE writers (
 INSERT INTO meta (key, value) VALUES ('next_producer_id', '0'), ('cluster_id', gen_random_uuid()::text);
 """
 
-MIGRATIONS: dict[int, str] = {1: _V1}
+_V2 = """
+CREATE TABLE members (
+    member_id integer PRIMARY KEY,
+    writer_id uuid NOT NULL UNIQUE,
+    host text NOT NULL,
+    pid integer NOT NULL,
+    addresses jsonb NOT NULL,
+    started_ms bigint NOT NULL,
+    lease_until timestamptz NOT NULL
+);
+CREATE TABLE slots (slot integer PRIMARY KEY, holder uuid, epoch bigint NOT NULL DEFAULT 0);
+INSERT INTO slots (slot) SELECT generate_series(0, %d);
+""" % (SLOTS - 1)
+
+MIGRATIONS: dict[int, str] = {1: _V1, 2: _V2}
 
 #: The advisory locks' first key ("log"): the second is the schema's (`lock_keys`).
 _LOCK_CLASS = 0x6C6F67
@@ -118,6 +138,12 @@ def lock_keys(schema: str) -> tuple[tuple[int, int], tuple[int, int]]:
     held by the gateway that writes (see the module docstring)."""
     key = zlib.crc32(schema.encode()) - (1 << 31)  # an int4
     return (_LOCK_CLASS, key), (_LOCK_CLASS + 1, key)
+
+
+def writer_lock(schema: str, writer_id) -> tuple[int, int]:
+    """The advisory lock a cluster member's writer session holds (what `OWNER_LOCK` is to a gateway alone): ended
+    sessions are waited for through it."""
+    return _LOCK_CLASS + 2, zlib.crc32(f"{schema}/{writer_id}".encode()) - (1 << 31)
 
 
 def prepare(conn: psycopg.Connection, schema: str) -> tuple[int, int]:

@@ -11,7 +11,7 @@ caller can rebuild), committed without waiting for the server's WAL flush (`sync
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 
@@ -27,13 +27,26 @@ BLOCK = 1000
 class PgStateStore(KeyedStates):
     """`store` names the coordinator's states in the table ("transactions", "share_groups")."""
 
-    def __init__(self, pool, store: str, what: str, rows) -> None:
+    def __init__(self, pool, store: str, what: str, rows, fence: Callable | None = None) -> None:
+        """`fence(conn)`: called in each transaction that writes, raises when this gateway may not (cluster mode:
+        another member coordinates)."""
         self._pool = pool
         self.store = store
         self.what = what
+        self._fence = fence
         self._lock = threading.Lock()
         self.version = 0  # moves on every change made here
-        self._states: dict[str, dict[str, Any]] = {bytes(key).decode(): orjson.loads(state) for key, state in rows}
+        self._states: dict[str, dict[str, Any]] = _decoded(rows)
+
+    def reload_rows(self, rows) -> bool:
+        """The store's rows as read again (cluster mode: another member wrote them); whether anything changed."""
+        states = _decoded(rows)
+        with self._lock:
+            if states == self._states:
+                return False
+            self._states = states
+            self.version += 1
+        return True
 
     def put(self, tid: str, state: dict[str, Any] | None, *, sync: bool = True) -> None:
         """Record `tid`'s new state (None: forget it), committed when this returns (see the module docstring).
@@ -47,6 +60,8 @@ class PgStateStore(KeyedStates):
             return
         with self._lock, self._pool.connection(f"writing the {self.what}") as conn:
             with conn.transaction():
+                if self._fence is not None:
+                    self._fence(conn)
                 if not sync:
                     conn.execute("SET LOCAL synchronous_commit TO off")
                 for key, record in rows:
@@ -72,11 +87,16 @@ class PgSecurityStore(SecurityStates, PgStateStore):
 
     read_only = False  # (one gateway per database writes it)
 
-    def __init__(self, pool, rows) -> None:
-        super().__init__(pool, "security", "security store", rows)
+    def __init__(self, pool, rows, fence: Callable | None = None) -> None:
+        super().__init__(pool, "security", "security store", rows, fence)
 
     def reload(self) -> bool:
-        return False  # (nobody else writes it)
+        """Read the store again when other gateways may write it (cluster mode); whether it changed."""
+        if self._fence is None:
+            return False  # (nobody else writes it)
+        with self._pool.connection(f"reading the {self.what}") as conn:
+            rows = conn.execute("SELECT key, state FROM states WHERE store = %s", (self.store,)).fetchall()
+        return self.reload_rows(rows)
 
 
 class PgIdAllocator:
@@ -110,3 +130,7 @@ class PgIdAllocator:
             value = self._next
             self._next += 1
             return value
+
+
+def _decoded(rows) -> dict[str, dict[str, Any]]:
+    return {bytes(key).decode(): orjson.loads(state) for key, state in rows}

@@ -20,6 +20,7 @@ ERRORS: dict[ErrorKind, int] = {
     ErrorKind.BATCH_TOO_LARGE: E.MESSAGE_TOO_LARGE,
     ErrorKind.UNSUPPORTED_RECORD: E.CORRUPT_MESSAGE,  # stored records a fetch cannot convert
     ErrorKind.STORAGE_FAILURE: E.KAFKA_STORAGE_ERROR,  # nothing was written: the client may retry
+    ErrorKind.NOT_HERE: E.NOT_LEADER_OR_FOLLOWER,  # (cluster) the partition's leader moved: the client looks again
 }
 #: On produce, a record the topic's format cannot carry (headers into a TANK topic) is the client's to fix.
 PRODUCE_ERRORS: dict[ErrorKind, int] = {**ERRORS, ErrorKind.UNSUPPORTED_RECORD: E.INVALID_RECORD}

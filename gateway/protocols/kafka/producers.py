@@ -112,6 +112,9 @@ class ProducerStates:
         self.expiration_ms = expiration_ms
         self.expired = 0  # producers' states of a partition dropped so far (a metric)
         self._states: dict[tuple[str, int], PartitionProducers] = {}
+        #: The partition log each state was loaded from: a cluster member that leads a partition again (another
+        #: member wrote it meanwhile) has a new log, and loads the state again.
+        self._logs: dict[tuple[str, int], Partition] = {}
         self._loading: dict[tuple[str, int], trio.Event] = {}
 
     async def run(self) -> None:
@@ -135,7 +138,7 @@ class ProducerStates:
         key = (plog.topic, plog.partition)
         while True:
             state = self._states.get(key)
-            if state is not None:
+            if state is not None and self._logs.get(key) is plog:
                 return state
             loading = self._loading.get(key)
             if loading is not None:
@@ -145,7 +148,7 @@ class ProducerStates:
             try:
                 state = await trio.to_thread.run_sync(lambda: rebuild(steps.stored_tail(plog, SCAN_BYTES,
                                                                                          SCAN_CHUNK)))
-                self._states[key] = state
+                self._states[key], self._logs[key] = state, plog
                 return state
             finally:
                 del self._loading[key]
@@ -155,11 +158,13 @@ class ProducerStates:
         """A topic was deleted: drop its partitions' state."""
         for key in [k for k in self._states if k[0] == topic]:
             del self._states[key]
+            self._logs.pop(key, None)
 
     def forget_partition(self, plog: Partition) -> None:
         """A write recorded in the partition's state was not made durable (a failed sync may have cut it back): the
         state is loaded from the log again when next needed."""
         self._states.pop((plog.topic, plog.partition), None)
+        self._logs.pop((plog.topic, plog.partition), None)
 
 
 def rebuild(chunks: Iterable[bytes]) -> PartitionProducers:

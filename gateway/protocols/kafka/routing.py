@@ -245,7 +245,12 @@ class KafkaRouting:
         for topic in response.topics:
             for p in topic.partitions:
                 leader = self.leader(topic.name, p.partition_index)
-                p.leader_id, p.replica_nodes, p.isr_nodes = leader, [leader], [leader]
+                if leader < 0:  # (no live member leads it for a moment: a dead one's before its lease passed)
+                    p.leader_id, p.replica_nodes, p.isr_nodes = -1, [], []
+                    if p.error_code == E.NONE:
+                        p.error_code = E.LEADER_NOT_AVAILABLE
+                else:
+                    p.leader_id, p.replica_nodes, p.isr_nodes = leader, [leader], [leader]
         return response
 
     async def _routed(self, broker: "BrokerState", api: _Routed, handler, request, conn):

@@ -1,0 +1,171 @@
+"""Gateways on several hosts over one PostgreSQL database (`storage.postgres.cluster`): the membership source of
+leases in that database — each live gateway a member, Kafka node `member_id` — and the ownership it implies.
+
+The database keeps the members, their leases and the slots each holds (`logway.storage.pg.leases`); the engine
+(`PgEngine.tick`) renews the lease, takes or gives back slots and opens or lets go of their partitions. This module
+runs that tick every third of `storage.postgres.lease_ms`, catches up with the topics the other gateways changed,
+and answers the cluster seam's questions from what the last tick saw:
+
+- a partition's leader is the member holding its slot (`slot_of`: the workers' rule over `SLOTS` slots), -1 while
+  none does (a dead member's slots before its lease passed, or a moment during a hand-over);
+- the group and transaction coordinator and the controller is the member holding slot 0 (it writes the committed
+  offsets and the coordinators' and security's states: one writer, fenced like a partition's);
+- Kafka clients see the live members as brokers and follow the leaders (NOT_LEADER_OR_FOLLOWER elsewhere).
+
+Native and TANK requests are served for the partitions this gateway leads; for another member's partition the
+answer is an error naming it (relaying them between hosts is not there yet: docs/scaling.md).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Iterable
+
+import trio
+
+from logway.storage import StorageError
+from logway.storage.pg.leases import SLOTS, Leases, View
+
+from .membership import REFRESH_MIN, Member, Membership
+from .ownership import partition_leader
+
+__all__ = ["LeaseMembership", "SlotOwnership", "slot_of"]
+
+log = logging.getLogger("logway.cluster")
+
+
+def slot_of(topic: str, partition: int) -> int:
+    """The slot of a partition: the workers' ownership rule over `SLOTS` members."""
+    return partition_leader(topic, partition, SLOTS)
+
+
+class SlotOwnership:
+    """Who owns what, as member `me` saw the slots' holders (`holders[slot]`: a member id, or -1) at its last tick."""
+
+    __slots__ = ("me", "holders")
+
+    def __init__(self, me: int, holders: tuple[int, ...]) -> None:
+        self.me, self.holders = me, holders
+
+    def leader(self, topic: str, partition: int) -> int:
+        return self.holders[slot_of(topic, partition)] if self.holders else -1
+
+    def leads(self, topic: str, partition: int) -> bool:
+        return self.leader(topic, partition) == self.me
+
+    def coordinator(self, key: str | None = None) -> int:
+        return self.holders[0] if self.holders else -1
+
+    @property
+    def controller(self) -> int:
+        return self.coordinator()
+
+    @property
+    def is_coordinator(self) -> bool:
+        return self.coordinator() == self.me
+
+
+class LeaseMembership(Membership):
+    """This gateway as a member of the database's cluster (see the module docstring); `lease_ms` from
+    `storage.postgres.lease_ms`. The engine is opened with `leases` (which gives this member its id)."""
+
+    relays = False  # (native and TANK requests are not relayed between hosts)
+
+    def __init__(self, lease_ms: int) -> None:
+        super().__init__()
+        self.lease_ms = lease_ms
+        self.leases = Leases(slot_of, lease_ms)
+        self.view: View | None = None
+        self._ownership = SlotOwnership(-1, ())
+        self._refreshed_at = -float("inf")
+        self._refreshing: trio.Event | None = None
+
+    @property
+    def me(self) -> int:
+        return -1 if self.leases.member_id is None else self.leases.member_id
+
+    @property
+    def count(self) -> int:
+        return len(self.view.members) if self.view is not None else 1
+
+    @property
+    def ownership(self) -> SlotOwnership:
+        return self._ownership
+
+    def members(self) -> list[Member]:
+        if self.view is None:
+            return []
+        return [Member(p.member_id, kafka=_address(p.addresses.get("kafka"))) for p in self.view.members]
+
+    # -- the gateway's life --------------------------------------------------------------------------------------
+    async def join(self, gateway) -> None:
+        """Tell the others what this gateway listens on, and take its first share of the slots."""
+        kafka = gateway.protocols.get("kafka")
+        if kafka is not None:
+            host, port = kafka.broker.advertised
+            self.leases.addresses["kafka"] = f"{host}:{port}"
+        for name, (host, port) in gateway.addresses.items():
+            self.leases.addresses.setdefault(name, f"{host}:{port}")
+        await self.tick(gateway)
+
+    async def run(self, gateway) -> None:
+        """Every third of the lease: renew it, balance the slots, catch up with the topics and the security store
+        the others changed."""
+        while True:
+            await trio.sleep(self.lease_ms / 3000)
+            await self.tick(gateway)
+            await self.refresh(gateway.engine, max_age=0)
+            try:
+                if await trio.to_thread.run_sync(gateway.engine.security.reload):
+                    gateway.security.authorizer.reload()
+            except (StorageError, OSError) as exc:
+                log.warning("cluster: cannot read the security store again: %s", exc)
+
+    async def tick(self, gateway) -> None:
+        try:
+            view = await trio.to_thread.run_sync(gateway.engine.tick)
+        except (StorageError, OSError) as exc:
+            log.warning("cluster: cannot renew this gateway's lease (%s): trying again in %.1f s", exc,
+                        self.lease_ms / 3000)
+            return
+        before = self._ownership
+        self.view = view
+        self._ownership = SlotOwnership(view.me, view.holders)
+        if before.holders != view.holders:
+            mine = sum(1 for h in view.holders if h == view.me)
+            log.info("cluster: member %d of %d live (%s); it leads %d of %d slots", view.me, len(view.members),
+                     ", ".join(str(p.member_id) for p in view.members), mine, SLOTS)
+
+    # -- the catalog ---------------------------------------------------------------------------------------------
+    async def look_up(self, engine, names: Iterable[str]) -> None:
+        try:
+            gone = await trio.to_thread.run_sync(engine.refresh, list(names))
+        except (StorageError, OSError) as exc:
+            log.warning("cluster: cannot read topics %s: %s", sorted(names), exc)
+            return
+        self.topics_gone(gone)
+
+    async def refresh(self, engine, max_age: float = REFRESH_MIN) -> None:
+        if self._refreshing is not None:
+            await self._refreshing.wait()
+            return
+        if trio.current_time() - self._refreshed_at < max_age:
+            return
+        self._refreshing = done = trio.Event()
+        try:
+            gone = await trio.to_thread.run_sync(engine.refresh)
+        except (StorageError, OSError) as exc:
+            log.warning("cluster: cannot read the topics: %s", exc)
+            gone = []
+        finally:
+            self._refreshed_at = trio.current_time()
+            self._refreshing = None
+            done.set()
+        self.topics_gone(gone)
+
+
+def _address(text: str | None) -> tuple[str, int] | None:
+    if not text:
+        return None
+    host, _, port = text.rpartition(":")
+    return host, int(port)
