@@ -192,6 +192,12 @@ class PostgresSettings:
                                   "dead and its partitions are taken over by the others",
                             more="(it renews every third of it; a dead gateway's partitions have a leader again "
                                  "within about 1⅓ of it)", minimum=300, maximum=600_000)
+    relay_host: str = setting("", "(cluster) where this gateway takes the native and TANK requests the others relay "
+                                  "to it; \"\" = the Kafka listener's advertised host",
+                              more="(the other gateways must reach it; each connection shows the cluster's secret, "
+                                   "kept in the database)")
+    relay_port: int = setting(0, "(cluster) the relay socket's port; 0 = any free port (told to the others through "
+                                 "the database)", minimum=0, maximum=65535)
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,9 @@
 admitted against the connection limits, wrapped in TLS when the listener asks for it, and served by the pump.
 A listener that cannot bind raises `errors.ListenerError` (the listener, the address and what to change).
 `warn_if_exposed` logs the warning for a listener bound to a non-loopback address. `listen_relay` serves a worker's
-relay socket (`cluster/relays.py`): the other workers' connections, from this user only, outside the limits, never TLS.
+relay socket (`cluster/relays.py`): the other workers' connections, from this user only, outside the limits, never TLS;
+`listen_cluster_relay` the TCP relay socket of a gateway of a cluster over one database (the others' connections,
+each opening with the cluster's secret).
 
 A listener with `tls: true` wraps each accepted connection in a trio SSL stream; the handshake must finish within
 `limits.request_timeout_ms` (a client that stalls it is dropped like any slow client). With mutual TLS the verified
@@ -23,7 +25,7 @@ import trio
 from .connections import Connection, ConnectionRegistry
 from .errors import ListenerError
 from .pump import serve_connection
-from .cluster.relays import same_user
+from .cluster.relays import PREAMBLE_BYTES, PREAMBLE_TIMEOUT, preamble_protocol, same_user
 from .tls import NoMatchingRule, client_principal
 
 log = logging.getLogger("logway.gateway")
@@ -82,6 +84,54 @@ async def listen_relay(protocol, sock: socket.socket, connections: ConnectionReg
         await serve(stream, conn, protocol, connections, limits)
 
     await serve_backlog(trio.SocketListener(trio.socket.from_stdlib_socket(sock)), accepted, conn_nursery)
+
+
+async def listen_cluster_relay(protocols: dict, host: str, port: int, secret: str, connections: ConnectionRegistry,
+                               limits, conn_nursery: trio.Nursery, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """Bind the TCP relay socket of a gateway of a cluster over one database (`cluster/relays.py`), report its
+    (host, port), and serve the other gateways' connections in `conn_nursery`: each names its protocol (one of
+    `protocols`) and the cluster's `secret` in its first `PREAMBLE_BYTES` bytes, or is closed unserved."""
+    try:
+        sockets = await trio.open_tcp_listeners(port, host=host)
+    except OSError as exc:
+        raise ListenerError("relay", host, port, exc) from exc
+    sockname = sockets[0].socket.getsockname()
+    task_status.started((sockname[0], sockname[1]))
+
+    async def accepted(stream: trio.SocketStream) -> None:
+        data = b""
+        with trio.move_on_after(PREAMBLE_TIMEOUT):
+            try:
+                while len(data) < PREAMBLE_BYTES:
+                    got = await stream.receive_some(PREAMBLE_BYTES - len(data))
+                    if not got:
+                        break
+                    data += got
+            except _PEER_GONE:
+                pass
+        protocol = protocols.get(preamble_protocol(data, secret) or "")
+        if protocol is None:
+            log.warning("relay socket: a connection from %s did not name a protocol with the cluster's secret; "
+                        "closed", _peer(stream))
+            await stream.aclose()
+            return
+        conn = connections.admit_internal(protocol.name)
+        if conn is None:  # shutting down
+            await stream.aclose()
+            return
+        await serve(stream, conn, protocol, connections, limits)
+
+    async with trio.open_nursery() as accepting:
+        for sock in sockets:
+            accepting.start_soon(serve_backlog, sock, accepted, conn_nursery)
+
+
+def _peer(stream: trio.SocketStream) -> str:
+    try:
+        host, port = stream.socket.getpeername()[:2]
+    except OSError:
+        return "?"
+    return f"{host}:{port}"
 
 
 async def serve(stream: trio.abc.Stream, conn: Connection, protocol, connections: ConnectionRegistry,

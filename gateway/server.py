@@ -44,7 +44,7 @@ from .admin.metrics import GatewayMetrics, RecoverySnapshot
 from .admin.server import AdminServer
 from .cleaning import LogCleaner
 from .cluster.handover import listen_handover
-from .cluster.relays import HANDOVER
+from .cluster.relays import HANDOVER, SHARED
 from .cluster.seam import Cluster
 from .cluster.txn_peers import make_peers
 from .config import Config
@@ -55,7 +55,7 @@ from .flush import Flush
 from .errors import running_out_line
 from .formats import STORAGE_FORMATS
 from .memory import MemoryBudget, default_memory_bytes, fix_mmap_threshold
-from .listeners import listen, listen_relay, serve, warn_if_exposed
+from .listeners import listen, listen_cluster_relay, listen_relay, serve, warn_if_exposed
 from .notify import AppendNotifier
 from .offset_retention import OffsetRetention
 from .protocols import REGISTRY, Protocol
@@ -222,7 +222,7 @@ class Gateway:
         if worker is not None:
             self.cluster = Cluster(worker, self.engine, cfg)
             native = cfg.listeners.get("native")
-            if self.cluster.several and worker.relays and native is not None and native.enabled:
+            if self.cluster.several and worker.transactions and native is not None and native.enabled:
                 # transactions across workers: requests to the others over their native relay sockets
                 self.transactions.peers = make_peers(self.cluster)
         self.context = Context(cfg, self.steps, self.memory, self.turns, self.security,
@@ -257,7 +257,7 @@ class Gateway:
                                                                    cfg.kafka.producer_id_expiration_ms))
                 background.start_soon(self.cleaner.run)
                 if self.engine.offsets is not None and (self.cluster is None or self.cluster.is_coordinator
-                                                        and self.worker.relays):
+                                                        and self.worker.transactions):
                     self.offset_retention = OffsetRetention(self.engine.offsets, cfg.storage.offsets_retention_ms,
                                                             self._kafka_active_groups)
                     background.start_soon(self.offset_retention.run)
@@ -290,6 +290,8 @@ class Gateway:
                             await listeners.start(listen_handover,  # the connections the others give it
                                                   socket.socket(fileno=self.worker.relay_fds[HANDOVER]),
                                                   self.protocols, self.connections, cfg.limits, conn_nursery)
+                        if self.listen and self.worker is not None and self.worker.relay_secret is not None:
+                            await self._start_cluster_relay(listeners, conn_nursery)
                         if self.worker is not None:  # the other workers' addresses (a Kafka broker each)
                             await self.worker.join(self)
                             if self.transactions.peers is not None:  # what the start left to the others
@@ -314,6 +316,20 @@ class Gateway:
                     else:
                         log.error("storage closed, not all of it durable (the next start recovers the logs as after "
                                   "a crash): %s", running_out_line(self.engine.close_error, cfg.data_dir))
+
+    async def _start_cluster_relay(self, listeners: trio.Nursery, conn_nursery: trio.Nursery) -> None:
+        """(A gateway of a cluster over one database) bind the TCP socket where the other gateways relay native and
+        TANK requests (`storage.postgres.relay_host`, `relay_port`), and tell them where it is."""
+        pg = self.config.storage.postgres
+        kafka = self.protocols.get("kafka")
+        advertised = kafka.broker.advertised[0] if kafka is not None else "127.0.0.1"
+        host = pg.relay_host or advertised
+        relayed = {name: p for name, p in self.protocols.items() if name in SHARED}
+        bound = await listeners.start(listen_cluster_relay, relayed, host, pg.relay_port, self.worker.relay_secret,
+                                      self.connections, self.config.limits, conn_nursery)
+        told = bound[0] if bound[0] not in ("0.0.0.0", "::") else advertised
+        self.worker.relaying_at(told, bound[1])
+        log.info("cluster: relay socket on %s:%d", bound[0], bound[1])
 
     async def _start_listener(self, listeners: trio.Nursery, conn_nursery: trio.Nursery, protocol: Protocol,
                               lc) -> None:

@@ -17,6 +17,9 @@ the owner and holds its connection until answered. A connection whose request wa
 away, or a split long-poll was answered by another part) or failed is closed, never reused: its answer may still
 be on the way.
 
+Gateways on several hosts (`leases.py`) relay the same way over TCP: `dial` opens a connection to a member's TCP
+relay socket and sends the cluster's preamble (`relays.preamble`).
+
 When the owner cannot be reached or its connection breaks, `request` raises `Unreachable`: native clients get
 `storage error: worker i did not answer: …`, TANK ones a system error for those partitions; the connection goes on.
 """
@@ -33,17 +36,44 @@ from logway.codecs.native import (CLOSED, NEED_DATA, AuthRequest, AuthResponse, 
                                   RelayedResponse)
 from logway.codecs.tank import TankClientConnection
 
-from .relays import same_user, stale
+from .relays import preamble, same_user, stale
 
 log = logging.getLogger("logway.gateway.forwarding")
 
-__all__ = ["Forwarder", "NativeForwarder", "TankForwarder", "Unreachable", "IDLE_PER_WORKER", "CONNECT_TIMEOUT"]
+__all__ = ["Forwarder", "NativeForwarder", "TankForwarder", "Unreachable", "IDLE_PER_WORKER", "CONNECT_TIMEOUT",
+           "unix_dial", "tcp_dial"]
 
 #: Idle internal connections kept per worker (more are opened while more requests are in flight, then closed).
 IDLE_PER_WORKER = 32
 #: Seconds to connect to another worker before the request fails.
 CONNECT_TIMEOUT = 5.0
 _RECEIVE_BYTES = 256 * 1024
+
+
+async def unix_dial(address: str) -> trio.SocketStream:
+    """A connection to a worker's relay socket (ConnectionRefusedError: its process is another user's)."""
+    stream = await trio.open_unix_socket(address)
+    if not same_user(stream.socket):
+        await stream.aclose()
+        raise ConnectionRefusedError("its relay socket belongs to a process of another user")
+    return stream
+
+
+def tcp_dial(protocol: str, secret: str) -> Callable[[str], Any]:
+    """Connections to the TCP relay sockets ("host:port") of a cluster's gateways, for `protocol`."""
+    first = preamble(protocol, secret)
+
+    async def dial(address: str) -> trio.SocketStream:
+        host, _, port = address.rpartition(":")
+        stream = await trio.open_tcp_stream(host.strip("[]"), int(port))
+        try:
+            await stream.send_all(first)
+        except BaseException:
+            await stream.aclose()
+            raise
+        return stream
+
+    return dial
 
 
 class Unreachable(Exception):
@@ -74,8 +104,9 @@ class Forwarder:
     `new_codec()`: the client side of its codec; `next_answer(codec)`: the next answer, NEED_DATA or CLOSED."""
 
     def __init__(self, addresses: Callable[[], list], new_codec: Callable[[], Any],
-                 next_answer: Callable[[Any], Any]) -> None:
+                 next_answer: Callable[[Any], Any], dial=unix_dial) -> None:
         self._addresses = addresses
+        self._dial = dial
         self._new_codec = new_codec
         self._next_answer = next_answer
         self._idle: dict[int, list[_Link]] = {}
@@ -128,12 +159,8 @@ class Forwarder:
         if not 0 <= worker < len(addresses) or addresses[worker] is None:
             raise LookupError(f"no relay socket of worker {worker} is known")
         with trio.fail_after(CONNECT_TIMEOUT):
-            stream = await trio.open_unix_socket(addresses[worker])
-        link = _Link(stream, self._new_codec())
-        if not same_user(stream.socket):
-            await self._close(link)
-            raise ConnectionRefusedError("its relay socket belongs to a process of another user")
-        return link
+            stream = await self._dial(addresses[worker])
+        return _Link(stream, self._new_codec())
 
     @staticmethod
     async def _close(link: _Link) -> None:
@@ -146,9 +173,9 @@ class NativeForwarder(Forwarder):
     With `token` (the gateway's `auth.native_token`) every internal connection authenticates first, as a client
     must."""
 
-    def __init__(self, addresses: Callable[[], list], max_frame: int, token: str = "") -> None:
+    def __init__(self, addresses: Callable[[], list], max_frame: int, token: str = "", dial=unix_dial) -> None:
         super().__init__(addresses, lambda: NativeConnection("client", max_frame=max_frame),
-                         NativeConnection.next_payload)
+                         NativeConnection.next_payload, dial)
         self._max_frame = max_frame
         self._token = token
 
@@ -191,5 +218,5 @@ class NativeForwarder(Forwarder):
 class TankForwarder(Forwarder):
     """TANK requests, their answers decoded (the handler splits requests by owner and merges the answers)."""
 
-    def __init__(self, addresses: Callable[[], list]) -> None:
-        super().__init__(addresses, TankClientConnection, TankClientConnection.next_event)
+    def __init__(self, addresses: Callable[[], list], dial=unix_dial) -> None:
+        super().__init__(addresses, TankClientConnection, TankClientConnection.next_event, dial)

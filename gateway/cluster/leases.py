@@ -12,8 +12,11 @@ and answers the cluster seam's questions from what the last tick saw:
   offsets and the coordinators' and security's states: one writer, fenced like a partition's);
 - Kafka clients see the live members as brokers and follow the leaders (NOT_LEADER_OR_FOLLOWER elsewhere).
 
-Native and TANK requests are served for the partitions this gateway leads; for another member's partition the
-answer is an error naming it (relaying them between hosts is not there yet: docs/scaling.md).
+Native and TANK clients may connect to any member: a request for another member's partitions is relayed to it over
+its TCP relay socket (`storage.postgres.relay_host`, `relay_port`; `relays.py`: each connection opens with the
+cluster's secret, kept in the database), where a long-poll parks until an append there wakes it; requests on
+committed offsets and groups go to the coordinator. Connections are not handed over between hosts, and
+transactional producers are refused (the transaction coordinator does not move between members yet).
 """
 
 from __future__ import annotations
@@ -69,7 +72,9 @@ class LeaseMembership(Membership):
     """This gateway as a member of the database's cluster (see the module docstring); `lease_ms` from
     `storage.postgres.lease_ms`. The engine is opened with `leases` (which gives this member its id)."""
 
-    relays = False  # (native and TANK requests are not relayed between hosts)
+    handovers = False  # (a connection is a descriptor: it cannot be given to another host)
+    transactions = False
+    dynamic = True
 
     def __init__(self, lease_ms: int) -> None:
         super().__init__()
@@ -92,10 +97,26 @@ class LeaseMembership(Membership):
     def ownership(self) -> SlotOwnership:
         return self._ownership
 
+    @property
+    def relay_secret(self) -> str | None:
+        return self.leases.secret
+
+    def relaying_at(self, host: str, port: int) -> None:
+        self.leases.addresses["relay"] = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
     def members(self) -> list[Member]:
         if self.view is None:
             return []
-        return [Member(p.member_id, kafka=_address(p.addresses.get("kafka"))) for p in self.view.members]
+        return [Member(p.member_id, kafka=_address(p.addresses.get("kafka")), native_relay=p.addresses.get("relay"),
+                       tank_relay=p.addresses.get("relay")) for p in self.view.members]
+
+    def addresses(self, kind: str) -> list[str | None]:
+        """Every live member's socket of `kind` by member id (None for ids no live member has)."""
+        members = self.members()
+        out: list[str | None] = [None] * (max((m.id for m in members), default=-1) + 1)
+        for m in members:
+            out[m.id] = getattr(m, kind)
+        return out
 
     # -- the gateway's life --------------------------------------------------------------------------------------
     async def join(self, gateway) -> None:
@@ -104,8 +125,6 @@ class LeaseMembership(Membership):
         if kafka is not None:
             host, port = kafka.broker.advertised
             self.leases.addresses["kafka"] = f"{host}:{port}"
-        for name, (host, port) in gateway.addresses.items():
-            self.leases.addresses.setdefault(name, f"{host}:{port}")
         await self.tick(gateway)
 
     async def run(self, gateway) -> None:

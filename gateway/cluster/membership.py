@@ -41,8 +41,15 @@ class Membership:
 
     me: int
     count: int
-    #: Whether requests for other members' partitions can be relayed (or connections handed over) to them.
+    #: Whether requests for other members' partitions can be relayed to them; whether connections can be handed
+    #: over (a Unix-domain socket: members of one host); whether transactional producers are served.
     relays = True
+    handovers = True
+    transactions = True
+    #: Whether members come and go while this one runs (leases: yes; the workers: a fixed count).
+    dynamic = False
+    #: Members on several hosts relay over TCP, showing each other this secret (None: the workers' Unix sockets).
+    relay_secret: str | None = None
     _ownership: Ownership | None = None
     share = None
     entries: dict[str, int] = {}
@@ -64,6 +71,9 @@ class Membership:
 
     async def run(self, gateway) -> None:
         """Background work for the gateway's life (keeping the membership current)."""
+
+    def relaying_at(self, host: str, port: int) -> None:
+        """(`relay_secret` set) This member's TCP relay socket is bound there: tell the others."""
 
     def members(self) -> list[Member]:
         """Every member by id (only this one, or none, until the others are known)."""

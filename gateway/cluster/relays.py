@@ -11,17 +11,24 @@ Relayed requests come from clients another worker admitted, under that worker's 
 connection is not counted against the owner's `limits.max_connections` and `max_connections_per_ip` (a TANK
 client's parked consumes spanning workers hold one relay connection each). Abstract names have no permissions:
 both ends check the peer's credentials (`SO_PEERCRED`) and deal only with a process of the gateway's own user.
+
+Gateways on several hosts (`cluster/leases.py`) relay over TCP instead: each binds one relay socket
+(`storage.postgres.relay_host`/`relay_port`) for both protocols. A connection to it starts with a fixed-size
+preamble (`preamble`: a magic, the protocol's name, the cluster's secret — which only the gateways that can read
+the database know); a connection whose preamble is not exactly that within `PREAMBLE_TIMEOUT` is closed unserved.
 """
 
 from __future__ import annotations
 
+import hmac
 import os
 import select
 import socket
 import struct
 import sys
 
-__all__ = ["relay_address", "bind_relay", "same_user", "stale", "new_run", "RELAYS_SUPPORTED", "HANDOVER", "SHARED"]
+__all__ = ["relay_address", "bind_relay", "same_user", "stale", "new_run", "RELAYS_SUPPORTED", "HANDOVER", "SHARED",
+           "preamble", "preamble_protocol", "PREAMBLE_BYTES", "PREAMBLE_TIMEOUT"]
 
 #: Abstract Unix-domain sockets are Linux's.
 RELAYS_SUPPORTED = sys.platform.startswith("linux")
@@ -33,6 +40,34 @@ HANDOVER = "handover"
 #: The listeners whose configured port every worker serves, relaying what the others own (their clients do not
 #: route by partition).
 SHARED = ("native", "tank")
+
+
+#: A TCP relay connection's first bytes: magic (8), the protocol's name (8, NUL-padded), the secret (64 hex digits).
+_MAGIC = b"LWRELAY1"
+PREAMBLE_BYTES = 8 + 8 + 64
+#: Seconds a TCP relay connection has to send its preamble before it is closed.
+PREAMBLE_TIMEOUT = 5.0
+
+
+def preamble(protocol: str, secret: str) -> bytes:
+    """What a gateway sends first on a TCP relay connection for `protocol` (see the module docstring)."""
+    name = protocol.encode()
+    if len(name) > 8 or len(secret) != 64:
+        raise ValueError("a relay preamble names a protocol of at most 8 bytes and a secret of 64 hex digits")
+    return _MAGIC + name.ljust(8, b"\0") + secret.encode()
+
+
+def preamble_protocol(data: bytes, secret: str) -> str | None:
+    """The protocol a TCP relay connection's preamble (`PREAMBLE_BYTES` bytes) names, or None when it is not a
+    preamble with `secret`."""
+    if len(data) != PREAMBLE_BYTES or data[:8] != _MAGIC:
+        return None
+    if not hmac.compare_digest(data[16:], secret.encode()):
+        return None
+    try:
+        return data[8:16].rstrip(b"\0").decode()
+    except UnicodeDecodeError:
+        return None
 
 
 def new_run() -> str:

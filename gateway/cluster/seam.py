@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
-from .forwarding import NativeForwarder, TankForwarder
+from .forwarding import NativeForwarder, TankForwarder, tcp_dial, unix_dial
 from .handover import HandOvers
 from .membership import REFRESH_MIN, Membership
 from .ownership import Ownership
@@ -83,19 +83,28 @@ class Cluster:
     # -- the ways to the others ------------------------------------------------------------------------------
     def native_forwarder(self) -> NativeForwarder | None:
         """Relays of native requests to the member owning their partitions (None: there is no other)."""
-        if not (self.several and self.membership.relays):
+        if not self._relaying:
             return None
         limits, auth = self.config.limits, self.config.auth
         return NativeForwarder(lambda: self.membership.addresses("native_relay"), limits.max_frame_bytes,
-                               auth.native_token)
+                               auth.native_token, self._dial("native"))
 
     def tank_forwarder(self) -> TankForwarder | None:
-        if not (self.several and self.membership.relays):
+        if not self._relaying:
             return None
-        return TankForwarder(lambda: self.membership.addresses("tank_relay"))
+        return TankForwarder(lambda: self.membership.addresses("tank_relay"), self._dial("tank"))
+
+    @property
+    def _relaying(self) -> bool:
+        """Whether requests may have to be relayed to another member (now, or once others join)."""
+        return self.membership.relays and (self.several or self.membership.dynamic)
+
+    def _dial(self, protocol: str):
+        secret = self.membership.relay_secret
+        return unix_dial if secret is None else tcp_dial(protocol, secret)
 
     def hand_overs(self, protocol: str, encode: Callable[[Any], bytes], max_request: int) -> HandOvers | None:
         """Hand-overs of `protocol`'s connections whose requests are wholly another member's (None: not enabled)."""
-        if not (self.several and self.membership.relays and self.config.worker_handover):
+        if not (self.several and self.membership.handovers and self.config.worker_handover):
             return None
         return HandOvers(protocol, lambda: self.membership.addresses("handover"), encode, max_request)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import socket
 import uuid
 from dataclasses import dataclass, field
@@ -84,6 +85,9 @@ class Leases:
         #: The slots this member holds, with the epoch it claimed each with (what its commits are fenced by).
         self.epochs: dict[int, int] = {}
         self.addresses: dict[str, str] = {}
+        #: The cluster's secret (64 hex digits, in `meta`, made by its first member): what the members show each
+        #: other on their relay connections — only who can read the database knows it.
+        self.secret: str | None = None
 
     # -- joining and leaving ---------------------------------------------------------------------------------
     def join(self, conn: psycopg.Connection, writer_id: uuid.UUID, started_ms: int) -> int:
@@ -100,6 +104,9 @@ class Leases:
                      "VALUES (%s, %s, %s, %s, %s, %s, clock_timestamp() + make_interval(secs => %s))",
                      (member_id, writer_id, socket.gethostname(), os.getpid(), Jsonb(self.addresses), started_ms,
                       self.lease_ms / 1000))
+        conn.execute("INSERT INTO meta (key, value) VALUES ('cluster_secret', %s) ON CONFLICT (key) DO NOTHING",
+                     (secrets.token_hex(32),))
+        self.secret = conn.execute("SELECT value FROM meta WHERE key = 'cluster_secret'").fetchone()[0]
         self.member_id, self.writer_id = member_id, writer_id
         return member_id
 

@@ -1,19 +1,26 @@
-"""Two gateway processes over one PostgreSQL database (`storage.postgres.cluster`), real Kafka clients spread over
-both: each gateway leads its share of the partitions, a consumer group's offsets live with the coordinator, and a
-kill -9 of one gateway under an idempotent producer's load — the group's coordinator and half the leaders — loses
-no acknowledged record, stores none twice, keeps every partition's offsets contiguous and the group's committed
-offsets: the other gateway takes every partition over once the dead one's lease passed."""
+"""Two gateway processes over one PostgreSQL database (`storage.postgres.cluster`), real clients spread over both:
+each gateway leads its share of the partitions, a consumer group's offsets live with the coordinator, and a kill -9
+of one gateway under an idempotent producer's load — the group's coordinator and half the leaders — loses no
+acknowledged record, stores none twice, keeps every partition's offsets contiguous and the group's committed
+offsets: the other gateway takes every partition over once the dead one's lease passed. Native and TANK clients
+reach every partition through either gateway (relayed to the leader over its relay socket, long-polls included);
+a relay connection without the cluster's secret is closed and the gateway serves on."""
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
+
+import psycopg
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from logway.bench.launcher import GatewayProcess
+from logway.clients.native import NativeClient
+from logway.clients.tank import TankClient
 
 from .test_postgres import bootstrap, dbname, pg_settings
 
@@ -44,6 +51,12 @@ def leaders(gw, topic: str, timeout: float = 20.0, until=lambda brokers, leaders
         time.sleep(0.1)
 
 
+def settled(a, b, topic: str) -> list[int]:
+    """The partitions' leaders once both gateways tell them alike, each leading some."""
+    _, found = leaders(b, topic, until=lambda brokers, found: len(brokers) == 2 and set(found) == brokers)
+    return leaders(a, topic, until=lambda brokers, seen: seen == found)[1]
+
+
 def test_kafka_clients_over_two_gateways_and_a_kill_9_of_one(tmp_path, pg_server, pg_database):
     a = member(tmp_path, "a", pg_server, pg_database)
     b = member(tmp_path, "b", pg_server, pg_database)
@@ -51,8 +64,7 @@ def test_kafka_clients_over_two_gateways_and_a_kill_9_of_one(tmp_path, pg_server
         admin = AdminClient({"bootstrap.servers": bootstrap(a)})
         admin.create_topics([NewTopic("t", PARTITIONS, 1)])["t"].result(15)
         # both gateways lead a share of the partitions, whichever one is asked
-        brokers, first = leaders(b, "t", until=lambda brokers, found: len(brokers) == 2 and set(found) == brokers)
-        assert leaders(a, "t")[1] == first and brokers == {0, 1}
+        assert set(settled(a, b, "t")) == {0, 1}
 
         acked: dict[tuple[int, int], bytes] = {}
         failed: list = []
@@ -148,3 +160,63 @@ def test_kafka_clients_over_two_gateways_and_a_kill_9_of_one(tmp_path, pg_server
     finally:
         a.stop()
         b.stop()
+
+
+def test_native_and_tank_clients_reach_every_partition_through_either_gateway(tmp_path, pg_server, pg_database):
+    a = member(tmp_path, "a", pg_server, pg_database)
+    b = member(tmp_path, "b", pg_server, pg_database)
+    try:
+        with NativeClient(*a.native) as c:
+            c.create_topic("n", PARTITIONS)
+        lead = settled(a, b, "n")
+        node = {0: a, 1: b}
+        # native: produced through a into every partition (b's relayed to b), read through b (a's relayed to a)
+        with NativeClient(*a.native) as c:
+            for p in range(PARTITIONS):
+                assert c.produce("n", p, [b"n%d-%d" % (p, i) for i in range(3)]) == [0, 1, 2]
+        with NativeClient(*b.native) as c:
+            for p in range(PARTITIONS):
+                assert [r.value for r in c.fetch("n", p, 0).records] == [b"n%d-%d" % (p, i) for i in range(3)]
+            assert c.commit("n", 3, "ng", 2)  # (the coordinator, member 0, is gateway a)
+        with NativeClient(*a.native) as c:
+            assert c.committed("n", 3, "ng") == 2
+            assert c.describe_topic("n").partitions[5].log_end_offset == 3
+
+        # TANK: a long-poll parked on one gateway for the other's partition is woken by an append through that one
+        p = lead.index(0)  # a partition gateway a leads
+        with TankClient(*b.addresses["tank"]) as t:
+            request = t.send(_tank_consume("n", p, 4))  # seq = offset + 1: waits past the end
+            time.sleep(0.2)  # (parked at a by now; the answer must come from the append, not from this wait)
+            with NativeClient(*node[0].native) as c:
+                assert c.produce("n", p, [b"woken"]) == [3]
+            answer = t.receive(request, timeout=10)
+        assert _values(answer) == [b"woken"]
+        with TankClient(*a.addresses["tank"]) as t:  # and a TANK get through a of b's partition
+            q = lead.index(1)
+            assert [m.value for m in t.get("n", q, 1, 1 << 20).messages] == [b"n%d-%d" % (q, i) for i in range(3)]
+
+        # a connection to a relay socket without the cluster's secret is closed unserved; the gateway goes on
+        with psycopg.connect(pg_database, autocommit=True) as conn:
+            relay = conn.execute("SELECT addresses->>'relay' FROM logway.members WHERE member_id = 1").fetchone()[0]
+        host, _, port = relay.rpartition(":")
+        with socket.create_connection((host, int(port)), timeout=10) as raw:
+            raw.sendall(b"LWRELAY1native\0\0" + b"0" * 64)
+            assert raw.recv(100) == b""  # closed
+        with NativeClient(*a.native) as c:
+            assert c.produce("n", lead.index(1), [b"after"]) == [3]
+    finally:
+        a.stop()
+        b.stop()
+
+
+def _tank_consume(topic, partition, seq):
+    from logway.clients.tank import consume_request
+
+    return consume_request({topic: [(partition, seq, 1 << 20)]}, max_wait_ms=10_000, min_bytes=1)
+
+
+def _values(answer) -> list[bytes]:
+    from logway.codecs.tank.chunk import decode_chunk
+
+    return [m.value for topic in answer.topics for part in topic.partitions
+            for m in decode_chunk(part.chunk, part.base_seqnum).records]

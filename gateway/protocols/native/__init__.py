@@ -71,8 +71,8 @@ class NativeProtocol(Protocol):
         if cluster is not None:
             forward = cluster.native_forwarder()
             look_up = cluster.look_up_unknown
-            if cluster.several and not cluster.is_coordinator:
-                offsets_owner = cluster.coordinator()
+            if forward is not None:  # (another member may coordinate: with leases, which one can change)
+                offsets_owner = lambda: None if not cluster.several or cluster.is_coordinator else cluster.coordinator()
             max_frame = self.config.limits.max_frame_bytes
             # one-partition connections go to their leader (`cluster/handover.py`)
             self.hand_over = cluster.hand_overs(self.name, NativeConnection("client", max_frame=max_frame).send,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from functools import partial
+from typing import Callable
 
 import trio
 
@@ -90,15 +91,19 @@ _OFFSETS_OWNER_REQUESTS = (nev.OffsetCommitRequest, nev.OffsetFetchRequest, nev.
                            sec.CreateAclsRequest, sec.DeleteAclsRequest, sec.AlterUserRequest, sec.AlterQuotasRequest)
 
 
+async def _unsupported(event) -> nev.ErrorResponse:
+    return nev.ErrorResponse(f"unsupported request: {type(event).__name__}")
+
+
 class NativeHandler:
     def __init__(self, steps: Steps, config, kafka_groups=lambda: None, forward=None, look_up=None,
-                 offsets_owner: int | None = None, security_admin=None) -> None:
+                 offsets_owner: Callable[[], int | None] | None = None, security_admin=None) -> None:
         """`kafka_groups()`: the Kafka protocol's group directory, or None (membership for the group
         requests, see `groups.py`). With `workers: N`: `forward`, a `NativeForwarder`, or None — a request for
         another worker's partition is then answered with the error naming that worker; `look_up(names)` reads the
         topics of the (topic, partition) pairs another worker may have just created or grown, before a request
-        naming one is answered; `offsets_owner`, the worker that holds the committed offsets when it is not this
-        one (their requests are relayed to it whole). `security_admin`: the gateway's `security.SecurityAdmin`
+        naming one is answered; `offsets_owner()`, the member that holds the committed offsets when it is not
+        this one, else None (their requests are relayed to it whole; a cluster's coordinator can move). `security_admin`: the gateway's `security.SecurityAdmin`
         (the ACL, user and quota requests; None: they are unsupported)."""
         self.steps = steps
         self.forward = forward
@@ -130,14 +135,14 @@ class NativeHandler:
             self._handlers.update(security_handlers(security_admin))
         if offsets_owner is not None:
             for kind in _OFFSETS_OWNER_REQUESTS:
-                self._handlers[kind] = self._to_offsets_owner
+                self._handlers[kind] = partial(self._to_offsets_owner, self._handlers.get(kind, _unsupported))
 
     async def handle(self, event):
         """The answer to `event`: a response event, or a `LongPoll` (a fetch that waits for data), whose answer gets
         the same error mapping."""
         handler = self._handlers.get(type(event))
         if handler is None:
-            return nev.ErrorResponse(f"unsupported request: {type(event).__name__}")
+            return await _unsupported(event)
         if self.look_up is not None and hasattr(event, "topic"):
             # (workers: N) a topic another worker created or grew a moment ago is read before the request
             await self.look_up([(event.topic, getattr(event, "partition", None))])
@@ -165,17 +170,21 @@ class NativeHandler:
             raise plog.refusal()
         return HandOver(plog.owner, ev, partial(self.forward.call, plog.owner, ev))
 
-    async def _to_offsets_owner(self, ev):
-        """(workers: N, not worker 0) a request on committed offsets or groups, answered by the offsets' owner."""
-        return await self.forward.call(self.offsets_owner, ev)
+    async def _to_offsets_owner(self, here, ev):
+        """(one member of several) a request on committed offsets or groups: answered by the offsets' owner (`here`,
+        when that is this member)."""
+        owner = self.offsets_owner()
+        if owner is None:
+            return await here(ev)
+        return await self.forward.call(owner, ev)
 
     async def _committed(self, group_id: str, topic: str, partition: int) -> int | None | nev.ErrorResponse:
         """The group's committed offset of the partition (None: none), asked of the offsets' owner if elsewhere."""
-        if self.offsets_owner is None:
+        owner = None if self.offsets_owner is None else self.offsets_owner()
+        if owner is None:
             committed = self.steps.committed(group_id, topic, partition)
             return None if committed is None else committed.offset
-        answer = await self.forward.call_decoded(self.offsets_owner, nev.OffsetFetchRequest(topic, partition,
-                                                                                             group_id))
+        answer = await self.forward.call_decoded(owner, nev.OffsetFetchRequest(topic, partition, group_id))
         return answer.offset if type(answer) is nev.OffsetFetchResponse else answer
 
     async def _produce(self, ev: nev.ProduceRequest):
