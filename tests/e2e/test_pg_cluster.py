@@ -21,6 +21,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from logway.bench.launcher import GatewayProcess
 from logway.clients.native import NativeClient
 from logway.clients.tank import TankClient
+from logway.gateway.cluster.relays import preamble
 
 from .test_postgres import bootstrap, dbname, pg_settings
 
@@ -198,10 +199,15 @@ def test_native_and_tank_clients_reach_every_partition_through_either_gateway(tm
         # a connection to a relay socket without the cluster's secret is closed unserved; the gateway goes on
         with psycopg.connect(pg_database, autocommit=True) as conn:
             relay = conn.execute("SELECT addresses->>'relay' FROM logway.members WHERE member_id = 1").fetchone()[0]
+            secret = conn.execute("SELECT value FROM logway.meta WHERE key = 'cluster_secret'").fetchone()[0]
         host, _, port = relay.rpartition(":")
-        with socket.create_connection((host, int(port)), timeout=10) as raw:
-            raw.sendall(b"LWRELAY1native\0\0" + b"0" * 64)
-            assert raw.recv(100) == b""  # closed
+        for first in (preamble("native", "0" * 64),  # another secret
+                      preamble("kafka", secret),  # a protocol that is not relayed
+                      preamble("native", secret)[:20]):  # cut short, then the peer's end
+            with socket.create_connection((host, int(port)), timeout=10) as raw:
+                raw.sendall(first)
+                raw.shutdown(socket.SHUT_WR)
+                assert raw.recv(100) == b""  # closed unserved
         with NativeClient(*a.native) as c:
             assert c.produce("n", lead.index(1), [b"after"]) == [3]
     finally:

@@ -18,7 +18,7 @@ from logway.codecs.records import Record
 from logway.codecs.tank import StatusRequest, StatusResponse, TankServerConnection
 from logway.codecs.tank.messages import PingEvent
 from logway.gateway.cluster.forwarding import NativeForwarder, TankForwarder, Unreachable
-from logway.gateway.cluster.relays import bind_relay, relay_address
+from logway.gateway.cluster.relays import PREAMBLE_BYTES, bind_relay, preamble, preamble_protocol, relay_address
 
 from ..conftest import until
 from ..other_user import CAN_SWITCH, WHY_NOT, OtherUser
@@ -206,3 +206,14 @@ async def test_a_relay_socket_of_another_user_is_refused_before_a_byte_is_sent()
         assert fwd.failed == 1 and fwd.relayed == 0
     finally:
         assert await trio.to_thread.run_sync(squatter.wait) == 0
+
+
+def test_a_tcp_relay_preamble_names_its_protocol_only_with_the_secret():
+    secret = os.urandom(32).hex()
+    first = preamble("tank", secret)
+    assert len(first) == PREAMBLE_BYTES and preamble_protocol(first, secret) == "tank"
+    assert preamble_protocol(first, os.urandom(32).hex()) is None  # another cluster's
+    assert preamble_protocol(first[:-1], secret) is None  # cut short
+    assert preamble_protocol(b"XXRELAY1" + first[8:], secret) is None  # not a relay preamble
+    with pytest.raises(ValueError):
+        preamble("a-long-protocol", secret)
