@@ -222,9 +222,11 @@ class Gateway:
         if worker is not None:
             self.cluster = Cluster(worker, self.engine, cfg)
             native = cfg.listeners.get("native")
-            if self.cluster.several and worker.transactions and native is not None and native.enabled:
-                # transactions across workers: requests to the others over their native relay sockets
+            native_on = native is not None and native.enabled
+            if (self.cluster.several or worker.dynamic) and native_on:
+                # transactions across members: requests to the others over their native relay sockets
                 self.transactions.peers = make_peers(self.cluster)
+            worker.on_coordinating.append(self.transactions.take_over)
         self.context = Context(cfg, self.steps, self.memory, self.turns, self.security,
                                self.transactions, self.metrics.protocol, self.cluster, self.protocols)
         recovered = await trio.to_thread.run_sync(self.transactions.recover)
@@ -257,7 +259,7 @@ class Gateway:
                                                                    cfg.kafka.producer_id_expiration_ms))
                 background.start_soon(self.cleaner.run)
                 if self.engine.offsets is not None and (self.cluster is None or self.cluster.is_coordinator
-                                                        and self.worker.transactions):
+                                                        and not self.worker.dynamic):  # (a coordinator that stays)
                     self.offset_retention = OffsetRetention(self.engine.offsets, cfg.storage.offsets_retention_ms,
                                                             self._kafka_active_groups)
                     background.start_soon(self.offset_retention.run)

@@ -154,20 +154,21 @@ class TxnState:
 
 @dataclass(slots=True)
 class Peers:
-    """The other workers, for `workers: N`: this worker's `index` (worker 0 coordinates), `owner(topic, partition)`
-    (a worker index), and two requests to another worker, each raising `PeerUnavailable` when it did not answer:
-    `end(worker, producer_id, epoch, committed, partitions)` (it ends the transaction in its partitions) and
-    `query(producer_id, epoch, topic, partition)` (the coordinator's `query` answer). `cluster/txn_peers.py` makes
-    them."""
+    """The other members of a cluster: this member's `index`, `owner(topic, partition)` (a member's index),
+    `is_coordinator()` (whether this member coordinates now: worker 0, or a cluster's holder of slot 0), and two
+    requests to another member, each raising `PeerUnavailable` when it did not answer: `end(worker, producer_id,
+    epoch, committed, partitions)` (it ends the transaction in its partitions) and `query(producer_id, epoch, topic,
+    partition)` (the coordinator's `query` answer). `cluster/txn_peers.py` makes them."""
 
     index: int
     owner: Callable[[str, int], int]
     end: Callable[[int, int, int, bool, list], Awaitable[None]]
     query: Callable[[int, int, str, int], Awaitable[str]]
+    is_coordinator: Callable[[], bool]
 
     @property
     def coordinating(self) -> bool:
-        return self.index == 0
+        return self.is_coordinator()
 
 
 #: Seconds between a worker's tries to reach the others for `settle` (at start, while they start too).
@@ -202,8 +203,11 @@ class TransactionCoordinator:
         #: start: both settled by `settle` once the others answer.
         self._unfinished: set[str] = set()
         self._found_open: list[tuple[PartitionLog, int, int]] = []
+        self._next_expiry = self._now_ms() + min(expiration_ms, EXPIRATION_CHECK_MS)
+        self._load_states()
+
+    def _load_states(self) -> None:
         now = self._now_ms()
-        self._next_expiry = now + min(expiration_ms, EXPIRATION_CHECK_MS)
         for tid, raw in self.store.items():
             try:
                 state = TxnState.from_json(raw)
@@ -217,6 +221,16 @@ class TransactionCoordinator:
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
+
+    def take_over(self) -> None:
+        """(A cluster's member that became the coordinator) every transactional id's state as the previous
+        coordinator left it in the store (`storage` read it again); Prepare* ones are completed by `run`."""
+        self.states, self._by_pid = {}, {}
+        self._load_states()
+        self._unfinished |= {tid for tid, state in self.states.items() if state.status in _PREPARED}
+        if self.states:
+            log.info("transactions: coordinating %d transactional id(s) from now on (%d to complete)",
+                     len(self.states), len(self._unfinished))
 
     def _lock(self, tid: str) -> trio.Lock:
         lock = self._locks.get(tid)

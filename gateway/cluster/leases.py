@@ -15,8 +15,9 @@ and answers the cluster seam's questions from what the last tick saw:
 Native and TANK clients may connect to any member: a request for another member's partitions is relayed to it over
 its TCP relay socket (`storage.postgres.relay_host`, `relay_port`; `relays.py`: each connection opens with the
 cluster's secret, kept in the database), where a long-poll parks until an append there wakes it; requests on
-committed offsets and groups go to the coordinator. Connections are not handed over between hosts, and
-transactional producers are refused (the transaction coordinator does not move between members yet).
+committed offsets and groups go to the coordinator. Connections are not handed over between hosts. Transactions
+work as across workers (`txn_peers.py`: the coordinator ends a transaction in each leader's partitions over their
+relays); a member that becomes the coordinator takes the states over from the store (`on_coordinating`).
 """
 
 from __future__ import annotations
@@ -73,7 +74,6 @@ class LeaseMembership(Membership):
     `storage.postgres.lease_ms`. The engine is opened with `leases` (which gives this member its id)."""
 
     handovers = False  # (a connection is a descriptor: it cannot be given to another host)
-    transactions = False
     dynamic = True
 
     def __init__(self, lease_ms: int) -> None:
@@ -150,6 +150,9 @@ class LeaseMembership(Membership):
         before = self._ownership
         self.view = view
         self._ownership = SlotOwnership(view.me, view.holders)
+        if self._ownership.is_coordinator and not before.is_coordinator:
+            for callback in self.on_coordinating:
+                callback()
         if before.holders != view.holders:
             mine = sum(1 for h in view.holders if h == view.me)
             log.info("cluster: member %d of %d live (%s); it leads %d of %d slots", view.me, len(view.members),

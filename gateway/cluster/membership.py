@@ -41,11 +41,8 @@ class Membership:
 
     me: int
     count: int
-    #: Whether requests for other members' partitions can be relayed to them; whether connections can be handed
-    #: over (a Unix-domain socket: members of one host); whether transactional producers are served.
-    relays = True
+    #: Whether connections can be handed over to other members (a Unix-domain socket: members of one host).
     handovers = True
-    transactions = True
     #: Whether members come and go while this one runs (leases: yes; the workers: a fixed count).
     dynamic = False
     #: Members on several hosts relay over TCP, showing each other this secret (None: the workers' Unix sockets).
@@ -58,6 +55,9 @@ class Membership:
     def __init__(self) -> None:
         #: Called with the name of each topic another member deleted (the Kafka producers' state forgets it).
         self.on_topic_gone: list[Callable[[str], None]] = []
+        #: Called when this member becomes the coordinator (a source whose coordinator can move: the transaction
+        #: coordinator takes the states over).
+        self.on_coordinating: list[Callable[[], None]] = []
 
     @property
     def ownership(self) -> Ownership:

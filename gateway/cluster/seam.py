@@ -97,7 +97,7 @@ class Cluster:
     @property
     def _relaying(self) -> bool:
         """Whether requests may have to be relayed to another member (now, or once others join)."""
-        return self.membership.relays and (self.several or self.membership.dynamic)
+        return self.several or self.membership.dynamic
 
     def _dial(self, protocol: str):
         secret = self.membership.relay_secret

@@ -37,7 +37,6 @@ def make_peers(cluster: "Cluster") -> Peers:
     of their own, authenticated with `auth.native_token` as every relay is); one that has not answered in
     `REQUEST_TIMEOUT` seconds counts as unavailable (the coordinator tries again later)."""
     forwarder = cluster.native_forwarder()
-    coordinator = cluster.coordinator()
 
     async def ask(to: int, event):
         with trio.move_on_after(REQUEST_TIMEOUT):
@@ -51,13 +50,14 @@ def make_peers(cluster: "Cluster") -> Peers:
                                   f"{_why(answer)}")
 
     async def query(producer_id: int, epoch: int, topic: str, partition: int) -> str:
+        coordinator = cluster.coordinator()  # (a cluster's can move)
         answer = await ask(coordinator, TxnQueryRequest(producer_id, epoch, topic, partition))
         if type(answer) is not TxnResponse or answer.state == "ok":
             raise PeerUnavailable(f"the transaction coordinator (worker {coordinator}) did not answer: "
                                   f"{_why(answer)}")
         return answer.state
 
-    return Peers(cluster.me, cluster.leader, end, query)
+    return Peers(cluster.me, cluster.leader, end, query, lambda: cluster.is_coordinator)
 
 
 async def serve(coordinator: TransactionCoordinator | None, event) -> TxnResponse | ErrorResponse:

@@ -226,3 +226,40 @@ def _values(answer) -> list[bytes]:
 
     return [m.value for topic in answer.topics for part in topic.partitions
             for m in decode_chunk(part.chunk, part.base_seqnum).records]
+
+
+def test_transactions_span_the_partitions_of_both_gateways(tmp_path, pg_server, pg_database):
+    a = member(tmp_path, "a", pg_server, pg_database)
+    b = member(tmp_path, "b", pg_server, pg_database)
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap(b)})
+        admin.create_topics([NewTopic("x", PARTITIONS, 1)])["x"].result(15)
+        settled(a, b, "x")
+        producer = Producer({"bootstrap.servers": bootstrap(b), "transactional.id": "tx-1"})
+        producer.init_transactions(30)
+        for outcome in ("commit", "abort", "commit"):
+            producer.begin_transaction()
+            for p in range(PARTITIONS):
+                producer.produce("x", b"%s-%d" % (outcome.encode(), p), partition=p)
+            if outcome == "commit":
+                producer.commit_transaction(30)
+            else:
+                producer.abort_transaction(30)
+        reader = Consumer({"bootstrap.servers": bootstrap(a), "group.id": "rc", "isolation.level": "read_committed",
+                           "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        reader.assign([TopicPartition("x", p, 0) for p in range(PARTITIONS)])
+        ends = [reader.get_watermark_offsets(TopicPartition("x", p), timeout=10)[1] for p in range(PARTITIONS)]
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # every partition read to its end (past the last marker)
+            msg = reader.poll(0.2)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+            positions = reader.position([TopicPartition("x", p) for p in range(PARTITIONS)])
+            if [tp.offset for tp in positions] == ends:
+                break
+        reader.close()
+        assert sorted(got) == sorted(b"commit-%d" % p for p in range(PARTITIONS) for _ in range(2))
+    finally:
+        a.stop()
+        b.stop()

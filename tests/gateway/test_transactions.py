@@ -294,7 +294,7 @@ class Pair:
         self.queries = 0
         self.before_answer = None  # an awaitable to run between the coordinator's answer and its arrival
         for i, coord in enumerate(self.coords):
-            coord.peers = Peers(i, Ownership(0, 2).leader, self._end, self._query)
+            coord.peers = Peers(i, Ownership(0, 2).leader, self._end, self._query, lambda i=i: i == 0)
         self.owner = Ownership(0, 2).leader
 
     async def _end(self, worker, producer_id, epoch, committed, partitions):
@@ -425,7 +425,7 @@ def test_an_owners_start_leaves_open_transactions_to_the_coordinator(pair, tmp_p
     # worker 1 starts again over the same partitions (a new coordinator over its engine, knowing no transaction)
     p1 = pair.partitions(1)[0]
     reopened = TransactionCoordinator(pair.engines[1], pair.steps[1], max_timeout_ms=60_000, check_interval_ms=10)
-    reopened.peers = Peers(1, Ownership(0, 2).leader, pair._end, pair._query)
+    reopened.peers = Peers(1, Ownership(0, 2).leader, pair._end, pair._query, lambda: False)
     assert reopened.recover() == {"completed": 0, "orphans": 0}
     plog = pair.engines[1].partition("t", p1)
     assert plog.txns.open_transactions()  # left open: the coordinator decides

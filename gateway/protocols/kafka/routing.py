@@ -208,12 +208,9 @@ class KafkaRouting:
             if broker.transactions.peers is None:  # no native relay sockets to reach the partitions' owners
                 if not self._refused_transactions:
                     self._refused_transactions = True
-                    why = ("with workers > 1 transactions need the native listener enabled (its relay sockets carry "
-                           "the transaction markers" if self.cluster.membership.transactions else
-                           "gateways sharing one database do not serve transactions yet (the coordinator does not "
-                           "move between them")
-                    log.warning("refusing transactional producers (transactional id %r): %s; see docs/scaling.md)",
-                                body.transactional_id, why)
+                    log.warning("refusing transactional producers (transactional id %r): transactions across "
+                                "members need the native listener enabled (its relay sockets carry the transaction "
+                                "markers; see docs/scaling.md)", body.transactional_id)
                 return A.InitProducerIdResponse(throttle_time_ms=0,
                                                 error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1,
                                                 producer_epoch=-1)
