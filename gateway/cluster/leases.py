@@ -28,6 +28,7 @@ from typing import Iterable
 import trio
 
 from logway.storage import StorageError
+from logway.storage.engine import ForeignPartition
 from logway.storage.pg.leases import SLOTS, Leases, View
 
 from .membership import REFRESH_MIN, Member, Membership
@@ -84,6 +85,7 @@ class LeaseMembership(Membership):
         self._ownership = SlotOwnership(-1, ())
         self._refreshed_at = -float("inf")
         self._refreshing: trio.Event | None = None
+        self._ticked = trio.Event()  # set (and replaced) after every tick
 
     @property
     def me(self) -> int:
@@ -147,6 +149,8 @@ class LeaseMembership(Membership):
             log.warning("cluster: cannot renew this gateway's lease (%s): trying again in %.1f s", exc,
                         self.lease_ms / 3000)
             return
+        self._ticked.set()
+        self._ticked = trio.Event()
         before = self._ownership
         self.view = view
         self._ownership = SlotOwnership(view.me, view.holders)
@@ -159,6 +163,16 @@ class LeaseMembership(Membership):
                      ", ".join(str(p.member_id) for p in view.members), mine, SLOTS)
 
     # -- the catalog ---------------------------------------------------------------------------------------------
+    async def look_up_unknown(self, engine, names) -> None:
+        """As any source's; then, while a named partition has no live leader (its slot between a member that gave
+        it back or died and the one taking it), wait for the next ticks — at most a lease and a half — so that the
+        request goes to the new leader instead of failing."""
+        names = list(names)
+        await super().look_up_unknown(engine, names)
+        with trio.move_on_after(self.lease_ms * 1.5 / 1000):
+            while _leaderless(engine, names):
+                await self._ticked.wait()
+
     async def look_up(self, engine, names: Iterable[str]) -> None:
         try:
             gone = await trio.to_thread.run_sync(engine.refresh, list(names))
@@ -184,6 +198,21 @@ class LeaseMembership(Membership):
             self._refreshing = None
             done.set()
         self.topics_gone(gone)
+
+
+def _leaderless(engine, names) -> bool:
+    """Whether a partition of `names` ((topic, partition) pairs, partition None: every one of the topic) is another
+    member's with no live leader now."""
+    topics = engine.topics_by_name
+    for name, partition in names:
+        topic = topics.get(name)
+        if topic is None:
+            continue
+        parts = topic.partitions
+        numbers = range(len(parts)) if partition is None else (partition,) if 0 <= partition < len(parts) else ()
+        if any(type(parts[p]) is ForeignPartition and parts[p].owner < 0 for p in numbers):
+            return True
+    return False
 
 
 def _address(text: str | None) -> tuple[str, int] | None:

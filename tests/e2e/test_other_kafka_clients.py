@@ -1,6 +1,7 @@
 """librdkafka (confluent-kafka) and aiokafka, unmodified, against a real gateway: admin, idempotent compressed
 produce, a consumer group, commits — on each storage backend (local files, and PostgreSQL: a database of the
-session's throwaway server)."""
+session's throwaway server), and on two gateways sharing a database (`storage.postgres.cluster`: the clients
+bootstrap from one and find both, the native reads go through the other)."""
 
 from __future__ import annotations
 
@@ -12,18 +13,24 @@ import pytest
 from logway.bench.launcher import GatewayProcess
 from logway.clients.native import NativeClient
 
+from ..pg_cluster import GatewayPair
+
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module", params=["local", "postgres"])
+@pytest.fixture(scope="module", params=["local", "postgres", "postgres-cluster"])
 def gw(request, tmp_path_factory):
     backend, database = (), None
-    if request.param == "postgres":
+    settings = ("storage.flush=always", "kafka.auto_create_topics=true")  # (aiokafka's topic is auto-created)
+    if request.param.startswith("postgres"):
         server = request.getfixturevalue("pg_server")
         database = server.create_database()
         backend = ("storage.backend=postgres", f"storage.postgres.dsn={server.dsn(database)}")
-    g = GatewayProcess(str(tmp_path_factory.mktemp("clients") / "data"), "storage.flush=always",
-                       "log_level=WARNING", "kafka.auto_create_topics=true", *backend)  # (aiokafka's is auto-created)
+    if request.param == "postgres-cluster":
+        g = GatewayPair(tmp_path_factory.mktemp("clients"), server, database, *settings)
+    else:
+        g = GatewayProcess(str(tmp_path_factory.mktemp("clients") / "data"), "log_level=WARNING", *settings,
+                           *backend)
     yield g
     g.stop()
     if database is not None:

@@ -23,39 +23,22 @@ from logway.clients.native import NativeClient
 from logway.clients.tank import TankClient
 from logway.gateway.cluster.relays import preamble
 
-from .test_postgres import bootstrap, dbname, pg_settings
+from ..pg_cluster import bootstrap, leaders
+from ..pg_cluster import member as start_member
+from ..pg_cluster import settled as settled_leaders
+from .test_postgres import dbname
 
 pytestmark = pytest.mark.slow
 
-LEASE_MS = 1000
 PARTITIONS = 8
 
 
 def member(tmp_path, name: str, pg_server, pg_database, *extra: str) -> GatewayProcess:
-    return GatewayProcess(str(tmp_path / name), *pg_settings(pg_server, dbname(pg_database)),
-                          "storage.postgres.cluster=true", f"storage.postgres.lease_ms={LEASE_MS}",
-                          "log_level=WARNING", *extra)
-
-
-def leaders(gw, topic: str, timeout: float = 20.0, until=lambda brokers, leaders: True) -> tuple[set, list]:
-    """(node ids of the brokers, each partition's leader) as `gw` tells a Kafka client, once `until` holds."""
-    admin = AdminClient({"bootstrap.servers": bootstrap(gw)})
-    deadline = time.monotonic() + timeout
-    while True:
-        md = admin.list_topics(topic, timeout=5)
-        brokers = set(md.brokers)
-        parts = md.topics[topic].partitions if topic in md.topics and md.topics[topic].error is None else {}
-        found = [parts[p].leader if p in parts else -1 for p in range(PARTITIONS)]
-        if until(brokers, found):
-            return brokers, found
-        assert time.monotonic() < deadline, f"the cluster did not settle: brokers {brokers}, leaders {found}"
-        time.sleep(0.1)
+    return start_member(tmp_path / name, pg_server, dbname(pg_database), *extra)
 
 
 def settled(a, b, topic: str) -> list[int]:
-    """The partitions' leaders once both gateways tell them alike, each leading some."""
-    _, found = leaders(b, topic, until=lambda brokers, found: len(brokers) == 2 and set(found) == brokers)
-    return leaders(a, topic, until=lambda brokers, seen: seen == found)[1]
+    return settled_leaders(a, b, topic, PARTITIONS)
 
 
 def test_kafka_clients_over_two_gateways_and_a_kill_9_of_one(tmp_path, pg_server, pg_database):
@@ -122,7 +105,7 @@ def test_kafka_clients_over_two_gateways_and_a_kill_9_of_one(tmp_path, pg_server
             a.kill()
             killed_at, at_kill = time.monotonic(), len(acked)
             # b leads every partition once a's lease passed, and the producer goes on through it
-            leaders(b, "t", until=lambda brokers, found: brokers == {1} and set(found) == {1})
+            leaders(b, "t", PARTITIONS, until=lambda brokers, found: brokers == {1} and set(found) == {1})
             took_over = time.monotonic() - killed_at
             deadline = time.monotonic() + 30
             while len(acked) < at_kill + 2000 and time.monotonic() < deadline:

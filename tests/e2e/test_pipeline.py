@@ -765,6 +765,50 @@ def test_spark_writes_reads_and_streams_every_partition_of_a_workers_gateway(spa
     assert sorted((r.partition, r.value) for r in rows) == sorted((p, v) for v, p in data)
 
 
+@pytest.fixture(scope="module")
+def cluster_gateways(tmp_path_factory, pg_server):
+    """Two gateways sharing one PostgreSQL database (`storage.postgres.cluster`), each leading about half of every
+    topic's partitions."""
+    from ..pg_cluster import GatewayPair
+
+    database = pg_server.create_database()
+    try:
+        with GatewayPair(tmp_path_factory.mktemp("pg-cluster-pipeline"), pg_server, database) as pair:
+            yield pair
+    finally:
+        pg_server.drop_database(database)
+
+
+def test_spark_writes_reads_and_streams_every_partition_of_two_gateways_over_postgres(spark, cluster_gateways,
+                                                                                      tmp_path):
+    """The data source on two gateways over one database: transactional writes over both gateways' partitions,
+    batch reads and a streaming copy, whichever gateway the option names."""
+    from ..pg_cluster import settled
+
+    pair = cluster_gateways
+    first, second = ("%s:%d" % gw.addresses["kafka"] for gw in (pair.first, pair.second))
+    source, sink = new_topic("c"), new_topic("c")
+    with client_for(first) as client:
+        client.create_topic(source, 4)
+        client.create_topic(sink, 4)
+    assert set(settled(pair.first, pair.second, source, 4)) == {0, 1}  # both gateways lead some
+    settled(pair.first, pair.second, sink, 4)
+    data = [(b"value-%d" % i, i % 4) for i in range(80)]
+    spark.createDataFrame(data, "value binary, partition int").write.format("logway").option(
+        "gateway", second).option("topic", source).mode("append").save()
+    for address in (first, second):
+        rows = read_rows(spark, address, subscribe=source)
+        assert sorted((r.partition, r.value) for r in rows) == sorted((p, v) for v, p in data)
+    query = (spark.readStream.format("logway").option("gateway", first).option("subscribe", source)
+             .option("startingOffsets", "earliest").load().selectExpr("value", "partition")
+             .writeStream.format("logway").option("gateway", second).option("topic", sink)
+             .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+    assert query.awaitTermination(120)
+    assert query.exception() is None
+    rows = read_rows(spark, first, subscribe=sink)
+    assert sorted((r.partition, r.value) for r in rows) == sorted((p, v) for v, p in data)
+
+
 def test_data_loss_is_reported(kafka_address):
     """A planned range whose offsets are gone fails with DataLossError (or is skipped when allowed)."""
     pytest.importorskip("pyarrow")

@@ -25,6 +25,8 @@ from logway.bench.postgres import PASSWORD, USER, free_port
 from logway.clients.native import NativeClient
 from logway.clients.tank import TankClient
 
+from ..pg_cluster import GatewayPair
+
 pytestmark = pytest.mark.slow
 
 
@@ -74,9 +76,17 @@ def ck_values(gw, topic, expect, isolation="read_committed", timeout=20.0):
     return out
 
 
+@pytest.mark.parametrize("gateways", ["one", "two"])
 def test_every_protocol_produces_and_consumes_across_the_others_and_a_restart_keeps_it_all(tmp_path, pg_server,
-                                                                                          pg_database):
-    gw = start(tmp_path, pg_server, pg_database)
+                                                                                          pg_database, gateways):
+    """(two: a cluster of two gateways over the database, `tests/pg_cluster.GatewayPair` — Kafka clients bootstrap
+    from one and find both, native and TANK clients go through the other)"""
+    def start_gateways():
+        if gateways == "two":
+            return GatewayPair(tmp_path, pg_server, dbname(pg_database), "kafka.transaction_abort_check_ms=200")
+        return start(tmp_path, pg_server, pg_database)
+
+    gw = start_gateways()
     try:
         with NativeClient(*gw.native) as c:
             c.create_topic("k", 1)
@@ -116,7 +126,7 @@ def test_every_protocol_produces_and_consumes_across_the_others_and_a_restart_ke
         with NativeClient(*gw.native) as c:
             c.commit("n", 0, "ng", 2)
         gw.stop()
-        gw = start(tmp_path, pg_server, pg_database)
+        gw = start_gateways()
         assert [v for _, v in native_values(gw, "k")] == expected_k
         with NativeClient(*gw.native) as c:
             assert c.committed("n", 0, "ng") == 2
