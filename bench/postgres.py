@@ -4,6 +4,12 @@ Debian's PostgreSQL (or any on PATH) from a data directory of its own — `initd
 socket directory — and can be stopped, killed (SIGKILL of the postmaster and its processes: a crash) and started
 again. Settings are PostgreSQL's defaults (fsync and synchronous_commit on), but for the port and the sockets.
 
+`add_standby()` gives a running server a synchronous standby, a server of its own (its own temporary directory,
+port and socket directory) made with `pg_basebackup -R` and started; the primary waits for it on every commit
+(`synchronous_standby_names = '*'`, set on the primary only after the copy, so a promoted standby waits for none),
+and it returns once the primary shows it streaming as 'sync'. `promote()` makes a standby the primary
+(`pg_ctl promote`), returning once it takes writes: a failover, when the old primary was killed.
+
 Logins over TCP need a password (scram-sha-256: the tests of a refused login need one to refuse); over the socket
 they are trusted. The test fixtures (tests/conftest.py: `pg_server`, `pg_database`) and `logway bench
 kafka-throughput --backend postgres` use it.
@@ -23,6 +29,8 @@ import time
 
 PASSWORD = "logway-test-password"
 USER = "postgres"
+#: How often a wait for the server's state (a standby streaming, a promotion done) asks it again.
+POLL_S = 0.05
 
 
 def postgres_bin() -> str | None:
@@ -34,10 +42,13 @@ def postgres_bin() -> str | None:
     return os.path.dirname(pg_ctl) if pg_ctl else None
 
 
-def postgres_problem() -> str | None:
-    """Why no test server can run here, or None."""
+def postgres_problem(*, standby: bool = False) -> str | None:
+    """Why no test server (with `standby`: and no standby of one) can run here, or None."""
     if postgres_bin() is None:
         return ("PostgreSQL is not installed (no initdb/pg_ctl: Debian's postgresql package, which .ci/run installs)")
+    if standby and not os.path.exists(os.path.join(postgres_bin(), "pg_basebackup")):
+        return (f"PostgreSQL's pg_basebackup is not installed beside {postgres_bin()}/pg_ctl (Debian's "
+                f"postgresql-client package, which the postgresql package .ci/run installs brings)")
     if os.geteuid() == 0:
         try:
             import pwd
@@ -55,7 +66,10 @@ def free_port() -> int:
 
 
 class PostgresServer:
-    def __init__(self) -> None:
+    """A server of its own data directory: made by initdb, or — `base_backup_of` a running server — a standby of it
+    made by pg_basebackup (not started: see `add_standby`)."""
+
+    def __init__(self, *, base_backup_of: PostgresServer | None = None) -> None:
         self.bin = postgres_bin()
         self.root = tempfile.mkdtemp(prefix="logway-pg-")
         self.data = os.path.join(self.root, "data")
@@ -70,6 +84,10 @@ class PostgresServer:
             self._as = ["runuser", "-u", USER, "--"]
         else:
             self._as = []
+        if base_backup_of is not None:  # (-R: standby.signal, and primary_conninfo naming the primary's socket)
+            self._run("pg_basebackup", "-D", self.data, "-R", "-X", "stream", "-c", "fast", "--no-sync",
+                      "-h", base_backup_of.root, "-p", str(base_backup_of.port), "-U", USER)
+            return
         with open(os.path.join(self.root, "pw"), "w") as f:
             f.write(PASSWORD + "\n")
         if self._as:
@@ -116,6 +134,49 @@ class PostgresServer:
                 os.unlink(lock)
             except FileNotFoundError:
                 pass
+
+    # -- a synchronous standby -----------------------------------------------------------------------------
+    def add_standby(self, timeout: float = 60.0) -> PostgresServer:
+        """A synchronous standby of this running server, started, that the primary waits for on every commit (see
+        the module docstring); destroy it when done."""
+        standby = PostgresServer(base_backup_of=self)
+        try:
+            standby.start()
+            # ALTER SYSTEM after the copy: postgresql.auto.conf of the standby (which a promotion keeps) has none
+            # of it, so the promoted standby waits for no standby of its own.
+            self._sql("ALTER SYSTEM SET synchronous_standby_names = '*'", "ALTER SYSTEM SET synchronous_commit = on",
+                      "SELECT pg_reload_conf()")
+            self._wait(lambda conn: conn.execute("SELECT count(*) FROM pg_stat_replication WHERE state = "
+                                                 "'streaming' AND sync_state = 'sync'").fetchone()[0] > 0,
+                       timeout, f"the standby on port {standby.port} did not stream as 'sync'")
+        except BaseException:
+            standby.destroy()
+            raise
+        return standby
+
+    def promote(self, timeout: float = 60.0) -> None:
+        """Make this standby the primary (`pg_ctl promote`), returning once it takes writes."""
+        self._run("pg_ctl", "-D", self.data, "-w", "-t", str(int(timeout)), "promote")
+        self._wait(lambda conn: not conn.execute("SELECT pg_is_in_recovery()").fetchone()[0], timeout,
+                   f"the standby on port {self.port} was promoted but is still in recovery")
+
+    def _sql(self, *statements: str) -> None:
+        import psycopg
+
+        with psycopg.connect(self.dsn(), autocommit=True) as conn:
+            for statement in statements:
+                conn.execute(statement)
+
+    def _wait(self, done, timeout: float, failure: str) -> None:
+        """Until `done(connection)` (asked again every POLL_S), or RuntimeError(`failure`) after `timeout`."""
+        import psycopg
+
+        deadline = time.monotonic() + timeout
+        with psycopg.connect(self.dsn(), autocommit=True) as conn:
+            while not done(conn):
+                if time.monotonic() >= deadline:
+                    raise RuntimeError(f"{failure} within {timeout:g} s")
+                time.sleep(POLL_S)
 
     def cpu_seconds(self) -> float:
         """CPU seconds the server's processes (the postmaster and its children now) have used."""

@@ -243,19 +243,46 @@ def chromium():
 def pg_server():
     """A PostgreSQL server for the whole session (logway.bench.postgres), started once; skipped, saying what is missing,
     where PostgreSQL is not installed — with REQUIRE_POSTGRES=1 (CI) that is a failure instead."""
-    from logway.bench.postgres import PostgresServer, postgres_problem
+    from logway.bench.postgres import PostgresServer
 
-    problem = postgres_problem()
-    if problem:
-        if os.environ.get("REQUIRE_POSTGRES") == "1":
-            pytest.fail(f"REQUIRE_POSTGRES=1 but {problem}")
-        pytest.skip(problem)
+    _require_postgres()
     server = PostgresServer()
     try:
         server.start()
         yield server
     finally:
         server.destroy()
+
+
+@pytest.fixture
+def pg_primary_and_standby():
+    """(primary, standby): a PostgreSQL server of the test's own (it may be killed) and its synchronous standby
+    (logway.bench.postgres `add_standby`), both destroyed afterwards; skipped or failed as `pg_server`."""
+    from logway.bench.postgres import PostgresServer
+
+    _require_postgres(standby=True)
+    primary = PostgresServer()
+    standby = None
+    try:
+        primary.start()
+        standby = primary.add_standby()
+        yield primary, standby
+    finally:
+        if standby is not None:
+            standby.destroy()
+        primary.destroy()
+
+
+def _require_postgres(*, standby: bool = False) -> None:
+    """Skip, saying what is missing, where no test server (`standby`: and no standby of one) can run — with
+    REQUIRE_POSTGRES=1 (CI) fail instead."""
+    from logway.bench.postgres import postgres_problem
+
+    problem = postgres_problem(standby=standby)
+    if problem:
+        if os.environ.get("REQUIRE_POSTGRES") == "1":
+            pytest.fail(f"REQUIRE_POSTGRES=1 but {problem}")
+        pytest.skip(problem)
 
 
 @pytest.fixture

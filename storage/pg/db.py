@@ -48,15 +48,18 @@ def conninfo(dsn: str = "", **keys) -> str:
 
 
 def describe(info: str) -> str:
-    """Where a connection string leads, for messages: `host:port/dbname` as far as it says (never a password)."""
+    """Where a connection string leads, for messages: `host:port/dbname` as far as it says (never a password); a
+    list of servers (libpq's `host=a,b port=1,2`, e.g. a primary and its standby) as `a:1,b:2`."""
     try:
         keys = libpq.conninfo_to_dict(info)
     except psycopg.ProgrammingError:
         keys = {}
-    host = keys.get("host") or os.environ.get("PGHOST") or "localhost"
-    port = keys.get("port") or os.environ.get("PGPORT") or "5432"
+    hosts = (keys.get("host") or os.environ.get("PGHOST") or "localhost").split(",")
+    ports = (keys.get("port") or os.environ.get("PGPORT") or "5432").split(",")
+    if len(ports) == 1:  # (one port: every host's)
+        ports *= len(hosts)
     dbname = keys.get("dbname") or os.environ.get("PGDATABASE") or keys.get("user") or "(the user's)"
-    return f"postgresql://{host}:{port}/{dbname}"
+    return f"postgresql://{','.join(f'{h}:{p}' for h, p in zip(hosts, ports))}/{dbname}"
 
 
 def io_error(where: str, what: str, exc: BaseException) -> StorageIOError:

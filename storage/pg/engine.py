@@ -243,7 +243,7 @@ class PgEngine(Engine):
                 self._pids[(name, number)] = pid
                 if pid in states:
                     logs.append(PgPartitionLog(self, pid, name, number, fmt, config, log_start=log_start,
-                                               **states[pid]))
+                                               epoch=self._epoch(name, number), **states[pid]))
                 else:
                     logs.append(self._foreign(name, number))
             if len(logs) != count:
@@ -278,6 +278,10 @@ class PgEngine(Engine):
         """Whether this engine writes the partition: always alone; in cluster mode, when it holds its slot."""
         return self.leases is None or (topic is not None and self.leases.slot_of(topic, partition)
                                        in self.leases.epochs)
+
+    def _epoch(self, topic: str, partition: int) -> int | None:
+        """The epoch of the partition's slot as this member holds it now (None: alone, or not held)."""
+        return None if self.leases is None else self.leases.epochs.get(self.leases.slot_of(topic, partition))
 
     def _foreign(self, topic: str, partition: int) -> ForeignPartition:
         return ForeignPartition(topic, partition, self._holders.get(self.leases.slot_of(topic, partition), -1))
@@ -349,8 +353,8 @@ class PgEngine(Engine):
         logs = []
         for number, pid in enumerate(ids, first):
             self._pids[(name, number)] = pid
-            logs.append(PgPartitionLog(self, pid, name, number, fmt, config) if self._leads(name, number)
-                        else self._foreign(name, number))
+            logs.append(PgPartitionLog(self, pid, name, number, fmt, config, epoch=self._epoch(name, number))
+                        if self._leads(name, number) else self._foreign(name, number))
         return logs
 
     @staticmethod
@@ -532,7 +536,8 @@ class PgEngine(Engine):
                         if isinstance(entry, PgPartitionLog):
                             entry.lose(self._lost(topic.name, p))
                         entries[p] = PgPartitionLog(self, pid, topic.name, p, self.formats[topic.config.format],
-                                                    topic.config, log_start=log_starts.get(pid, 0), **states[pid])
+                                                    topic.config, log_start=log_starts.get(pid, 0),
+                                                    epoch=self._epoch(topic.name, p), **states[pid])
                     else:
                         if isinstance(entry, PgPartitionLog):
                             entry.lose(self._lost(topic.name, p))
@@ -557,8 +562,9 @@ class PgEngine(Engine):
     def _fence_coordinator(self, conn: psycopg.Connection) -> None:
         """(cluster mode, in a transaction writing a coordinator's state) PartitionNotOwned unless this member holds
         slot 0 at its epoch."""
+        epoch = self.leases.epochs.get(0)
         with conn.cursor() as cur:
-            if 0 not in self.leases.fence(cur, [0]):
+            if epoch is None or (0, epoch) not in self.leases.fence(cur, [(0, epoch)]):
                 raise self._lost_coordinator()
 
     @staticmethod
@@ -577,9 +583,13 @@ class PgEngine(Engine):
             for work in fenced:
                 work.fenced()
 
-    def _slot_of_work(self, work) -> int:
+    def _claim_of(self, work) -> tuple[int, int | None]:
+        """(slot, epoch) a work is fenced by: a partition's, the epoch its log was opened under; the coordinator
+        stores', slot 0 as held now."""
         plog = getattr(work, "plog", None)
-        return 0 if plog is None else self.leases.slot_of(plog.topic, plog.partition)
+        if plog is None:
+            return 0, self.leases.epochs.get(0)
+        return self.leases.slot_of(plog.topic, plog.partition), plog.epoch
 
     def _sync_many(self, targets: Iterable) -> None:
         with self._writer_lock:
@@ -640,13 +650,13 @@ class PgEngine(Engine):
 
     def _write(self, conn: psycopg.Connection, seq: int, works: list) -> None:
         with conn.transaction(), conn.cursor() as cur:
-            live = [w for w in works if w.live]  # (not a deleted topic's)
             if self.leases is not None:  # only what this member still holds (see logway.storage.pg.leases)
-                slots = {id(w): self._slot_of_work(w) for w in live}
-                held = self.leases.fence(cur, slots.values())
-                self._fenced = [w for w in live if slots[id(w)] not in held]
+                claims = {id(w): self._claim_of(w) for w in works if not w.lost}
+                held = self.leases.fence(cur, claims.values())
+                self._fenced = [w for w in works if w.lost or (w.live and claims[id(w)] not in held)]
                 if self._fenced:
-                    live = [w for w in live if slots[id(w)] in held]
+                    works = [w for w in works if not any(w is f for f in self._fenced)]
+            live = [w for w in works if w.live]  # (not a deleted topic's)
             rows = [(w.plog.partition_id, row) for w in live for row in w.rows]
             if rows:
                 with cur.copy(_COPY) as copy:

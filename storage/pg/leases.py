@@ -15,10 +15,11 @@ is the gateway's).
   (after committing what it had pending of them), so a new member gets its share from the others within a tick or
   two, and a dead one's slots are taken once its lease passed.
 - **Fencing.** Every commit (`PgEngine._write`) first touches the rows of the slots it writes, checking this member
-  still holds them at the epoch it claimed them with (`fence`): a member that lost a slot — its lease passed while
-  it was cut off, and another took the slot — cannot commit a row of its partitions any more; the row lock makes a
-  claim wait for a commit under way, so the new holder reads the partition's end only after the old holder's last
-  commit.
+  still holds them at the epoch it claimed them with (`fence`) — for a partition's rows, the epoch its log was
+  opened under: a member that lost a slot — its lease passed while it was cut off, and another took the slot —
+  cannot commit a row of its partitions any more, not even after taking the slot back (a new epoch, a new log);
+  the row lock makes a claim wait for a commit under way, so the new holder reads the partition's end only after
+  the old holder's last commit.
 """
 
 from __future__ import annotations
@@ -162,13 +163,14 @@ class Leases:
         for slot in slots:
             self.epochs.pop(slot, None)
 
-    def fence(self, cur: psycopg.Cursor, slots: Iterable[int]) -> set[int]:
-        """Of `slots`, those this member still holds at the epoch it claimed them with, their rows locked until the
-        caller's transaction ends (see the module docstring)."""
-        mine = sorted(s for s in set(slots) if s in self.epochs)
+    def fence(self, cur: psycopg.Cursor, claims: Iterable[tuple[int, int]]) -> set[tuple[int, int]]:
+        """Of `claims` — (slot, the epoch a write was prepared under) —, those this member still holds at that epoch,
+        their rows locked until the caller's transaction ends (see the module docstring); an epoch None is not
+        held."""
+        mine = sorted({(slot, epoch) for slot, epoch in claims if epoch is not None})
         if not mine:
             return set()
         cur.execute("UPDATE slots s SET epoch = s.epoch FROM unnest(%s::int4[], %s::int8[]) AS f(slot, epoch) "
-                    "WHERE s.slot = f.slot AND s.epoch = f.epoch AND s.holder = %s RETURNING s.slot",
-                    (mine, [self.epochs[s] for s in mine], self.writer_id))
-        return {row[0] for row in cur.fetchall()}
+                    "WHERE s.slot = f.slot AND s.epoch = f.epoch AND s.holder = %s RETURNING s.slot, s.epoch",
+                    ([s for s, _ in mine], [e for _, e in mine], self.writer_id))
+        return {(slot, epoch) for slot, epoch in cur.fetchall()}

@@ -110,6 +110,7 @@ class _OffsetsWork:
     __slots__ = ("store", "dirty")
     rows = ()
     live = True
+    lost = False
 
     def __init__(self, store: PgOffsetStore, dirty: dict) -> None:
         self.store, self.dirty = store, dirty

@@ -95,15 +95,18 @@ class PgPartitionLog:
 
     def __init__(self, engine: "PgEngine", partition_id: int, topic: str, partition: int, fmt: BatchFormat,
                  config: TopicConfig, *, log_start: int = 0, first: tuple[int, int] | None = None,
-                 last: tuple[int, int, int] | None = None, rows: int = 0, max_ts: int = -1, txns=()) -> None:
+                 last: tuple[int, int, int] | None = None, rows: int = 0, max_ts: int = -1, txns=(),
+                 epoch: int | None = None) -> None:
         """The partition as the database holds it: `first` = (base offset, position) of its first row, `last` =
         (end offset, position, size) of its last (None: no rows), `rows` how many, `max_ts` their largest timestamp,
-        `txns` its rows of the `txns` table."""
+        `txns` its rows of the `txns` table; `epoch` (cluster mode) that of its slot when this member opened it,
+        which fences its commits (logway.storage.pg.leases)."""
         self._engine = engine
         self._cache = engine.cache
         self.partition_id = partition_id
         self.topic = topic
         self.partition = partition
+        self.epoch = epoch
         self.fmt = fmt
         self.config = config
         self.explicit_offsets = bool(getattr(fmt, "explicit_offsets", False))
@@ -555,6 +558,11 @@ class _PartitionWork:
     @property
     def live(self) -> bool:
         return not self.plog._retired
+
+    @property
+    def lost(self) -> bool:
+        """(Cluster mode) its log was let go of since this was taken: never written, nor taken for committed."""
+        return self.plog._lost is not None
 
     def write(self, cur) -> None:
         pid = self.plog.partition_id

@@ -55,6 +55,10 @@ def test_start_up_errors_say_what_is_wrong(pg_server, pg_database):
         open_pg(f"host=127.0.0.1 port={free_port()} user=postgres dbname=x")
     with pytest.raises(DatabaseUnreachable, match="does not exist"):
         open_pg(pg_server.dsn("no_such_database"))
+    first, second = free_port(), free_port()  # (a list of servers, as for a primary and its standby: each named)
+    with pytest.raises(DatabaseUnreachable, match=f"127.0.0.1:{first},localhost:{second}/x is unreachable"):
+        open_pg(f"host=127.0.0.1,localhost port={first},{second} user=postgres dbname=x "
+                f"target_session_attrs=read-write")
     with pytest.raises(DatabaseAuthFailed, match="refused the login.*password authentication failed"):
         open_pg(pg_server.dsn("postgres", password="wrong"))
 

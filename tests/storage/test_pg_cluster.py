@@ -6,6 +6,9 @@ refusing each other, and a version-1 schema migrated."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 import psycopg
 import pytest
 
@@ -145,6 +148,66 @@ def test_a_member_whose_slot_was_taken_commits_nothing_more_of_it(pg_database, e
     b.tick()
     a.tick()
     assert held(a) + held(b) == SLOTS and held(a) == SLOTS // 2
+
+
+def test_a_commit_tried_again_after_its_partition_was_lost_neither_writes_nor_acknowledges_it(pg_database,
+                                                                                                 engines):
+    # a's commit loses its connection (a failover), and before a can reconnect its lease passes, b takes its slots
+    # and a's tick lets go of the partition: the commit, tried again, writes nothing of the partition and its
+    # writers are told so (not told their records are committed).
+    a = member(pg_database)
+    engines.append(a)
+    a.tick()
+    b = member(pg_database)
+    engines.append(b)
+    a.create_topic("t", 1)
+    plog = a.topic("t").partitions[0]
+    plog.append(batch([b"one"]))
+    a.sync()
+    with psycopg.connect(pg_database, autocommit=True) as blocker:
+        # a's writer session ends, and a cannot take its writer lock again until the blocker lets it
+        blocker.execute("SELECT pg_terminate_backend(%s, 5000)", (a._writer_pid,))
+        blocker.execute("SELECT pg_advisory_lock(%s, %s)", a._owner_lock)
+        since = plog.cuts
+        plog.append(batch([b"in doubt"]))
+        committing = threading.Thread(target=a.sync)
+        committing.start()
+        deadline = time.monotonic() + 20
+        while a._writer is not None:  # (the commit found its connection lost: it is reconnecting)
+            assert time.monotonic() < deadline, "the commit did not lose its connection"
+            time.sleep(0.01)
+        expire(pg_database, a)
+        b.tick()
+        a.tick()
+        assert isinstance(a.topic("t").partitions[0], ForeignPartition)
+        blocker.execute("SELECT pg_advisory_unlock(%s, %s)", a._owner_lock)
+        committing.join(30)
+    assert not committing.is_alive()
+    assert plog.cuts != since and isinstance(plog.cut_error, PartitionNotOwned)
+    b.refresh()
+    assert values(b.topic("t").partitions[0]) == [b"one"]
+
+
+def test_a_partitions_rows_are_fenced_by_the_epoch_its_log_was_opened_under(pg_database, engines):
+    # Rows a log numbered under one epoch of its slot are never written under a later one: a member that lost the
+    # slot and took it back (a new epoch; another member may have written the partition meanwhile) cannot commit
+    # them, even when a commit took them before its tick let go of the log.
+    a = member(pg_database)
+    engines.append(a)
+    a.tick()
+    a.create_topic("t", 1)
+    plog = a.topic("t").partitions[0]
+    plog.append(batch([b"one"]))
+    a.sync()
+    plog.append(batch([b"stale"]))
+    work = plog._take()  # (a commit under way took it)
+    slot = slot_of("t", 0)
+    rows(pg_database, "UPDATE logway.slots SET epoch = epoch + 2 WHERE slot = %s RETURNING 1", slot)
+    a.leases.epochs[slot] += 2  # (lost and taken back, the log not let go of yet)
+    with a._writer_lock:
+        a._commit([work])
+    assert a._fenced == [work]
+    assert rows(pg_database, "SELECT count(*) FROM logway.batches")[0][0] == 1
 
 
 def test_the_coordinators_stores_are_written_by_the_holder_of_slot_0_only(pg_database, engines):

@@ -53,11 +53,12 @@ async def offset_commit(broker: "BrokerState", body, version, conn):
     if wrote:
         try:
             await steps.sync_offsets()
-        except OSError:  # not durable: none of this request's commits is acknowledged
+        except FAILURES as exc:  # not durable, or (cluster) another gateway coordinates now: none is acknowledged
+            code = E.NOT_COORDINATOR if kind_of(exc) is ErrorKind.NOT_HERE else E.COORDINATOR_NOT_AVAILABLE
             for t in topics:
                 for p in t.partitions:
                     if p.error_code == E.NONE:
-                        p.error_code = E.COORDINATOR_NOT_AVAILABLE
+                        p.error_code = code
     return O.OffsetCommitResponse(throttle_time_ms=0, topics=topics)
 
 

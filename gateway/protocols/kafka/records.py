@@ -143,7 +143,8 @@ async def _produce_partition(broker: "BrokerState", topic: str, partition: int, 
     if durable:
         try:
             await steps.make_durable(plog, cuts)
-        except OSError as exc:  # not durable: nothing acknowledged (a retry must not pass for a duplicate of it)
+        except FAILURES as exc:  # not durable (or, cluster: the partition moved): nothing acknowledged (a retry
+            # must not pass for a duplicate of it)
             if state is not None:
                 broker.producers.forget_partition(plog)
             return _refused(answer, plog, exc, steps)
@@ -205,13 +206,13 @@ async def _fetch_once(broker: "BrokerState", body, version, max_bytes, as_, comm
                                  last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
                                  preferred_read_replica=-1, records=b"")
             parts.append(pd)
-            try:
+            try:  # (cluster: a partition may move to another gateway while a long-poll waits: NOT_LEADER)
                 plog = steps.partition(t.topic, p.partition)
+                pd.log_start_offset, pd.last_stable_offset, pd.high_watermark = steps.marks(plog)
             except FAILURES as exc:
                 pd.error_code = unknown_id_code(F.API_KEY, version, t.topic, error_code(exc))
                 errors = True
                 continue
-            pd.log_start_offset, pd.last_stable_offset, pd.high_watermark = steps.marks(plog)
             if not committed:
                 isolation = Isolation.UNCOMMITTED
             else:  # the stored bytes with the aborted list, or (transcoded) aborted records dropped here
