@@ -20,7 +20,7 @@ from logway.bench.postgres import PASSWORD, USER
 from logway.clients.errors import ClientError
 from logway.clients.native import NativeClient
 
-from .test_pg_cluster import leaders
+from ..pg_cluster import leaders
 from .test_postgres import bootstrap
 
 pytestmark = pytest.mark.slow
@@ -188,7 +188,7 @@ def test_failover_to_a_promoted_synchronous_standby_under_mixed_load(tmp_path, p
     try:
         admin = AdminClient({"bootstrap.servers": bootstrap(a)})
         admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(15)
-        leaders(b, TOPIC, until=lambda brokers, found: len(brokers) == 2 and set(found) == brokers)
+        leaders(b, TOPIC, PARTITIONS, until=lambda brokers, found: len(brokers) == 2 and set(found) == brokers)
         try:
             for t in threads:
                 t.start()
@@ -208,7 +208,7 @@ def test_failover_to_a_promoted_synchronous_standby_under_mixed_load(tmp_path, p
                       lambda: all(load.kinds[k] >= at_kill[k] + 1000 for k in at_kill), 60)
             load.wait("a group commit after the promotion", lambda: len(load.commits) > commits_at_promotion, 30)
             resumed_s = time.monotonic() - promoted_at
-            leaders(a, TOPIC, until=lambda brokers, found: len(brokers) == 2 and set(found) == brokers)
+            leaders(a, TOPIC, PARTITIONS, until=lambda brokers, found: len(brokers) == 2 and set(found) == brokers)
         finally:
             load.stop.set()
             for t in threads:

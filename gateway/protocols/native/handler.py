@@ -103,8 +103,9 @@ class NativeHandler:
         another worker's partition is then answered with the error naming that worker; `look_up(names)` reads the
         topics of the (topic, partition) pairs another worker may have just created or grown, before a request
         naming one is answered; `offsets_owner()`, the member that holds the committed offsets when it is not
-        this one, else None (their requests are relayed to it whole; a cluster's coordinator can move). `security_admin`: the gateway's `security.SecurityAdmin`
-        (the ACL, user and quota requests; None: they are unsupported)."""
+        this one, else None (their requests are relayed to it whole; a cluster's coordinator can move).
+        `security_admin`: the gateway's `security.SecurityAdmin` (the ACL, user and quota requests; None: they are
+        unsupported)."""
         self.steps = steps
         self.forward = forward
         self.offsets_owner = offsets_owner

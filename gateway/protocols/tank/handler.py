@@ -191,9 +191,10 @@ class TankHandler:
         for plog, cuts in touched.values():
             try:
                 await self.steps.make_durable(plog, cuts)
-            except OSError as exc:
-                log.error("produce to %s-%d failed: %s", plog.topic, plog.partition,
-                          running_out_line(exc, self.topics.data_dir))
+            except FAILURES as exc:  # not durable, or (a cluster) the partition moved to another gateway meanwhile
+                if isinstance(exc, OSError):
+                    log.error("produce to %s-%d failed: %s", plog.topic, plog.partition,
+                              running_out_line(exc, self.topics.data_dir))
                 results = [r if (r.topic, r.partition) != (plog.topic, plog.partition)
                            else ProduceResult(r.topic, r.partition, ProduceError.SYSTEM_ERROR) for r in results]
         return ProduceResponse(req.request_id, results)
