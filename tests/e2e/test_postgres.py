@@ -314,6 +314,14 @@ def test_start_up_errors_are_one_line_each(tmp_path, pg_server, pg_database):
     try:
         one_line(serve(tmp_path / "other", *pg_settings(pg_server, name)), "in use by another logway gateway",
                  f"pid {gw.pid}")
+        one_line(serve(tmp_path / "other", *pg_settings(pg_server, name, cluster="true")),  # (a cluster's member)
+                 "in use by a logway gateway that is not in cluster mode", f"pid {gw.pid}")
+    finally:
+        gw.stop()
+    gw = start(tmp_path, pg_server, pg_database, "storage.postgres.cluster=true")
+    try:  # a gateway alone pointed at a cluster's database
+        one_line(serve(tmp_path / "other", *pg_settings(pg_server, name)), "in use by a cluster of logway gateways",
+                 "set storage.postgres.cluster to join them")
     finally:
         gw.stop()
     with psycopg.connect(pg_database, autocommit=True) as conn:
