@@ -1,10 +1,14 @@
-"""A failover of PostgreSQL under two cluster gateways: the primary has a synchronous standby (logway.bench.postgres
-`add_standby`, made with pg_basebackup), the gateways name both servers in one libpq connection string
-(`target_session_attrs=read-write`: whichever takes writes), and under mixed load — an idempotent confluent-kafka
-producer spread over both gateways, native producers each on a partition its gateway leads, a consumer group
-committing offsets — the primary is killed (kill -9) and, once the gateways' leases have lapsed, the standby is
-promoted (`pg_ctl promote`). The gateways carry on through it: acknowledgements resume, no acknowledged record is
-lost, none is stored twice, every partition's offsets stay contiguous and the group's committed offsets are kept."""
+"""Two cluster gateways over PostgreSQL under mixed load, and what can fail under them: the primary has a synchronous
+standby (logway.bench.postgres `add_standby`, made with pg_basebackup), the gateways name both servers in one libpq
+connection string (`target_session_attrs=read-write`: whichever takes writes), and under an idempotent
+confluent-kafka producer spread over both gateways, native producers each on a partition its gateway leads and a
+consumer group committing offsets, one of these happens:
+- the primary is killed (kill -9) and, once the gateways' leases have lapsed, the standby is promoted
+  (`pg_ctl promote`);
+- the primary is killed and started again after as long;
+- a gateway is killed (kill -9): the group's coordinator and half the leaders.
+The rest carries on through it: acknowledgements resume, no acknowledged record is lost, none is stored twice,
+every partition's offsets stay contiguous and the group's committed offsets are kept."""
 
 from __future__ import annotations
 
@@ -175,7 +179,8 @@ def stored_records(gw) -> dict[tuple[int, int], bytes]:
     return stored
 
 
-def test_failover_to_a_promoted_synchronous_standby_under_mixed_load(tmp_path, pg_primary_and_standby):
+@pytest.mark.parametrize("event", ["promote the standby", "restart the primary", "kill a gateway"])
+def test_under_mixed_load_nothing_acknowledged_is_lost_when_we(tmp_path, pg_primary_and_standby, event):
     primary, standby = pg_primary_and_standby
     database = primary.create_database()
     a = member(tmp_path, "a", primary, standby, database)
@@ -194,21 +199,23 @@ def test_failover_to_a_promoted_synchronous_standby_under_mixed_load(tmp_path, p
                 t.start()
             load.wait("acknowledgements of both kinds and a group commit before the kill",
                       lambda: min(load.kinds.values()) >= 1000 and load.commits, 60)
-            primary.kill()
+            (a if event == "kill a gateway" else primary).kill()
             with load.lock:
                 at_kill = dict(load.kinds)
                 committed_before = {p: o for c in load.commits for p, o in c.items()}
-            time.sleep(2 * LEASE_MS / 1000)  # (no primary for longer than a lease: the time passing is the point)
-            standby.promote()
-            promoted_at = time.monotonic()
+            if event != "kill a gateway":
+                time.sleep(2 * LEASE_MS / 1000)  # (no primary for longer than a lease: the time passing is the point)
+                standby.promote() if event == "promote the standby" else primary.start()
+            back_at = time.monotonic()
             with load.lock:
-                commits_at_promotion = len(load.commits)
-            # both kinds of producers and the group go on through the new primary, within a bounded time
-            load.wait("acknowledgements of both kinds after the promotion",
+                commits_then = len(load.commits)
+            # both kinds of producers and the group go on, within a bounded time
+            load.wait(f"acknowledgements of both kinds after we {event}",
                       lambda: all(load.kinds[k] >= at_kill[k] + 1000 for k in at_kill), 60)
-            load.wait("a group commit after the promotion", lambda: len(load.commits) > commits_at_promotion, 30)
-            resumed_s = time.monotonic() - promoted_at
-            leaders(a, TOPIC, PARTITIONS, until=lambda brokers, found: len(brokers) == 2 and set(found) == brokers)
+            load.wait(f"a group commit after we {event}", lambda: len(load.commits) > commits_then, 30)
+            resumed_s = time.monotonic() - back_at
+            live = {1} if event == "kill a gateway" else {0, 1}
+            leaders(b, TOPIC, PARTITIONS, until=lambda brokers, found: brokers == live and set(found) == brokers)
         finally:
             load.stop.set()
             for t in threads:
@@ -224,13 +231,13 @@ def test_failover_to_a_promoted_synchronous_standby_under_mixed_load(tmp_path, p
         assert len(values) == len(set(values)), "a record was stored twice"
         # the group's offsets: its last acknowledged commit, at or past what it had committed before the kill
         last = {p: o for c in load.commits for p, o in c.items()}
-        again = Consumer({"bootstrap.servers": bootstrap(a), "group.id": "g", "enable.auto.commit": False})
+        again = Consumer({"bootstrap.servers": bootstrap(b), "group.id": "g", "enable.auto.commit": False})
         kept = {tp.partition: tp.offset for tp in again.committed(
             [TopicPartition(TOPIC, p) for p in range(PARTITIONS)], timeout=15) if tp.offset >= 0}
         again.close()
         assert kept == last
         assert all(kept[p] >= o for p, o in committed_before.items())
-        print(f"acknowledgements resumed {resumed_s:.1f} s after the promotion; {load.kinds}")
+        print(f"acknowledgements resumed {resumed_s:.1f} s after we {event}; {load.kinds}")
     finally:
         a.stop()
         b.stop()

@@ -26,7 +26,7 @@ from logway.codecs.kafka.records import BATCH_HEADER_SIZE, iter_batches, parse_h
 
 from ...errors import FAILURES, running_out_line
 from ...formats import KAFKA, MESSAGE_SET_V0, MESSAGE_SET_V1
-from ...steps import Isolation, Partition
+from ...steps import ForeignPartition, Isolation, Partition
 from ...transactions import PeerUnavailable, TxnError
 from .errors import PRODUCE_ERRORS, error_code
 from .producers import BatchSeq
@@ -85,6 +85,8 @@ async def _produce_partition(broker: "BrokerState", topic: str, partition: int, 
         plog = steps.partition(topic, partition)
     except FAILURES as exc:
         return answer(error_code(exc))
+    if type(plog) is ForeignPartition:  # (a cluster: the partition moved to another member after routing)
+        return answer(E.NOT_LEADER_OR_FOLLOWER)
     if not records:
         return answer(E.CORRUPT_MESSAGE, message="empty record set")
     data = bytes(records) if not isinstance(records, bytes) else records
