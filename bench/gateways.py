@@ -17,14 +17,32 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import contextmanager
 
 from .launcher import GatewayProcess
 
-__all__ = ["Database", "Gateways", "metadata"]
+__all__ = ["Database", "Gateways", "metadata", "postgres_server"]
 
 #: How long the gateways of a run may take to agree on who leads what (a member's first share of the slots comes
 #: within a tick or two of its lease, a third of `storage.postgres.lease_ms` each).
 SETTLE_SECONDS = 30.0
+
+
+@contextmanager
+def postgres_server(needed: bool):
+    """A throwaway PostgreSQL server of its own (`PostgresServer`), started, when `needed` — destroyed after;
+    else None."""
+    if not needed:
+        yield None
+        return
+    from .postgres import PostgresServer
+
+    server = PostgresServer()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.destroy()
 
 
 class Database:
@@ -62,7 +80,8 @@ class Gateways:
     more in cluster mode (`storage.postgres.cluster`, `lease_ms` when given). Started one after the other, so the
     first is member 0 (the coordinator and controller: it holds slot 0)."""
 
-    def __init__(self, root: str, count: int, *settings: str, lease_ms: int | None = None) -> None:
+    def __init__(self, root: str, count: int, *settings: str, lease_ms: int | None = None, stderr=None) -> None:
+        """`stderr`: where the gateways' logs go (a file; None: this process's stderr)."""
         cluster = ()
         if count > 1:
             cluster = ("storage.postgres.cluster=true",
@@ -71,7 +90,8 @@ class Gateways:
         self._admins: dict[int, object] = {}  # AdminClient by member index, made when first asked through
         try:
             for i in range(count):
-                self.members.append(GatewayProcess(os.path.join(root, f"gateway-{i}"), *settings, *cluster))
+                self.members.append(GatewayProcess(os.path.join(root, f"gateway-{i}"), *settings, *cluster,
+                                                   stderr=stderr))
         except BaseException:
             self.stop()
             raise
@@ -122,14 +142,28 @@ class Gateways:
                                            "log.connection.close": False})
         return self._admins[i]
 
-    def stop(self) -> None:
+    def routes(self, topic: str, partitions: int) -> dict[int, tuple[str, int]]:
+        """Each partition of `topic`'s leader's Kafka address, once settled — where a Kafka client sends its
+        requests."""
+        leaders = self.settle(topic, partitions)
+        brokers, _ = metadata(self.admin(0))
+        return {p: _host_port(brokers[node]) for p, node in enumerate(leaders)}
+
+    def stop(self) -> int:
+        """Stop every gateway (SIGTERM, a graceful shutdown); the first non-zero exit status, else 0 (one killed
+        earlier does not count)."""
         self._admins.clear()  # (destroyed before the gateways stop: no reconnect attempts logged)
-        for gw in self.members:
-            gw.stop()
+        statuses = [gw.stop() for gw in self.members if gw.proc.poll() is None]
+        return next((status for status in statuses if status), 0)
 
 
 def kafka_address(gw: GatewayProcess) -> str:
     return "%s:%d" % gw.addresses["kafka"]
+
+
+def _host_port(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host, int(port)
 
 
 def metadata(admin, topic: str | None = None, partitions: int = 0,

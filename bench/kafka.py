@@ -413,7 +413,7 @@ def bench_throughput(records: int = 1_000_000, record_bytes: int = 100, partitio
                         start = time.perf_counter()
                         share.run(timeout)
                         seconds = time.perf_counter() - start
-                    share = None  # librdkafka's handle destroyed: no reconnect attempts once the gateway stops
+                    share.close()
                     client = None
                 else:
                     phase, seconds, client = _produce_in_processes(pids, admins, conf, topic, partitions,
@@ -529,6 +529,11 @@ class _ProducerShare:
         if self.errors:
             raise RuntimeError(f"kafka-throughput: {len(self.errors)} produce errors, the first: {self.errors[0]}")
 
+    def close(self) -> None:
+        """Destroy librdkafka's handle now: its callbacks refer to this share, a cycle the collector frees only
+        some time later — meanwhile the handle would go on reconnecting to a stopped gateway."""
+        self.producer = None
+
 
 def _produce_when_room(producer, topic: str, payload: bytes, partition: int) -> None:
     while True:
@@ -605,7 +610,7 @@ def _producer_child(conf: dict, topic: str, partitions: int, record_bytes: int, 
     except BaseException as exc:
         problem = repr(exc)
     t1, c1, th1 = time.perf_counter(), time.process_time(), time.thread_time()
-    share = None
+    share.close()
     results.put((t0, t1, c1 - c0, problem, th1 - th0))
 
 
