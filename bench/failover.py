@@ -12,9 +12,11 @@ killed with SIGKILL; the clock starts then. Measured from the kill:
 - **leaders**: until the survivor's Kafka metadata (a Metadata request every `POLL_SECONDS`) shows a live leader
   for every partition — the survivor, the only live member — which the lease bounds: the dead member's slots are
   taken once its lease passed (`storage.postgres.lease_ms`; the survivor ticks every third of it);
-- **acks**: until the first acknowledgement of a record on a partition the dead gateway led (the producer going on
-  there), and until every such partition has had one — what the client sees: the lease, plus librdkafka's time to
-  notice the dead connection, ask for metadata again and send its retries to the new leader.
+- **acks**: until the first acknowledgement of a record produced after the kill (its CreateTime, set by produce(),
+  later than the kill) on a partition the dead gateway led — the producer going on there — and until every such
+  partition has had one: what the client sees, the lease plus librdkafka's time to notice the dead connection, ask
+  for metadata again and send its retries to the new leader. (Answers the dead gateway sent just before the kill
+  may be delivered after it; records produced before the kill do not count, so they do not pass for a recovery.)
 
 The load goes on for `--after` seconds more, then the producer flushes. Every record must have been acknowledged,
 no error reported, and the partitions' high-water marks must sum to the records produced (no loss, no duplicate);
@@ -33,7 +35,7 @@ import tempfile
 import threading
 import time
 
-from .gateways import Database, Gateways, metadata
+from .gateways import Database, Gateways, metadata, postgres_server
 from .registry import Benchmark
 
 __all__ = ["BENCHMARKS", "bench_failover"]
@@ -55,6 +57,9 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--after", type=float, default=2.0,
                         help="seconds of load after every partition is acknowledged again")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds the failover may take at most")
+    parser.add_argument("--producer-set", action="append", default=[], metavar="KEY=VALUE",
+                        help="an extra librdkafka producer setting (repeatable), e.g. "
+                             "topic.metadata.refresh.interval.ms=500")
     parser.add_argument("--runs", type=int, default=1, help="repeat on fresh gateways and report each run")
     parser.add_argument("--dsn", default="",
                         help="a database to use (a fresh schema per run, dropped after); empty: a throwaway "
@@ -63,12 +68,14 @@ def arguments(parser: argparse.ArgumentParser) -> None:
 
 def bench_failover(partitions: int = 8, rate: int = 20_000, record_bytes: int = 100, lease_ms: int = 3000,
                    warmup: float = 3.0, after: float = 2.0, timeout: float = 60.0,
-                   settings: tuple[str, ...] = ()) -> dict:
-    """One failover on gateways with `settings` (the database's). Returns {"leaders": seconds from the kill until
-    every partition had a live leader, "first_ack" / "all_acked": until the first acknowledgement of a record on a
-    partition the dead gateway led / until each of them had one, "led": those partitions, "records": produced and
-    acknowledged, "before": of them, acknowledged before the kill, "notices": the client's non-fatal errors (its
-    connections to the dead gateway refused)}. Raises on a lost, failed or duplicated record."""
+                   settings: tuple[str, ...] = (), producer_extra: dict | None = None) -> dict:
+    """One failover on gateways with `settings` (the database's), the producer's librdkafka settings updated with
+    `producer_extra`. Returns {"leaders": seconds from the kill until
+    every partition had a live leader, "first_ack" / "all_acked": until the first acknowledgement of a record
+    produced after the kill on a partition the dead gateway led / until each of them had one, "led": those
+    partitions, "records": produced and acknowledged, "before": of them, acknowledged before the kill, "notices":
+    the client's non-fatal errors (its connections to the dead gateway refused)}. Raises on a lost, failed or
+    duplicated record."""
     from confluent_kafka import Consumer, Producer, TopicPartition
     from confluent_kafka.admin import NewTopic
 
@@ -85,7 +92,9 @@ def bench_failover(partitions: int = 8, rate: int = 20_000, record_bytes: int = 
             dead_node, live = gws.node_id(0), gws.node_id(1)
             led = [p for p, node in enumerate(led_by) if node == dead_node]
 
-            acked: list[float] = [0.0] * partitions  # each partition's last acknowledgement (monotonic)
+            # each partition's first acknowledgement (monotonic) of a record produced after the kill (wall clock, ms)
+            resumed: list[float | None] = [None] * partitions
+            killed_ms = [float("inf")]
             counts = {"acked": 0, "produced": 0}
             errors: list = []  # failed deliveries, and fatal client errors
             notices: list = []  # the others librdkafka reports (the dead gateway's refused connections)
@@ -97,13 +106,15 @@ def bench_failover(partitions: int = 8, rate: int = 20_000, record_bytes: int = 
                 if err is not None:
                     errors.append(err)
                 else:
-                    acked[msg.partition()] = time.monotonic()
                     counts["acked"] += 1
+                    if resumed[msg.partition()] is None and msg.timestamp()[1] > killed_ms[0]:
+                        resumed[msg.partition()] = time.monotonic()
 
             producer = Producer({"bootstrap.servers": gws.bootstrap, "enable.idempotence": True, "acks": "all",
                                  "linger.ms": 5, "message.timeout.ms": int(timeout * 1000) + 30_000,
                                  "on_delivery": delivered, "error_cb": on_error, "log_level": 2,
-                                 "log.connection.close": False})  # (the dead gateway's connections: notices)
+                                 "log.connection.close": False,  # (the dead gateway's connections: notices)
+                                 **(producer_extra or {})})
             stop = threading.Event()
 
             def load() -> None:
@@ -123,7 +134,7 @@ def bench_failover(partitions: int = 8, rate: int = 20_000, record_bytes: int = 
                 before = counts["acked"]
                 if not before:
                     raise RuntimeError("kafka-failover: nothing acknowledged before the kill")
-                killed = time.monotonic()
+                killed, killed_ms[0] = time.monotonic(), time.time() * 1000
                 victim.kill()
                 leaders_at = None
                 while leaders_at is None:
@@ -135,13 +146,13 @@ def bench_failover(partitions: int = 8, rate: int = 20_000, record_bytes: int = 
                                            f"{found}")
                     else:
                         time.sleep(POLL_SECONDS)
-                while not all(acked[p] > killed for p in led):
+                while any(resumed[p] is None for p in led):
                     if time.monotonic() - killed > timeout:
-                        raise RuntimeError(f"kafka-failover: partitions {[p for p in led if acked[p] <= killed]} "
+                        raise RuntimeError(f"kafka-failover: partitions {[p for p in led if resumed[p] is None]} "
                                            f"not acknowledged again within {timeout:g} s")
                     time.sleep(TICK_SECONDS)
-                first_ack = min(acked[p] for p in led) - killed
-                all_acked = max(acked[p] for p in led) - killed
+                first_ack = min(resumed[p] for p in led) - killed
+                all_acked = max(resumed[p] for p in led) - killed
                 time.sleep(after)
             finally:
                 stop.set()
@@ -165,27 +176,25 @@ def bench_failover(partitions: int = 8, rate: int = 20_000, record_bytes: int = 
 
 
 def run(args: argparse.Namespace) -> int:
-    server = None
-    if not args.dsn:
-        from .postgres import PostgresServer
+    import textwrap
 
-        server = PostgresServer()
-        server.start()
-    print(f"kafka-failover: 2 gateways (storage.postgres.cluster, lease_ms={args.lease_ms}) over one PostgreSQL, "
-          f"{args.partitions} partitions; an idempotent librdkafka producer (acks=all) at {args.rate:,} records/s "
-          f"of {args.record_bytes} B; member 0 (the coordinator, half the leaders) killed with SIGKILL after "
-          f"{args.warmup:g} s")
-    try:
+    from .kafka import key_values
+
+    extra = key_values(args.producer_set)
+    print(textwrap.fill(
+        f"kafka-failover: 2 gateways (storage.postgres.cluster, lease_ms={args.lease_ms}) over one PostgreSQL, "
+        f"{args.partitions} partitions; an idempotent librdkafka producer (acks=all) at {args.rate:,} records/s of "
+        f"{args.record_bytes} B; member 0 (the coordinator, half the leaders) killed with SIGKILL after "
+        f"{args.warmup:g} s" + "".join(f"; producer {k}={v}" for k, v in extra.items()), 118,
+        subsequent_indent="    "))
+    with postgres_server(not args.dsn) as server:
         for run_no in range(args.runs):
             with Database("postgres", args.dsn, server, run_no) as (settings, _):
                 r = bench_failover(args.partitions, args.rate, args.record_bytes, args.lease_ms, args.warmup,
-                                   args.after, args.timeout, settings)
+                                   args.after, args.timeout, settings, extra)
             print(f"  run {run_no + 1}: every partition led again after {r['leaders']:.2f} s; acknowledgements on "
                   f"the dead gateway's {len(r['led'])} partitions resumed after {r['first_ack']:.2f} s (first) – "
                   f"{r['all_acked']:.2f} s (all); {r['records']:,} records acknowledged, none lost or duplicated")
-    finally:
-        if server is not None:
-            server.destroy()
     return 0
 
 

@@ -39,10 +39,10 @@ import os
 import tempfile
 import time
 
-from .gateways import Database
+from .gateways import Database, postgres_server
 from .registry import Benchmark
 
-__all__ = ["BENCHMARKS", "bench_produce", "bench_throughput", "bench_tail"]
+__all__ = ["BENCHMARKS", "bench_produce", "bench_throughput", "bench_tail", "key_values"]
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
@@ -181,7 +181,8 @@ def throughput_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--py-spy", default="py-spy", help="the py-spy executable, for --profile")
 
 
-def _settings(items: list[str]) -> dict[str, str]:
+def key_values(items: list[str]) -> dict[str, str]:
+    """`--producer-set`/`--consumer-set` items (KEY=VALUE) as a dict of librdkafka settings."""
     out = {}
     for item in items:
         key, sep, value = item.partition("=")
@@ -637,21 +638,15 @@ def run_throughput(args: argparse.Namespace) -> int:
     backends = ("local", "postgres") if args.backend == "both" else (args.backend,)
     counts = _gateway_counts(args.gateways, args.partitions, "postgres" in backends)
     rates: dict[int, list[dict]] = {}  # postgres runs by gateway count
-    server = None
-    try:
+    with postgres_server("postgres" in backends and not args.dsn) as server:
         for backend in backends:
-            if backend == "postgres" and not args.dsn and server is None:
-                from .postgres import PostgresServer
-
-                server = PostgresServer()
-                server.start()
             for gateways in (counts if backend == "postgres" else (1,)):
                 for run_no in range(args.runs):
                     with Database(backend, args.dsn, server, run_no) as (settings, db_cpu):
                         r = bench_throughput(args.records, args.record_bytes, args.partitions, args.flush,
                                              args.acks, args.linger_ms, args.batch_bytes, args.batch_messages,
                                              args.compression, args.fetch_backoff_ms, args.consume_batch,
-                                             _settings(args.producer_set), _settings(args.consumer_set),
+                                             key_values(args.producer_set), key_values(args.consumer_set),
                                              args.timeout, (args.py_spy, args.profile) if args.profile else None,
                                              args.producers, settings, db_cpu, gateways)
                     if run_no == 0:
@@ -659,9 +654,6 @@ def run_throughput(args: argparse.Namespace) -> int:
                     met_all &= _report(r, backend, run_no, gateways)
                     if backend == "postgres":
                         rates.setdefault(gateways, []).append(r)
-    finally:
-        if server is not None:
-            server.destroy()
     targets = "; ".join(f"{b}: produce ≥ {TARGETS[b]['produce']:,}, consume ≥ {TARGETS[b]['consume']:,}"
                         for b in backends)
     print(f"  targets ({targets} records/s{', one gateway' if len(counts) > 1 else ''}): "
@@ -718,11 +710,11 @@ def _header(args: argparse.Namespace, backend: str, gateways: int, r: dict) -> N
              f"records/s")
     pkeys = ("acks", "linger.ms", "batch.size", "batch.num.messages", "compression.type",
              "queue.buffering.max.messages", "queue.buffering.max.kbytes", "delivery.report.only.error")
-    extra = tuple(k for k in _settings(args.producer_set) if k not in pkeys)
+    extra = tuple(k for k in key_values(args.producer_set) if k not in pkeys)
     _wrapped("  producer: " + _show(r["producer"], pkeys + extra))
     ckeys = ("fetch.queue.backoff.ms", "fetch.max.bytes", "max.partition.fetch.bytes", "fetch.wait.max.ms",
              "queued.max.messages.kbytes", "enable.auto.commit")
-    extra = tuple(k for k in _settings(args.consumer_set) if k not in ckeys)
+    extra = tuple(k for k in key_values(args.consumer_set) if k not in ckeys)
     _wrapped("  consumer: " + _show(r["consumer"], ckeys + extra) +
              f", assign() from offset 0, consume({args.consume_batch:,})")
     _wrapped(f"  (fetch.queue.backoff.ms={args.fetch_backoff_ms}: librdkafka pauses fetching for that long "
