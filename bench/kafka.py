@@ -19,6 +19,11 @@
   requests it answered (its /metrics), and this process's CPU (librdkafka's threads included) and the calling
   thread's — with one Python producer, produce() itself (~1–1.5 µs a call) is the ceiling; `--producers N`
   spreads the records over N producer processes. `--profile DIR` samples the gateway with py-spy per phase.
+  `--backend both` runs local files, then the postgres backend, side by side; `--gateways 1,2` runs the postgres
+  backend with one gateway and with two in cluster mode over one database (`bench/gateways.py`: the clients are
+  given every gateway, librdkafka sends each partition's requests to its leader — use `--partitions` ≥ the
+  gateways so each leads some; CPU, memory and requests are summed over the gateways, and the report ends with
+  two gateways' rates relative to one's: issue 36's goal that two serve more).
 - `kafka-tail`: produce→consume latency through Kafka long-poll fetches: a consumer assigned at the log end
   (fetch.wait.max.ms 500, fetch.min.bytes 1) and a producer with linger.ms 0, acks=1; one message at a time,
   carrying its sequence number; each sample runs from the produce() call to the consumer holding the message,
