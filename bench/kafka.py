@@ -19,6 +19,11 @@
   requests it answered (its /metrics), and this process's CPU (librdkafka's threads included) and the calling
   thread's — with one Python producer, produce() itself (~1–1.5 µs a call) is the ceiling; `--producers N`
   spreads the records over N producer processes. `--profile DIR` samples the gateway with py-spy per phase.
+  `--backend both` runs local files, then the postgres backend, side by side; `--gateways 1,2` runs the postgres
+  backend with one gateway and with two in cluster mode over one database (`bench/gateways.py`: the clients are
+  given every gateway, librdkafka sends each partition's requests to its leader — use `--partitions` ≥ the
+  gateways so each leads some; CPU, memory and requests are summed over the gateways, and the report ends with
+  two gateways' rates relative to one's: issue 36's goal that two serve more).
 - `kafka-tail`: produce→consume latency through Kafka long-poll fetches: a consumer assigned at the log end
   (fetch.wait.max.ms 500, fetch.min.bytes 1) and a producer with linger.ms 0, acks=1; one message at a time,
   carrying its sequence number; each sample runs from the produce() call to the consumer holding the message,
@@ -39,9 +44,10 @@ import os
 import tempfile
 import time
 
+from .gateways import Database, postgres_server
 from .registry import Benchmark
 
-__all__ = ["BENCHMARKS", "bench_produce", "bench_throughput", "bench_tail"]
+__all__ = ["BENCHMARKS", "bench_produce", "bench_throughput", "bench_tail", "key_values"]
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
@@ -164,6 +170,10 @@ def throughput_arguments(parser: argparse.ArgumentParser) -> None:
                              "connection; 1: one producer in this process)")
     parser.add_argument("--backend", default="local", choices=("local", "postgres", "both"),
                         help="the gateway's storage.backend; both: local, then postgres, side by side")
+    parser.add_argument("--gateways", default="1",
+                        help="comma-separated gateway counts of the postgres runs, side by side: 1 is one gateway "
+                             "(storage.postgres.cluster off), 2 or more run in cluster mode over one database, each "
+                             "leading its share of the partitions (use --partitions ≥ the count), e.g. 1,2")
     parser.add_argument("--dsn", default="",
                         help="with the postgres backend, a database to use (a fresh schema per run, dropped after); "
                              "empty: a throwaway PostgreSQL server of its own (Debian's postgresql, initdb in a "
@@ -176,7 +186,8 @@ def throughput_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--py-spy", default="py-spy", help="the py-spy executable, for --profile")
 
 
-def _settings(items: list[str]) -> dict[str, str]:
+def key_values(items: list[str]) -> dict[str, str]:
+    """`--producer-set`/`--consumer-set` items (KEY=VALUE) as a dict of librdkafka settings."""
     out = {}
     for item in items:
         key, sep, value = item.partition("=")
@@ -227,61 +238,65 @@ def consumer_config(bootstrap: str, fetch_backoff_ms: int = 10, extra: dict | No
 
 
 class _Phase:
-    """The wall clock's companions over a phase: the CPU seconds of the gateway and of this process (librdkafka's
-    threads included), the Kafka requests the gateway answered and the bytes it moved (its admin listener's
-    metrics; empty when it has none), and the gateway's RSS at the end."""
+    """The wall clock's companions over a phase: the CPU seconds of the gateways and of this process (librdkafka's
+    threads included), the Kafka requests the gateways answered and the bytes they moved (their admin listeners'
+    metrics; empty without them), and the gateways' RSS at the end — each summed over the gateways."""
 
-    def __init__(self, pid: int, admin: tuple[str, int] | None = None, db_cpu=None) -> None:
+    def __init__(self, pids: list[int], admins: list[tuple[str, int]] = (), db_cpu=None) -> None:
         """`db_cpu`: a function giving the database server's CPU seconds so far (None: no database)."""
-        self.pid = pid
-        self.admin = admin
+        self.pids = pids
+        self.admins = admins
         self._db_cpu = db_cpu
         self.db_cpu = None
 
     def __enter__(self) -> "_Phase":
-        from .proc import proc_cpu_seconds
-
-        self.counters0 = _kafka_counters(self.admin)
+        self.counters0 = _kafka_counters(self.admins)
         self.db_cpu0 = self._db_cpu() if self._db_cpu is not None else None
-        self.gw_cpu0 = proc_cpu_seconds(self.pid)
+        self.gw_cpu0 = _cpu(self.pids)
         self.me_cpu0 = time.process_time()
         self.thread_cpu0 = time.thread_time()
         return self
 
     def __exit__(self, *exc) -> None:
-        from .proc import proc_cpu_seconds, proc_status_mib
+        from .proc import summed_mib
 
-        self.gw_cpu = proc_cpu_seconds(self.pid) - self.gw_cpu0
+        self.gw_cpu = _cpu(self.pids) - self.gw_cpu0
         if self._db_cpu is not None:
             self.db_cpu = self._db_cpu() - self.db_cpu0
         self.me_cpu = time.process_time() - self.me_cpu0
         self.thread_cpu = time.thread_time() - self.thread_cpu0
-        self.rss = proc_status_mib(self.pid, "VmRSS")
-        self.peak_rss = proc_status_mib(self.pid, "VmHWM")
-        after = _kafka_counters(self.admin)
+        self.rss = summed_mib(self.pids, "VmRSS")
+        self.peak_rss = summed_mib(self.pids, "VmHWM")
+        after = _kafka_counters(self.admins)
         self.counters = {k: v - self.counters0.get(k, 0) for k, v in after.items()}
 
 
-def _kafka_counters(admin: tuple[str, int] | None) -> dict[str, float]:
-    """The gateway's Kafka counters from its /metrics: requests per type ("Produce", "Fetch", …), "bytes_in",
-    "bytes_out"; {} without an admin listener or when it does not answer (within 5 s)."""
+def _cpu(pids: list[int]) -> float:
+    from .proc import proc_cpu_seconds
+
+    return sum(proc_cpu_seconds(pid) for pid in pids)
+
+
+def _kafka_counters(admins: list[tuple[str, int]]) -> dict[str, float]:
+    """The gateways' Kafka counters from their /metrics, summed: requests per type ("Produce", "Fetch", …),
+    "bytes_in", "bytes_out"; a gateway without an admin listener, or that does not answer (within 5 s), adds
+    nothing."""
     import re
     import urllib.request
 
-    if admin is None:
-        return {}
-    try:
-        with urllib.request.urlopen("http://%s:%d/metrics" % admin, timeout=5) as answer:
-            text = answer.read().decode()
-    except OSError:
-        return {}
-    out = {}
-    for m in re.finditer(r'^logway_requests_total\{protocol="kafka",request="(\w+)"\} (\S+)$', text, re.M):
-        out[m[1]] = float(m[2])
-    for name, key in (("bytes_received", "bytes_in"), ("bytes_sent", "bytes_out")):
-        m = re.search(rf'^logway_{name}_total\{{protocol="kafka"\}} (\S+)$', text, re.M)
-        if m:
-            out[key] = float(m[1])
+    out: dict[str, float] = {}
+    for admin in admins:
+        try:
+            with urllib.request.urlopen("http://%s:%d/metrics" % admin, timeout=5) as answer:
+                text = answer.read().decode()
+        except OSError:
+            continue
+        for m in re.finditer(r'^logway_requests_total\{protocol="kafka",request="(\w+)"\} (\S+)$', text, re.M):
+            out[m[1]] = out.get(m[1], 0.0) + float(m[2])
+        for name, key in (("bytes_received", "bytes_in"), ("bytes_sent", "bytes_out")):
+            m = re.search(rf'^logway_{name}_total\{{protocol="kafka"\}} (\S+)$', text, re.M)
+            if m:
+                out[key] = out.get(key, 0.0) + float(m[1])
     return out
 
 
@@ -364,7 +379,7 @@ def bench_throughput(records: int = 1_000_000, record_bytes: int = 100, partitio
                      consume_batch: int = 500, producer_extra: dict | None = None,
                      consumer_extra: dict | None = None, timeout: float = 120.0,
                      profile: tuple[str, str] | None = None, producers: int = 1,
-                     backend: tuple[str, ...] = (), db_cpu=None) -> dict:
+                     backend: tuple[str, ...] = (), db_cpu=None, gateways: int = 1) -> dict:
     """Produce then consume `records` records on a fresh gateway. Returns {"producer": conf, "consumer": conf,
     "produce": phase, "consume": phase}, each phase a dict: records, seconds, rate, mbps, gateway_cpu, client_cpu,
     client_thread_cpu (the producing/consuming threads'), rss, peak_rss (MiB), counters (the gateway's Kafka
@@ -372,37 +387,43 @@ def bench_throughput(records: int = 1_000_000, record_bytes: int = 100, partitio
     `profile` = (py-spy executable, directory): sample the gateway with py-spy during each phase. `producers` > 1:
     that many producer processes share the records, each with its own librdkafka producer and connection.
     `backend`: the gateway's storage settings beyond flush (`storage.backend=postgres`, …); `db_cpu`: a function
-    giving the database server's CPU seconds, reported per phase as db_cpu."""
+    giving the database server's CPU seconds, reported per phase as db_cpu. `gateways` > 1 (postgres only): that
+    many gateways in cluster mode over the database, the clients bootstrapped with all of them; the gateways' CPU,
+    memory and requests are summed; "leaders" in the result: how many partitions each gateway led."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
-    from .launcher import GatewayProcess
+    from .gateways import Gateways
 
+    if profile and gateways > 1:
+        raise SystemExit("logway bench kafka-throughput: --profile samples one gateway: use it with one")
     topic = "throughput"
     payload = os.urandom(record_bytes)
     result: dict = {}
     with tempfile.TemporaryDirectory(prefix="logway-bench-kafka-") as tmp:
-        gw = GatewayProcess(os.path.join(tmp, "data"), f"storage.flush={flush}", "log_level=WARNING", *backend)
+        gws = Gateways(tmp, gateways, f"storage.flush={flush}", "log_level=WARNING", *backend)
         try:
-            bootstrap = "%s:%d" % gw.addresses["kafka"]
+            bootstrap, pids, admins = gws.bootstrap, gws.pids, gws.admins
             _create_topic(bootstrap, topic, partitions)
-            result["rss_start"] = _rss(gw.pid)
+            if gateways > 1:
+                led = gws.settle(topic, partitions)
+                result["leaders"] = {node: led.count(node) for node in sorted(set(led))}
 
             # -- produce
             conf = producer_config(bootstrap, acks, linger_ms, batch_bytes, batch_messages, compression,
                                    -(-records // producers), producer_extra)
             result["producer"] = dict(conf)
-            with _Spy(gw.pid, "produce", profile) as spy:
+            with _Spy(pids[0], "produce", profile) as spy:
                 if producers == 1:
                     share = _ProducerShare(conf, topic, partitions, payload, 0, records)
-                    with _Phase(gw.pid, gw.addresses.get("admin"), db_cpu) as phase:
+                    with _Phase(pids, admins, db_cpu) as phase:
                         start = time.perf_counter()
                         share.run(timeout)
                         seconds = time.perf_counter() - start
-                    share = None  # librdkafka's handle destroyed: no reconnect attempts once the gateway stops
+                    share.close()
                     client = None
                 else:
-                    phase, seconds, client = _produce_in_processes(gw, conf, topic, partitions, record_bytes,
-                                                                   records, producers, timeout, db_cpu)
+                    phase, seconds, client = _produce_in_processes(pids, admins, conf, topic, partitions,
+                                                                   record_bytes, records, producers, timeout, db_cpu)
             result["produce"] = _phase_figures(phase, records, record_bytes, seconds)
             if client is not None:  # the producer processes' CPU, and the main threads' among it
                 result["produce"]["client_cpu"], result["produce"]["client_thread_cpu"] = client
@@ -419,7 +440,7 @@ def bench_throughput(records: int = 1_000_000, record_bytes: int = 100, partitio
                 result["produce"]["high_watermark"] = hwm
                 if hwm != records:
                     raise RuntimeError(f"kafka-throughput: high-water mark {hwm} after producing {records} records")
-                with _Spy(gw.pid, "consume", profile) as spy:
+                with _Spy(pids[0], "consume", profile) as spy:
                     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
                     consume = consumer.consume
                     count = 0
@@ -431,7 +452,7 @@ def bench_throughput(records: int = 1_000_000, record_bytes: int = 100, partitio
                             raise RuntimeError("kafka-throughput: no record consumed in time")
                         first = consume(min(consume_batch, records), 0.5)
                         count = _count(first, KafkaError)
-                    with _Phase(gw.pid, gw.addresses.get("admin"), db_cpu) as phase:
+                    with _Phase(pids, admins, db_cpu) as phase:
                         start = time.perf_counter()
                         while count < records:
                             msgs = consume(min(consume_batch, records - count), 0.5)
@@ -451,7 +472,7 @@ def bench_throughput(records: int = 1_000_000, record_bytes: int = 100, partitio
             result["consume"]["records_total"] = count
             result["consume"]["profile"] = spy.file
         finally:
-            gw.stop()
+            gws.stop()
     return result
 
 
@@ -461,12 +482,6 @@ def _create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the answer is in
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(10)
     del admin
-
-
-def _rss(pid: int) -> float:
-    from .proc import rss_mib
-
-    return rss_mib(pid)
 
 
 def _count(msgs, KafkaError) -> int:
@@ -520,6 +535,11 @@ class _ProducerShare:
         if self.errors:
             raise RuntimeError(f"kafka-throughput: {len(self.errors)} produce errors, the first: {self.errors[0]}")
 
+    def close(self) -> None:
+        """Destroy librdkafka's handle now: its callbacks refer to this share, a cycle the collector frees only
+        some time later — meanwhile the handle would go on reconnecting to a stopped gateway."""
+        self.producer = None
+
 
 def _produce_when_room(producer, topic: str, payload: bytes, partition: int) -> None:
     while True:
@@ -531,8 +551,9 @@ def _produce_when_room(producer, topic: str, payload: bytes, partition: int) -> 
             continue
 
 
-def _produce_in_processes(gw, conf: dict, topic: str, partitions: int, record_bytes: int, records: int,
-                          producers: int, timeout: float, db_cpu=None) -> tuple[_Phase, float, tuple[float, float]]:
+def _produce_in_processes(pids: list[int], admins: list[tuple[str, int]], conf: dict, topic: str, partitions: int,
+                          record_bytes: int, records: int, producers: int, timeout: float,
+                          db_cpu=None) -> tuple[_Phase, float, tuple[float, float]]:
     """`producers` processes (spawned: librdkafka's threads do not survive a fork) share the records; the clock
     runs from the signal to start to the last one's flush() returning. (phase, seconds, (their CPU seconds, their
     producing threads' CPU seconds))."""
@@ -554,7 +575,7 @@ def _produce_in_processes(gw, conf: dict, topic: str, partitions: int, record_by
                 problem = ready.get(timeout=60)
                 if problem:
                     raise RuntimeError(f"kafka-throughput: a producer process failed: {problem}")
-            with _Phase(gw.pid, gw.addresses.get("admin"), db_cpu) as phase:
+            with _Phase(pids, admins, db_cpu) as phase:
                 start = time.perf_counter()
                 go.set()
                 outs = [results.get(timeout=timeout + 30) for _ in procs]
@@ -595,7 +616,7 @@ def _producer_child(conf: dict, topic: str, partitions: int, record_bytes: int, 
     except BaseException as exc:
         problem = repr(exc)
     t1, c1, th1 = time.perf_counter(), time.process_time(), time.thread_time()
-    share = None
+    share.close()
     results.put((t0, t1, c1 - c0, problem, th1 - th0))
 
 
@@ -620,96 +641,106 @@ def _show(conf: dict, keys: tuple[str, ...]) -> str:
 def run_throughput(args: argparse.Namespace) -> int:
     met_all = True
     backends = ("local", "postgres") if args.backend == "both" else (args.backend,)
-    server = None
-    try:
+    counts = _gateway_counts(args.gateways, args.partitions, "postgres" in backends)
+    rates: dict[int, list[dict]] = {}  # postgres runs by gateway count
+    with postgres_server("postgres" in backends and not args.dsn) as server:
         for backend in backends:
-            if backend == "postgres" and not args.dsn and server is None:
-                from .postgres import PostgresServer
-
-                server = PostgresServer()
-                server.start()
-            for run_no in range(args.runs):
-                with _backend(backend, args.dsn, server, run_no) as (settings, db_cpu):
-                    r = bench_throughput(args.records, args.record_bytes, args.partitions, args.flush, args.acks,
-                                         args.linger_ms, args.batch_bytes, args.batch_messages, args.compression,
-                                         args.fetch_backoff_ms, args.consume_batch, _settings(args.producer_set),
-                                         _settings(args.consumer_set), args.timeout,
-                                         (args.py_spy, args.profile) if args.profile else None, args.producers,
-                                         settings, db_cpu)
-                if run_no == 0:
-                    _header(args, backend, r)
-                met_all &= _report(r, backend, run_no)
-    finally:
-        if server is not None:
-            server.destroy()
+            for gateways in (counts if backend == "postgres" else (1,)):
+                for run_no in range(args.runs):
+                    with Database(backend, args.dsn, server, run_no) as (settings, db_cpu):
+                        r = bench_throughput(args.records, args.record_bytes, args.partitions, args.flush,
+                                             args.acks, args.linger_ms, args.batch_bytes, args.batch_messages,
+                                             args.compression, args.fetch_backoff_ms, args.consume_batch,
+                                             key_values(args.producer_set), key_values(args.consumer_set),
+                                             args.timeout, (args.py_spy, args.profile) if args.profile else None,
+                                             args.producers, settings, db_cpu, gateways)
+                    if run_no == 0:
+                        _header(args, backend, gateways, r)
+                    met_all &= _report(r, backend, run_no, gateways)
+                    if backend == "postgres":
+                        rates.setdefault(gateways, []).append(r)
     targets = "; ".join(f"{b}: produce ≥ {TARGETS[b]['produce']:,}, consume ≥ {TARGETS[b]['consume']:,}"
                         for b in backends)
-    print(f"  targets ({targets} records/s): {'met' if met_all else 'NOT met'}")
+    print(f"  targets ({targets} records/s{', one gateway' if len(counts) > 1 else ''}): "
+          f"{'met' if met_all else 'NOT met'}")
+    _compare_gateways(rates)
     return 0
 
 
-class _backend:
-    """The gateway settings of a run on `backend`, and a function giving the database server's CPU seconds (None
-    without one): postgres on a fresh database of the throwaway `server`, or a fresh schema of `dsn` (dropped
-    after the run)."""
-
-    def __init__(self, backend: str, dsn: str, server, run_no: int) -> None:
-        self.backend, self.dsn, self.server = backend, dsn, server
-        self.schema = f"bench_{os.getpid()}_{run_no}"
-        self.database = None
-
-    def __enter__(self):
-        if self.backend == "local":
-            return (), None
-        if self.server is not None:
-            self.database = self.server.create_database()
-            return ("storage.backend=postgres", f"storage.postgres.dsn={self.server.dsn(self.database)}"), \
-                self.server.cpu_seconds
-        return ("storage.backend=postgres", f"storage.postgres.dsn={self.dsn}",
-                f"storage.postgres.schema={self.schema}"), None
-
-    def __exit__(self, *exc) -> None:
-        if self.database is not None:
-            self.server.drop_database(self.database)
-        elif self.backend == "postgres":
-            import psycopg
-
-            with psycopg.connect(self.dsn, autocommit=True) as conn:
-                conn.execute(f"DROP SCHEMA IF EXISTS {self.schema} CASCADE")
+def _gateway_counts(text: str, partitions: int, postgres: bool) -> tuple[int, ...]:
+    """The gateway counts of `--gateways` (the postgres runs'), checked against the partitions."""
+    try:
+        counts = tuple(int(n) for n in text.split(","))
+    except ValueError:
+        counts = ()
+    if not counts or min(counts) < 1:
+        raise SystemExit(f"logway bench kafka-throughput: --gateways takes gateway counts like 1,2, not {text!r}")
+    if counts != (1,) and not postgres:
+        raise SystemExit("logway bench kafka-throughput: several gateways need the postgres backend (--backend "
+                         "postgres or both)")
+    if partitions < max(counts):
+        raise SystemExit(f"logway bench kafka-throughput: --gateways {max(counts)} needs --partitions "
+                         f"{max(counts)} or more, so that every gateway leads some")
+    return counts
 
 
-def _header(args: argparse.Namespace, backend: str, r: dict) -> None:
+def _compare_gateways(rates: dict[int, list[dict]]) -> None:
+    """Issue 36's goal: more gateways serve more (each phase's best run, relative to one gateway)."""
+    if 1 not in rates or len(rates) < 2:
+        return
+
+    def best(n: int, phase: str) -> float:
+        return max(r[phase]["rate"] for r in rates[n])
+
+    for n in sorted(rates):
+        if n == 1:
+            continue
+        ratios = ", ".join(f"{phase} {best(n, phase) / best(1, phase):.2f}×" for phase in ("produce", "consume"))
+        more = all(best(n, phase) > best(1, phase) for phase in ("produce", "consume"))
+        print(f"  postgres, {n} gateways vs 1 (records/s, best run): {ratios} "
+              f"[{'more' if more else 'NOT more'} than one gateway]")
+
+
+def _header(args: argparse.Namespace, backend: str, gateways: int, r: dict) -> None:
     target = TARGETS[backend]
+    cluster = ""
+    if gateways > 1:
+        led = ", ".join(f"member {node} {n}" for node, n in r["leaders"].items())
+        cluster = f", {gateways} gateways (storage.postgres.cluster; partitions led: {led})"
     _wrapped(f"kafka-throughput: {args.records:,} records x {args.record_bytes} B, {args.partitions} "
              f"partition(s), {args.producers} producer(s), storage.backend={backend}"
-             f"{f', flush={args.flush}' if backend == 'local' else ' (acknowledged once committed)'}, librdkafka "
+             f"{f', flush={args.flush}' if backend == 'local' else ' (acknowledged once committed)'}{cluster}, "
+             f"librdkafka "
              f"(confluent-kafka); targets: produce ≥ {target['produce']:,}, consume ≥ {target['consume']:,} "
              f"records/s")
     pkeys = ("acks", "linger.ms", "batch.size", "batch.num.messages", "compression.type",
              "queue.buffering.max.messages", "queue.buffering.max.kbytes", "delivery.report.only.error")
-    extra = tuple(k for k in _settings(args.producer_set) if k not in pkeys)
+    extra = tuple(k for k in key_values(args.producer_set) if k not in pkeys)
     _wrapped("  producer: " + _show(r["producer"], pkeys + extra))
     ckeys = ("fetch.queue.backoff.ms", "fetch.max.bytes", "max.partition.fetch.bytes", "fetch.wait.max.ms",
              "queued.max.messages.kbytes", "enable.auto.commit")
-    extra = tuple(k for k in _settings(args.consumer_set) if k not in ckeys)
+    extra = tuple(k for k in key_values(args.consumer_set) if k not in ckeys)
     _wrapped("  consumer: " + _show(r["consumer"], ckeys + extra) +
              f", assign() from offset 0, consume({args.consume_batch:,})")
     _wrapped(f"  (fetch.queue.backoff.ms={args.fetch_backoff_ms}: librdkafka pauses fetching for that long "
              f"whenever its local queue is full; its 1,000 ms default is tripped by a fast broker)")
 
 
-def _report(r: dict, backend: str, run_no: int) -> bool:
-    """Print one run's figures; whether both phases met their targets."""
+def _report(r: dict, backend: str, run_no: int, gateways: int = 1) -> bool:
+    """Print one run's figures; whether both phases met their targets (which are one gateway's: with more, always
+    True — `_compare_gateways` judges them)."""
     met_all = True
+    summed = f" (summed over {gateways} gateways)" if gateways > 1 else ""
     for name in ("produce", "consume"):
         f = r[name]
         met = f["rate"] >= TARGETS[backend][name]
-        met_all &= met
+        if gateways == 1:
+            met_all &= met
         threads = "the producing thread(s)" if name == "produce" else "the consuming thread"
         print(f"  {name:<8} {f['seconds']:7.3f} s {f['rate']:12,.0f} records/s {f['mbps']:7.1f} MB/s  "
-              f"[{'met' if met else 'NOT met'}]")
-        print(f"           gateway CPU {f['gateway_cpu']:.2f} s ({f['gateway_cpu'] / f['seconds']:.0%} of a core, "
-              f"{f['gateway_cpu'] / f['records'] * 1e6:.2f} µs/record), RSS {f['rss']:.0f} MiB (peak "
+              f"[{'met' if met else 'NOT met'}{'' if gateways == 1 else ' (the goal is one gateway’s)'}]")
+        print(f"           gateway CPU{summed} {f['gateway_cpu']:.2f} s ({f['gateway_cpu'] / f['seconds']:.0%} of a "
+              f"core, {f['gateway_cpu'] / f['records'] * 1e6:.2f} µs/record), RSS {f['rss']:.0f} MiB (peak "
               f"{f['peak_rss']:.0f})")
         if f.get("db_cpu") is not None:
             print(f"           PostgreSQL CPU {f['db_cpu']:.2f} s ({f['db_cpu'] / f['seconds']:.0%} of a core)")
@@ -779,8 +810,8 @@ def bench_tail(samples: int = 2000, warmup: int = 100, record_bytes: int = 32, c
             producer.list_topics(topic, 10)
             consumer = (_ConfluentTail if client == "confluent" else _KafkaPythonTail)(
                 bootstrap, topic, fetch_wait_ms, errors)
-            admin = gw.addresses.get("admin")
-            counters0 = _kafka_counters(admin)
+            admins = [gw.addresses["admin"]] if "admin" in gw.addresses else []
+            counters0 = _kafka_counters(admins)
             rss0, cpu0 = rss_mib(gw.pid), proc_cpu_seconds(gw.pid)
             latencies: list[float] = []
             late = missed = stale = 0
@@ -822,7 +853,7 @@ def bench_tail(samples: int = 2000, warmup: int = 100, record_bytes: int = 32, c
                 consumer.close()
                 producer = None  # destroyed before the gateway stops (no reconnect attempts logged)
             cpu = proc_cpu_seconds(gw.pid) - cpu0
-            counters = {k: v - counters0.get(k, 0) for k, v in _kafka_counters(admin).items()}
+            counters = {k: v - counters0.get(k, 0) for k, v in _kafka_counters(admins).items()}
             result = {"latencies_ms": sorted(latencies), "late": late, "missed": missed, "stale": stale,
                       "rss_start": rss0, "rss_end": rss_mib(gw.pid), "gateway_cpu": cpu, "counters": counters,
                       "records": warmup + samples}

@@ -36,6 +36,11 @@ listener (`native.i`, `tank.i`): neither hand-over nor relay, as a client that r
 (docs/scaling.md, "Handing connections over"). CPU and memory are summed over the supervisor and its workers,
 the gateway's counters (transcoded reads, function calls, relayed requests, hand-overs) over the workers (the
 supervisor's admin listener).
+`--backend postgres` stores the log in PostgreSQL (a throwaway server of its own, or `--dsn`; the report adds
+its CPU), and `--gateways N` runs N gateway processes over that one database (`storage.postgres.cluster`): each
+Kafka connection goes to its partition's leader as Metadata names it, and CPU, memory and counters are summed over
+the gateways — Kafka connections only (`--protocols kafka`), since native and TANK requests for another gateway's
+partitions are not relayed between gateways yet; the probe asks the first gateway.
 The report also gives the transcoded reads of the load and how many were shared entirely (`transcoded.py`), and
 with `--count-calls` the gateway's function calls per request (`count_calls: true`; the figure a noisy machine
 does not move, where CPU seconds move by tens of percent from one run to the next).
@@ -149,6 +154,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--set", dest="gateway_settings", action="append", default=[], metavar="KEY=VALUE",
                         help="a gateway configuration override, as `logway serve --set` takes it (repeatable), "
                              "e.g. limits.data_requests_per_pass=0")
+    parser.add_argument("--backend", default="local", choices=("local", "postgres"),
+                        help="the gateway's storage.backend (postgres: a throwaway PostgreSQL server of its own, "
+                             "or --dsn)")
+    parser.add_argument("--gateways", type=int, default=1,
+                        help="with the postgres backend, gateway processes over the one database (2 or more: "
+                             "storage.postgres.cluster; Kafka connections only, each to its partition's leader: "
+                             "native and TANK requests are not relayed between gateways)")
+    parser.add_argument("--dsn", default="",
+                        help="with the postgres backend, a database to use (a fresh schema, dropped after)")
     parser.add_argument("--count-calls", action="store_true",
                         help="the gateway counts its function calls (count_calls: true, several times slower: its CPU "
                              "figures then say nothing) and the report gives them per request of the load (one "
@@ -162,9 +176,11 @@ def run(args: argparse.Namespace) -> int:
                             storm=args.storm, gateway_settings=tuple(args.gateway_settings), workers=args.workers,
                             protocols=tuple(p.strip() for p in args.protocols.split(",") if p.strip()),
                             kinds=tuple(k.strip() for k in args.kinds.split(",") if k.strip()),
-                            count_calls=args.count_calls, at_owner=args.at_owner)
-    if settings.count_calls and settings.workers != 1:
-        raise SystemExit("logway bench load: --count-calls counts one event loop: use it with --workers 1")
+                            count_calls=args.count_calls, at_owner=args.at_owner, backend=args.backend,
+                            gateways=args.gateways, dsn=args.dsn)
+    if settings.count_calls and (settings.workers != 1 or settings.gateways != 1):
+        raise SystemExit("logway bench load: --count-calls counts one event loop: use it with one worker and one "
+                         "gateway")
     report = run_load(settings)
     print(report.format())
     return 1 if report.problems() else 0
@@ -191,6 +207,9 @@ class LoadSettings:
     kinds: tuple[str, ...] = KINDS  # of the requests, drawn at random with equal odds
     count_calls: bool = False  # the gateway counts its function calls (`--count-calls`)
     at_owner: bool = False  # (workers > 1) native and TANK connections to their partition owner's own listener
+    backend: str = "local"  # the gateway's storage.backend: local or postgres
+    gateways: int = 1  # (postgres) gateways over the one database; 2 or more: cluster mode, Kafka connections only
+    dsn: str = ""  # (postgres) a database to use; empty: a throwaway PostgreSQL server of its own
 
 
 @dataclass
@@ -214,7 +233,8 @@ class LoadReport:
     rss_end: float = 0.0  # when the load stopped, connections still open
     rss_closed: float = 0.0  # after the connections closed
     peak_rss: float = 0.0  # the gateway's peak: VmHWM, or a higher VmRSS sample (VmHWM is updated lazily)
-    gateway_cpu: float = 0.0  # CPU seconds the gateway used during the load
+    gateway_cpu: float = 0.0  # CPU seconds the gateway used during the load (its gateways': summed)
+    database_cpu: float | None = None  # CPU seconds PostgreSQL used during the load (None: unknown, or none)
     gateway_system_cpu: float = 0.0  # of which in the kernel (system time: socket and file syscalls, ...)
     client_cpu: float = 0.0
     probe_latencies: dict = field(default_factory=dict)  # kind -> [ms]
@@ -281,7 +301,10 @@ class LoadReport:
         described = {"produce": f"produce ({RECORDS_PER_PRODUCE} x {s.record_bytes} B)", "fetch": "fetch",
                      "long-poll": f"long-poll ({s.long_poll_ms} ms)", "ping": "ping"}
         workers = f", workers: {s.workers}{' (every connection at its owner)' if s.at_owner else ''}"
-        lines = [f"load (flush: {s.flush}{workers if s.workers > 1 else ''}): "
+        backend = f", storage.backend={s.backend}" if s.backend != "local" else ""
+        if s.gateways > 1:
+            backend += f", {s.gateways} gateways (storage.postgres.cluster; each Kafka connection at its leader)"
+        lines = [f"load (flush: {s.flush}{workers if s.workers > 1 else ''}{backend}): "
                  f"{s.connections:,} connections over {_and(s.protocols)}, each looping over "
                  f"{_and([described[k] for k in s.kinds])} for {s.seconds:g} s; {s.partitions} partitions per topic; "
                  f"think time {s.think_ms:g} ms" + "".join(f"; {item}" for item in s.gateway_settings),
@@ -341,7 +364,10 @@ class LoadReport:
         lines.append(f"  CPU during the load: gateway {self.gateway_cpu:.1f} s "
                      f"({100 * self.gateway_cpu / max(self.elapsed, 1e-9):.0f} % of one core, "
                      f"{self.gateway_cpu * per:.0f} µs per request, of which {self.gateway_system_cpu * per:.0f} µs "
-                     f"in the kernel), load generator {self.client_cpu:.1f} s "
+                     f"in the kernel)" + (f" summed over {s.gateways} gateways" if s.gateways > 1 else "")
+                     + ("" if self.database_cpu is None else
+                        f", PostgreSQL {self.database_cpu:.1f} s ({self.database_cpu * per:.0f} µs per request)")
+                     + f", load generator {self.client_cpu:.1f} s "
                      f"({100 * self.client_cpu / max(self.elapsed, 1e-9):.0f} % of one core, "
                      f"{self.client_cpu * per:.0f} µs per request)")
         delta = {k: self.delta(k) for k in self.metrics_end if k in self.metrics_start}
@@ -394,7 +420,7 @@ def _thin(samples: list, n: int) -> list:
 
 def run_load(settings: LoadSettings) -> LoadReport:
     """Start a gateway, load it as described in the module docstring, stop it; the figures."""
-    from .launcher import GatewayProcess
+    from .gateways import Database, Gateways, postgres_server
 
     if settings.connections < 1 or settings.seconds <= 0:
         raise SystemExit("logway bench load: --connections and --seconds must be positive")
@@ -404,36 +430,48 @@ def run_load(settings: LoadSettings) -> LoadReport:
         raise SystemExit(f"logway bench load: --kinds takes some of {', '.join(ALL_KINDS)}")
     if settings.at_owner and settings.workers < 2:
         raise SystemExit("logway bench load: --at-owner needs --workers 2 or more (one worker owns everything)")
+    if settings.gateways < 1 or (settings.gateways > 1 and settings.backend != "postgres"):
+        raise SystemExit("logway bench load: several gateways need --backend postgres")
+    if settings.gateways > 1 and set(settings.protocols) != {"kafka"}:
+        raise SystemExit("logway bench load: with several gateways, --protocols kafka (native and TANK requests are "
+                         "not relayed between gateways)")
     raise_fd_limit(settings.connections + FD_MARGIN, "logway bench load")  # the storm's sockets are the probe process's
     report = LoadReport(settings)
-    with tempfile.TemporaryDirectory(prefix="logway-load-") as tmp:
+    postgres = settings.backend == "postgres"
+    with tempfile.TemporaryDirectory(prefix="logway-load-") as tmp, postgres_server(postgres and not settings.dsn) \
+            as server, Database(settings.backend, settings.dsn, server, 0) as (storage, database_cpu):
         log_path = os.path.join(tmp, "gateway.log")
         limit = settings.connections + settings.storm + 16  # + the probe's and the set-up's connections
         with open(log_path, "wb") as log_file:
             tank = ("listeners.tank.enabled=true",) if "tank" in settings.protocols else ()
-            gw = GatewayProcess(os.path.join(tmp, "data"), f"storage.flush={settings.flush}", "log_level=WARNING",
-                                f"limits.max_connections={limit}", f"limits.max_connections_per_ip={limit}",
-                                *((f"workers={settings.workers}",) if settings.workers != 1 else ()), *tank,
-                                *settings.gateway_settings,
-                                *(("count_calls=true",) if settings.count_calls else ()), stderr=log_file)
+            gws = Gateways(tmp, settings.gateways, f"storage.flush={settings.flush}", "log_level=WARNING",
+                           f"limits.max_connections={limit}", f"limits.max_connections_per_ip={limit}",
+                           *((f"workers={settings.workers}",) if settings.workers != 1 else ()), *tank, *storage,
+                           *settings.gateway_settings,
+                           *(("count_calls=true",) if settings.count_calls else ()), stderr=log_file)
+            gw = gws.members[0]
             try:
                 for proto in settings.protocols:
                     if proto not in gw.addresses:
                         raise SystemExit(f"logway bench load: the gateway has no {proto} listener")
                 _create_topics(gw, settings.partitions, tank="tank" in settings.protocols)
-                pids = list(gateway_processes(gw.pid).values())
+                routes = None  # one gateway: every connection to it (or, with workers, to the owning worker)
+                if settings.gateways > 1:
+                    routes = {(topic, p): address for topic in TOPICS.values()
+                              for p, address in gws.routes(topic, settings.partitions).items()}
+                pids = [pid for m in gws.members for pid in gateway_processes(m.pid).values()]
                 report.rss_start = summed_mib(pids, "VmRSS")
                 probe = _Probe(gw.addresses["native"], gw.addresses["kafka"], settings.probe_interval_ms / 1000,
                                settings.storm, settings.seconds / 3)
                 try:
-                    _drive(gw, settings, report, probe)
+                    _drive(gw.addresses, pids, gws.admins, routes, database_cpu, settings, report, probe)
                 finally:
                     probe.finish(report)
                 # The kernel updates VmHWM lazily (when memory is unmapped), so it can lag a sample of VmRSS.
                 report.peak_rss = max([summed_mib(pids, "VmHWM"), report.peak_rss, report.rss_end]
                                       + [m for _, m in report.rss_samples])
             finally:
-                report.gateway_exit = gw.stop()
+                report.gateway_exit = gws.stop()
         with open(log_path, "rb") as f:
             for raw in f.read().decode(errors="replace").splitlines():
                 if " ERROR " in raw or " CRITICAL " in raw or raw.startswith("Traceback"):
@@ -669,10 +707,13 @@ class _Driver:
     next one sent as soon as an answer is whole (or after the think time). No event-loop library and no client
     objects: per request, one send, one or a few reads into a shared buffer, and the answer read where it lies."""
 
-    def __init__(self, gw, settings: LoadSettings, report: LoadReport, probe: "_Probe") -> None:
+    def __init__(self, addresses: dict, pids: list[int], routes: dict | None, settings: LoadSettings,
+                 report: LoadReport, probe: "_Probe") -> None:
+        """`addresses`: the gateway's listeners (the first one's, with several); `pids`: the gateway processes;
+        `routes`: with several gateways, the Kafka address of each (topic, partition)'s leader."""
         import select
 
-        self.gw = gw
+        self.pids = pids
         self.settings = settings
         self.report = report
         self.probe = probe
@@ -687,12 +728,12 @@ class _Driver:
             proto, turn = protocols[i % len(protocols)], i // len(protocols)
             topic = TOPICS[OTHER_FORMAT[proto] if turn % 4 == 3 else HOME_FORMAT[proto]]
             partition = turn % settings.partitions
-            address = gw.addresses[proto]
+            address = addresses[proto] if routes is None else routes[(topic, partition)]
             if share is not None and (proto == "kafka" or settings.at_owner):
                 # To the partition's leader, as a Kafka client routes; `at_owner`: native and TANK ones too, to the
                 # owner's own listener (worker 0's Kafka listener is "kafka" in the ready file, its others "name.0").
                 owner = share.owner(topic, partition)
-                address = gw.addresses["kafka" if proto == "kafka" and not owner else f"{proto}.{owner}"]
+                address = addresses["kafka" if proto == "kafka" and not owner else f"{proto}.{owner}"]
             self.conns.append(_CONNS[proto](i, proto, topic, partition, address, self.run))
         self.epoll = select.epoll(settings.connections + 16)
         self.by_fd: dict[int, _Conn] = {}
@@ -901,7 +942,7 @@ class _Driver:
 
     def load(self, hard_stop: float) -> float:
         """Loop until every connection stopped (or the hard deadline); the perf_counter() of the end."""
-        run, report, pids = self.run, self.report, list(gateway_processes(self.gw.pid).values())
+        run, report, pids = self.run, self.report, self.pids
         t0 = time.perf_counter()
         run.stop_at = t0 + self.settings.seconds
         for c in self.conns:
@@ -968,17 +1009,20 @@ _COALESCE_OUTSTANDING = 64
 _COALESCE_WAIT = 0.001
 
 
-def _drive(gw, settings: LoadSettings, report: LoadReport, probe: "_Probe") -> None:
-    pids = list(gateway_processes(gw.pid).values())
+def _drive(addresses: dict, pids: list[int], admins: list, routes: dict | None, database_cpu,
+           settings: LoadSettings, report: LoadReport, probe: "_Probe") -> None:
+    """The load on the gateway processes `pids` (their admin listeners `admins`: with workers: N the supervisor's,
+    summing every worker's), each connection to its protocol's listener of `addresses` or, with `routes`, to its
+    partition's leader; `database_cpu`: a function giving PostgreSQL's CPU seconds (None: no database)."""
     hard_stop = time.perf_counter() + settings.seconds + HARD_DEADLINE_MARGIN + CONNECT_TIMEOUT * (
         1 + settings.connections // CONNECT_CONCURRENCY)
-    driver = _Driver(gw, settings, report, probe)
+    driver = _Driver(addresses, pids, routes, settings, report, probe)
     try:
         driver.connect_all(hard_stop)
         probe.ready.wait(PROBE_TIMEOUT * 4)  # its connections answered once
         report.rss_connected = summed_mib(pids, "VmRSS")
-        admin = gw.addresses.get("admin")  # (with workers: N the supervisor's, summing every worker's)
-        report.metrics_start = metric_readings(admin) if admin else {}
+        report.metrics_start = _readings(admins)
+        database0 = database_cpu() if database_cpu is not None else None
         cpu0, client0 = _cpu_times(pids), time.process_time()
         t0 = time.perf_counter()
         probe.go.set()
@@ -987,7 +1031,9 @@ def _drive(gw, settings: LoadSettings, report: LoadReport, probe: "_Probe") -> N
         user, system = (after - before for after, before in zip(_cpu_times(pids), cpu0))
         report.gateway_cpu, report.gateway_system_cpu = user + system, system
         report.client_cpu = time.process_time() - client0
-        report.metrics_end = metric_readings(admin) if admin else {}
+        if database_cpu is not None:
+            report.database_cpu = database_cpu() - database0
+        report.metrics_end = _readings(admins)
         report.rss_end = summed_mib(pids, "VmRSS")
         report.peak_rss = summed_mib(pids, "VmHWM")
         probe.stop.set()
@@ -1001,6 +1047,17 @@ def _drive(gw, settings: LoadSettings, report: LoadReport, probe: "_Probe") -> N
     report.elapsed = report.elapsed or (settings.seconds + HARD_DEADLINE_MARGIN)
     time.sleep(0.5)  # let the gateway notice the closes and release what they held
     report.rss_closed = summed_mib(pids, "VmRSS")
+
+
+def _readings(admins: list) -> dict[str, list[float]]:
+    """`metric_readings` of every gateway's admin listener, summed (the GC thresholds: the largest)."""
+    out: dict[str, list[float]] = {}
+    for admin in admins:
+        for name, values in metric_readings(admin).items():
+            have = out.setdefault(name, [0.0] * len(values))
+            for i, value in enumerate(values):
+                have[i] = max(have[i], value) if name == "python_gc_threshold" else have[i] + value
+    return out
 
 
 # -- the probe: its own process, blocking sockets ----------------------------------------------------------------

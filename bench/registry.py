@@ -17,8 +17,8 @@ from typing import Callable
 __all__ = ["Benchmark", "MODULES", "benchmarks", "add_subcommands", "run"]
 
 #: The modules of logway.bench that declare benchmarks, in the order `logway bench --help` lists them.
-MODULES = ("storage", "cleaner", "native", "tank", "accept", "floor", "kafka", "spark", "load", "requests", "workers",
-           "handover", "chaos", "powerloss", "abuse")
+MODULES = ("storage", "cleaner", "native", "tank", "accept", "floor", "kafka", "failover", "spark", "load", "requests",
+           "workers", "handover", "chaos", "powerloss", "abuse")
 
 
 @dataclass(frozen=True, slots=True)

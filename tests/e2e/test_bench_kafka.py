@@ -49,21 +49,33 @@ def test_throughput_command_prints_both_phases_and_the_target(capsys):
         assert "gateway CPU" in lines[at + 1] and "RSS" in lines[at + 1] and "client CPU" in lines[at + 2]
 
 
-def test_throughput_on_both_backends_side_by_side(capsys, pg_server):
-    """(pg_server: only to skip, or fail under REQUIRE_POSTGRES, where PostgreSQL is missing — the benchmark starts a
+def test_throughput_on_both_backends_and_two_gateways_side_by_side(capsys, pg_server):
+    """Local files, postgres with one gateway and with two in cluster mode, each leading one of the 2 partitions.
+    (pg_server: only to skip, or fail under REQUIRE_POSTGRES, where PostgreSQL is missing — the benchmark starts a
     throwaway server of its own.)"""
-    assert main(["bench", "kafka-throughput", "--backend", "both", "--records", "2000", "--consume-batch", "500",
-                 "--timeout", "60"]) == 0
+    assert main(["bench", "kafka-throughput", "--backend", "both", "--gateways", "1,2", "--partitions", "2",
+                 "--records", "2000", "--consume-batch", "500", "--timeout", "60"]) == 0
     out = capsys.readouterr().out
     text = " ".join(out.split())  # (headers are wrapped)
     assert "storage.backend=local, flush=none" in text
-    assert "storage.backend=postgres (acknowledged once committed)" in text
+    assert "storage.backend=postgres (acknowledged once committed), librdkafka" in text
+    assert ("storage.backend=postgres (acknowledged once committed), 2 gateways (storage.postgres.cluster; "
+            "partitions led: member 0 1, member 1 1)") in text
     lines = out.splitlines()
     produces = [i for i, line in enumerate(lines) if line.startswith("  produce ")]
-    assert len(produces) == 2
+    assert len(produces) == 3
     assert not lines[produces[0] + 2].strip().startswith("PostgreSQL CPU")  # (local files: no database)
     assert lines[produces[1] + 2].strip().startswith("PostgreSQL CPU")
-    assert "postgres: produce ≥ 500,000, consume ≥ 1,000,000" in text
+    assert "gateway CPU (summed over 2 gateways)" in lines[produces[2] + 1]
+    assert "postgres: produce ≥ 500,000, consume ≥ 1,000,000 records/s, one gateway" in text
+    assert "postgres, 2 gateways vs 1 (records/s, best run): produce " in text
+
+
+def test_throughput_refuses_more_gateways_than_partitions():
+    with pytest.raises(SystemExit, match="--gateways 2 needs --partitions 2 or more"):
+        main(["bench", "kafka-throughput", "--backend", "postgres", "--gateways", "1,2"])
+    with pytest.raises(SystemExit, match="several gateways need the postgres backend"):
+        main(["bench", "kafka-throughput", "--gateways", "2", "--partitions", "2"])
 
 
 @pytest.mark.parametrize("client", ["confluent", "kafka-python"])
