@@ -38,9 +38,9 @@ the gateway's counters (transcoded reads, function calls, relayed requests, hand
 supervisor's admin listener).
 `--backend postgres` stores the log in PostgreSQL (a throwaway server of its own, or `--dsn`; the report adds
 its CPU), and `--gateways N` runs N gateway processes over that one database (`storage.postgres.cluster`): each
-Kafka connection goes to its partition's leader as Metadata names it, and CPU, memory and counters are summed over
-the gateways — Kafka connections only (`--protocols kafka`), since native and TANK requests for another gateway's
-partitions are not relayed between gateways yet; the probe asks the first gateway.
+Kafka connection goes to its partition's leader as Metadata names it, native and TANK connections are spread over
+the gateways in turn (as a TCP load balancer would: a request for another gateway's partition is relayed to it),
+and CPU, memory and counters are summed over the gateways; the probe asks the first gateway.
 The report also gives the transcoded reads of the load and how many were shared entirely (`transcoded.py`), and
 with `--count-calls` the gateway's function calls per request (`count_calls: true`; the figure a noisy machine
 does not move, where CPU seconds move by tens of percent from one run to the next).
@@ -159,8 +159,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "or --dsn)")
     parser.add_argument("--gateways", type=int, default=1,
                         help="with the postgres backend, gateway processes over the one database (2 or more: "
-                             "storage.postgres.cluster; Kafka connections only, each to its partition's leader: "
-                             "native and TANK requests are not relayed between gateways)")
+                             "storage.postgres.cluster; each Kafka connection to its partition's leader, native and "
+                             "TANK ones spread over the gateways, which relay)")
     parser.add_argument("--dsn", default="",
                         help="with the postgres backend, a database to use (a fresh schema, dropped after)")
     parser.add_argument("--count-calls", action="store_true",
@@ -208,7 +208,7 @@ class LoadSettings:
     count_calls: bool = False  # the gateway counts its function calls (`--count-calls`)
     at_owner: bool = False  # (workers > 1) native and TANK connections to their partition owner's own listener
     backend: str = "local"  # the gateway's storage.backend: local or postgres
-    gateways: int = 1  # (postgres) gateways over the one database; 2 or more: cluster mode, Kafka connections only
+    gateways: int = 1  # (postgres) gateways over the one database; 2 or more: cluster mode
     dsn: str = ""  # (postgres) a database to use; empty: a throwaway PostgreSQL server of its own
 
 
@@ -303,7 +303,8 @@ class LoadReport:
         workers = f", workers: {s.workers}{' (every connection at its owner)' if s.at_owner else ''}"
         backend = f", storage.backend={s.backend}" if s.backend != "local" else ""
         if s.gateways > 1:
-            backend += f", {s.gateways} gateways (storage.postgres.cluster; each Kafka connection at its leader)"
+            backend += (f", {s.gateways} gateways (storage.postgres.cluster; each Kafka connection at its leader, the "
+                        f"others spread over the gateways)")
         lines = [f"load (flush: {s.flush}{workers if s.workers > 1 else ''}{backend}): "
                  f"{s.connections:,} connections over {_and(s.protocols)}, each looping over "
                  f"{_and([described[k] for k in s.kinds])} for {s.seconds:g} s; {s.partitions} partitions per topic; "
@@ -432,9 +433,6 @@ def run_load(settings: LoadSettings) -> LoadReport:
         raise SystemExit("logway bench load: --at-owner needs --workers 2 or more (one worker owns everything)")
     if settings.gateways < 1 or (settings.gateways > 1 and settings.backend != "postgres"):
         raise SystemExit("logway bench load: several gateways need --backend postgres")
-    if settings.gateways > 1 and set(settings.protocols) != {"kafka"}:
-        raise SystemExit("logway bench load: with several gateways, --protocols kafka (native and TANK requests are "
-                         "not relayed between gateways)")
     raise_fd_limit(settings.connections + FD_MARGIN, "logway bench load")  # the storm's sockets are the probe process's
     report = LoadReport(settings)
     postgres = settings.backend == "postgres"
@@ -464,7 +462,8 @@ def run_load(settings: LoadSettings) -> LoadReport:
                 probe = _Probe(gw.addresses["native"], gw.addresses["kafka"], settings.probe_interval_ms / 1000,
                                settings.storm, settings.seconds / 3)
                 try:
-                    _drive(gw.addresses, pids, gws.admins, routes, database_cpu, settings, report, probe)
+                    _drive(gw.addresses, pids, gws.admins, routes, database_cpu, settings, report, probe,
+                           [m.addresses for m in gws.members])
                 finally:
                     probe.finish(report)
                 # The kernel updates VmHWM lazily (when memory is unmapped), so it can lag a sample of VmRSS.
@@ -708,9 +707,10 @@ class _Driver:
     objects: per request, one send, one or a few reads into a shared buffer, and the answer read where it lies."""
 
     def __init__(self, addresses: dict, pids: list[int], routes: dict | None, settings: LoadSettings,
-                 report: LoadReport, probe: "_Probe") -> None:
+                 report: LoadReport, probe: "_Probe", members: list[dict] | None = None) -> None:
         """`addresses`: the gateway's listeners (the first one's, with several); `pids`: the gateway processes;
-        `routes`: with several gateways, the Kafka address of each (topic, partition)'s leader."""
+        `routes`: with several gateways, the Kafka address of each (topic, partition)'s leader, and `members` each
+        gateway's listeners (native and TANK connections go to each in turn)."""
         import select
 
         self.pids = pids
@@ -728,7 +728,12 @@ class _Driver:
             proto, turn = protocols[i % len(protocols)], i // len(protocols)
             topic = TOPICS[OTHER_FORMAT[proto] if turn % 4 == 3 else HOME_FORMAT[proto]]
             partition = turn % settings.partitions
-            address = addresses[proto] if routes is None else routes[(topic, partition)]
+            if routes is None:
+                address = addresses[proto]
+            elif proto == "kafka":
+                address = routes[(topic, partition)]
+            else:  # any gateway, as a TCP load balancer spreads them: it relays what another leads
+                address = members[i % len(members)][proto]
             if share is not None and (proto == "kafka" or settings.at_owner):
                 # To the partition's leader, as a Kafka client routes; `at_owner`: native and TANK ones too, to the
                 # owner's own listener (worker 0's Kafka listener is "kafka" in the ready file, its others "name.0").
@@ -1010,13 +1015,14 @@ _COALESCE_WAIT = 0.001
 
 
 def _drive(addresses: dict, pids: list[int], admins: list, routes: dict | None, database_cpu,
-           settings: LoadSettings, report: LoadReport, probe: "_Probe") -> None:
+           settings: LoadSettings, report: LoadReport, probe: "_Probe", members: list[dict] | None = None) -> None:
     """The load on the gateway processes `pids` (their admin listeners `admins`: with workers: N the supervisor's,
-    summing every worker's), each connection to its protocol's listener of `addresses` or, with `routes`, to its
-    partition's leader; `database_cpu`: a function giving PostgreSQL's CPU seconds (None: no database)."""
+    summing every worker's), each connection to its protocol's listener of `addresses` or, with `routes` (several
+    gateways, `members` their listeners), a Kafka one to its partition's leader and the others spread over them;
+    `database_cpu`: a function giving PostgreSQL's CPU seconds (None: no database)."""
     hard_stop = time.perf_counter() + settings.seconds + HARD_DEADLINE_MARGIN + CONNECT_TIMEOUT * (
         1 + settings.connections // CONNECT_CONCURRENCY)
-    driver = _Driver(addresses, pids, routes, settings, report, probe)
+    driver = _Driver(addresses, pids, routes, settings, report, probe, members)
     try:
         driver.connect_all(hard_stop)
         probe.ready.wait(PROBE_TIMEOUT * 4)  # its connections answered once
