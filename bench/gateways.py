@@ -21,7 +21,7 @@ from contextlib import contextmanager
 
 from .launcher import GatewayProcess
 
-__all__ = ["Database", "Gateways", "metadata", "postgres_server"]
+__all__ = ["Database", "Gateways", "kafka_address", "metadata", "postgres_server"]
 
 #: How long the gateways of a run may take to agree on who leads what (a member's first share of the slots comes
 #: within a tick or two of its lease, a third of `storage.postgres.lease_ms` each).

@@ -26,6 +26,7 @@ only, and stops it at the end; all socket waits are bounded by timeouts.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import tempfile
@@ -75,12 +76,21 @@ def add_tail_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--set", dest="gateway_settings", action="append", default=[], metavar="KEY=VALUE",
                         help="a gateway configuration override, as `logway serve --set` takes it (repeatable), "
                              "e.g. worker_handover=false")
+    parser.add_argument("--backend", default="local", choices=("local", "postgres"),
+                        help="the gateway's storage.backend (postgres: a throwaway PostgreSQL server of its own)")
+    parser.add_argument("--gateways", type=int, default=1,
+                        help="with the postgres backend, gateways over the one database (storage.postgres.cluster): "
+                             "the producer at the partition's leader, the consumer at another gateway, which relays "
+                             "its long-poll to the leader")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.bench == "tank-tail":
+        if args.gateways > 1 and args.backend != "postgres":
+            raise SystemExit("logway bench tank-tail: several gateways need --backend postgres")
         print(bench_tail(args.samples, args.warmup, args.message_bytes, args.gap_ms, args.flush, workers=args.workers,
-                         settings=tuple(args.gateway_settings)).format())
+                         settings=tuple(args.gateway_settings), backend=args.backend,
+                         gateways=args.gateways).format())
         return 0
     for _ in range(args.runs):
         bench_produce_consume(args.messages, args.message_bytes, args.bundle_messages, args.bundles_per_request,
@@ -260,6 +270,8 @@ class TailReport:
     rss_after: float
     handed_over: float | None = None  # (workers > 1) connections handed over, requests relayed
     relayed: float | None = None
+    backend: str = "local"
+    gateways: int = 1  # (postgres) gateways over the one database: the consumer at one that does not lead
 
     def pct(self, q: float) -> float:
         return self.latencies[min(len(self.latencies) - 1, int(q * len(self.latencies)))]
@@ -270,6 +282,11 @@ class TailReport:
         if self.workers > 1:
             where = (f", workers: {self.workers}{''.join(f', {s}' for s in self.settings)}; both connections to a "
                      f"worker that does not own the partition")
+        if self.backend != "local":
+            where += f", storage.backend={self.backend}"
+        if self.gateways > 1:
+            where += (f", {self.gateways} gateways in cluster mode: the producer at the partition's leader, the "
+                      f"consumer's long-poll relayed from another gateway")
         lines = [f"tank-tail (flush: {self.flush}{where}): {len(lat):,} samples (after {self.warmup} warm-up) of one "
                  f"{self.message_bytes}-byte message, the long-poll parked {self.gap_ms:g} ms before each produce",
                  f"  produce→consume latency: p50 {self.pct(0.50):.3f} ms, p90 {self.pct(0.90):.3f} ms, "
@@ -280,16 +297,48 @@ class TailReport:
             lines.append(f"  connections handed over to the partition's owner: {self.handed_over or 0:.0f}; requests "
                          f"relayed to it: {self.relayed or 0:,.0f}")
         lines.append(f"  gateway RSS: {self.rss_before:.1f} MiB before, {self.rss_after:.1f} MiB after"
-                     f"{' (the supervisor and its workers)' if self.workers > 1 else ''}")
+                     f"{' (the supervisor and its workers)' if self.workers > 1 else ''}"
+                     f"{f' (the {self.gateways} gateways)' if self.gateways > 1 else ''}")
         return "\n".join(lines)
 
 
-def _gateway_rss(gw) -> float:
-    return summed_mib(gateway_processes(gw.pid).values())
+def _gateway_rss(*gws) -> float:
+    return summed_mib([pid for gw in gws for pid in gateway_processes(gw.pid).values()])
+
+
+@contextlib.contextmanager
+def _tail_gateways(flush: str, overrides: tuple[str, ...], listener: str, backend: str, gateways: int, dsn: str):
+    """The gateway(s) of a tank-tail run with the topic made: (every gateway, the producer's and the consumer's
+    (gateway, TANK listener)) — one gateway (or a supervisor's workers: both at `listener`), or postgres gateways
+    with the producer at the partition's leader and the consumer at another when there are several."""
+    if backend == "local":
+        with _Gateway(flush, overrides) as gw:
+            with _client(gw, listener=listener) as admin:
+                err = admin.create_topic(TOPIC, 1)
+            if err:
+                raise SystemExit(f"logway bench: CreateTopic answered error {err}")
+            yield [gw], (gw, listener), (gw, listener)
+        return
+    from .gateways import Database, Gateways, kafka_address, postgres_server
+
+    with postgres_server(not dsn) as server, Database("postgres", dsn, server, 0) as (storage, _), \
+            tempfile.TemporaryDirectory(prefix="logway-bench-") as tmp:
+        gws = Gateways(tmp, gateways, "log_level=WARNING", "listeners.tank.enabled=true", *storage, *overrides)
+        try:
+            with _client(gws.members[0]) as admin:
+                err = admin.create_topic(TOPIC, 1)
+            if err:
+                raise SystemExit(f"logway bench: CreateTopic answered error {err}")
+            leader = gws.routes(TOPIC, 1)[0]
+            at = next(i for i, gw in enumerate(gws.members) if kafka_address(gw) == "%s:%d" % leader)
+            other = gws.members[(at + 1) % gateways]
+            yield gws.members, (gws.members[at], "tank"), (other, "tank")
+        finally:
+            gws.stop()
 
 
 def bench_tail(samples: int, warmup: int, message_bytes: int, gap_ms: float, flush: str, *, workers: int = 1,
-               settings: tuple[str, ...] = ()) -> TailReport:
+               settings: tuple[str, ...] = (), backend: str = "local", gateways: int = 1, dsn: str = "") -> TailReport:
     from logway.clients.tank import consume_request
     from logway.codecs.records import Record
     from logway.codecs.tank import ConsumeFlags, ProduceEntry, ProduceRequest, count_messages, encode_bundle
@@ -301,13 +350,12 @@ def bench_tail(samples: int, warmup: int, message_bytes: int, gap_ms: float, flu
     if workers > 1:
         overrides = (f"workers={workers}", *settings)
         listener = f"tank.{(partition_leader(TOPIC, 0, workers) + 1) % workers}"  # not the partition's owner
-    with _Gateway(flush, overrides) as gw, _client(gw, listener=listener) as producer, \
-            _client(gw, listener=listener) as consumer:
-        err = producer.create_topic(TOPIC, 1)
-        if err:
-            raise SystemExit(f"logway bench: CreateTopic answered error {err}")
+    with _tail_gateways(flush, overrides, listener, backend, gateways, dsn) as (every, (pgw, plistener),
+                                                                                (cgw, clistener)), \
+            _client(pgw, listener=plistener) as producer, _client(cgw, listener=clistener) as consumer:
+        gw = every[0]
         payload = os.urandom(message_bytes)
-        rss0 = _gateway_rss(gw)
+        rss0 = _gateway_rss(*every)
         latencies = []
         missed = 0
         max_wait_ms = 2_000  # a missed wake-up costs this much (and is reported)
@@ -348,7 +396,7 @@ def bench_tail(samples: int, warmup: int, message_bytes: int, gap_ms: float, flu
                 latencies.append((t1 - t0) * 1000)
         latencies.sort()
         report = TailReport(samples, warmup, message_bytes, gap_ms, flush, workers, settings, latencies, missed,
-                            max_wait_ms, rss0, _gateway_rss(gw))
+                            max_wait_ms, rss0, _gateway_rss(*every), backend=backend, gateways=gateways)
         if workers > 1:  # (the supervisor's admin listener: every worker's counters)
             readings = metric_readings(gw.addresses["admin"])
             report.handed_over = readings.get("handed_over_out", [0.0])[0]
