@@ -23,7 +23,6 @@ relays); a member that becomes the coordinator takes the states over from the st
 from __future__ import annotations
 
 import logging
-from typing import Iterable
 
 import trio
 
@@ -31,7 +30,7 @@ from logway.storage import StorageError
 from logway.storage.engine import ForeignPartition
 from logway.storage.pg.leases import SLOTS, Leases, View
 
-from .membership import REFRESH_MIN, Member, Membership
+from .membership import Member, Membership
 from .ownership import partition_leader
 
 __all__ = ["LeaseMembership", "SlotOwnership", "slot_of"]
@@ -79,12 +78,11 @@ class LeaseMembership(Membership):
 
     def __init__(self, lease_ms: int) -> None:
         super().__init__()
+        self.name = "cluster member"
         self.lease_ms = lease_ms
         self.leases = Leases(slot_of, lease_ms)
         self.view: View | None = None
         self._ownership = SlotOwnership(-1, ())
-        self._refreshed_at = -float("inf")
-        self._refreshing: trio.Event | None = None
         self._ticked = trio.Event()  # set (and replaced) after every tick
 
     @property
@@ -172,32 +170,6 @@ class LeaseMembership(Membership):
         with trio.move_on_after(self.lease_ms * 1.5 / 1000):
             while _leaderless(engine, names):
                 await self._ticked.wait()
-
-    async def look_up(self, engine, names: Iterable[str]) -> None:
-        try:
-            gone = await trio.to_thread.run_sync(engine.refresh, list(names))
-        except (StorageError, OSError) as exc:
-            log.warning("cluster: cannot read topics %s: %s", sorted(names), exc)
-            return
-        self.topics_gone(gone)
-
-    async def refresh(self, engine, max_age: float = REFRESH_MIN) -> None:
-        if self._refreshing is not None:
-            await self._refreshing.wait()
-            return
-        if trio.current_time() - self._refreshed_at < max_age:
-            return
-        self._refreshing = done = trio.Event()
-        try:
-            gone = await trio.to_thread.run_sync(engine.refresh)
-        except (StorageError, OSError) as exc:
-            log.warning("cluster: cannot read the topics: %s", exc)
-            gone = []
-        finally:
-            self._refreshed_at = trio.current_time()
-            self._refreshing = None
-            done.set()
-        self.topics_gone(gone)
 
 
 def _leaderless(engine, names) -> bool:

@@ -9,10 +9,17 @@ catalog (`look_up`, `refresh`) and calls `on_topic_gone`; ownership, routing and
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
+import trio
+
+from logway.storage import StorageError
+
 from .ownership import Ownership
+
+log = logging.getLogger("logway.cluster")
 
 __all__ = ["Member", "Membership", "REFRESH_MIN"]
 
@@ -52,7 +59,12 @@ class Membership:
     entries: dict[str, int] = {}
     relay_fds: dict[str, int] = {}
 
+    #: How this member is named in the log ("worker 1", "member 3").
+    name = "member"
+
     def __init__(self) -> None:
+        self._refreshed_at = -float("inf")
+        self._refreshing: trio.Event | None = None
         #: Called with the name of each topic another member deleted (the Kafka producers' state forgets it).
         self.on_topic_gone: list[Callable[[str], None]] = []
         #: Called when this member becomes the coordinator (a source whose coordinator can move: the transaction
@@ -84,13 +96,36 @@ class Membership:
         return [getattr(member, kind) for member in self.members()]
 
     async def look_up(self, engine, names: Iterable[str]) -> None:
-        """Read the named topics of the shared catalog again now (a request named them: another member may have
-        created, grown or deleted them a moment ago)."""
-        raise NotImplementedError
+        """Read the named topics of the shared catalog again now (a request named them and this member does not know
+        them, or not all their partitions), whatever the last refresh saw: one another member created or grew a
+        moment ago is found even if a refresh ran since (or is running, having listed the topics before)."""
+        names = list(names)
+        try:
+            gone = await trio.to_thread.run_sync(engine.refresh, names)
+        except (StorageError, OSError) as exc:
+            log.warning("%s: cannot read topics %s of the shared catalog: %s", self.name, names, exc)
+            return
+        self.topics_gone(gone)
 
     async def refresh(self, engine, max_age: float = REFRESH_MIN) -> None:
-        """Catch up with every topic the others changed, unless done less than `max_age` seconds ago."""
-        raise NotImplementedError
+        """Catch up with every topic the others changed (the engine's `refresh`, in a thread), unless done less than
+        `max_age` seconds ago; concurrent callers share one refresh."""
+        if self._refreshing is not None:
+            await self._refreshing.wait()
+            return
+        if trio.current_time() - self._refreshed_at < max_age:
+            return
+        self._refreshing = done = trio.Event()
+        try:
+            gone = await trio.to_thread.run_sync(engine.refresh)
+        except (StorageError, OSError) as exc:
+            log.warning("%s: cannot read the shared catalog of topics: %s", self.name, exc)
+            gone = []
+        finally:
+            self._refreshed_at = trio.current_time()
+            self._refreshing = None
+            done.set()
+        self.topics_gone(gone)
 
     async def look_up_unknown(self, engine, names) -> None:
         """`look_up` the topics of `names` — the (topic, partition) pairs a request names, partition None for a
@@ -102,5 +137,6 @@ class Membership:
 
     def topics_gone(self, gone: Iterable[str]) -> None:
         for name in gone:
+            log.info("%s: topic %s was deleted by another member", self.name, name)
             for callback in self.on_topic_gone:
                 callback(name)

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import selectors
 import signal
@@ -55,13 +54,13 @@ from typing import Callable
 
 import trio
 
-from logway.storage import LogEngine, StorageError
+from logway.storage import LogEngine
 from logway.storage.engine import Share
 
 from ..config import Config
 from ..errors import ListenerError
 from ..formats import STORAGE_FORMATS
-from .membership import REFRESH_MIN, Member, Membership
+from .membership import Member, Membership
 from .ownership import leaders
 from .relays import HANDOVER, RELAYS_SUPPORTED, SHARED, bind_relay, new_run, relay_address
 
@@ -93,6 +92,7 @@ class WorkerRole(Membership):
                  entries: dict[str, int] | None = None, relay_fds: dict[str, int] | None = None) -> None:
         super().__init__()
         self.index = self.me = index
+        self.name = f"worker {index}"
         self.count = count
         #: Listener name -> the file descriptor of this worker's socket on the shared port (see `entry_sockets`).
         self.entries = dict(entries or {})
@@ -111,8 +111,6 @@ class WorkerRole(Membership):
         self._control: trio.SocketStream | None = None
         self._buffer = b""
         self._joined = trio.Event()
-        self._refreshed_at = -math.inf
-        self._refreshing: trio.Event | None = None
         self._changed: set[str] = set()  # topics this worker changed, not yet told to the supervisor
         self._changes = trio.Event()
         self._sending = trio.Lock()  # one message at a time on the control socket
@@ -231,42 +229,6 @@ class WorkerRole(Membership):
         if gateway.state not in ("stopping", "stopped"):
             log.error("worker %d: the supervisor went away: shutting down", self.index)
         gateway.request_shutdown()
-
-    async def look_up(self, engine: LogEngine, names) -> None:
-        """Look at the named topics now (a request named them and this worker does not know them, or not all their
-        partitions), whatever the last refresh saw: one another worker created or grew a moment ago is found even
-        if a refresh ran since (or is running, having listed the topics before). One stat per name, in a thread."""
-        try:
-            gone = await trio.to_thread.run_sync(engine.refresh, list(names))
-        except (StorageError, OSError) as exc:
-            log.warning("worker %d: cannot read topics %s of the other workers: %s", self.index, names, exc)
-            return
-        self.topics_gone(gone)
-
-    async def refresh(self, engine: LogEngine, max_age: float = REFRESH_MIN) -> None:
-        """Catch up with other workers' topic changes (`LogEngine.refresh`, in a thread), unless that was done less
-        than `max_age` seconds ago; concurrent callers share one refresh."""
-        if self._refreshing is not None:
-            await self._refreshing.wait()
-            return
-        if trio.current_time() - self._refreshed_at < max_age:
-            return
-        self._refreshing = done = trio.Event()
-        try:
-            gone = await trio.to_thread.run_sync(engine.refresh)
-        except (StorageError, OSError) as exc:
-            log.warning("worker %d: cannot read the topics of the other workers: %s", self.index, exc)
-            gone = []
-        finally:
-            self._refreshed_at = trio.current_time()
-            self._refreshing = None
-            done.set()
-        self.topics_gone(gone)
-
-    def topics_gone(self, gone) -> None:
-        for name in gone:
-            log.info("worker %d: topic %s was deleted by another worker", self.index, name)
-        super().topics_gone(gone)
 
     def members(self) -> list[Member]:
         """Every worker, once the supervisor told their addresses (`join`); before, none. (Each kind of address is

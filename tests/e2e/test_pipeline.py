@@ -728,6 +728,25 @@ def test_streaming_topic_a_to_topic_b_delivers_every_record_once(spark, kafka_ad
     assert all(len(parts) == 1 for parts in by_key.values())
 
 
+def _write_read_and_stream(spark, first: str, second: str, source: str, sink: str, tmp_path) -> None:
+    """80 records written (transactionally) to `source`'s 4 partitions through broker `second`, read back through
+    each broker, and copied to `sink` by a stream reading from `first` and writing through `second`."""
+    data = [(b"value-%d" % i, i % 4) for i in range(80)]
+    spark.createDataFrame(data, "value binary, partition int").write.format("logway").option(
+        "gateway", second).option("topic", source).mode("append").save()
+    for address in (first, second):
+        rows = read_rows(spark, address, subscribe=source)
+        assert sorted((r.partition, r.value) for r in rows) == sorted((p, v) for v, p in data)
+    query = (spark.readStream.format("logway").option("gateway", first).option("subscribe", source)
+             .option("startingOffsets", "earliest").load().selectExpr("value", "partition")
+             .writeStream.format("logway").option("gateway", second).option("topic", sink)
+             .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+    assert query.awaitTermination(120)
+    assert query.exception() is None
+    rows = read_rows(spark, first, subscribe=sink)
+    assert sorted((r.partition, r.value) for r in rows) == sorted((p, v) for v, p in data)
+
+
 @pytest.fixture(scope="module")
 def workers_gateway(tmp_path_factory):
     """A `workers: 2` gateway: two brokers on one host, each leading about half of every topic's partitions."""
@@ -749,20 +768,7 @@ def test_spark_writes_reads_and_streams_every_partition_of_a_workers_gateway(spa
         client.create_topic(sink, 4)
         leaders = {client.for_partition(source, p).config.port for p in range(4)}
     assert leaders == {gw.addresses["kafka"][1], gw.addresses["kafka.1"][1]}  # both brokers lead some
-    data = [(b"value-%d" % i, i % 4) for i in range(80)]
-    spark.createDataFrame(data, "value binary, partition int").write.format("logway").option(
-        "gateway", second).option("topic", source).mode("append").save()
-    for address in (first, second):
-        rows = read_rows(spark, address, subscribe=source)
-        assert sorted((r.partition, r.value) for r in rows) == sorted((p, v) for v, p in data)
-    query = (spark.readStream.format("logway").option("gateway", first).option("subscribe", source)
-             .option("startingOffsets", "earliest").load().selectExpr("value", "partition")
-             .writeStream.format("logway").option("gateway", second).option("topic", sink)
-             .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
-    assert query.awaitTermination(120)
-    assert query.exception() is None
-    rows = read_rows(spark, first, subscribe=sink)
-    assert sorted((r.partition, r.value) for r in rows) == sorted((p, v) for v, p in data)
+    _write_read_and_stream(spark, first, second, source, sink, tmp_path)
 
 
 @pytest.fixture(scope="module")
@@ -793,20 +799,7 @@ def test_spark_writes_reads_and_streams_every_partition_of_two_gateways_over_pos
         client.create_topic(sink, 4)
     assert set(settled(pair.first, pair.second, source, 4)) == {0, 1}  # both gateways lead some
     settled(pair.first, pair.second, sink, 4)
-    data = [(b"value-%d" % i, i % 4) for i in range(80)]
-    spark.createDataFrame(data, "value binary, partition int").write.format("logway").option(
-        "gateway", second).option("topic", source).mode("append").save()
-    for address in (first, second):
-        rows = read_rows(spark, address, subscribe=source)
-        assert sorted((r.partition, r.value) for r in rows) == sorted((p, v) for v, p in data)
-    query = (spark.readStream.format("logway").option("gateway", first).option("subscribe", source)
-             .option("startingOffsets", "earliest").load().selectExpr("value", "partition")
-             .writeStream.format("logway").option("gateway", second).option("topic", sink)
-             .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
-    assert query.awaitTermination(120)
-    assert query.exception() is None
-    rows = read_rows(spark, first, subscribe=sink)
-    assert sorted((r.partition, r.value) for r in rows) == sorted((p, v) for v, p in data)
+    _write_read_and_stream(spark, first, second, source, sink, tmp_path)
 
 
 def test_data_loss_is_reported(kafka_address):
