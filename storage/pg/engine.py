@@ -461,18 +461,20 @@ class PgEngine(Engine):
         return gone
 
     def tick(self) -> View:
-        """Cluster mode, every `lease_ms` / 3: renew this member's lease, give back the slots beyond its share
-        (after committing what their partitions have pending), take free ones within it (their partitions opened
-        as the database holds them now) — see logway.storage.pg.leases. What it saw."""
+        """Cluster mode, every `lease_ms` / 3: renew this member's lease, let go of the slots another member took
+        (fenced), give back those that are another live member's now (after committing what their partitions have
+        pending), take the free ones that are this member's (their partitions opened as the database holds them
+        now) — see logway.storage.pg.leases. What it saw."""
         self._check_open()
         leases = self.leases
         with self.pool.connection("renewing the lease") as conn:
             view, take, give = leases.renew(conn)
             before, self._holders = self._holders, dict(enumerate(view.holders))
             self._holders.update({slot: -1 for slot in give})
-            lost = {slot for slot in self._held_logs() if slot not in leases.epochs}
+            held = self._held_logs()
+            lost = {slot for slot in held if slot not in leases.epochs}
             if give:
-                plogs = [p for slot in give for p in self._held_logs().get(slot, ())]
+                plogs = [p for slot in give for p in held.get(slot, ())]
                 try:
                     self.sync_many(plogs)
                 except StorageError as exc:
@@ -575,13 +577,15 @@ class PgEngine(Engine):
     def sync_many(self, targets: Iterable) -> None:
         """Commit everything `targets` (partition logs, the offset store) have pending, in one transaction (see the
         module docstring). StorageIOError when it could not be committed. (Cluster mode: what belongs to slots this
-        member lost is not written: its writers get a PartitionNotOwned through the log's `cuts`.)"""
-        try:
-            self._sync_many(targets)
-        finally:
-            fenced, self._fenced = self._fenced, []
-            for work in fenced:
-                work.fenced()
+        member lost is not written: its writers get a PartitionNotOwned through the log's `cuts`, before the lock
+        is let go of — no other commit can meanwhile take `_fenced` for its own.)"""
+        with self._writer_lock:
+            try:
+                self._sync_locked(targets)
+            finally:
+                fenced, self._fenced = self._fenced, []
+                for work in fenced:
+                    work.fenced()
 
     def _claim_of(self, work) -> tuple[int, int | None]:
         """(slot, epoch) a work is fenced by: a partition's, the epoch its log was opened under; the coordinator
@@ -591,32 +595,32 @@ class PgEngine(Engine):
             return 0, self.leases.epochs.get(0)
         return self.leases.slot_of(plog.topic, plog.partition), plog.epoch
 
-    def _sync_many(self, targets: Iterable) -> None:
-        with self._writer_lock:
-            self._check_open()
-            works = []
-            if self._in_doubt is not None:  # first, what a lost connection left unknown (raises: still unknown)
-                seq, doubtful = self._in_doubt
-                if self._learn(seq, time.monotonic() + self._retry_s):
-                    for work in doubtful:
-                        work.committed()
-                else:
-                    works = doubtful
-                self._in_doubt = None
-            works += [w for w in (target._take() for target in targets) if w is not None]
-            if not works:
-                return
-            try:
-                self._commit(works)
-            except BaseException:
-                if self._in_doubt is None:  # known not committed: pending again, for the next commit
-                    for work in reversed(works):
-                        if not any(work is f for f in self._fenced):
-                            work.give_back()
-                raise
-            for work in works:
-                if not any(work is f for f in self._fenced):
+    def _sync_locked(self, targets: Iterable) -> None:
+        """`sync_many`, the caller holding `_writer_lock`."""
+        self._check_open()
+        works = []
+        if self._in_doubt is not None:  # first, what a lost connection left unknown (raises: still unknown)
+            seq, doubtful = self._in_doubt
+            if self._learn(seq, time.monotonic() + self._retry_s):
+                for work in doubtful:
                     work.committed()
+            else:
+                works = doubtful
+            self._in_doubt = None
+        works += [w for w in (target._take() for target in targets) if w is not None]
+        if not works:
+            return
+        try:
+            self._commit(works)
+        except BaseException:
+            if self._in_doubt is None:  # known not committed: pending again, for the next commit
+                for work in reversed(works):
+                    if not any(work is f for f in self._fenced):
+                        work.give_back()
+            raise
+        for work in works:
+            if not any(work is f for f in self._fenced):
+                work.committed()
 
     def _commit(self, works: list) -> None:
         """Write `works` in one transaction, until committed or `commit_retry_ms` passed (then `_in_doubt` is set
