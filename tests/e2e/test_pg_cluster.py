@@ -20,6 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from logway.bench.launcher import GatewayProcess
 from logway.clients.native import NativeClient
+from logway.codecs import native as nv
 from logway.clients.tank import TankClient
 from logway.gateway.cluster.relays import preamble
 
@@ -175,6 +176,13 @@ def test_native_and_tank_clients_reach_every_partition_through_either_gateway(tm
                 assert c.produce("n", p, [b"woken"]) == [3]
             answer = t.receive(request, timeout=10)
         assert _values(answer) == [b"woken"]
+        # native: the same, a fetch that waits (max_wait) parked through b at a
+        with NativeClient(*b.native) as c:
+            request = c.send(nv.FetchRequest("n", p, 4, 1 << 20, max_wait_ms=10_000, min_bytes=1))
+            time.sleep(0.2)  # (parked at a by now)
+            with NativeClient(*a.native) as producer:
+                assert producer.produce("n", p, [b"woken again"]) == [4]
+            assert [r.value for r in c.receive(timeout=10).records] == [b"woken again"]
         with TankClient(*a.addresses["tank"]) as t:  # and a TANK get through a of b's partition
             q = lead.index(1)
             assert [m.value for m in t.get("n", q, 1, 1 << 20).messages] == [b"n%d-%d" % (q, i) for i in range(3)]
