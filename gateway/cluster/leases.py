@@ -73,7 +73,7 @@ class LeaseMembership(Membership):
     """This gateway as a member of the database's cluster (see the module docstring); `lease_ms` from
     `storage.postgres.lease_ms`. The engine is opened with `leases` (which gives this member its id)."""
 
-    handovers = False  # (a connection is a descriptor: it cannot be given to another host)
+    hands_over = False  # (a connection is a descriptor: it cannot be given to another host)
     dynamic = True
 
     def __init__(self, lease_ms: int) -> None:

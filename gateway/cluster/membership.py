@@ -49,7 +49,7 @@ class Membership:
     me: int
     count: int
     #: Whether connections can be handed over to other members (a Unix-domain socket: members of one host).
-    handovers = True
+    hands_over = True
     #: Whether members come and go while this one runs (leases: yes; the workers: a fixed count).
     dynamic = False
     #: Members on several hosts relay over TCP, showing each other this secret (None: the workers' Unix sockets).

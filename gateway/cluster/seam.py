@@ -105,6 +105,6 @@ class Cluster:
 
     def hand_overs(self, protocol: str, encode: Callable[[Any], bytes], max_request: int) -> HandOvers | None:
         """Hand-overs of `protocol`'s connections whose requests are wholly another member's (None: not enabled)."""
-        if not (self.several and self.membership.handovers and self.config.worker_handover):
+        if not (self.several and self.membership.hands_over and self.config.worker_handover):
             return None
         return HandOvers(protocol, lambda: self.membership.addresses("handover"), encode, max_request)
