@@ -147,11 +147,11 @@ class LeaseMembership(Membership):
             log.warning("cluster: cannot renew this gateway's lease (%s): trying again in %.1f s", exc,
                         self.lease_ms / 3000)
             return
-        self._ticked.set()
-        self._ticked = trio.Event()
         before = self._ownership
         self.view = view
         self._ownership = SlotOwnership(view.me, view.holders)
+        self._ticked.set()
+        self._ticked = trio.Event()
         if self._ownership.is_coordinator and not before.is_coordinator:
             for callback in self.on_coordinating:
                 callback()
