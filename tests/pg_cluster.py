@@ -1,6 +1,6 @@
 """Two gateway processes over one PostgreSQL database in cluster mode (`storage.postgres.cluster`), as the tests
 start them: `member` (one gateway), `leaders`/`settled` (the partitions' leaders as a Kafka client is told them,
-once the cluster settled), and `GatewayPair` — two members that look like one gateway to a test written for one:
+once the cluster settled), `stored_records` (a topic read back whole, checked contiguous), and `GatewayPair` — two members that look like one gateway to a test written for one:
 Kafka clients bootstrap from the first (and find both), native and TANK clients connect to the second (which
 relays what the first leads)."""
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from logway.bench.launcher import GatewayProcess
@@ -53,6 +54,28 @@ def settled(a, b, topic: str, partitions: int) -> list[int]:
     """The partitions' leaders once both gateways tell them alike, each leading some."""
     _, found = leaders(b, topic, partitions, until=lambda brokers, found: len(brokers) == 2 and set(found) == brokers)
     return leaders(a, topic, partitions, until=lambda brokers, seen: seen == found)[1]
+
+
+def stored_records(gw, topic: str, partitions: int) -> dict[tuple[int, int], bytes]:
+    """Every record of `topic` by (partition, offset), read through a Kafka consumer of `gw`; each partition's
+    offsets checked contiguous from 0 to its end."""
+    reader = Consumer({"bootstrap.servers": bootstrap(gw), "group.id": "check", "enable.auto.commit": False})
+    stored: dict[tuple[int, int], bytes] = {}
+    try:
+        for p in range(partitions):
+            _, high = reader.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            reader.assign([TopicPartition(topic, p, 0)])
+            offsets: set[int] = set()
+            while len(offsets) < high:
+                msg = reader.poll(5)
+                assert msg is not None, f"partition {p}: nothing more before {high}"
+                if msg.error() is None:
+                    stored[(p, msg.offset())] = msg.value()
+                    offsets.add(msg.offset())
+            assert sorted(offsets) == list(range(high)), f"partition {p}: offsets not contiguous"
+    finally:
+        reader.close()
+    return stored
 
 
 class GatewayPair:

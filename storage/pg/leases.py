@@ -135,10 +135,12 @@ class Leases:
             slots = conn.execute("SELECT slot, holder, epoch FROM slots ORDER BY slot").fetchall()
         by_writer = {p.writer_id: p.member_id for p in live}
         holders = tuple(by_writer.get(holder, -1) for _, holder, _ in slots)
-        for slot, holder, epoch in slots:
-            if slot in self.epochs and (holder != self.writer_id or epoch != self.epochs[slot]):
-                log.warning("cluster: slot %d was taken over by another member: its partitions are not ours now",
-                            slot)
+        lost = [slot for slot, holder, epoch in slots
+                if slot in self.epochs and (holder != self.writer_id or epoch != self.epochs[slot])]
+        if lost:
+            log.warning("cluster: %d slot(s) taken over by another member (%s): their partitions are not ours now",
+                        len(lost), ", ".join(map(str, lost)))
+            for slot in lost:
                 del self.epochs[slot]
         ids = [p.member_id for p in live] or [self.member_id]
         give = {slot for slot in self.epochs if target(slot, ids) != self.member_id}

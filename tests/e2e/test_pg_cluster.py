@@ -24,7 +24,7 @@ from logway.codecs import native as nv
 from logway.clients.tank import TankClient
 from logway.gateway.cluster.relays import preamble
 
-from ..pg_cluster import bootstrap, leaders
+from ..pg_cluster import bootstrap, leaders, stored_records
 from ..pg_cluster import member as start_member
 from ..pg_cluster import settled as settled_leaders
 from .test_postgres import dbname
@@ -119,19 +119,7 @@ def test_kafka_clients_over_two_gateways_and_a_kill_9_of_one(tmp_path, pg_server
         assert took_over < 15, took_over
 
         # every acknowledged record is there, once, at its offset; each partition's offsets contiguous from 0
-        reader = Consumer({"bootstrap.servers": bootstrap(b), "group.id": "check", "enable.auto.commit": False})
-        stored: dict[tuple[int, int], bytes] = {}
-        for p in range(PARTITIONS):
-            low, high = reader.get_watermark_offsets(TopicPartition("t", p), timeout=10)
-            reader.assign([TopicPartition("t", p, 0)])
-            while sum(1 for key in stored if key[0] == p) < high:
-                msg = reader.poll(5)
-                assert msg is not None, f"partition {p}: nothing more before {high}"
-                if msg.error() is None:
-                    stored[(p, msg.offset())] = msg.value()
-            offsets = sorted(o for q, o in stored if q == p)
-            assert offsets == list(range(high)), f"partition {p}: offsets not contiguous"
-        reader.close()
+        stored = stored_records(b, "t", PARTITIONS)
         lost = [key for key, value in acked.items() if stored.get(key) != value]
         assert not lost, f"acknowledged records lost or moved: {lost[:5]}"
         values = list(stored.values())

@@ -24,7 +24,7 @@ from logway.bench.postgres import PASSWORD, USER
 from logway.clients.errors import ClientError
 from logway.clients.native import NativeClient
 
-from ..pg_cluster import leaders
+from ..pg_cluster import leaders, stored_records
 from .test_postgres import bootstrap
 
 pytestmark = pytest.mark.slow
@@ -157,28 +157,6 @@ def group_consumer(gateways, load: Load) -> None:
         consumer.close()
 
 
-def stored_records(gw) -> dict[tuple[int, int], bytes]:
-    """Every record of the topic by (partition, offset), read through a Kafka consumer; each partition's offsets
-    checked contiguous from 0 to its end."""
-    reader = Consumer({"bootstrap.servers": bootstrap(gw), "group.id": "check", "enable.auto.commit": False})
-    stored: dict[tuple[int, int], bytes] = {}
-    try:
-        for p in range(PARTITIONS):
-            low, high = reader.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10)
-            reader.assign([TopicPartition(TOPIC, p, 0)])
-            got = 0
-            while got < high:
-                msg = reader.poll(5)
-                assert msg is not None, f"partition {p}: nothing more before {high}"
-                if msg.error() is None:
-                    stored[(p, msg.offset())] = msg.value()
-                    got = sum(1 for key in stored if key[0] == p)
-            assert sorted(o for q, o in stored if q == p) == list(range(high)), f"partition {p}: not contiguous"
-    finally:
-        reader.close()
-    return stored
-
-
 @pytest.mark.parametrize("event", ["promote the standby", "restart the primary", "kill a gateway"])
 def test_under_mixed_load_nothing_acknowledged_is_lost_when_we(tmp_path, pg_primary_and_standby, event):
     primary, standby = pg_primary_and_standby
@@ -224,7 +202,7 @@ def test_under_mixed_load_nothing_acknowledged_is_lost_when_we(tmp_path, pg_prim
         assert not any(t.is_alive() for t in threads)
         assert not load.failed, load.failed[:3]
 
-        stored = stored_records(b)
+        stored = stored_records(b, TOPIC, PARTITIONS)
         lost = [key for key, value in load.acked.items() if stored.get(key) != value]
         assert not lost, f"acknowledged records lost or moved: {lost[:5]}"
         values = list(stored.values())
