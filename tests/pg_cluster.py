@@ -1,8 +1,8 @@
 """Two gateway processes over one PostgreSQL database in cluster mode (`storage.postgres.cluster`), as the tests
 start them: `member` (one gateway), `leaders`/`settled` (the partitions' leaders as a Kafka client is told them,
-once the cluster settled), `stored_records` (a topic read back whole, checked contiguous), and `GatewayPair` — two members that look like one gateway to a test written for one:
-Kafka clients bootstrap from the first (and find both), native and TANK clients connect to the second (which
-relays what the first leads)."""
+once the cluster settled), `stored_records` (a topic read back whole, checked contiguous), and `GatewayPair` — two
+members that look like one gateway to a test written for one: Kafka clients bootstrap from the first (and find
+both), native and TANK clients connect to the second (which relays what the first leads)."""
 
 from __future__ import annotations
 
