@@ -192,6 +192,10 @@ class PostgresSettings:
                                   "dead and its partitions are taken over by the others",
                             more="(it renews every third of it; a dead gateway's partitions have a leader again "
                                  "within about 1⅓ of it)", minimum=300, maximum=600_000)
+    cluster_name: str = setting("", "(cluster) the cluster this gateway belongs to: the first gateway that names one "
+                                    "records it in the database, and a gateway naming another is refused at start",
+                                more="(\"\" = whichever cluster the database holds; a name guards against a gateway "
+                                     "of one deployment pointed at another's database)")
     relay_host: str = setting("", "(cluster) where this gateway takes the native and TANK requests the others relay "
                                   "to it; \"\" = the Kafka listener's advertised host",
                               more="(the other gateways must reach it; each connection shows the cluster's secret, "

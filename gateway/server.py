@@ -118,7 +118,7 @@ class Gateway:
         if worker is None and config.storage.backend == "postgres" and pg.cluster:
             from .cluster.leases import LeaseMembership  # (several gateways over one database)
 
-            worker = LeaseMembership(pg.lease_ms)
+            worker = LeaseMembership(pg.lease_ms, pg.cluster_name)
         self.worker = worker
         self._conn_nursery: trio.Nursery | None = None
         self.engine: LogEngine | None = None

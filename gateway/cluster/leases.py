@@ -76,11 +76,11 @@ class LeaseMembership(Membership):
     hands_over = False  # (a connection is a descriptor: it cannot be given to another host)
     dynamic = True
 
-    def __init__(self, lease_ms: int) -> None:
+    def __init__(self, lease_ms: int, cluster_name: str = "") -> None:
         super().__init__()
         self.name = "cluster member"
         self.lease_ms = lease_ms
-        self.leases = Leases(slot_of, lease_ms)
+        self.leases = Leases(slot_of, lease_ms, cluster_name)
         self.view: View | None = None
         self._ownership = SlotOwnership(-1, ())
         self._ticked = trio.Event()  # set (and replaced) after every tick

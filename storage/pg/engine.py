@@ -188,7 +188,7 @@ class PgEngine(Engine):
             with conn.transaction():
                 conn.execute("INSERT INTO writers (writer_id, host, pid, started_ms) VALUES (%s, %s, %s, %s)",
                              (self.writer_id, socket.gethostname(), os.getpid(), int(self.clock() * 1000)))
-                self.leases.join(conn, self.writer_id, int(self.clock() * 1000))
+                self.leases.join(conn, self.writer_id, int(self.clock() * 1000), self.where)
             return
         with conn.transaction():
             unstopped = conn.execute("SELECT count(*) FROM writers WHERE stopped_ms IS NULL").fetchone()[0]

@@ -35,6 +35,8 @@ from typing import Callable, Iterable
 import psycopg
 from psycopg.types.json import Jsonb
 
+from ..errors import DatabaseInUse
+
 __all__ = ["GONE_AFTER", "Leases", "Peer", "SLOTS", "View", "target"]
 
 log = logging.getLogger("logway.storage.pg")
@@ -78,9 +80,11 @@ class Leases:
     """This gateway's member row and slots (see the module docstring). `slot_of(topic, partition)` is the slot of a
     partition; `lease_ms` how long a lease lasts without a renewal."""
 
-    def __init__(self, slot_of: Callable[[str, int], int], lease_ms: int) -> None:
+    def __init__(self, slot_of: Callable[[str, int], int], lease_ms: int, cluster_name: str = "") -> None:
+        """`cluster_name`: this gateway's cluster; a database another cluster's gateways use is refused ("": any)."""
         self.slot_of = slot_of
         self.lease_ms = lease_ms
+        self.cluster_name = cluster_name
         self.member_id: int | None = None
         self.writer_id: uuid.UUID | None = None
         #: The slots this member holds, with the epoch it claimed each with (what its commits are fenced by).
@@ -91,8 +95,17 @@ class Leases:
         self.secret: str | None = None
 
     # -- joining and leaving ---------------------------------------------------------------------------------
-    def join(self, conn: psycopg.Connection, writer_id: uuid.UUID, started_ms: int) -> int:
-        """Add this gateway's row of `members` (in the caller's transaction); its member id."""
+    def join(self, conn: psycopg.Connection, writer_id: uuid.UUID, started_ms: int, where: str = "") -> int:
+        """Add this gateway's row of `members` (in the caller's transaction); its member id. DatabaseInUse when the
+        database (`where`) belongs to another cluster than `cluster_name` (the first named gateway names it)."""
+        if self.cluster_name:
+            conn.execute("INSERT INTO meta (key, value) VALUES ('cluster_name', %s) ON CONFLICT (key) DO NOTHING",
+                         (self.cluster_name,))
+            theirs = conn.execute("SELECT value FROM meta WHERE key = 'cluster_name'").fetchone()[0]
+            if theirs != self.cluster_name:
+                raise DatabaseInUse(f"database {where} belongs to logway cluster {theirs!r}, and this gateway is "
+                                    f"configured for cluster {self.cluster_name!r} (storage.postgres.cluster_name): "
+                                    f"give it its own database or schema (storage.postgres.schema)")
         gone_ms = max(GONE_AFTER * self.lease_ms, GONE_AFTER_MIN_MS)
         conn.execute("DELETE FROM writers w USING members m WHERE m.writer_id = w.writer_id AND m.lease_until < "
                      "clock_timestamp() - make_interval(secs => %s)", (gone_ms / 1000,))

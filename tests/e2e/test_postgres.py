@@ -318,10 +318,12 @@ def test_start_up_errors_are_one_line_each(tmp_path, pg_server, pg_database):
                  "in use by a logway gateway that is not in cluster mode", f"pid {gw.pid}")
     finally:
         gw.stop()
-    gw = start(tmp_path, pg_server, pg_database, "storage.postgres.cluster=true")
-    try:  # a gateway alone pointed at a cluster's database
+    gw = start(tmp_path, pg_server, pg_database, "storage.postgres.cluster=true", "storage.postgres.cluster_name=blue")
+    try:  # a gateway alone pointed at a cluster's database, and a gateway of another cluster
         one_line(serve(tmp_path / "other", *pg_settings(pg_server, name)), "in use by a cluster of logway gateways",
                  "set storage.postgres.cluster to join them")
+        one_line(serve(tmp_path / "other", *pg_settings(pg_server, name, cluster="true", cluster_name="green")),
+                 "belongs to logway cluster 'blue'", "configured for cluster 'green'")
     finally:
         gw.stop()
     with psycopg.connect(pg_database, autocommit=True) as conn:

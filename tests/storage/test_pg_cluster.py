@@ -2,7 +2,7 @@
 real server: members and their ids, the slots spread over the live members and taken over from a dead one, every
 commit fenced by the slots it writes (a member whose slot was taken writes nothing more of it, and its writers are
 told), the catalog caught up with, the coordinator's stores fenced and reloaded, a lone gateway and a cluster
-refusing each other, and a version-1 schema migrated."""
+refusing each other, a gateway of another named cluster refused, and a version-1 schema migrated."""
 
 from __future__ import annotations
 
@@ -27,9 +27,9 @@ FORMATS = {"kafka": KafkaFormat()}
 LEASE_MS = 1000
 
 
-def member(dsn, **kw) -> PgEngine:
+def member(dsn, cluster_name: str = "", **kw) -> PgEngine:
     kw.setdefault("connect_timeout_ms", 1000)
-    return PgEngine(dsn, FORMATS, TopicConfig(), clock=Clock(), leases=Leases(slot_of, LEASE_MS), **kw)
+    return PgEngine(dsn, FORMATS, TopicConfig(), clock=Clock(), leases=Leases(slot_of, LEASE_MS, cluster_name), **kw)
 
 
 def batch(values: list[bytes]) -> bytes:
@@ -265,6 +265,15 @@ def test_a_lone_gateway_and_a_cluster_refuse_each_other(pg_database, engines):
     engines.append(alone)
     with pytest.raises(DatabaseInUse, match="in use by a logway gateway that is not in cluster mode"):
         member(pg_database)
+
+
+def test_a_gateway_of_another_named_cluster_is_refused(pg_database, engines):
+    engines.append(member(pg_database, "blue"))
+    engines.append(member(pg_database))  # (no name: whichever cluster the database holds)
+    with pytest.raises(DatabaseInUse, match="belongs to logway cluster 'blue'.*configured for cluster 'green'"):
+        member(pg_database, "green")
+    engines.append(member(pg_database, "blue"))
+    assert [e.leases.member_id for e in engines] == [0, 1, 2]
 
 
 def test_a_version_1_schema_is_migrated(pg_database, engines):
