@@ -27,6 +27,8 @@ from logway.gateway.cluster.relays import preamble
 from ..pg_cluster import bootstrap, leaders, stored_records
 from ..pg_cluster import member as start_member
 from ..pg_cluster import settled as settled_leaders
+from .test_admin_http import scrape
+from .test_admin_http import value as metric
 from .test_postgres import dbname
 
 pytestmark = pytest.mark.slow
@@ -53,12 +55,13 @@ def test_kafka_clients_over_two_gateways_and_a_kill_9_of_one(tmp_path, pg_server
 
         acked: dict[tuple[int, int], bytes] = {}
         failed: list = []
-        lock = threading.Lock()
+        lock = threading.Condition()  # (notified at each acknowledgement)
 
         def delivered(err, msg):
             with lock:
                 if err is None:
                     acked[(msg.partition(), msg.offset())] = msg.value()
+                    lock.notify_all()
                 else:
                     failed.append(err)
 
@@ -101,17 +104,17 @@ def test_kafka_clients_over_two_gateways_and_a_kill_9_of_one(tmp_path, pg_server
         loader = threading.Thread(target=load)
         loader.start()
         try:
-            while len(acked) < 2000:
-                time.sleep(0.05)
+            with lock:
+                assert lock.wait_for(lambda: len(acked) >= 2000, 60), "the load was not acknowledged"
             a.kill()
-            killed_at, at_kill = time.monotonic(), len(acked)
+            with lock:
+                killed_at, at_kill = time.monotonic(), len(acked)
             # b leads every partition once a's lease passed, and the producer goes on through it
             leaders(b, "t", PARTITIONS, until=lambda brokers, found: brokers == {1} and set(found) == {1})
             took_over = time.monotonic() - killed_at
-            deadline = time.monotonic() + 30
-            while len(acked) < at_kill + 2000 and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert len(acked) >= at_kill + 2000, "the producer did not go on through the other gateway"
+            with lock:
+                assert lock.wait_for(lambda: len(acked) >= at_kill + 2000, 30), \
+                    "the producer did not go on through the other gateway"
         finally:
             stop.set()
             loader.join(90)
@@ -159,15 +162,15 @@ def test_native_and_tank_clients_reach_every_partition_through_either_gateway(tm
         p = lead.index(0)  # a partition gateway a leads
         with TankClient(*b.addresses["tank"]) as t:
             request = t.send(_tank_consume("n", p, 4))  # seq = offset + 1: waits past the end
-            time.sleep(0.2)  # (parked at a by now; the answer must come from the append, not from this wait)
+            parked_at(a)  # (the answer must come from the append, not from the wait's start)
             with NativeClient(*node[0].native) as c:
                 assert c.produce("n", p, [b"woken"]) == [3]
             answer = t.receive(request, timeout=10)
         assert _values(answer) == [b"woken"]
         # native: the same, a fetch that waits (max_wait) parked through b at a
         with NativeClient(*b.native) as c:
-            request = c.send(nv.FetchRequest("n", p, 4, 1 << 20, max_wait_ms=10_000, min_bytes=1))
-            time.sleep(0.2)  # (parked at a by now)
+            c.send(nv.FetchRequest("n", p, 4, 1 << 20, max_wait_ms=10_000, min_bytes=1))
+            parked_at(a)
             with NativeClient(*a.native) as producer:
                 assert producer.produce("n", p, [b"woken again"]) == [4]
             assert [r.value for r in c.receive(timeout=10).records] == [b"woken again"]
@@ -192,6 +195,14 @@ def test_native_and_tank_clients_reach_every_partition_through_either_gateway(tm
     finally:
         a.stop()
         b.stop()
+
+
+def parked_at(gw, timeout: float = 10.0) -> None:
+    """Return once `gw` has a long-poll parked (its `logway_long_polls_parked` gauge, from its admin listener)."""
+    deadline = time.monotonic() + timeout
+    while metric(scrape(gw), "logway_long_polls_parked") < 1:
+        assert time.monotonic() < deadline, "no long-poll was parked"
+        time.sleep(0.01)
 
 
 def _tank_consume(topic, partition, seq):
